@@ -1,0 +1,18 @@
+# CUDA backend detection. FRUGAL_CUDA=AUTO builds it when nvcc is found.
+set(FRUGAL_WITH_CUDA OFF)
+if(NOT FRUGAL_CUDA STREQUAL "OFF")
+  find_program(FRUGAL_NVCC nvcc PATHS /usr/local/cuda/bin)
+  if(FRUGAL_NVCC)
+    set(CMAKE_CUDA_COMPILER ${FRUGAL_NVCC})
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      # A100, RTX 30xx, RTX 4090/L40S, H100/H200 (Hopper features via 90a).
+      set(CMAKE_CUDA_ARCHITECTURES "80;86;89;90a")
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(FRUGAL_WITH_CUDA ON)
+  elseif(FRUGAL_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "FRUGAL_CUDA=ON but nvcc was not found")
+  endif()
+endif()
+message(STATUS "frugal: CUDA backend ${FRUGAL_WITH_CUDA}")

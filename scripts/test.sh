@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds, fetches test oracles (npm, cached) and runs every test that
+# needs no GPU. Usage: bash scripts/test.sh [extra ctest args]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/scripts/setup.sh"
+# The CUDA backend is compiled (not run) in CI only when FRUGAL_CI_CUDA=1 (see docs/testing.md).
+bash "$root/scripts/build.sh" -DFRUGAL_CUDA=${FRUGAL_CI_CUDA:-OFF} -DFRUGAL_TESTS=ON
+if [ -x "$root/tests/oracles/setup.sh" ]; then bash "$root/tests/oracles/setup.sh"; fi
+cd "${BUILD_DIR:-$root/build}"
+ctest --output-on-failure -LE cuda -j"$(nproc)" "$@"

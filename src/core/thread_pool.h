@@ -1,0 +1,48 @@
+// A fixed pool of worker threads for data-parallel loops (the CPU backend's only parallelism).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace frugal {
+
+class ThreadPool {
+ public:
+  // n_threads <= 0 means one per hardware thread.
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Splits [0, n) into contiguous chunks of at least `grain` items and runs fn(begin, end)
+  // on the workers and the calling thread; returns when all chunks are done.
+  // Not reentrant: fn must not call parallel_for on the same pool.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+  // Runs fn(thread_index) once on each of size() threads.
+  void run_on_all(const std::function<void(int)>& fn);
+
+  // Process-wide pool sized from FRUGAL_THREADS or hardware_concurrency().
+  static ThreadPool& global();
+
+ private:
+  void worker(int index);
+
+  int n_threads_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_work_;
+  std::condition_variable cv_done_;
+  const std::function<void(int)>* job_ = nullptr;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace frugal

@@ -1,0 +1,75 @@
+// The interface every backend (cpu, cuda) implements. The model calls only this.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "ops/params.h"
+
+namespace frugal::ops {
+
+enum class OpKind {
+  kEmbedding,
+  kRmsNorm,
+  kMatmul,
+  kRope,
+  kKvWrite,
+  kAttention,
+  kSiluMul,
+  kGatherRows,
+};
+const char* op_kind_name(OpKind k);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Activation dtype the backend computes in (f32 on the CPU, bf16 on CUDA).
+  virtual DType activation_dtype() const = 0;
+
+  // --- memory (device pointers; host memory on the CPU backend) ---
+  virtual Result<void*> alloc(size_t nbytes) = 0;
+  virtual void free(void* ptr) = 0;
+  virtual Status upload(void* dst, const void* src, size_t nbytes) = 0;    // host -> device
+  virtual Status download(void* dst, const void* src, size_t nbytes) = 0;  // device -> host
+  virtual Status memset_zero(void* dst, size_t nbytes) = 0;
+  virtual Status synchronize() = 0;
+  // Whether weights can be used in place from host memory (mmap): true on the CPU.
+  virtual bool weights_in_host_memory() const = 0;
+
+  // --- ops: each returns unsupported(...) for parameters it cannot run ---
+  virtual Status embedding(const EmbeddingParams& p) = 0;
+  virtual Status rms_norm(const RmsNormParams& p) = 0;
+  virtual Status matmul(const MatmulParams& p) = 0;
+  virtual Status rope(const RopeParams& p) = 0;
+  virtual Status kv_write(const KvWriteParams& p) = 0;
+  virtual Status attention(const AttentionParams& p) = 0;
+  virtual Status silu_mul(const SiluMulParams& p) = 0;
+  virtual Status gather_rows(const GatherRowsParams& p) = 0;
+};
+
+// Owning device buffer tied to a backend.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  static Result<DeviceBuffer> create(Backend* backend, size_t nbytes);
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  void* data() const { return ptr_; }
+  size_t size() const { return size_; }
+  template <typename T> T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  Backend* backend_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace frugal::ops

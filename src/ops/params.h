@@ -1,0 +1,161 @@
+// One POD Params struct per op: the contract between the model code and every backend.
+// Pointers are device pointers of the backend that runs the op (host pointers on the CPU).
+// No STL types here: this header is included by .cu files.
+//
+// Token layout: a forward step processes a flat list of n_tokens tokens from n_seqs sequences
+// (varlen, vLLM style): sequence s owns tokens [q_start[s], q_start[s+1]). Activations are
+// row-major [n_tokens, width] with a leading dimension (row stride) in elements.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace frugal::ops {
+
+// out[t, :] = table[ids[t], :]   table: [vocab, dim] (any float dtype), out: [n_tokens, dim]
+struct EmbeddingParams {
+  const void* table;
+  DType table_dtype;
+  const int32_t* ids;  // [n_tokens]
+  void* out;
+  DType out_dtype;
+  int64_t n_tokens;
+  int64_t dim;
+  int64_t vocab;
+};
+
+// y = rms_norm(x (+ residual)) * weight. If residual != nullptr: x_sum = x + residual is
+// written back to residual (the running residual stream) and normalized.
+//   x: [rows, dim] (ld_x), residual: [rows, dim] (ld_res), y: [rows, dim] (ld_y), weight: [dim]
+struct RmsNormParams {
+  const void* x;
+  void* residual;  // optional, in/out
+  void* y;
+  const void* weight;
+  DType act_dtype;     // dtype of x, residual, y
+  DType weight_dtype;
+  int64_t rows;
+  int64_t dim;
+  int64_t ld_x;
+  int64_t ld_res;
+  int64_t ld_y;
+  float eps;
+};
+
+// y[m, n] = x[m, k] @ w[n, k]^T + bias[n]     (HF nn.Linear layout: weight is [out, in])
+// accumulate: y += result (used for the residual add after o_proj / down_proj).
+struct MatmulParams {
+  const void* x;
+  DType x_dtype;
+  int64_t ld_x;
+  const void* w;
+  DType w_dtype;
+  const void* bias;  // optional, [n], dtype bias_dtype
+  DType bias_dtype;
+  void* y;
+  DType y_dtype;
+  int64_t ld_y;
+  int64_t m;
+  int64_t n;
+  int64_t k;
+  bool accumulate;
+};
+
+// Rotary embedding in place, HF "rotate_half" convention (pairs i and i + rotary_dim/2).
+// All rope scaling types (linear, dynamic NTK, llama3, ...) are folded into inv_freq by the
+// model on the host; attention_factor multiplies cos/sin (1 for all but YaRN-style scalings).
+//   q: [n_tokens, n_head, head_dim] (ld_q per token), k: [n_tokens, n_head_kv, head_dim] (ld_k)
+struct RopeParams {
+  void* q;
+  void* k;
+  DType act_dtype;
+  const int32_t* positions;  // [n_tokens] absolute positions
+  const float* inv_freq;     // [rotary_dim / 2]
+  int64_t n_tokens;
+  int64_t ld_q;
+  int64_t ld_k;
+  int32_t n_head;
+  int32_t n_head_kv;
+  int32_t head_dim;
+  int32_t rotary_dim;  // <= head_dim; dims past it are left unrotated
+  float attention_factor;
+};
+
+// Paged KV cache for one layer: k_cache and v_cache are [n_blocks, block_size, n_head_kv,
+// head_dim] in cache_dtype. A token's slot is block_id * block_size + offset.
+struct KvCacheLayer {
+  void* k_cache;
+  void* v_cache;
+  DType cache_dtype;
+  int32_t n_blocks;
+  int32_t block_size;
+  int32_t n_head_kv;
+  int32_t head_dim;
+};
+
+// Writes the new tokens' k and v into their slots. slot_mapping[t] < 0 skips token t.
+//   k, v: [n_tokens, n_head_kv, head_dim] with row strides ld_k, ld_v (elements)
+struct KvWriteParams {
+  KvCacheLayer cache;
+  const void* k;
+  const void* v;
+  DType act_dtype;
+  int64_t ld_k;
+  int64_t ld_v;
+  const int32_t* slot_mapping;  // [n_tokens]
+  int64_t n_tokens;
+};
+
+// Causal attention of each sequence's new tokens over its whole context in the paged cache
+// (the new tokens' k/v must already be written). Query token i of sequence s sits at absolute
+// position ctx_len[s] - n_q(s) + i and attends to positions <= its own (and, with
+// sliding_window > 0, > its own - sliding_window). GQA: query head h reads kv head
+// h / (n_head / n_head_kv). Covers prefill (n_q > 1, with or without cached prefix) and decode.
+//   q: [n_tokens, n_head, head_dim] (ld_q), out: [n_tokens, n_head, head_dim] (ld_out)
+struct AttentionParams {
+  KvCacheLayer cache;
+  const void* q;
+  void* out;
+  DType act_dtype;
+  int64_t ld_q;
+  int64_t ld_out;
+  int32_t n_seqs;
+  int32_t n_tokens;
+  const int32_t* q_start;       // [n_seqs + 1] prefix sums of new tokens per sequence
+  const int32_t* ctx_len;       // [n_seqs] tokens in the cache after this step's writes
+  const int32_t* block_tables;  // [n_seqs, max_blocks_per_seq]
+  int32_t max_blocks_per_seq;
+  int32_t max_ctx_len;          // max of ctx_len (sizing hint for kernels)
+  int32_t n_head;
+  int32_t sliding_window;       // 0 = none
+  float scale;                  // usually 1/sqrt(head_dim)
+};
+
+// out[t, j] = silu(gate[t, j]) * up[t, j]    gate/up/out: [n_tokens, dim] with row strides
+struct SiluMulParams {
+  const void* gate;
+  const void* up;
+  void* out;
+  DType act_dtype;
+  int64_t n_tokens;
+  int64_t dim;
+  int64_t ld_gate;
+  int64_t ld_up;
+  int64_t ld_out;
+};
+
+// out[i, :] = x[rows[i], :] (+ optional conversion)   x: [*, dim] (ld_x), out: [n_rows, dim]
+struct GatherRowsParams {
+  const void* x;
+  DType x_dtype;
+  int64_t ld_x;
+  const int32_t* rows;
+  void* out;
+  DType out_dtype;
+  int64_t ld_out;
+  int64_t n_rows;
+  int64_t dim;
+};
+
+}  // namespace frugal::ops

@@ -1,0 +1,179 @@
+#include "ops/reference.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/status.h"
+
+namespace frugal::ops::ref {
+
+float load(DType t, const void* base, int64_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(base)[i];
+    case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::kF8E4M3: return f8e4m3_to_f32(static_cast<const uint8_t*>(base)[i]);
+    case DType::kF64: return static_cast<float>(static_cast<const double*>(base)[i]);
+    case DType::kI8: return static_cast<const int8_t*>(base)[i];
+    case DType::kI4: case DType::kI32: case DType::kI64: case DType::kU8: case DType::kBool:
+      break;
+  }
+  check_failed(__FILE__, __LINE__, "load", std::string("unsupported dtype ") + dtype_name(t));
+}
+
+void store(DType t, void* base, int64_t i, float v) {
+  switch (t) {
+    case DType::kF32: static_cast<float*>(base)[i] = v; return;
+    case DType::kBF16: static_cast<uint16_t*>(base)[i] = f32_to_bf16(v); return;
+    case DType::kF16: static_cast<uint16_t*>(base)[i] = f32_to_f16(v); return;
+    case DType::kF8E4M3: static_cast<uint8_t*>(base)[i] = f32_to_f8e4m3(v); return;
+    case DType::kF64: static_cast<double*>(base)[i] = v; return;
+    case DType::kI8: case DType::kI4: case DType::kI32: case DType::kI64: case DType::kU8:
+    case DType::kBool:
+      break;
+  }
+  check_failed(__FILE__, __LINE__, "store", std::string("unsupported dtype ") + dtype_name(t));
+}
+
+void embedding(const EmbeddingParams& p) {
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    int64_t id = p.ids[t];
+    FRUGAL_CHECK(id >= 0 && id < p.vocab);
+    for (int64_t j = 0; j < p.dim; ++j)
+      store(p.out_dtype, p.out, t * p.dim + j, load(p.table_dtype, p.table, id * p.dim + j));
+  }
+}
+
+void rms_norm(const RmsNormParams& p) {
+  std::vector<double> row(static_cast<size_t>(p.dim));
+  for (int64_t r = 0; r < p.rows; ++r) {
+    double ss = 0;
+    for (int64_t j = 0; j < p.dim; ++j) {
+      double v = load(p.act_dtype, p.x, r * p.ld_x + j);
+      if (p.residual) {
+        v += load(p.act_dtype, p.residual, r * p.ld_res + j);
+        // The residual stream is stored in act_dtype; normalize what was stored.
+        store(p.act_dtype, p.residual, r * p.ld_res + j, static_cast<float>(v));
+        v = load(p.act_dtype, p.residual, r * p.ld_res + j);
+      }
+      row[static_cast<size_t>(j)] = v;
+      ss += v * v;
+    }
+    double inv = 1.0 / std::sqrt(ss / static_cast<double>(p.dim) + p.eps);
+    for (int64_t j = 0; j < p.dim; ++j) {
+      double w = load(p.weight_dtype, p.weight, j);
+      store(p.act_dtype, p.y, r * p.ld_y + j, static_cast<float>(row[static_cast<size_t>(j)] * inv * w));
+    }
+  }
+}
+
+void matmul(const MatmulParams& p) {
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t o = 0; o < p.n; ++o) {
+      double acc = 0;
+      for (int64_t j = 0; j < p.k; ++j)
+        acc += static_cast<double>(load(p.x_dtype, p.x, i * p.ld_x + j)) *
+               load(p.w_dtype, p.w, o * p.k + j);
+      if (p.bias) acc += load(p.bias_dtype, p.bias, o);
+      if (p.accumulate) acc += load(p.y_dtype, p.y, i * p.ld_y + o);
+      store(p.y_dtype, p.y, i * p.ld_y + o, static_cast<float>(acc));
+    }
+  }
+}
+
+static void rope_rows(void* base, DType t, int64_t n_tokens, int64_t ld, int n_heads, const RopeParams& p) {
+  const int half = p.rotary_dim / 2;
+  for (int64_t tok = 0; tok < n_tokens; ++tok) {
+    double pos = p.positions[tok];
+    for (int h = 0; h < n_heads; ++h) {
+      int64_t off = tok * ld + static_cast<int64_t>(h) * p.head_dim;
+      for (int i = 0; i < half; ++i) {
+        double angle = pos * static_cast<double>(p.inv_freq[i]);
+        double c = std::cos(angle) * p.attention_factor, s = std::sin(angle) * p.attention_factor;
+        double x0 = load(t, base, off + i), x1 = load(t, base, off + i + half);
+        store(t, base, off + i, static_cast<float>(x0 * c - x1 * s));
+        store(t, base, off + i + half, static_cast<float>(x1 * c + x0 * s));
+      }
+    }
+  }
+}
+
+void rope(const RopeParams& p) {
+  if (p.q) rope_rows(p.q, p.act_dtype, p.n_tokens, p.ld_q, p.n_head, p);
+  if (p.k) rope_rows(p.k, p.act_dtype, p.n_tokens, p.ld_k, p.n_head_kv, p);
+}
+
+void kv_write(const KvWriteParams& p) {
+  const auto& c = p.cache;
+  const int64_t row = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    int32_t slot = p.slot_mapping[t];
+    if (slot < 0) continue;
+    FRUGAL_CHECK(slot < c.n_blocks * c.block_size);
+    for (int64_t j = 0; j < row; ++j) {
+      store(c.cache_dtype, c.k_cache, slot * row + j, load(p.act_dtype, p.k, t * p.ld_k + j));
+      store(c.cache_dtype, c.v_cache, slot * row + j, load(p.act_dtype, p.v, t * p.ld_v + j));
+    }
+  }
+}
+
+void attention(const AttentionParams& p) {
+  const auto& c = p.cache;
+  const int group = p.n_head / c.n_head_kv;
+  const int64_t kv_row = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
+  std::vector<double> scores, acc(static_cast<size_t>(c.head_dim));
+  for (int s = 0; s < p.n_seqs; ++s) {
+    const int q0 = p.q_start[s], n_q = p.q_start[s + 1] - p.q_start[s];
+    const int ctx = p.ctx_len[s];
+    const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
+    for (int i = 0; i < n_q; ++i) {
+      const int pos = ctx - n_q + i;
+      const int lo = p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
+      const int64_t t = q0 + i;
+      for (int h = 0; h < p.n_head; ++h) {
+        const int kvh = h / group;
+        scores.assign(static_cast<size_t>(pos + 1), 0.0);
+        double mx = -INFINITY;
+        for (int j = lo; j <= pos; ++j) {
+          int64_t slot = static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size;
+          double d = 0;
+          for (int e = 0; e < c.head_dim; ++e)
+            d += static_cast<double>(load(p.act_dtype, p.q, t * p.ld_q + h * c.head_dim + e)) *
+                 load(c.cache_dtype, c.k_cache, slot * kv_row + kvh * c.head_dim + e);
+          scores[static_cast<size_t>(j)] = d * p.scale;
+          mx = std::max(mx, scores[static_cast<size_t>(j)]);
+        }
+        double sum = 0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int j = lo; j <= pos; ++j) {
+          double w = std::exp(scores[static_cast<size_t>(j)] - mx);
+          sum += w;
+          int64_t slot = static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size;
+          for (int e = 0; e < c.head_dim; ++e)
+            acc[static_cast<size_t>(e)] += w * load(c.cache_dtype, c.v_cache, slot * kv_row + kvh * c.head_dim + e);
+        }
+        for (int e = 0; e < c.head_dim; ++e)
+          store(p.act_dtype, p.out, t * p.ld_out + h * c.head_dim + e, static_cast<float>(acc[static_cast<size_t>(e)] / sum));
+      }
+    }
+  }
+}
+
+void silu_mul(const SiluMulParams& p) {
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    for (int64_t j = 0; j < p.dim; ++j) {
+      double g = load(p.act_dtype, p.gate, t * p.ld_gate + j);
+      double u = load(p.act_dtype, p.up, t * p.ld_up + j);
+      store(p.act_dtype, p.out, t * p.ld_out + j, static_cast<float>(g / (1.0 + std::exp(-g)) * u));
+    }
+  }
+}
+
+void gather_rows(const GatherRowsParams& p) {
+  for (int64_t i = 0; i < p.n_rows; ++i)
+    for (int64_t j = 0; j < p.dim; ++j)
+      store(p.out_dtype, p.out, i * p.ld_out + j, load(p.x_dtype, p.x, static_cast<int64_t>(p.rows[i]) * p.ld_x + j));
+}
+
+}  // namespace frugal::ops::ref
