@@ -1,0 +1,41 @@
+#include "ops/ref_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "ops/reference.h"
+
+namespace frugal::ops {
+namespace {
+
+class RefBackend final : public Backend {
+ public:
+  std::string name() const override { return "ref"; }
+  DType activation_dtype() const override { return DType::kF32; }
+  Result<void*> alloc(size_t nbytes) override {
+    void* p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64 + 64);
+    if (!p) return resource_exhausted("ref backend: cannot allocate " + std::to_string(nbytes) + " bytes");
+    return p;
+  }
+  void free(void* ptr) override { std::free(ptr); }
+  Status upload(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); return {}; }
+  Status download(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); return {}; }
+  Status memset_zero(void* dst, size_t n) override { std::memset(dst, 0, n); return {}; }
+  Status synchronize() override { return {}; }
+  bool weights_in_host_memory() const override { return true; }
+
+  Status embedding(const EmbeddingParams& p) override { ref::embedding(p); return {}; }
+  Status rms_norm(const RmsNormParams& p) override { ref::rms_norm(p); return {}; }
+  Status matmul(const MatmulParams& p) override { ref::matmul(p); return {}; }
+  Status rope(const RopeParams& p) override { ref::rope(p); return {}; }
+  Status kv_write(const KvWriteParams& p) override { ref::kv_write(p); return {}; }
+  Status attention(const AttentionParams& p) override { ref::attention(p); return {}; }
+  Status silu_mul(const SiluMulParams& p) override { ref::silu_mul(p); return {}; }
+  Status gather_rows(const GatherRowsParams& p) override { ref::gather_rows(p); return {}; }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_ref_backend() { return std::make_unique<RefBackend>(); }
+
+}  // namespace frugal::ops
