@@ -44,6 +44,8 @@ struct MoeConfig {
   std::string topk_method = "greedy";
   bool norm_topk_prob = false;
   double routed_scaling_factor = 1.0;
+  // DeepSeek-V3/R1 checkpoints ship one multi-token-prediction layer beyond num_hidden_layers.
+  int64_t num_nextn_predict_layers = 0;
 };
 
 // Multi-head latent attention fields (DeepSeek-V2/V3); kv_lora_rank == 0 means not MLA.
@@ -55,6 +57,16 @@ struct MlaConfig {
   int64_t v_head_dim = 0;
 };
 
+// Pre-quantized checkpoints (quantization_config), e.g. DeepSeek-V3's fp8 with 128x128 blocks.
+// quant_method empty means the checkpoint is stored in torch_dtype.
+struct QuantizationConfig {
+  std::string quant_method;  // "fp8", "awq", "gptq", ...
+  std::string fmt;           // "e4m3" for fp8
+  std::vector<int64_t> weight_block_size;  // fp8 block scales, e.g. {128, 128}
+  int64_t bits = 0;          // awq/gptq
+  int64_t group_size = 0;    // awq/gptq
+};
+
 struct ModelConfig {
   std::string architecture;  // HF class name, e.g. "Qwen2ForCausalLM"
   std::string model_type;    // "llama", "qwen2", "deepseek_v2", "deepseek_v3"
@@ -64,7 +76,9 @@ struct ModelConfig {
   int64_t num_hidden_layers = 0;
   int64_t num_attention_heads = 0;
   int64_t num_key_value_heads = 0;
-  int64_t head_dim = 0;  // hidden_size / heads unless given
+  // hidden_size / heads unless given. For MLA models: qk_nope_head_dim + qk_rope_head_dim,
+  // the query/key head size that sets the softmax scale.
+  int64_t head_dim = 0;
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
@@ -82,6 +96,7 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;
   MoeConfig moe;
   MlaConfig mla;
+  QuantizationConfig quantization;
 
   bool is_moe() const { return moe.n_routed_experts > 0; }
   bool is_mla() const { return mla.kv_lora_rank > 0; }
@@ -89,6 +104,11 @@ struct ModelConfig {
 
 // Parses and validates config.json contents. `source` names the file in errors.
 Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::string& source);
+// `path` is a config.json file or a model directory holding one.
 Result<ModelConfig> load_model_config(const std::string& path);
+
+// HF class names parse_model_config accepts, e.g. "Qwen2ForCausalLM".
+const std::vector<std::string>& supported_architectures();
+const char* rope_scaling_type_name(RopeScalingType t);
 
 }  // namespace frugal::model
