@@ -116,12 +116,12 @@ class Fields {
   std::string where_;
 };
 
-struct ArchInfo {
+struct ArchName {
   const char* architecture;
   const char* model_type;
 };
 
-constexpr ArchInfo kArchs[] = {
+constexpr ArchName kArchs[] = {
     {"LlamaForCausalLM", "llama"},
     {"Qwen2ForCausalLM", "qwen2"},
     {"DeepseekV2ForCausalLM", "deepseek_v2"},
@@ -130,7 +130,7 @@ constexpr ArchInfo kArchs[] = {
 
 std::string supported_list() {
   std::string s;
-  for (const ArchInfo& a : kArchs) s += (s.empty() ? "" : ", ") + std::string(a.architecture);
+  for (const ArchName& a : kArchs) s += (s.empty() ? "" : ", ") + std::string(a.architecture);
   return s;
 }
 
@@ -141,7 +141,7 @@ Status parse_architecture(const Fields& f, ModelConfig& c) {
                                         supported_list() + ")");
   }
   const std::string arch = f.at("architectures")[0].get<std::string>();
-  for (const ArchInfo& a : kArchs) {
+  for (const ArchName& a : kArchs) {
     if (arch == a.architecture) {
       c.architecture = arch;
       FRUGAL_ASSIGN_OR_RETURN(c.model_type, f.string("model_type", std::string(a.model_type)));
@@ -347,7 +347,7 @@ Status parse_flags(const Fields& f, ModelConfig& c) {
 const std::vector<std::string>& supported_architectures() {
   static const std::vector<std::string> kNames = [] {
     std::vector<std::string> v;
-    for (const ArchInfo& a : kArchs) v.emplace_back(a.architecture);
+    for (const ArchName& a : kArchs) v.emplace_back(a.architecture);
     return v;
   }();
   return kNames;
