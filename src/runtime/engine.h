@@ -1,0 +1,133 @@
+// The engine API: what the CLI, the server and the benchmarks use to generate.
+//
+// An Engine owns one model, its device, the KV block pool and the scheduler, all driven by one
+// engine thread (docs/engine_contract.md). Callers submit requests from any thread; outputs come
+// back through a per-request callback that runs ON THE ENGINE THREAD, so it must be cheap and
+// non-blocking (copy the event, post it to your own executor/queue, return).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace frugal::runtime {
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0 => greedy
+  float top_p = 1.0f;
+  int32_t top_k = 0;         // 0 => off
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::optional<uint64_t> seed;  // unset => engine picks one (non-reproducible)
+  int32_t max_tokens = 16;
+  std::vector<int32_t> stop_token_ids;  // in addition to the model's eos ids
+  bool ignore_eos = false;
+  int32_t top_logprobs = -1;  // -1: no logprobs; 0: chosen token's only; n: also top-n
+};
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+};
+
+enum class FinishReason {
+  kNone,       // still running
+  kStop,       // eos or a stop token id (the stop token is not emitted)
+  kLength,     // max_tokens reached, or the context is full
+  kCancelled,  // cancel() or client gone
+  kError,      // see RequestOutput::error
+};
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+struct GeneratedToken {
+  int32_t token = 0;
+  float logprob = 0;                     // valid when top_logprobs >= 0
+  std::vector<TokenLogprob> top;         // top-n alternatives when top_logprobs > 0
+};
+
+// One callback invocation: zero or more new tokens, and the finish state.
+struct RequestOutput {
+  uint64_t request_id = 0;
+  std::vector<GeneratedToken> tokens;
+  FinishReason finish = FinishReason::kNone;
+  Status error;                 // set when finish == kError
+  int32_t prompt_tokens = 0;    // always set
+  int32_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+using OutputCallback = std::function<void(const RequestOutput&)>;
+
+// Counters and gauges for /metrics and benchmarks (a consistent snapshot).
+struct EngineStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_used = 0;
+  double kv_fragmentation = 0;   // allocated slots not holding a token / allocated slots
+  int64_t prefix_cache_queries = 0;  // full prompt blocks looked up
+  int64_t prefix_cache_hits = 0;
+  int64_t preemptions = 0;
+  int64_t prompt_tokens_total = 0;
+  int64_t generation_tokens_total = 0;
+  int64_t steps = 0;
+};
+
+struct MemoryReport {
+  int64_t weights_bytes = 0;
+  int64_t kv_pool_bytes = 0;
+  int64_t workspace_bytes = 0;
+  int64_t graphs_bytes = 0;
+};
+
+struct EngineOptions {
+  std::string model_dir;        // HF directory, or a config.json with dummy_weights
+  bool dummy_weights = false;
+  std::string device = "cpu";   // "cpu" | "cuda" | "cuda:N" | "ref"
+  int32_t threads = 0;          // CPU threads, 0 = all
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 8192;
+  int32_t max_model_len = 0;    // 0 = the model's max_position_embeddings
+  int32_t block_size = 16;
+  int32_t num_kv_blocks = 0;    // 0 = size from memory (gpu_memory_utilization / cpu budget)
+  double gpu_memory_utilization = 0.90;
+  int64_t cpu_kv_budget_bytes = 1ll << 30;
+  bool enable_prefix_caching = true;
+  bool enable_chunked_prefill = true;
+  int32_t max_queue = 4096;     // waiting requests beyond this are refused (kResourceExhausted)
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // Queues a request; the callback gets every output, the last one with finish != kNone.
+  // Errors (empty prompt, prompt longer than the context, bad parameters, queue full) come back
+  // as a Status here, synchronously, and the callback is never called.
+  virtual Result<uint64_t> submit(GenerateRequest req, OutputCallback cb) = 0;
+  // Cancels a request; its blocks are released within one step; its callback gets a final
+  // output with kCancelled unless it already finished. Unknown ids are ignored.
+  virtual void cancel(uint64_t request_id) = 0;
+  virtual EngineStats stats() const = 0;
+  virtual MemoryReport memory() const = 0;
+  virtual int32_t max_model_len() const = 0;
+  virtual int32_t vocab_size() const = 0;
+  virtual std::vector<int32_t> eos_token_ids() const = 0;
+  // Stops the engine thread after finishing nothing more: running requests get kCancelled.
+  virtual void shutdown() = 0;
+};
+
+// Loads the model and starts the engine thread.
+Result<std::unique_ptr<Engine>> create_engine(const EngineOptions& opts);
+
+}  // namespace frugal::runtime
