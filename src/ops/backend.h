@@ -39,6 +39,12 @@ class Backend {
   virtual Status synchronize() = 0;
   // Whether weights can be used in place from host memory (mmap): true on the CPU.
   virtual bool weights_in_host_memory() const = 0;
+  // Free and total device memory in bytes (for sizing the KV pool); unsupported on host backends.
+  virtual Status device_memory(size_t* free_bytes, size_t* total_bytes) {
+    (void)free_bytes;
+    (void)total_bytes;
+    return unsupported(name() + " backend: no device memory to query");
+  }
 
   // --- ops: each returns unsupported(...) for parameters it cannot run ---
   virtual Status embedding(const EmbeddingParams& p) = 0;
