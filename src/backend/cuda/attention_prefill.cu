@@ -1,0 +1,264 @@
+// Prefill attention over the paged KV cache, FlashAttention-2 style: one block per (64-query
+// tile of one sequence, query head); four warps own 16 query rows each; K/V tiles of 64 keys
+// are gathered through the block table into shared memory; S = QK^T and O += PV run on tensor
+// cores (mma.sync m16n8k16 bf16, fp32 accumulate) with the online softmax in registers.
+// The P accumulator fragment is reused directly as the A operand of PV (no shared round trip).
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace frugal::cuda {
+namespace {
+
+constexpr int kBlockQ = 64;
+constexpr int kBlockK = 64;
+constexpr int kPad = 8;  // bf16 per row: 16 bytes, so fragment loads and ldmatrix hit 32 banks
+constexpr int kThreads = 128;
+
+__device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem_row) {
+  uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ __forceinline__ uint32_t lds32(const __nv_bfloat16* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+// Finds this block's (sequence, tile): sequences' tiles are numbered in order. Tiles within a
+// sequence are taken last-first so the long causal rows start early.
+__device__ bool find_tile(const ops::AttentionParams& p, int* seq, int* tile) {
+  __shared__ int s_seq, s_tile;
+  if (threadIdx.x == 0) {
+    s_seq = -1;
+    int b = blockIdx.x;
+    for (int s = 0; s < p.n_seqs; ++s) {
+      int n_tiles = (p.q_start[s + 1] - p.q_start[s] + kBlockQ - 1) / kBlockQ;
+      if (b < n_tiles) {
+        s_seq = s;
+        s_tile = n_tiles - 1 - b;
+        break;
+      }
+      b -= n_tiles;
+    }
+  }
+  __syncthreads();
+  *seq = s_seq;
+  *tile = s_tile;
+  return s_seq >= 0;
+}
+
+// Copies rows [0, kBlockQ) of a tile into shared memory; invalid rows become zeros.
+template <int D>
+__device__ __forceinline__ void load_q_tile(const ops::AttentionParams& p, __nv_bfloat16* sq, int t0,
+                                            int n_valid, int head) {
+  constexpr int kChunks = D / 8;
+  for (int idx = threadIdx.x; idx < kBlockQ * kChunks; idx += kThreads) {
+    int r = idx / kChunks, ch = idx % kChunks;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < n_valid)
+      v = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.q) +
+                                          static_cast<int64_t>(t0 + r) * p.ld_q + head * D + ch * 8);
+    *reinterpret_cast<uint4*>(sq + r * (D + kPad) + ch * 8) = v;
+  }
+}
+
+// Gathers keys [kb, kb + kBlockK) of kv head kvh through the block table; keys >= end are zero
+// so that masked probabilities (exactly 0) never multiply garbage.
+template <int D>
+__device__ __forceinline__ void load_kv_tile(const ops::AttentionParams& p, const int32_t* table,
+                                             __nv_bfloat16* sk, __nv_bfloat16* sv, int kb, int end,
+                                             int kvh) {
+  constexpr int kChunks = D / 8;
+  const auto& c = p.cache;
+  for (int idx = threadIdx.x; idx < kBlockK * kChunks; idx += kThreads) {
+    int r = idx / kChunks, ch = idx % kChunks;
+    int j = kb + r;
+    uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+    if (j < end) {
+      int64_t slot = static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size;
+      int64_t off = (slot * c.n_head_kv + kvh) * D + ch * 8;
+      kv = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(c.k_cache) + off);
+      vv = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(c.v_cache) + off);
+    }
+    *reinterpret_cast<uint4*>(sk + r * (D + kPad) + ch * 8) = kv;
+    *reinterpret_cast<uint4*>(sv + r * (D + kPad) + ch * 8) = vv;
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::AttentionParams p, float scale_log2) {
+  constexpr int SD = D + kPad;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  __nv_bfloat16* sk = sq + kBlockQ * SD;
+  __nv_bfloat16* sv = sk + kBlockK * SD;
+
+  int seq, tile;
+  if (!find_tile(p, &seq, &tile)) return;
+  const int head = blockIdx.y;
+  const int kvh = head / (p.n_head / p.cache.n_head_kv);
+  const int q0 = p.q_start[seq], n_q = p.q_start[seq + 1] - q0, ctx = p.ctx_len[seq];
+  const int i0 = tile * kBlockQ;
+  const int n_valid = min(kBlockQ, n_q - i0);
+  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, tq = lane & 3;
+  // Absolute positions of this thread's two rows (g and g + 8 of the warp's 16); rows past
+  // n_q borrow the last valid row's position so no row is fully masked.
+  int qpos[2];
+  for (int h = 0; h < 2; ++h) qpos[h] = ctx - n_q + min(i0 + warp * 16 + g + 8 * h, n_q - 1);
+  const int first_pos = ctx - n_q + i0, last_pos = ctx - n_q + i0 + n_valid - 1;
+  const int key_lo = p.sliding_window > 0 ? max(0, first_pos - p.sliding_window + 1) : 0;
+  const int key_end = last_pos + 1;
+
+  load_q_tile<D>(p, sq, q0 + i0, n_valid, head);
+  __syncthreads();
+  uint32_t qf[D / 16][4];
+  const __nv_bfloat16* qrow = sq + (warp * 16 + g) * SD + 2 * tq;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    qf[kk][0] = lds32(qrow + kk * 16);
+    qf[kk][1] = lds32(qrow + 8 * SD + kk * 16);
+    qf[kk][2] = lds32(qrow + kk * 16 + 8);
+    qf[kk][3] = lds32(qrow + 8 * SD + kk * 16 + 8);
+  }
+
+  float o[D / 8][4] = {};
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
+  for (int kb = (key_lo / kBlockK) * kBlockK; kb < key_end; kb += kBlockK) {
+    __syncthreads();  // the previous tile's K/V are no longer read
+    load_kv_tile<D>(p, table, sk, sv, kb, key_end, kvh);
+    __syncthreads();
+
+    float s[kBlockK / 8][4] = {};
+#pragma unroll
+    for (int nt = 0; nt < kBlockK / 8; ++nt) {
+      const __nv_bfloat16* krow = sk + (nt * 8 + g) * SD + 2 * tq;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) mma_bf16(s[nt], qf[kk], lds32(krow + kk * 16), lds32(krow + kk * 16 + 8));
+    }
+
+    float m_tile[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < kBlockK / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1, j = kb + nt * 8 + 2 * tq + (e & 1);
+        bool ok = j <= qpos[h] && (p.sliding_window <= 0 || j > qpos[h] - p.sliding_window);
+        s[nt][e] = ok ? s[nt][e] * scale_log2 : -INFINITY;
+        m_tile[h] = fmaxf(m_tile[h], s[nt][e]);
+      }
+    }
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 1));
+      m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 2));
+      float m_new = fmaxf(m_run[h], m_tile[h]);
+      float base = m_new == -INFINITY ? 0.f : m_new;  // a fully masked row so far stays at zero
+      alpha[h] = exp2f(m_run[h] - base);
+      m_run[h] = m_new;
+      m_tile[h] = base;
+      l_run[h] *= alpha[h];
+    }
+#pragma unroll
+    for (int nt = 0; nt < kBlockK / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[nt][e] = exp2f(s[nt][e] - m_tile[e >> 1]);
+        l_run[e >> 1] += s[nt][e];
+      }
+    }
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      o[dt][0] *= alpha[0];
+      o[dt][1] *= alpha[0];
+      o[dt][2] *= alpha[1];
+      o[dt][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int kk = 0; kk < kBlockK / 16; ++kk) {
+      uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                        pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                        pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const __nv_bfloat16* vrow = sv + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * SD + (lane >> 4) * 8;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; dt += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vrow + dt * 8);
+        mma_bf16(o[dt], pa, b[0], b[1]);
+        mma_bf16(o[dt + 1], pa, b[2], b[3]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 1);
+    l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 2);
+  }
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = warp * 16 + g + 8 * h;
+    if (r >= n_valid) continue;
+    const float inv = l_run[h] > 0.f ? 1.f / l_run[h] : 0.f;
+    __nv_bfloat16* orow = out + static_cast<int64_t>(q0 + i0 + r) * p.ld_out + head * D + 2 * tq;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt)
+      *reinterpret_cast<__nv_bfloat162*>(orow + dt * 8) =
+          __floats2bfloat162_rn(o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
+  }
+}
+
+template <int D>
+cudaError_t launch_d(const ops::AttentionParams& p, cudaStream_t stream) {
+  const int smem = (kBlockQ + 2 * kBlockK) * (D + kPad) * 2;
+  static bool configured = false;  // the attribute is per function, set once per process
+  if (!configured) {
+    cudaError_t e = cudaFuncSetAttribute(attention_prefill_kernel<D>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    configured = true;
+  }
+  // Upper bound on tiles: each sequence adds at most one partial tile.
+  const unsigned tiles = static_cast<unsigned>((p.n_tokens + kBlockQ - 1) / kBlockQ + p.n_seqs);
+  dim3 grid(tiles, static_cast<unsigned>(p.n_head));
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+  attention_prefill_kernel<D><<<grid, kThreads, smem, stream>>>(p, scale_log2);
+  return cudaGetLastError();
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+}  // namespace
+
+bool attention_prefill_supported(const ops::AttentionParams& p) {
+  const auto& c = p.cache;
+  return p.act_dtype == DType::kBF16 && c.cache_dtype == DType::kBF16 &&
+         (c.head_dim == 64 || c.head_dim == 128) && p.ld_q % 8 == 0 && p.ld_out % 2 == 0 &&
+         aligned16(p.q) && aligned16(c.k_cache) && aligned16(c.v_cache) && aligned16(p.out) &&
+         c.n_head_kv > 0 && p.n_head % c.n_head_kv == 0;
+}
+
+cudaError_t launch_attention_prefill(const ops::AttentionParams& p, cudaStream_t stream) {
+  if (p.n_tokens == 0 || p.n_seqs == 0) return cudaSuccess;
+  return p.cache.head_dim == 64 ? launch_d<64>(p, stream) : launch_d<128>(p, stream);
+}
+
+}  // namespace frugal::cuda

@@ -1,0 +1,79 @@
+// Device helpers shared by the CUDA kernels: dtype-generic loads/stores, warp reductions.
+// Included only by .cu files.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace frugal::cuda {
+
+// Element access for the float activation dtypes the kernels accept (f32, f16, bf16). The
+// dtype is uniform across a launch, so the switch costs a predictable branch, not divergence.
+__device__ __forceinline__ float load_f(DType t, const void* base, int64_t i) {
+  switch (t) {
+    case DType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+    case DType::kF16: return __half2float(static_cast<const __half*>(base)[i]);
+    default: return static_cast<const float*>(base)[i];
+  }
+}
+
+__device__ __forceinline__ void store_f(DType t, void* base, int64_t i, float v) {
+  switch (t) {
+    case DType::kBF16: static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16(v); return;
+    case DType::kF16: static_cast<__half*>(base)[i] = __float2half(v); return;
+    default: static_cast<float*>(base)[i] = v; return;
+  }
+}
+
+// Rounds through dtype t (what a store followed by a load would give).
+__device__ __forceinline__ float round_to(DType t, float v) {
+  switch (t) {
+    case DType::kBF16: return __bfloat162float(__float2bfloat16(v));
+    case DType::kF16: return __half2float(__float2half(v));
+    default: return v;
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block; every thread gets the result. `red` holds >= 32 floats of shared memory.
+__device__ __forceinline__ float block_sum(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n_warps = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // `red` may still be read by a previous reduction
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < n_warps ? red[lane] : 0.f;
+  return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n_warps = (blockDim.x + 31) >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < n_warps ? red[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+__host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace frugal::cuda

@@ -1,0 +1,227 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <cstring>
+#include <string>
+
+#include "backend/cuda/gemm_lt.h"
+#include "backend/cuda/kernels.h"
+
+namespace frugal::cuda {
+namespace {
+
+constexpr size_t kLtWorkspaceBytes = 32u << 20;
+constexpr size_t kStagingBytes = 32u << 20;
+constexpr size_t kDirectCopyBytes = 1u << 20;  // below this, staging costs more than it saves
+
+Status cuda_status(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess) return Status::ok();
+  return internal_error("cuda " + what + ": " + cudaGetErrorString(e));
+}
+
+bool is_float_act(DType t) { return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32; }
+
+std::string dt(DType t) { return dtype_name(t); }
+
+}  // namespace
+
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
+  int n_devices = 0;
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaGetDeviceCount(&n_devices), "counting devices"));
+  if (device < 0 || device >= n_devices)
+    return invalid_argument("cuda device " + std::to_string(device) + " does not exist (" +
+                            std::to_string(n_devices) + " found)");
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  b->device_ = device;
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device), "set device"));
+  FRUGAL_RETURN_IF_ERROR(cuda_status(
+      cudaDeviceGetAttribute(&b->n_sms_, cudaDevAttrMultiProcessorCount, device), "sm count"));
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "stream"));
+  FRUGAL_ASSIGN_OR_RETURN(b->lt_, LtGemm::create(kLtWorkspaceBytes));
+  return b;
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  lt_.reset();
+  if (scratch_) cudaFree(scratch_);
+  for (int i = 0; i < kStaging; ++i) {
+    if (staging_[i]) cudaFreeHost(staging_[i]);
+    if (staging_done_[i]) cudaEventDestroy(staging_done_[i]);
+  }
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+Status CudaBackend::check_launch(cudaError_t e, const char* op) {
+  if (e == cudaSuccess) return Status::ok();
+  return internal_error(std::string("cuda ") + op + " launch: " + cudaGetErrorString(e));
+}
+
+Result<void*> CudaBackend::alloc(size_t nbytes) {
+  if (capturing_) return internal_error("cuda alloc during graph capture");
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, nbytes == 0 ? 1 : nbytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls still work
+    return resource_exhausted("cuda alloc of " + std::to_string(nbytes) + " bytes: " + cudaGetErrorString(e));
+  }
+  return p;
+}
+
+void CudaBackend::free(void* ptr) {
+  if (ptr) cudaFree(ptr);
+}
+
+Result<void*> CudaBackend::alloc_pinned(size_t nbytes) {
+  void* p = nullptr;
+  cudaError_t e = cudaMallocHost(&p, nbytes == 0 ? 1 : nbytes);
+  if (e != cudaSuccess) return resource_exhausted("pinned host alloc of " + std::to_string(nbytes) + " bytes");
+  return p;
+}
+
+void CudaBackend::free_pinned(void* ptr) {
+  if (ptr) cudaFreeHost(ptr);
+}
+
+// Pageable memory cannot be copied asynchronously; copying through two pinned buffers lets
+// the host memcpy of chunk i+1 overlap the DMA of chunk i (weights load at PCIe speed).
+Status CudaBackend::upload(void* dst, const void* src, size_t nbytes) {
+  if (nbytes < kDirectCopyBytes) {
+    FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, stream_), "upload"));
+    return cuda_status(cudaStreamSynchronize(stream_), "upload sync");
+  }
+  if (staging_bytes_ == 0) {
+    for (int i = 0; i < kStaging; ++i) {
+      FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMallocHost(&staging_[i], kStagingBytes), "pinned staging"));
+      FRUGAL_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&staging_done_[i], cudaEventDisableTiming), "event"));
+    }
+    staging_bytes_ = kStagingBytes;
+  }
+  const auto* s = static_cast<const unsigned char*>(src);
+  auto* d = static_cast<unsigned char*>(dst);
+  for (size_t off = 0, i = 0; off < nbytes; off += staging_bytes_, i ^= 1) {
+    size_t n = nbytes - off < staging_bytes_ ? nbytes - off : staging_bytes_;
+    FRUGAL_RETURN_IF_ERROR(cuda_status(cudaEventSynchronize(staging_done_[i]), "staging wait"));
+    std::memcpy(staging_[i], s + off, n);
+    FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(d + off, staging_[i], n, cudaMemcpyHostToDevice, stream_), "upload"));
+    FRUGAL_RETURN_IF_ERROR(cuda_status(cudaEventRecord(staging_done_[i], stream_), "staging record"));
+  }
+  return cuda_status(cudaStreamSynchronize(stream_), "upload sync");
+}
+
+Status CudaBackend::download(void* dst, const void* src, size_t nbytes) {
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, stream_), "download"));
+  return cuda_status(cudaStreamSynchronize(stream_), "download sync");
+}
+
+Status CudaBackend::memset_zero(void* dst, size_t nbytes) {
+  return cuda_status(cudaMemsetAsync(dst, 0, nbytes, stream_), "memset");
+}
+
+Status CudaBackend::synchronize() { return cuda_status(cudaStreamSynchronize(stream_), "synchronize"); }
+
+Status CudaBackend::reserve_scratch(size_t nbytes) {
+  if (nbytes <= scratch_bytes_) return Status::ok();
+  if (capturing_) return internal_error("cuda scratch must grow to " + std::to_string(nbytes) +
+                                        " bytes during a graph capture; reserve_scratch before capturing");
+  FRUGAL_RETURN_IF_ERROR(synchronize());  // the old scratch may still be read by queued work
+  if (scratch_) cudaFree(scratch_);
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&scratch_, nbytes), "scratch alloc"));
+  scratch_bytes_ = nbytes;
+  return Status::ok();
+}
+
+Result<void*> CudaBackend::scratch(size_t nbytes) {
+  FRUGAL_RETURN_IF_ERROR(reserve_scratch(nbytes));
+  return scratch_;
+}
+
+Status CudaBackend::embedding(const ops::EmbeddingParams& p) {
+  if (!is_float_act(p.table_dtype) || !is_float_act(p.out_dtype))
+    return unsupported("cuda embedding: table " + dt(p.table_dtype) + " -> " + dt(p.out_dtype));
+  return check_launch(launch_embedding(p, stream_), "embedding");
+}
+
+Status CudaBackend::rms_norm(const ops::RmsNormParams& p) {
+  if (!is_float_act(p.act_dtype) || !is_float_act(p.weight_dtype))
+    return unsupported("cuda rms_norm: act " + dt(p.act_dtype) + ", weight " + dt(p.weight_dtype));
+  return check_launch(launch_rms_norm(p, stream_), "rms_norm");
+}
+
+// GEMV for decode-sized m (bandwidth-bound, ours), cuBLASLt above, a generic kernel for what
+// neither takes (odd k, exotic dtypes).
+Status CudaBackend::matmul(const ops::MatmulParams& p) {
+  if (!is_float_act(p.x_dtype) || !is_float_act(p.w_dtype) || !is_float_act(p.y_dtype) ||
+      (p.bias && !is_float_act(p.bias_dtype)))
+    return unsupported("cuda matmul: x " + dt(p.x_dtype) + ", w " + dt(p.w_dtype) + ", y " + dt(p.y_dtype));
+  if (p.m == 0 || p.n == 0) return Status::ok();
+  if (gemv_supported(p)) return check_launch(launch_gemv(p, stream_), "gemv");
+  ops::MatmulParams q = p;
+  const bool separate_bias = p.bias && p.bias_dtype != p.y_dtype;
+  if (separate_bias) q.bias = nullptr;
+  if (p.k > 0 && LtGemm::supports(q)) {
+    Status st = lt_->run(q, stream_);
+    if (st.is_ok()) {
+      if (!separate_bias) return Status::ok();
+      return check_launch(launch_bias_add(p.y, p.y_dtype, p.ld_y, p.bias, p.bias_dtype, p.m, p.n, stream_), "bias_add");
+    }
+    if (st.code() != ErrorCode::kUnsupported) return st;
+  }
+  return check_launch(launch_matmul_generic(p, stream_), "matmul_generic");
+}
+
+Status CudaBackend::rope(const ops::RopeParams& p) {
+  if (!is_float_act(p.act_dtype)) return unsupported("cuda rope: act " + dt(p.act_dtype));
+  if (p.rotary_dim % 2 != 0 || p.rotary_dim > p.head_dim)
+    return invalid_argument("cuda rope: rotary_dim " + std::to_string(p.rotary_dim) + " must be even and <= head_dim");
+  return check_launch(launch_rope(p, stream_), "rope");
+}
+
+Status CudaBackend::kv_write(const ops::KvWriteParams& p) {
+  if (!is_float_act(p.act_dtype) || !is_float_act(p.cache.cache_dtype))
+    return unsupported("cuda kv_write: act " + dt(p.act_dtype) + ", cache " + dt(p.cache.cache_dtype));
+  return check_launch(launch_kv_write(p, stream_), "kv_write");
+}
+
+// One new token per sequence (decode) goes to the split-KV kernel, anything else to the
+// tensor-core prefill kernel; both are correct for every layout, only their speed differs.
+Status CudaBackend::attention(const ops::AttentionParams& p) {
+  if (p.n_tokens == 0 || p.n_seqs == 0) return Status::ok();
+  const bool decode = p.n_tokens <= p.n_seqs;
+  if (decode && attention_decode_supported(p)) {
+    const int n_splits = attention_decode_splits(p, n_sms_);
+    void* partials = nullptr;
+    if (size_t bytes = attention_decode_scratch_bytes(p, n_splits); bytes > 0) {
+      FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
+    }
+    return check_launch(launch_attention_decode(p, n_splits, partials, stream_), "attention_decode");
+  }
+  if (attention_prefill_supported(p)) return check_launch(launch_attention_prefill(p, stream_), "attention_prefill");
+  if (!is_float_act(p.act_dtype) || !is_float_act(p.cache.cache_dtype))
+    return unsupported("cuda attention: act " + dt(p.act_dtype) + ", cache " + dt(p.cache.cache_dtype));
+  return check_launch(launch_attention_generic(p, stream_), "attention_generic");
+}
+
+Status CudaBackend::silu_mul(const ops::SiluMulParams& p) {
+  if (!is_float_act(p.act_dtype)) return unsupported("cuda silu_mul: act " + dt(p.act_dtype));
+  return check_launch(launch_silu_mul(p, stream_), "silu_mul");
+}
+
+Status CudaBackend::gather_rows(const ops::GatherRowsParams& p) {
+  if (!is_float_act(p.x_dtype) || !is_float_act(p.out_dtype))
+    return unsupported("cuda gather_rows: " + dt(p.x_dtype) + " -> " + dt(p.out_dtype));
+  return check_launch(launch_gather_rows(p, stream_), "gather_rows");
+}
+
+Status CudaBackend::sample(const SampleParams& p) {
+  if (!is_float_act(p.logits_dtype)) return unsupported("cuda sample: logits " + dt(p.logits_dtype));
+  return check_launch(launch_sample(p, stream_), "sample");
+}
+
+Result<std::unique_ptr<ops::Backend>> make_cuda_backend(int device) {
+  FRUGAL_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::create(device));
+  return std::unique_ptr<ops::Backend>(std::move(b));
+}
+
+}  // namespace frugal::cuda

@@ -1,0 +1,86 @@
+// The CUDA backend: every op of ops::Backend on one device and one stream, bf16 activations
+// with fp32 accumulation. Host code only (no device code here); kernels are in the .cu files
+// behind kernels.h.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "backend/cuda/sampling.h"
+#include "core/status.h"
+#include "ops/backend.h"
+
+namespace frugal::cuda {
+
+class LtGemm;
+
+class CudaBackend final : public ops::Backend {
+ public:
+  static Result<std::unique_ptr<CudaBackend>> create(int device);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  DType activation_dtype() const override { return DType::kBF16; }
+
+  Result<void*> alloc(size_t nbytes) override;
+  void free(void* ptr) override;
+  // Synchronous with respect to `src`: large copies go through pinned staging buffers.
+  Status upload(void* dst, const void* src, size_t nbytes) override;
+  Status download(void* dst, const void* src, size_t nbytes) override;
+  Status memset_zero(void* dst, size_t nbytes) override;
+  Status synchronize() override;
+  bool weights_in_host_memory() const override { return false; }
+
+  Status embedding(const ops::EmbeddingParams& p) override;
+  Status rms_norm(const ops::RmsNormParams& p) override;
+  Status matmul(const ops::MatmulParams& p) override;
+  Status rope(const ops::RopeParams& p) override;
+  Status kv_write(const ops::KvWriteParams& p) override;
+  Status attention(const ops::AttentionParams& p) override;
+  Status silu_mul(const ops::SiluMulParams& p) override;
+  Status gather_rows(const ops::GatherRowsParams& p) override;
+
+  // --- CUDA-only extensions used by the engine ---
+  Status sample(const SampleParams& p);
+  // Page-locked host memory for the per-step id copy (download into it avoids a staging copy).
+  Result<void*> alloc_pinned(size_t nbytes);
+  void free_pinned(void* ptr);
+  // Grows the op scratch (split-KV partials) to at least nbytes. Call before capturing a
+  // graph: inside a capture the scratch cannot grow and an op that needs more fails.
+  Status reserve_scratch(size_t nbytes);
+  cudaStream_t stream() const { return stream_; }
+  int device() const { return device_; }
+  int n_sms() const { return n_sms_; }
+  // Set by CudaGraph around a capture: nothing may allocate or synchronize meanwhile.
+  void set_capturing(bool on) { capturing_ = on; }
+  bool capturing() const { return capturing_; }
+
+ private:
+  CudaBackend() = default;
+  Status check_launch(cudaError_t e, const char* op);
+  Result<void*> scratch(size_t nbytes);
+
+  int device_ = 0;
+  int n_sms_ = 0;
+  bool capturing_ = false;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<LtGemm> lt_;
+  void* scratch_ = nullptr;  // grown on demand outside captures
+  size_t scratch_bytes_ = 0;
+  static constexpr int kStaging = 2;  // double-buffered pinned upload staging
+  void* staging_[kStaging] = {};
+  cudaEvent_t staging_done_[kStaging] = {};
+  size_t staging_bytes_ = 0;
+};
+
+// The factory the rest of the project uses (make_backend_by_name("cuda")).
+Result<std::unique_ptr<ops::Backend>> make_cuda_backend(int device);
+
+}  // namespace frugal::cuda
+
+namespace frugal {
+using cuda::make_cuda_backend;  // callable as frugal::make_cuda_backend too
+}  // namespace frugal

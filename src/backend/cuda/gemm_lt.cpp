@@ -1,0 +1,123 @@
+#include "backend/cuda/gemm_lt.h"
+
+#include <string>
+
+namespace frugal::cuda {
+namespace {
+
+bool lt_type(DType t, cudaDataType_t* out) {
+  switch (t) {
+    case DType::kBF16: *out = CUDA_R_16BF; return true;
+    case DType::kF16: *out = CUDA_R_16F; return true;
+    case DType::kF32: *out = CUDA_R_32F; return true;
+    default: return false;
+  }
+}
+
+Status lt_error(const char* what, cublasStatus_t st) {
+  return internal_error(std::string("cuBLASLt ") + what + " failed: status " + std::to_string(static_cast<int>(st)));
+}
+
+#define FRUGAL_LT(what, expr)                                  \
+  do {                                                         \
+    cublasStatus_t _st = (expr);                               \
+    if (_st != CUBLAS_STATUS_SUCCESS) return lt_error(what, _st); \
+  } while (0)
+
+}  // namespace
+
+struct LtGemm::Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (op) cublasLtMatmulDescDestroy(op);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+  }
+};
+
+Result<std::unique_ptr<LtGemm>> LtGemm::create(size_t workspace_bytes) {
+  std::unique_ptr<LtGemm> g(new LtGemm());
+  FRUGAL_LT("create", cublasLtCreate(&g->handle_));
+  if (cudaMalloc(&g->workspace_, workspace_bytes) != cudaSuccess)
+    return resource_exhausted("cuBLASLt workspace of " + std::to_string(workspace_bytes) + " bytes");
+  g->workspace_bytes_ = workspace_bytes;
+  return g;
+}
+
+LtGemm::~LtGemm() {
+  plans_.clear();
+  if (workspace_) cudaFree(workspace_);
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+bool LtGemm::supports(const ops::MatmulParams& p) {
+  cudaDataType_t t;
+  if (p.x_dtype != p.w_dtype || !lt_type(p.x_dtype, &t)) return false;
+  if (p.y_dtype != p.x_dtype && p.y_dtype != DType::kF32) return false;
+  // A bias of another dtype than y is the caller's to add (run() fuses only bias_dtype == y).
+  if (p.bias && p.bias_dtype != p.y_dtype) return false;
+  return p.m > 0 && p.n > 0 && p.k > 0;
+}
+
+// Row-major y[m, n] = x[m, k] w[n, k]^T is column-major y^T[n, m] = w^T... i.e. with A = w
+// (column-major k x n, transposed) and B = x (column-major k x m): D (n x m, ld_y) = op(A) B.
+Result<LtGemm::Plan*> LtGemm::plan_for(const ops::MatmulParams& p) {
+  Key key{p.m, p.n, p.k, p.ld_x, p.ld_y, static_cast<int>(p.x_dtype), static_cast<int>(p.y_dtype),
+          p.bias ? static_cast<int>(p.bias_dtype) : -1, p.accumulate};
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second.get();
+
+  cudaDataType_t in_t, out_t;
+  lt_type(p.x_dtype, &in_t);
+  lt_type(p.y_dtype, &out_t);
+  auto plan = std::make_unique<Plan>();
+  FRUGAL_LT("matmul desc", cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  FRUGAL_LT("transa", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  FRUGAL_LT("transb", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  if (p.bias) {
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    cudaDataType_t bias_t;
+    lt_type(p.bias_dtype, &bias_t);
+    FRUGAL_LT("epilogue", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    FRUGAL_LT("bias type", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t, sizeof(bias_t)));
+  }
+  FRUGAL_LT("layout a", cublasLtMatrixLayoutCreate(&plan->a, in_t, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.n), p.k));
+  FRUGAL_LT("layout b", cublasLtMatrixLayoutCreate(&plan->b, in_t, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.m), p.ld_x));
+  FRUGAL_LT("layout c", cublasLtMatrixLayoutCreate(&plan->c, out_t, static_cast<uint64_t>(p.n), static_cast<uint64_t>(p.m), p.ld_y));
+
+  cublasLtMatmulPreference_t pref;
+  FRUGAL_LT("preference", cublasLtMatmulPreferenceCreate(&pref));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                       sizeof(workspace_bytes_));
+  cublasLtMatmulHeuristicResult_t result{};
+  int n_results = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c, plan->c,
+                                                     pref, 1, &result, &n_results);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || n_results == 0)
+    return unsupported("cuBLASLt has no algorithm for matmul m=" + std::to_string(p.m) + " n=" +
+                       std::to_string(p.n) + " k=" + std::to_string(p.k));
+  plan->algo = result.algo;
+  Plan* raw = plan.get();
+  plans_.emplace(key, std::move(plan));
+  return raw;
+}
+
+Status LtGemm::run(const ops::MatmulParams& p, cudaStream_t stream) {
+  FRUGAL_ASSIGN_OR_RETURN(Plan * plan, plan_for(p));
+  if (p.bias) {
+    FRUGAL_LT("bias pointer", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                             &p.bias, sizeof(p.bias)));
+  }
+  const float alpha = 1.f, beta = p.accumulate ? 1.f : 0.f;
+  FRUGAL_LT("matmul", cublasLtMatmul(handle_, plan->op, &alpha, p.w, plan->a, p.x, plan->b, &beta, p.y,
+                                     plan->c, p.y, plan->c, &plan->algo, workspace_, workspace_bytes_,
+                                     stream));
+  return Status::ok();
+}
+
+}  // namespace frugal::cuda

@@ -1,0 +1,152 @@
+// Small-batch GEMV for decode: y[m, n] = x[m, k] @ w[n, k]^T (+ bias) (+= y), m = 1..8.
+// Bandwidth-bound: every weight byte is read once for all m tokens. Each warp owns R weight
+// rows; each lane streams 16-byte chunks of them (8 bf16) with loads that skip L1 so the small
+// x rows, re-read by every warp, stay cached there. U chunks per lane are issued before any is
+// used to keep enough bytes in flight to saturate HBM.
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace frugal::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+
+__device__ __forceinline__ uint4 load_stream(const void* ptr) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr));
+  return v;
+}
+
+__device__ __forceinline__ void bf16x8_to_float(uint4 v, float* f) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float2 t = __bfloat1622float2(h[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+__device__ __forceinline__ float dot8(uint4 w, const float* x) {
+  float wf[8];
+  bf16x8_to_float(w, wf);
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) s = fmaf(wf[i], x[i], s);
+  return s;
+}
+
+template <int M, int R, int U>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(ops::MatmulParams p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * R;
+  if (row0 >= p.n) return;
+  const int64_t n_chunks = p.k / 8;
+  const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.w);
+  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
+  const __nv_bfloat16* wrow[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    int64_t row = row0 + r < p.n ? row0 + r : p.n - 1;  // clamp: loaded, never stored
+    wrow[r] = w + row * p.k;
+  }
+  float acc[R][M] = {};
+  for (int64_t base = lane; base < n_chunks; base += 32 * U) {
+    uint4 wv[U][R];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = base + 32 * u;
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[u][r] = c < n_chunks ? load_stream(wrow[r] + c * 8) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = base + 32 * u;
+      if (c >= n_chunks) break;
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float xf[8];
+        bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(x + m * p.ld_x + c * 8)), xf);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][m] += dot8(wv[u][r], xf);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float v = warp_sum(acc[r][m]);
+      const int64_t row = row0 + r;
+      if (lane == (r * M + m) % 32 && row < p.n) {
+        if (p.bias) v += load_f(p.bias_dtype, p.bias, row);
+        if (p.accumulate) v += load_f(p.y_dtype, p.y, m * p.ld_y + row);
+        store_f(p.y_dtype, p.y, m * p.ld_y + row, v);
+      }
+    }
+  }
+}
+
+template <int M>
+cudaError_t launch_m(const ops::MatmulParams& p, cudaStream_t stream) {
+  // Two rows per warp halve the L1 traffic for x once it dominates (m >= 3).
+  constexpr int R = M > 2 ? 2 : 1;
+  constexpr int U = R == 1 ? 4 : 2;
+  const int64_t rows_per_block = kWarps * R;
+  const unsigned grid = static_cast<unsigned>(ceil_div(p.n, rows_per_block));
+  gemv_kernel<M, R, U><<<grid, kWarps * 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// One warp per output element; lanes split k. For shapes and dtypes no fast path takes.
+__global__ void matmul_generic_kernel(ops::MatmulParams p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t out = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  if (out >= p.m * p.n) return;
+  const int64_t i = out / p.n, o = out % p.n;
+  float acc = 0.f;
+  for (int64_t j = lane; j < p.k; j += 32)
+    acc += load_f(p.x_dtype, p.x, i * p.ld_x + j) * load_f(p.w_dtype, p.w, o * p.k + j);
+  acc = warp_sum(acc);
+  if (lane == 0) {
+    if (p.bias) acc += load_f(p.bias_dtype, p.bias, o);
+    if (p.accumulate) acc += load_f(p.y_dtype, p.y, i * p.ld_y + o);
+    store_f(p.y_dtype, p.y, i * p.ld_y + o, acc);
+  }
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+}  // namespace
+
+bool gemv_supported(const ops::MatmulParams& p) {
+  return p.m >= 1 && p.m <= kGemvMaxM && p.x_dtype == DType::kBF16 && p.w_dtype == DType::kBF16 &&
+         p.k % 8 == 0 && p.ld_x % 8 == 0 && aligned16(p.x) && aligned16(p.w);
+}
+
+cudaError_t launch_gemv(const ops::MatmulParams& p, cudaStream_t stream) {
+  if (p.n == 0) return cudaSuccess;
+  switch (p.m) {
+    case 1: return launch_m<1>(p, stream);
+    case 2: return launch_m<2>(p, stream);
+    case 3: return launch_m<3>(p, stream);
+    case 4: return launch_m<4>(p, stream);
+    case 5: return launch_m<5>(p, stream);
+    case 6: return launch_m<6>(p, stream);
+    case 7: return launch_m<7>(p, stream);
+    case 8: return launch_m<8>(p, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_matmul_generic(const ops::MatmulParams& p, cudaStream_t stream) {
+  if (p.m * p.n == 0) return cudaSuccess;
+  const int threads = 256;
+  const int64_t blocks = ceil_div(p.m * p.n * 32, threads);
+  matmul_generic_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace frugal::cuda

@@ -1,0 +1,53 @@
+// Launchers of the CUDA kernels: plain functions over the ops Params structs, so the .cu files
+// see no STL or third-party types and the C++ backend (cuda_backend.cpp) sees no device code.
+// Each launcher validates nothing the backend has not already checked, enqueues on `stream`
+// and returns the launch error (cudaSuccess when enqueued).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ops/params.h"
+
+namespace frugal::cuda {
+
+// Elementwise and row ops (elementwise.cu). Activations may be f32, f16 or bf16.
+cudaError_t launch_embedding(const ops::EmbeddingParams& p, cudaStream_t stream);
+cudaError_t launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t stream);
+cudaError_t launch_rope(const ops::RopeParams& p, cudaStream_t stream);
+cudaError_t launch_silu_mul(const ops::SiluMulParams& p, cudaStream_t stream);
+cudaError_t launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t stream);
+cudaError_t launch_kv_write(const ops::KvWriteParams& p, cudaStream_t stream);
+// y[i, :] += bias (used after a GEMM that could not fuse the bias).
+cudaError_t launch_bias_add(void* y, DType y_dtype, int64_t ld_y, const void* bias, DType bias_dtype,
+                            int64_t m, int64_t n, cudaStream_t stream);
+
+// Fills n elements with uniform values in [lo, hi) from a counter hash of (seed, index):
+// dummy weights and benchmark inputs made on the device (never all zeros).
+cudaError_t launch_fill_uniform(void* dst, DType t, int64_t n, uint64_t seed, float lo, float hi,
+                                cudaStream_t stream);
+
+// Small-batch GEMV (gemv.cu): m in [1, kGemvMaxM], x/w bf16, y bf16 or f32, bias optional.
+// Needs k % 8 == 0, ld_x % 8 == 0 and 16-byte aligned x and w (gemv_supported says whether).
+constexpr int64_t kGemvMaxM = 8;
+bool gemv_supported(const ops::MatmulParams& p);
+cudaError_t launch_gemv(const ops::MatmulParams& p, cudaStream_t stream);
+// Any-dtype, any-shape matmul: the slow but general fallback (one warp per output).
+cudaError_t launch_matmul_generic(const ops::MatmulParams& p, cudaStream_t stream);
+
+// Attention over the paged cache (attention_prefill.cu, attention_decode.cu).
+// Prefill: FlashAttention-2 with mma.sync bf16 tensor cores; bf16 q/cache, head_dim 64 or 128.
+bool attention_prefill_supported(const ops::AttentionParams& p);
+cudaError_t launch_attention_prefill(const ops::AttentionParams& p, cudaStream_t stream);
+// Decode: split-KV (FlashDecoding) partials then a combine. Correct for any n_q per sequence,
+// fast when it is 1. partials must hold attention_decode_scratch_bytes(p) bytes.
+int attention_decode_splits(const ops::AttentionParams& p, int n_sms);
+size_t attention_decode_scratch_bytes(const ops::AttentionParams& p, int n_splits);
+bool attention_decode_supported(const ops::AttentionParams& p);
+cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits, void* partials,
+                                    cudaStream_t stream);
+// Fallback for any float dtype and head_dim (attention_generic.cu): slow, always available.
+cudaError_t launch_attention_generic(const ops::AttentionParams& p, cudaStream_t stream);
+
+}  // namespace frugal::cuda

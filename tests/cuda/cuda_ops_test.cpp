@@ -1,0 +1,220 @@
+// CUDA ops against ops::ref on odd shapes, padded strides, bf16 and f32, with guard bytes and
+// NaN-filled outputs. (The shared harness in tests/ops runs too, through cuda_harness_test.)
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+
+namespace frugal::cuda::testing {
+namespace {
+
+using ops::ref::load;
+
+TEST(CudaOps, Embedding) {
+  for (DType t : {DType::kBF16, DType::kF32}) {
+    for (int64_t dim : {13, 4096}) {
+      std::mt19937 rng(static_cast<unsigned>(dim));
+      const int64_t vocab = 37, n_tok = 9;
+      Tensor table(t, vocab * dim), out(t, n_tok * dim);
+      table.fill_uniform(rng, -1, 1);
+      out.fill_nan();
+      table.to_device();
+      out.to_device();
+      std::vector<int32_t> ids(n_tok);
+      for (auto& id : ids) id = static_cast<int32_t>(rng() % vocab);
+      DevInts di;
+      ops::EmbeddingParams p{table.dev, t, di(ids), out.dev, t, n_tok, dim, vocab};
+      ASSERT_TRUE(backend()->embedding(p).is_ok());
+      std::vector<uint8_t> want = out.host;
+      ops::ref::embedding({table.host.data(), t, ids.data(), want.data(), t, n_tok, dim, vocab});
+      expect_close(out, want, 0.f, "embedding");
+    }
+  }
+}
+
+void check_rms_norm(DType t, int64_t rows, int64_t dim, bool residual) {
+  std::mt19937 rng(static_cast<unsigned>(rows * 31 + dim));
+  const int64_t ld_x = dim + 3, ld_res = dim + 5, ld_y = dim + 1;
+  Tensor x(t, rows * ld_x), res(t, rows * ld_res), y(t, rows * ld_y), w(DType::kBF16, dim);
+  x.fill_uniform(rng, -2, 2);
+  res.fill_uniform(rng, -2, 2);
+  w.fill_uniform(rng, 0.5f, 1.5f);
+  y.fill_nan();
+  for (auto* tt : {&x, &res, &y, &w}) tt->to_device();
+  ops::RmsNormParams p{x.dev, residual ? res.dev : nullptr, y.dev, w.dev, t, DType::kBF16, rows, dim, ld_x, ld_res, ld_y, 1e-6f};
+  ASSERT_TRUE(backend()->rms_norm(p).is_ok());
+  std::vector<uint8_t> want_y = y.host, want_res = res.host;
+  ops::ref::rms_norm({x.host.data(), residual ? want_res.data() : nullptr, want_y.data(), w.host.data(), t,
+                      DType::kBF16, rows, dim, ld_x, ld_res, ld_y, 1e-6f});
+  std::vector<bool> mask_y(static_cast<size_t>(y.n)), mask_r(static_cast<size_t>(res.n));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < dim; ++j) {
+      mask_y[static_cast<size_t>(r * ld_y + j)] = true;
+      mask_r[static_cast<size_t>(r * ld_res + j)] = true;
+    }
+  expect_close(y, want_y, tol_for(t), "rms_norm y", mask_y);
+  expect_close(res, want_res, tol_for(t), "rms_norm residual");  // padding must stay untouched too
+}
+
+TEST(CudaOps, RmsNorm) {
+  for (DType t : {DType::kBF16, DType::kF32})
+    for (int64_t dim : {7, 1000, 3584})
+      for (bool residual : {false, true}) check_rms_norm(t, 5, dim, residual);
+}
+
+struct MatmulCase {
+  int64_t m, n, k;
+  bool bias;
+  bool accumulate;
+  DType y;
+  int64_t pad_x;
+  DType bias_dtype = DType::kBF16;
+};
+
+void check_matmul(const MatmulCase& c) {
+  SCOPED_TRACE(::testing::Message() << "m=" << c.m << " n=" << c.n << " k=" << c.k << " bias=" << c.bias
+                                    << " acc=" << c.accumulate << " y=" << dtype_name(c.y) << " pad_x=" << c.pad_x);
+  std::mt19937 rng(static_cast<unsigned>(c.m * 7919 + c.n * 31 + c.k));
+  const int64_t ld_x = c.k + c.pad_x, ld_y = c.n + 2;
+  Tensor x(DType::kBF16, c.m * ld_x), w(DType::kBF16, c.n * c.k), b(c.bias_dtype, c.n), y(c.y, c.m * ld_y);
+  x.fill_uniform(rng, -1, 1);
+  w.fill_uniform(rng, -1, 1);
+  b.fill_uniform(rng, -1, 1);
+  if (c.accumulate) y.fill_uniform(rng, -4, 4); else y.fill_nan();
+  for (auto* t : {&x, &w, &b, &y}) t->to_device();
+  ops::MatmulParams p{x.dev, DType::kBF16, ld_x, w.dev, DType::kBF16, c.bias ? b.dev : nullptr, c.bias_dtype,
+                      y.dev, c.y, ld_y, c.m, c.n, c.k, c.accumulate};
+  ASSERT_TRUE(backend()->matmul(p).is_ok());
+  std::vector<uint8_t> want = y.host;
+  ops::MatmulParams r = p;
+  r.x = x.host.data();
+  r.w = w.host.data();
+  r.bias = c.bias ? b.host.data() : nullptr;
+  r.y = want.data();
+  ops::ref::matmul(r);
+  std::vector<bool> mask(static_cast<size_t>(y.n));
+  for (int64_t i = 0; i < c.m; ++i)
+    for (int64_t j = 0; j < c.n; ++j) mask[static_cast<size_t>(i * ld_y + j)] = true;
+  expect_close(y, want, c.y == DType::kF32 ? 1e-3f : 2e-2f, "matmul", mask);
+}
+
+TEST(CudaOps, MatmulGemvRange) {
+  for (int64_t m : {1, 2, 3, 5, 8})
+    for (int64_t n : {7, 64, 259})
+      for (int64_t k : {8, 264, 3584}) check_matmul({m, n, k, m % 2 == 1, m >= 3, DType::kBF16, 8});
+  check_matmul({4, 100, 512, true, false, DType::kF32, 0});
+  check_matmul({1, 33, 64, true, true, DType::kBF16, 0, DType::kF32});  // bias dtype != y
+}
+
+TEST(CudaOps, MatmulCublasLt) {
+  for (int64_t m : {9, 16, 33, 128})
+    for (int64_t n : {64, 257})
+      for (int64_t k : {64, 520}) check_matmul({m, n, k, n == 257, m == 33, DType::kBF16, 8});
+  check_matmul({40, 96, 128, true, true, DType::kF32, 0});
+  check_matmul({17, 64, 64, true, false, DType::kBF16, 0, DType::kF32});
+}
+
+TEST(CudaOps, MatmulGenericOddK) {
+  check_matmul({3, 11, 13, true, false, DType::kBF16, 1});   // k % 8 != 0: neither fast path
+  check_matmul({12, 5, 7, false, true, DType::kF32, 0});
+}
+
+void check_rope(DType t, int rotary_dim, float factor) {
+  std::mt19937 rng(static_cast<unsigned>(rotary_dim));
+  const int64_t n_tok = 6;
+  const int n_head = 4, n_kv = 2, hd = 64;
+  const int64_t ld_q = n_head * hd + 8, ld_k = n_kv * hd + 8;
+  Tensor q(t, n_tok * ld_q), k(t, n_tok * ld_k);
+  q.fill_uniform(rng, -1, 1);
+  k.fill_uniform(rng, -1, 1);
+  q.to_device();
+  k.to_device();
+  std::vector<int32_t> pos(n_tok);
+  for (auto& v : pos) v = static_cast<int32_t>(rng() % 5000);
+  std::vector<float> inv(static_cast<size_t>(rotary_dim / 2));
+  for (size_t i = 0; i < inv.size(); ++i) inv[i] = std::pow(10000.f, -2.f * static_cast<float>(i) / static_cast<float>(rotary_dim));
+  DevInts di;
+  ops::RopeParams p{q.dev, k.dev, t, di(pos), di.floats(inv), n_tok, ld_q, ld_k, n_head, n_kv, hd, rotary_dim, factor};
+  ASSERT_TRUE(backend()->rope(p).is_ok());
+  std::vector<uint8_t> wq = q.host, wk = k.host;
+  ops::RopeParams r = p;
+  r.q = wq.data();
+  r.k = wk.data();
+  r.positions = pos.data();
+  r.inv_freq = inv.data();
+  ops::ref::rope(r);
+  // fp32 angles at position ~5000 differ from double ones by ~5e-4 rad, as in PyTorch.
+  expect_close(q, wq, t == DType::kF32 ? 2e-3f : 2e-2f, "rope q");
+  expect_close(k, wk, t == DType::kF32 ? 2e-3f : 2e-2f, "rope k");
+}
+
+TEST(CudaOps, Rope) {
+  for (DType t : {DType::kBF16, DType::kF32}) {
+    check_rope(t, 64, 1.f);
+    check_rope(t, 32, 1.f);
+    check_rope(t, 64, 1.2f);
+  }
+}
+
+TEST(CudaOps, SiluMulAndGather) {
+  for (DType t : {DType::kBF16, DType::kF32}) {
+    std::mt19937 rng(5);
+    const int64_t n_tok = 7, dim = 1001, ld = 2 * dim + 4;
+    Tensor gu(t, n_tok * ld), out(t, n_tok * dim);
+    gu.fill_uniform(rng, -6, 6);
+    out.fill_nan();
+    gu.to_device();
+    out.to_device();
+    auto* g = static_cast<uint8_t*>(gu.dev);
+    ops::SiluMulParams p{gu.dev, g + dtype_bytes(t, dim), out.dev, t, n_tok, dim, ld, ld, dim};
+    ASSERT_TRUE(backend()->silu_mul(p).is_ok());
+    std::vector<uint8_t> want = out.host;
+    ops::ref::silu_mul({gu.host.data(), gu.host.data() + dtype_bytes(t, dim), want.data(), t, n_tok, dim, ld, ld, dim});
+    expect_close(out, want, tol_for(t), "silu_mul");
+
+    Tensor rows_out(DType::kF32, 3 * (dim + 1));
+    rows_out.fill_nan();
+    rows_out.to_device();
+    std::vector<int32_t> rows = {6, 0, 3};
+    DevInts di;
+    ops::GatherRowsParams gp{out.dev, t, dim, di(rows), rows_out.dev, DType::kF32, dim + 1, 3, dim};
+    ASSERT_TRUE(backend()->gather_rows(gp).is_ok());
+    std::vector<uint8_t> want_rows = rows_out.host;
+    ops::ref::gather_rows({want.data(), t, dim, rows.data(), want_rows.data(), DType::kF32, dim + 1, 3, dim});
+    std::vector<bool> mask(static_cast<size_t>(rows_out.n));
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < dim; ++j) mask[static_cast<size_t>(i * (dim + 1) + j)] = true;
+    expect_close(rows_out, want_rows, tol_for(t), "gather_rows", mask);
+  }
+}
+
+TEST(CudaOps, KvWriteSkipsNegativeSlots) {
+  std::mt19937 rng(9);
+  const int n_blocks = 5, bs = 4, n_kv = 2, hd = 64;
+  const int64_t n_tok = 6, row = n_kv * hd, ld = row + 8;
+  Tensor k(DType::kBF16, n_tok * ld), v(DType::kBF16, n_tok * ld);
+  Tensor kc(DType::kBF16, int64_t{n_blocks} * bs * row), vc(DType::kBF16, int64_t{n_blocks} * bs * row);
+  for (auto* t : {&k, &v, &kc, &vc}) {
+    t->fill_uniform(rng, -1, 1);
+    t->to_device();
+  }
+  std::vector<int32_t> slots = {3, -1, 17, 0, 19, -1};
+  DevInts di;
+  ops::KvWriteParams p{{kc.dev, vc.dev, DType::kBF16, n_blocks, bs, n_kv, hd}, k.dev, v.dev, DType::kBF16, ld, ld, di(slots), n_tok};
+  ASSERT_TRUE(backend()->kv_write(p).is_ok());
+  std::vector<uint8_t> wk = kc.host, wv = vc.host;
+  ops::KvWriteParams r = p;
+  r.cache.k_cache = wk.data();
+  r.cache.v_cache = wv.data();
+  r.k = k.host.data();
+  r.v = v.host.data();
+  r.slot_mapping = slots.data();
+  ops::ref::kv_write(r);
+  expect_close(kc, wk, 0.f, "kv_write k");
+  expect_close(vc, wv, 0.f, "kv_write v");
+}
+
+}  // namespace
+}  // namespace frugal::cuda::testing
