@@ -139,6 +139,10 @@ TEST(BlockPool, HashCollisionNeverReturnsWrongBlock) {
   // Same tokens as block 0 but in second position: key hit, parent entry differs.
   const std::vector<int32_t> shifted = {7, 7, 7, 7, 1, 2, 3, 4};
   EXPECT_TRUE(pool.match_prefix(shifted).empty());
+  // Block 0's tokens twice: the second lookup finds block 0 by key with equal tokens, but its
+  // parent entry is the root, not block 0, so only the first block may hit.
+  const std::vector<int32_t> repeated = {1, 2, 3, 4, 1, 2, 3, 4};
+  EXPECT_EQ(pool.match_prefix(repeated), (std::vector<BlockId>{0}));
   pool.release(a);
   EXPECT_TRUE(pool.check_invariants().is_ok());
 }

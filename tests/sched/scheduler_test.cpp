@@ -149,6 +149,12 @@ TEST(SchedulerTimeline, PrefixHitIsVerifiedAgainstTokens) {
       {.step = 2, .arrivals = {{B, tokens(101, 9), max_tokens(1)}}, .scheduled = {{B, 9}}, .finished = {B}},
       // Same first block as A: a verified hit.
       {.step = 3, .arrivals = {{C, tokens(1, 6), max_tokens(1)}}, .scheduled = {{C, 2}}, .finished = {C}},
+      // A's first block twice: the second copy's key and tokens match A's block 0, but a block
+      // computed at positions 0..3 under no parent cannot serve positions 4..7.
+      {.step = 4,
+       .arrivals = {{D, concat(tokens(1, 4), tokens(1, 5)), max_tokens(1)}},
+       .scheduled = {{D, 5}},
+       .finished = {D}},
   });
   t.expect_clean_end();
 }
@@ -255,6 +261,46 @@ TEST(SchedulerTimeline, CancelReleasesBlocksWithinOneStep) {
   t.add({C, tokens(21, 5), max_tokens(1)});  // waiting, never scheduled
   ASSERT_TRUE(t.sched().cancel(C).is_ok());
   EXPECT_TRUE(t.sched().schedule().empty());
+  t.expect_clean_end();
+}
+
+// Pool of 5 blocks, A, B, C: 4-token prompts, 8 outputs each (3 blocks each at the end).
+//   step 1: one block each (3 used)
+//   step 2: A and B take blocks 4 and 5; C finds none and is itself the newest unscheduled
+//           running sequence: C preempts itself (prompt + 1 output = 5 tokens to recompute)
+//   step 3-5: A, B decode (positions 5..7); C needs 2 blocks, 1 free: waits
+//   step 6: A takes the last block for position 8; B finds none and preempts itself
+//   step 7: waiting is [B, C] in arrival order; B needs 3 blocks, 2 free, and C (2 blocks would
+//           fit) may not overtake it
+//   step 8: A's 8th output: done, 5 blocks free
+//   step 9: B recomputes 9 tokens (8 before), C 5 (4 before)
+//   then B finishes at step 11 (outputs 6, 7, 8 at steps 9-11), C at step 15
+TEST(SchedulerTimeline, SelfPreemptionAndFcfsResumption) {
+  Timeline t({.max_num_batched_tokens = 64, .max_num_seqs = 8},
+             {.n_blocks = 5, .block_size = 4, .enable_prefix_caching = false});
+  t.run({
+      {.step = 1,
+       .arrivals = {{A, tokens(1, 4), max_tokens(8)}, {B, tokens(11, 4), max_tokens(8)},
+                    {C, tokens(21, 4), max_tokens(8)}},
+       .scheduled = {{A, 4}, {B, 4}, {C, 4}}},
+      {.step = 2, .scheduled = {{A, 1}, {B, 1}}, .preempted = {C}},
+      {.step = 3, .scheduled = {{A, 1}, {B, 1}}},
+      {.step = 4, .scheduled = {{A, 1}, {B, 1}}},
+      {.step = 5, .scheduled = {{A, 1}, {B, 1}}},
+      {.step = 6, .scheduled = {{A, 1}}, .preempted = {B}},
+      {.step = 7, .scheduled = {{A, 1}}},
+      {.step = 8, .scheduled = {{A, 1}}, .finished = {A}},
+      {.step = 9, .scheduled = {{B, 9}, {C, 5}}},
+      {.step = 10, .scheduled = {{B, 1}, {C, 1}}},
+      {.step = 11, .scheduled = {{B, 1}, {C, 1}}, .finished = {B}},
+      {.step = 12, .scheduled = {{C, 1}}},
+      {.step = 13, .scheduled = {{C, 1}}},
+      {.step = 14, .scheduled = {{C, 1}}},
+      {.step = 15, .scheduled = {{C, 1}}, .finished = {C}},
+  });
+  const SchedulerStats s = t.sched().stats();
+  EXPECT_EQ(s.n_preemptions, 2);
+  EXPECT_EQ(s.n_recomputed_tokens, 12);
   t.expect_clean_end();
 }
 
