@@ -1,0 +1,148 @@
+#include "tools/plan/weights.h"
+
+#include <cmath>
+#include <map>
+
+namespace frugal::tools {
+namespace {
+
+using model::TensorRole;
+
+constexpr int64_t kBf16Bytes = 2;
+constexpr int64_t kF32Bytes = 4;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// int8 per output channel: 1 byte per weight + one bf16 scale per row.
+StoredTensor int8_per_channel(int64_t rows, int64_t cols) {
+  return {"int8 + bf16 scale/row", rows * cols + rows * kBf16Bytes};
+}
+
+StoredTensor int4_grouped(int64_t rows, int64_t cols, const QuantOptions& q) {
+  const int64_t groups = rows * ceil_div(cols, q.group_size);
+  // Two 4-bit weights per byte; per group a bf16 scale and (asymmetric) a packed 4-bit zero.
+  const int64_t bytes = ceil_div(rows * cols, 2) + groups * kBf16Bytes +
+                        (q.int4_zero_point ? ceil_div(groups, 2) : 0);
+  const std::string fmt = "int4 g" + std::to_string(q.group_size) +
+                          (q.int4_zero_point ? " + bf16 scale + 4-bit zero" : " + bf16 scale");
+  return {fmt, bytes};
+}
+
+StoredTensor fp8(int64_t rows, int64_t cols, const QuantOptions& q) {
+  if (q.fp8_block <= 0) return {"fp8 e4m3 + f32 scale/tensor", rows * cols + kF32Bytes};
+  const int64_t blocks = ceil_div(rows, q.fp8_block) * ceil_div(cols, q.fp8_block);
+  const std::string b = std::to_string(q.fp8_block);
+  return {"fp8 e4m3 + f32 scale/" + b + "x" + b, rows * cols + blocks * kF32Bytes};
+}
+
+}  // namespace
+
+const char* precision_name(WeightPrecision p) {
+  switch (p) {
+    case WeightPrecision::kBf16: return "bf16";
+    case WeightPrecision::kFp8: return "fp8";
+    case WeightPrecision::kInt8: return "int8";
+    case WeightPrecision::kInt4: return "int4";
+  }
+  return "?";
+}
+
+Result<WeightPrecision> parse_precision(const std::string& s) {
+  if (s == "bf16") return WeightPrecision::kBf16;
+  if (s == "fp8") return WeightPrecision::kFp8;
+  if (s == "int8") return WeightPrecision::kInt8;
+  if (s == "int4") return WeightPrecision::kInt4;
+  return invalid_argument("--precision: unknown '" + s + "' (expected bf16, fp8, int8 or int4)");
+}
+
+StoredTensor stored_tensor(const model::TensorSpec& t, const QuantOptions& q) {
+  const int64_t n = t.shape.numel();
+  const bool matrix = t.shape.ndim == 2;
+  if (t.role == TensorRole::kLmHead && q.lm_head_int8 && matrix) {
+    return int8_per_channel(t.shape[0], t.shape[1]);
+  }
+  if (t.role != TensorRole::kLinear || !matrix) return {"bf16", n * kBf16Bytes};
+  switch (q.precision) {
+    case WeightPrecision::kBf16: return {"bf16", n * kBf16Bytes};
+    case WeightPrecision::kInt8: return int8_per_channel(t.shape[0], t.shape[1]);
+    case WeightPrecision::kInt4: return int4_grouped(t.shape[0], t.shape[1], q);
+    case WeightPrecision::kFp8: return fp8(t.shape[0], t.shape[1], q);
+  }
+  return {"bf16", n * kBf16Bytes};
+}
+
+double WeightSummary::expected_distinct_experts(int64_t batch) const {
+  if (n_routed_experts == 0) return 0;
+  const double n = static_cast<double>(n_routed_experts);
+  const double k = static_cast<double>(experts_per_token);
+  return n * (1.0 - std::pow(1.0 - k / n, static_cast<double>(batch)));
+}
+
+double WeightSummary::active_params_per_token() const {
+  double p = static_cast<double>(total_params - embedding_params - routed_expert_params);
+  if (n_routed_experts > 0) {
+    p += static_cast<double>(routed_expert_params) * static_cast<double>(experts_per_token) /
+         static_cast<double>(n_routed_experts);
+  }
+  return p;
+}
+
+double WeightSummary::step_weight_bytes(int64_t batch) const {
+  double b = static_cast<double>(total_bytes - embedding_bytes - routed_expert_bytes);
+  if (n_routed_experts > 0) {
+    b += static_cast<double>(routed_expert_bytes) * expected_distinct_experts(batch) /
+         static_cast<double>(n_routed_experts);
+  }
+  return b;
+}
+
+Result<WeightSummary> summarize_weights(const model::ModelConfig& c, const QuantOptions& q) {
+  if (q.precision == WeightPrecision::kInt4 && q.group_size <= 0) {
+    return invalid_argument("--group-size: expected a positive group size, got " +
+                            std::to_string(q.group_size));
+  }
+  const auto specs = model::tensor_specs(c);
+  if (specs.empty()) {
+    return unsupported("model '" + c.architecture + "': no tensor layout known for this architecture");
+  }
+  WeightSummary s;
+  std::map<std::pair<std::string, std::string>, WeightGroup> groups;
+  for (const model::TensorSpec& t : specs) {
+    const StoredTensor st = stored_tensor(t, q);
+    const int64_t n = t.shape.numel();
+    std::string role = model::tensor_role_name(t.role);
+    if (t.expert >= 0) role = "routed expert linear";
+    WeightGroup& g = groups[{role, st.format}];
+    g.role = role;
+    g.format = st.format;
+    g.n_tensors += 1;
+    g.params += n;
+    g.bytes += st.bytes;
+    s.total_params += n;
+    s.total_bytes += st.bytes;
+    if (t.role == TensorRole::kEmbedding) {
+      s.embedding_params += n;
+      s.embedding_bytes += st.bytes;
+    }
+    if (t.role == TensorRole::kLmHead) s.lm_head_params += n;
+    if (t.expert >= 0) {
+      s.routed_expert_params += n;
+      s.routed_expert_bytes += st.bytes;
+    }
+  }
+  // Tied embeddings: the one table is also the lm_head, so a decode step reads it.
+  if (c.tie_word_embeddings) {
+    s.lm_head_params = s.embedding_params;
+    s.embedding_params = 0;
+    s.embedding_bytes = 0;
+  }
+  if (c.is_moe()) {
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) s.n_moe_layers += model::is_moe_layer(c, l) ? 1 : 0;
+    s.n_routed_experts = c.moe.n_routed_experts;
+    s.experts_per_token = c.moe.num_experts_per_tok;
+  }
+  for (auto& [key, g] : groups) s.groups.push_back(g);
+  return s;
+}
+
+}  // namespace frugal::tools
