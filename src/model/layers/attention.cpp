@@ -1,0 +1,33 @@
+#include "model/layers/attention.h"
+
+#include "model/layers/linear.h"
+
+namespace frugal::model::layers {
+
+Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaShape& shape,
+                     const StepInputs& step, const ops::KvCacheLayer& cache, const void* x,
+                     void* residual, const GqaScratch& s) {
+  const int64_t n = step.n_tokens;
+  const int64_t hidden = w.q.in;
+  const int64_t q_dim = static_cast<int64_t>(shape.n_head) * shape.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(shape.n_head_kv) * shape.head_dim;
+  FRUGAL_RETURN_IF_ERROR(linear(b, w.q, act, x, hidden, s.q, q_dim, n, false));
+  FRUGAL_RETURN_IF_ERROR(linear(b, w.k, act, x, hidden, s.k, kv_dim, n, false));
+  FRUGAL_RETURN_IF_ERROR(linear(b, w.v, act, x, hidden, s.v, kv_dim, n, false));
+  FRUGAL_RETURN_IF_ERROR(b->rope(ops::RopeParams{
+      .q = s.q, .k = s.k, .act_dtype = act, .positions = step.positions, .inv_freq = step.inv_freq,
+      .n_tokens = n, .ld_q = q_dim, .ld_k = kv_dim, .n_head = shape.n_head, .n_head_kv = shape.n_head_kv,
+      .head_dim = shape.head_dim, .rotary_dim = shape.rotary_dim, .attention_factor = 1.0f}));
+  FRUGAL_RETURN_IF_ERROR(b->kv_write(ops::KvWriteParams{
+      .cache = cache, .k = s.k, .v = s.v, .act_dtype = act, .ld_k = kv_dim, .ld_v = kv_dim,
+      .slot_mapping = step.slot_mapping, .n_tokens = n}));
+  FRUGAL_RETURN_IF_ERROR(b->attention(ops::AttentionParams{
+      .cache = cache, .q = s.q, .out = s.out, .act_dtype = act, .ld_q = q_dim, .ld_out = q_dim,
+      .n_seqs = step.n_seqs, .n_tokens = static_cast<int32_t>(n), .q_start = step.q_start,
+      .ctx_len = step.ctx_len, .block_tables = step.block_tables,
+      .max_blocks_per_seq = step.max_blocks_per_seq, .max_ctx_len = step.max_ctx_len,
+      .n_head = shape.n_head, .sliding_window = shape.sliding_window, .scale = shape.scale}));
+  return linear(b, w.o, act, s.out, q_dim, residual, hidden, n, true);
+}
+
+}  // namespace frugal::model::layers

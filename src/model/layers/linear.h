@@ -1,0 +1,24 @@
+// Linear and norm helpers: one backend op each, parameters filled from typed weights.
+#pragma once
+
+#include "model/weights.h"
+#include "ops/backend.h"
+
+namespace frugal::model::layers {
+
+// y[m, out] (+)= x[m, in] @ l.weight^T + l.bias. accumulate adds into y (residual adds).
+inline Status linear(ops::Backend* b, const Linear& l, DType act, const void* x, int64_t ld_x,
+                     void* y, int64_t ld_y, int64_t m, bool accumulate) {
+  return b->matmul(ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = ld_x, .w = l.weight, .w_dtype = l.dtype,
+                                     .bias = l.bias, .bias_dtype = l.bias_dtype, .y = y, .y_dtype = act,
+                                     .ld_y = ld_y, .m = m, .n = l.out, .k = l.in, .accumulate = accumulate});
+}
+
+// y[rows, dim] = rms_norm(x) * weight (x and y contiguous).
+inline Status rms_norm(ops::Backend* b, const Norm& n, DType act, const void* x, void* y, int64_t rows, double eps) {
+  return b->rms_norm(ops::RmsNormParams{.x = x, .residual = nullptr, .y = y, .weight = n.weight, .act_dtype = act,
+                                        .weight_dtype = n.dtype, .rows = rows, .dim = n.dim, .ld_x = n.dim,
+                                        .ld_res = n.dim, .ld_y = n.dim, .eps = static_cast<float>(eps)});
+}
+
+}  // namespace frugal::model::layers

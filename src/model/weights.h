@@ -1,0 +1,88 @@
+// Weights as the forward pass sees them: typed views (Linear, Norm, Embedding) over device
+// memory, and the WeightStore that owns that memory. On a backend that runs from host memory
+// (the CPU), checkpoint tensors are used in place from the mmap; otherwise they are uploaded
+// once into one device arena. Dummy weights are generated (seeded, multi-threaded) from the
+// same tensor_specs list the loader checks checkpoints against.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "model/arch.h"
+#include "model/safetensors.h"
+#include "ops/backend.h"
+
+namespace frugal::model {
+
+// y = x @ weight^T + bias (HF nn.Linear).
+struct Linear {
+  const void* weight = nullptr;  // [out, in], dtype
+  DType dtype = DType::kF32;
+  int64_t out = 0;
+  int64_t in = 0;
+  const void* bias = nullptr;    // optional [out], bias_dtype
+  DType bias_dtype = DType::kF32;
+};
+
+struct Norm {
+  const void* weight = nullptr;  // [dim]
+  DType dtype = DType::kF32;
+  int64_t dim = 0;
+};
+
+struct Embedding {
+  const void* table = nullptr;  // [vocab, dim]
+  DType dtype = DType::kF32;
+  int64_t vocab = 0;
+  int64_t dim = 0;
+};
+
+struct DummyWeightOptions {
+  DType dtype = DType::kBF16;
+  uint64_t seed = 0;
+};
+
+class WeightStore {
+ public:
+  // Opens the safetensors of `dir` and checks them against `specs`: every spec present with
+  // its shape and a float dtype (bf16/f16/f32), and no unexpected tensor. Errors name the file
+  // and the tensor.
+  static Result<std::unique_ptr<WeightStore>> load(const std::string& dir,
+                                                   const std::vector<TensorSpec>& specs,
+                                                   ops::Backend* backend);
+  // Deterministic random weights of realistic scale for every spec.
+  static Result<std::unique_ptr<WeightStore>> dummy(const std::vector<TensorSpec>& specs,
+                                                    const DummyWeightOptions& opts,
+                                                    ops::Backend* backend);
+  ~WeightStore();
+
+  // The device view of a tensor listed in the specs; nullptr if absent.
+  const TensorView* find(const std::string& name) const;
+  // Bytes of weights the engine holds (device or mapped).
+  int64_t bytes() const { return bytes_; }
+
+  Result<Linear> linear(const std::string& weight_name, const std::string& bias_name) const;
+  Result<Norm> norm(const std::string& name) const;
+  Result<Embedding> embedding(const std::string& name) const;
+
+ private:
+  WeightStore() = default;
+  Status place(ops::Backend* backend, const std::vector<std::pair<std::string, TensorView>>& host);
+
+  std::unique_ptr<SafetensorsSet> files_;  // keeps the mmap alive
+  HostBuffer dummy_host_;                  // dummy weights on the host
+  ops::DeviceBuffer arena_;                // uploaded weights (device backends)
+  std::map<std::string, TensorView> tensors_;
+  int64_t bytes_ = 0;
+};
+
+// Fills `out` (n elements of dtype) with values of the given role's realistic distribution;
+// value i depends only on (seed, stream, i), so any split of the work gives the same bytes.
+void fill_dummy(TensorRole role, DType dtype, uint64_t seed, uint64_t stream, void* out, int64_t n);
+
+}  // namespace frugal::model
