@@ -1,0 +1,194 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/validate.h"
+#include "core/cpu_features.h"
+#include "ops/reference.h"
+
+namespace frugal {
+namespace cpu {
+
+const KernelTable& best_kernels() {
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.fma && f.f16c) return avx512_kernels();
+  if (f.avx2 && f.fma && f.f16c) return avx2_kernels();
+  return scalar_kernels();
+}
+
+namespace {
+
+// Below this many element operations per thread, splitting costs more than it saves.
+constexpr int64_t kMinWorkPerThread = 32 * 1024;
+
+int64_t grain_for(int64_t work_per_item) {
+  return std::max<int64_t>(1, kMinWorkPerThread / std::max<int64_t>(1, work_per_item));
+}
+
+// Per-thread scratch that lives as long as the pool's threads; grows, never shrinks.
+float* thread_scratch(int64_t n_floats) {
+  thread_local std::vector<float> buf;
+  if (static_cast<int64_t>(buf.size()) < n_floats) buf.resize(static_cast<size_t>(n_floats));
+  return buf.data();
+}
+
+class CpuBackend final : public ops::Backend {
+ public:
+  CpuBackend(ThreadPool* pool, const KernelTable& kernels) : pool_(pool), k_(kernels) {}
+
+  std::string name() const override { return std::string("cpu-") + k_.isa; }
+  DType activation_dtype() const override { return DType::kF32; }
+
+  Result<void*> alloc(size_t nbytes) override {
+    // aligned_alloc needs a multiple of the alignment; the extra line keeps odd sizes cheap to reason about.
+    void* p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64 + 64);
+    if (!p) return resource_exhausted("cpu backend: cannot allocate " + std::to_string(nbytes) + " bytes");
+    return p;
+  }
+  void free(void* ptr) override { std::free(ptr); }
+  Status upload(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); return {}; }
+  Status download(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); return {}; }
+  Status memset_zero(void* dst, size_t n) override { std::memset(dst, 0, n); return {}; }
+  Status synchronize() override { return {}; }
+  bool weights_in_host_memory() const override { return true; }
+
+  Status embedding(const ops::EmbeddingParams& p) override;
+  Status rms_norm(const ops::RmsNormParams& p) override;
+  Status matmul(const ops::MatmulParams& p) override;
+  Status rope(const ops::RopeParams& p) override;
+  Status kv_write(const ops::KvWriteParams& p) override;
+  Status attention(const ops::AttentionParams& p) override;
+  Status silu_mul(const ops::SiluMulParams& p) override;
+  Status gather_rows(const ops::GatherRowsParams& p) override;
+
+ private:
+  ThreadPool* pool_;
+  const KernelTable& k_;
+};
+
+Status CpuBackend::embedding(const ops::EmbeddingParams& p) {
+  FRUGAL_RETURN_IF_ERROR(validate(p));
+  const int64_t row_bytes = dtype_bytes(p.table_dtype, p.dim);
+  pool_->parallel_for(p.n_tokens, grain_for(p.dim), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      k_.to_f32(p.table_dtype, static_cast<const char*>(p.table) + p.ids[t] * row_bytes,
+                static_cast<float*>(p.out) + t * p.dim, p.dim);
+  });
+  return {};
+}
+
+Status CpuBackend::rms_norm(const ops::RmsNormParams& p) {
+  FRUGAL_RETURN_IF_ERROR(validate(p));
+  pool_->parallel_for(p.rows, grain_for(p.dim), [&](int64_t r0, int64_t r1) { k_.rms_norm(p, r0, r1); });
+  return {};
+}
+
+Status CpuBackend::matmul(const ops::MatmulParams& p) {
+  FRUGAL_RETURN_IF_ERROR(validate(p));
+  if (p.m == 0 || p.n == 0) return {};
+  if (k_.gemm && p.m > kGemvMaxTokens) {
+    // Prefill: whole packed blocks per thread, so a block is converted and packed only once.
+    const int64_t n_blocks = (p.n + kGemmBlockN - 1) / kGemmBlockN;
+    pool_->parallel_for(n_blocks, grain_for(p.m * p.k * kGemmBlockN), [&](int64_t b0, int64_t b1) {
+      k_.gemm(p, b0 * kGemmBlockN, std::min(b1 * kGemmBlockN, p.n), thread_scratch(kGemmPackFloats));
+    });
+    return {};
+  }
+  // Decode: each thread streams its own contiguous slice of weight rows.
+  constexpr int64_t kUnit = 8;
+  const int64_t n_units = (p.n + kUnit - 1) / kUnit;
+  pool_->parallel_for(n_units, grain_for(kUnit * p.k * p.m), [&](int64_t u0, int64_t u1) {
+    k_.gemv(p, u0 * kUnit, std::min(u1 * kUnit, p.n));
+  });
+  return {};
+}
+
+Status CpuBackend::rope(const ops::RopeParams& p) {
+  FRUGAL_RETURN_IF_ERROR(validate(p));
+  if (p.n_tokens == 0 || (!p.q && !p.k) || p.rotary_dim == 0) return {};
+  const int64_t per_token = static_cast<int64_t>(p.n_head + p.n_head_kv) * p.rotary_dim;
+  pool_->parallel_for(p.n_tokens, grain_for(per_token), [&](int64_t t0, int64_t t1) { k_.rope(p, t0, t1); });
+  return {};
+}
+
+Status CpuBackend::kv_write(const ops::KvWriteParams& p) {
+  FRUGAL_RETURN_IF_ERROR(validate(p));
+  const int64_t row = static_cast<int64_t>(p.cache.n_head_kv) * p.cache.head_dim;
+  pool_->parallel_for(p.n_tokens, grain_for(2 * row), [&](int64_t t0, int64_t t1) { k_.kv_write(p, t0, t1); });
+  return {};
+}
+
+Status CpuBackend::attention(const ops::AttentionParams& p) {
+  FRUGAL_RETURN_IF_ERROR(validate(p));
+  if (p.n_seqs == 0 || p.n_tokens == 0) return {};
+  const int group = p.n_head / p.cache.n_head_kv;
+  if (group > kAttentionMaxRows)
+    return unsupported("attention: n_head / n_head_kv = " + std::to_string(group) + " exceeds " +
+                       std::to_string(kAttentionMaxRows) + " on the cpu backend");
+  const int tile = std::max(1, kAttentionMaxRows / group);  // query tokens per item
+  struct Costed {
+    AttentionItem item;
+    int64_t cost;  // query rows x keys visited: causal prefill tiles late in a sequence cost more
+  };
+  std::vector<Costed> items;
+  for (int s = 0; s < p.n_seqs; ++s) {
+    const int n_q = p.q_start[s + 1] - p.q_start[s];
+    for (int g = 0; g < p.cache.n_head_kv; ++g)
+      for (int i0 = 0; i0 < n_q; i0 += tile) {
+        const int i1 = std::min(n_q, i0 + tile);
+        const int64_t keys = p.sliding_window > 0 ? std::min(p.sliding_window, p.ctx_len[s]) : p.ctx_len[s] - n_q + i1;
+        items.push_back({{s, g, i0, i1}, static_cast<int64_t>(i1 - i0) * keys});
+      }
+  }
+  // Largest first, handed out dynamically: keeps threads balanced when costs differ.
+  std::stable_sort(items.begin(), items.end(), [](const Costed& a, const Costed& b) { return a.cost > b.cost; });
+  const int64_t scratch = attention_scratch_floats(tile * group, p.cache.head_dim);
+  std::atomic<size_t> next{0};
+  auto run = [&](int) {
+    float* buf = thread_scratch(scratch);
+    for (size_t i = next++; i < items.size(); i = next++) k_.attention(p, items[i].item, buf);
+  };
+  if (items.size() == 1) run(0);
+  else pool_->run_on_all(run);
+  return {};
+}
+
+Status CpuBackend::silu_mul(const ops::SiluMulParams& p) {
+  FRUGAL_RETURN_IF_ERROR(validate(p));
+  if (p.dim == 0) return {};
+  pool_->parallel_for(p.n_tokens, grain_for(4 * p.dim), [&](int64_t t0, int64_t t1) { k_.silu_mul(p, t0, t1); });
+  return {};
+}
+
+Status CpuBackend::gather_rows(const ops::GatherRowsParams& p) {
+  FRUGAL_RETURN_IF_ERROR(validate(p));
+  if (p.n_rows == 0 || p.dim == 0) return {};
+  const int64_t src_row = dtype_bytes(p.x_dtype, p.ld_x);
+  pool_->parallel_for(p.n_rows, grain_for(p.dim), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const void* src = static_cast<const char*>(p.x) + p.rows[i] * src_row;
+      if (p.out_dtype == DType::kF32) {
+        k_.to_f32(p.x_dtype, src, static_cast<float*>(p.out) + i * p.ld_out, p.dim);
+        continue;
+      }
+      // Narrow outputs are rare (host-side selections); element-wise is fine.
+      for (int64_t j = 0; j < p.dim; ++j)
+        ops::ref::store(p.out_dtype, p.out, i * p.ld_out + j, ops::ref::load(p.x_dtype, src, j));
+    }
+  });
+  return {};
+}
+
+}  // namespace
+}  // namespace cpu
+
+std::unique_ptr<ops::Backend> make_cpu_backend(ThreadPool* pool) {
+  return std::make_unique<cpu::CpuBackend>(pool, cpu::best_kernels());
+}
+
+}  // namespace frugal

@@ -1,0 +1,97 @@
+// The op harness (STYLE.md habit 1, after llama.cpp's test-backend-ops): every op of a backend
+// against ops::ref on odd and aligned shapes, every supported dtype, non-contiguous rows, with
+// guard bytes around every device buffer and NaN sentinels in row gaps.
+//
+// Suites are value-parameterized over a backend name; a test directory instantiates them with
+//   FRUGAL_INSTANTIATE_OP_HARNESS(Cpu, "cpu");
+// and links frugal_op_harness (tests/ops for "cpu", tests/cuda for "cuda").
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/backend.h"
+
+namespace frugal::testing {
+
+// Referenced from this header so that a test binary linking the static library always pulls in
+// the TEST_P files (whose registrations would otherwise be dropped by the linker).
+extern int g_op_harness_anchor;            // harness.cpp
+extern int g_op_harness_attention_anchor;  // harness_attention.cpp
+[[gnu::used]] static int* const kOpHarnessAnchors[] = {&g_op_harness_anchor, &g_op_harness_attention_anchor};
+
+// A host matrix [rows, cols] with row stride ld (elements) in any float dtype. Cells past cols in
+// each row (the gap) hold a sentinel: NaN for inputs, so a kernel that reads them shows it.
+struct HostMat {
+  DType dtype = DType::kF32;
+  int64_t rows = 0, cols = 0, ld = 0;
+  std::vector<uint8_t> bytes;
+
+  HostMat() = default;
+  HostMat(DType t, int64_t rows, int64_t cols, int64_t ld);
+  void* data() { return bytes.data(); }
+  const void* data() const { return bytes.data(); }
+  float get(int64_t r, int64_t c) const;
+  void set(int64_t r, int64_t c, float v);
+  // Uniform values in [-scale, scale] rounded to dtype; gaps NaN.
+  void fill_random(std::mt19937& rng, float scale);
+};
+
+// A device buffer with kGuardBytes of known pattern on both sides; check_guards() downloads
+// them and reports any byte a kernel wrote out of bounds.
+class GuardedBuffer {
+ public:
+  static constexpr size_t kGuardBytes = 256;
+  GuardedBuffer(ops::Backend* backend, const void* host, size_t nbytes);
+  void* ptr() const { return static_cast<uint8_t*>(buf_.data()) + kGuardBytes; }
+  std::vector<uint8_t> download() const;
+  ::testing::AssertionResult check_guards(const std::string& what) const;
+
+ private:
+  ops::Backend* backend_;
+  ops::DeviceBuffer buf_;
+  size_t nbytes_;
+};
+
+// Compares got against want cell by cell: |got - want| <= tol * (|want| + rms(want)), no NaN/Inf
+// where want is finite; gap cells of got must equal those of `gaps` byte for byte.
+::testing::AssertionResult compare_mats(const HostMat& got, const HostMat& want, const HostMat& gaps,
+                                        double tol, const std::string& what);
+// The same for a flat array of n floats in dtype t.
+::testing::AssertionResult compare_flat(DType t, const void* got, const void* want, int64_t n, double tol,
+                                        const std::string& what);
+
+class OpHarness : public ::testing::TestWithParam<std::string> {
+ public:
+  void SetUp() override;
+  ops::Backend* backend() const { return backend_.get(); }
+  DType act() const { return backend_->activation_dtype(); }
+  // Relative tolerance for results written in the activation dtype.
+  double act_tol() const { return act() == DType::kF32 ? 1e-4 : 2e-2; }
+  // Uploads host bytes into a new guarded device buffer.
+  std::unique_ptr<GuardedBuffer> upload(const void* host, size_t nbytes);
+  std::unique_ptr<GuardedBuffer> upload(const HostMat& m) { return upload(m.data(), m.bytes.size()); }
+  template <typename T>
+  std::unique_ptr<GuardedBuffer> upload(const std::vector<T>& v) { return upload(v.data(), v.size() * sizeof(T)); }
+  // Downloads a whole buffer into a HostMat shaped like `like`.
+  HostMat download(const GuardedBuffer& b, const HostMat& like);
+
+ protected:
+  std::unique_ptr<ops::Backend> backend_;
+  std::mt19937 rng_{1234};
+};
+
+}  // namespace frugal::testing
+
+#define FRUGAL_INSTANTIATE_OP_HARNESS(prefix, backend_name)                               \
+  using ::frugal::testing::OpHarness;                                                     \
+  INSTANTIATE_TEST_SUITE_P(prefix, OpHarness,                                             \
+                           ::testing::Values(std::string(backend_name)),                  \
+                           [](const ::testing::TestParamInfo<std::string>& info) {        \
+                             return info.param;                                           \
+                           })

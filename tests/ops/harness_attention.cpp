@@ -1,0 +1,151 @@
+// Attention over the paged KV cache: several sequences per call mixing decode, fresh prefill and
+// prefill after a cached prefix; block tables scattered over the cache; GQA groups 1, 2 and 7;
+// head_dim 64 and 128; sliding window on and off; f32 and bf16 caches. Cache slots no sequence
+// owns hold NaN, so a kernel that reads past a context (or through an unused table entry) fails.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "harness.h"
+#include "ops/reference.h"
+
+namespace frugal::testing {
+
+int g_op_harness_attention_anchor = 0;
+
+namespace {
+
+struct SeqSpec {
+  int32_t n_q;  // new tokens this step
+  int32_t ctx;  // tokens in the cache after this step
+};
+
+struct AttnCase {
+  std::vector<SeqSpec> seqs;
+  int32_t n_head, n_head_kv, head_dim, block_size, window;
+  DType cache_dtype;
+  int64_t gap;  // extra elements per q/out row
+
+  std::string describe() const {
+    std::string s = "attention seqs=";
+    for (const auto& q : seqs) s += "(" + std::to_string(q.n_q) + "/" + std::to_string(q.ctx) + ")";
+    return s + " heads=" + std::to_string(n_head) + "/" + std::to_string(n_head_kv) + " head_dim=" +
+           std::to_string(head_dim) + " block=" + std::to_string(block_size) + " window=" + std::to_string(window) +
+           " cache=" + dtype_name(cache_dtype) + " gap=" + std::to_string(gap);
+  }
+};
+
+}  // namespace
+
+class AttentionRunner {
+ public:
+  AttentionRunner(OpHarness* h, ops::Backend* backend, DType act, double tol, std::mt19937* rng)
+      : h_(h), backend_(backend), act_(act), tol_(tol), rng_(rng) {}
+
+  // Returns false when the backend reported the case unsupported.
+  bool run(const AttnCase& c);
+
+ private:
+  OpHarness* h_;
+  ops::Backend* backend_;
+  DType act_;
+  double tol_;
+  std::mt19937* rng_;
+};
+
+bool AttentionRunner::run(const AttnCase& c) {
+  const std::string what = c.describe();
+  const int32_t n_seqs = static_cast<int32_t>(c.seqs.size());
+  // Block tables: every sequence's blocks drawn from a shuffled pool, plus spare blocks nobody uses.
+  int32_t max_blocks = 0, needed = 0;
+  for (const auto& s : c.seqs) {
+    const int32_t nb = (s.ctx + c.block_size - 1) / c.block_size;
+    max_blocks = std::max(max_blocks, nb);
+    needed += nb;
+  }
+  max_blocks += 1;  // one unused (-1) entry per row
+  const int32_t n_blocks = needed + 3;
+  std::vector<int32_t> pool(static_cast<size_t>(n_blocks));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), *rng_);
+  std::vector<int32_t> tables(static_cast<size_t>(n_seqs) * max_blocks, -1), q_start{0}, ctx_len;
+  const int64_t kv_row = int64_t{c.n_head_kv} * c.head_dim;
+  HostMat kc(c.cache_dtype, int64_t{n_blocks} * c.block_size, kv_row, kv_row), vc = kc;
+  kc.fill_random(*rng_, 1.0f);
+  vc.fill_random(*rng_, 1.0f);
+  std::vector<bool> owned(static_cast<size_t>(kc.rows), false);
+  size_t next = 0;
+  for (int32_t s = 0; s < n_seqs; ++s) {
+    const auto& sp = c.seqs[static_cast<size_t>(s)];
+    for (int32_t j = 0; j < sp.ctx; ++j) {
+      if (j % c.block_size == 0) tables[static_cast<size_t>(s * max_blocks + j / c.block_size)] = pool[next++];
+      owned[static_cast<size_t>(tables[static_cast<size_t>(s * max_blocks + j / c.block_size)] * c.block_size +
+                                j % c.block_size)] = true;
+    }
+    q_start.push_back(q_start.back() + sp.n_q);
+    ctx_len.push_back(sp.ctx);
+  }
+  for (int64_t slot = 0; slot < kc.rows; ++slot)
+    if (!owned[static_cast<size_t>(slot)])
+      for (int64_t e = 0; e < kv_row; ++e) kc.set(slot, e, NAN), vc.set(slot, e, NAN);
+  const int32_t n_tokens = q_start.back();
+  const int64_t width = int64_t{c.n_head} * c.head_dim;
+  HostMat q(act_, n_tokens, width, width + c.gap), out0(act_, n_tokens, width, width + c.gap);
+  q.fill_random(*rng_, 2.0f);  // scores of a few units: peaked but not one-hot softmax
+  out0.fill_random(*rng_, 1.0f);
+
+  auto dq = h_->upload(q.data(), q.bytes.size()), dout = h_->upload(out0.data(), out0.bytes.size());
+  auto dkc = h_->upload(kc.data(), kc.bytes.size()), dvc = h_->upload(vc.data(), vc.bytes.size());
+  auto dqs = h_->upload(q_start.data(), q_start.size() * 4), dctx = h_->upload(ctx_len.data(), ctx_len.size() * 4);
+  auto dtab = h_->upload(tables.data(), tables.size() * 4);
+  ops::AttentionParams p{
+      .cache = {.k_cache = dkc->ptr(), .v_cache = dvc->ptr(), .cache_dtype = c.cache_dtype, .n_blocks = n_blocks,
+                .block_size = c.block_size, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
+      .q = dq->ptr(), .out = dout->ptr(), .act_dtype = act_, .ld_q = q.ld, .ld_out = out0.ld, .n_seqs = n_seqs,
+      .n_tokens = n_tokens, .q_start = static_cast<const int32_t*>(dqs->ptr()),
+      .ctx_len = static_cast<const int32_t*>(dctx->ptr()), .block_tables = static_cast<const int32_t*>(dtab->ptr()),
+      .max_blocks_per_seq = max_blocks,
+      .max_ctx_len = *std::max_element(ctx_len.begin(), ctx_len.end()), .n_head = c.n_head,
+      .sliding_window = c.window, .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  Status st = backend_->attention(p);
+  if (st.code() == ErrorCode::kUnsupported) {
+    std::printf("  %s: %s\n", what.c_str(), st.to_string().c_str());
+    return false;
+  }
+  EXPECT_TRUE(st.is_ok()) << what << ": " << st.to_string();
+  if (!st.is_ok()) return true;
+  HostMat got = out0, want = out0;
+  got.bytes = dout->download();
+  p.cache.k_cache = kc.data(), p.cache.v_cache = vc.data(), p.q = q.data(), p.out = want.data();
+  p.q_start = q_start.data(), p.ctx_len = ctx_len.data(), p.block_tables = tables.data();
+  ops::ref::attention(p);
+  EXPECT_TRUE(compare_mats(got, want, out0, tol_, what));
+  for (auto* b : {dq.get(), dout.get(), dkc.get(), dvc.get(), dqs.get(), dctx.get(), dtab.get()})
+    EXPECT_TRUE(b->check_guards(what));
+  return true;
+}
+
+TEST_P(OpHarness, Attention) {
+  const std::vector<std::vector<SeqSpec>> batches = {
+      {{1, 1}, {1, 37}, {5, 5}, {7, 40}, {3, 70}},  // decode, fresh prefill, prefill after a prefix
+      {{33, 33}},                                   // one long prefill: many query tiles
+      {{1, 300}, {2, 129}},                         // long decodes: many key chunks
+  };
+  int skipped = 0, total = 0, variant = 0;
+  for (int32_t group : {1, 2, 7})
+    for (int32_t head_dim : {64, 128})
+      for (int32_t window : {0, 8})
+        for (DType cache_t : {DType::kF32, DType::kBF16})
+          for (const auto& seqs : batches) {
+            ++total;
+            const AttnCase c{.seqs = seqs, .n_head = 2 * group, .n_head_kv = 2, .head_dim = head_dim,
+                             .block_size = variant % 3 == 1 ? 5 : 16, .window = window, .cache_dtype = cache_t,
+                             .gap = variant++ % 2 ? 8 : 0};
+            AttentionRunner runner(this, backend(), act(), act_tol(), &rng_);
+            if (!runner.run(c)) ++skipped;
+          }
+  if (skipped) std::printf("  (%d of %d cases unsupported by this backend, skipped)\n", skipped, total);
+  EXPECT_LT(skipped, total) << "the backend supports none of the cases";
+}
+
+}  // namespace frugal::testing

@@ -1,0 +1,132 @@
+// Buffers, random inputs and comparisons for the op harness.
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "backends.h"
+#include "harness.h"
+#include "ops/reference.h"
+
+namespace frugal::testing {
+
+HostMat::HostMat(DType t, int64_t r, int64_t c, int64_t l) : dtype(t), rows(r), cols(c), ld(l) {
+  bytes.assign(static_cast<size_t>(dtype_bytes(t, r * l)), 0);
+}
+
+float HostMat::get(int64_t r, int64_t c) const { return ops::ref::load(dtype, bytes.data(), r * ld + c); }
+void HostMat::set(int64_t r, int64_t c, float v) { ops::ref::store(dtype, bytes.data(), r * ld + c, v); }
+
+void HostMat::fill_random(std::mt19937& rng, float scale) {
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < ld; ++c) set(r, c, c < cols ? dist(rng) : NAN);
+}
+
+GuardedBuffer::GuardedBuffer(ops::Backend* backend, const void* host, size_t nbytes)
+    : backend_(backend), nbytes_(nbytes) {
+  auto buf = ops::DeviceBuffer::create(backend, nbytes + 2 * kGuardBytes);
+  FRUGAL_CHECK_MSG(buf.is_ok(), buf.status().to_string());
+  buf_ = std::move(buf).value();
+  std::vector<uint8_t> image(nbytes + 2 * kGuardBytes);
+  for (size_t i = 0; i < image.size(); ++i) image[i] = static_cast<uint8_t>(0xA5 ^ (i * 7));
+  if (nbytes) std::memcpy(image.data() + kGuardBytes, host, nbytes);
+  Status st = backend->upload(buf_.data(), image.data(), image.size());
+  FRUGAL_CHECK_MSG(st.is_ok(), st.to_string());
+}
+
+std::vector<uint8_t> GuardedBuffer::download() const {
+  std::vector<uint8_t> out(nbytes_);
+  Status st = backend_->synchronize();
+  FRUGAL_CHECK_MSG(st.is_ok(), st.to_string());
+  if (nbytes_) st = backend_->download(out.data(), ptr(), nbytes_);
+  FRUGAL_CHECK_MSG(st.is_ok(), st.to_string());
+  return out;
+}
+
+::testing::AssertionResult GuardedBuffer::check_guards(const std::string& what) const {
+  std::vector<uint8_t> image(nbytes_ + 2 * kGuardBytes);
+  Status st = backend_->download(image.data(), buf_.data(), image.size());
+  if (!st.is_ok()) return ::testing::AssertionFailure() << what << ": download failed: " << st.to_string();
+  for (size_t i = 0; i < image.size(); ++i) {
+    if (i == kGuardBytes) i += nbytes_;
+    if (i >= image.size()) break;
+    if (image[i] != static_cast<uint8_t>(0xA5 ^ (i * 7)))
+      return ::testing::AssertionFailure() << what << ": guard byte " << (i < kGuardBytes ? "before" : "after")
+                                           << " the buffer overwritten at offset "
+                                           << static_cast<int64_t>(i) - static_cast<int64_t>(kGuardBytes);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+namespace {
+
+double rms_of(const HostMat& m) {
+  double ss = 0;
+  int64_t n = 0;
+  for (int64_t r = 0; r < m.rows; ++r)
+    for (int64_t c = 0; c < m.cols; ++c) {
+      double v = m.get(r, c);
+      if (std::isfinite(v)) ss += v * v, ++n;
+    }
+  return n ? std::sqrt(ss / static_cast<double>(n)) : 0.0;
+}
+
+}  // namespace
+
+::testing::AssertionResult compare_mats(const HostMat& got, const HostMat& want, const HostMat& gaps,
+                                        double tol, const std::string& what) {
+  const double scale = rms_of(want) + 1e-30;
+  const size_t esize = static_cast<size_t>(dtype_bytes(got.dtype, 1));
+  double worst = 0;
+  std::ostringstream worst_at;
+  for (int64_t r = 0; r < want.rows; ++r) {
+    for (int64_t c = 0; c < want.ld; ++c) {
+      const size_t off = static_cast<size_t>(r * want.ld + c) * esize;
+      if (c >= want.cols) {
+        if (std::memcmp(got.bytes.data() + off, gaps.bytes.data() + off, esize) != 0)
+          return ::testing::AssertionFailure() << what << ": row gap written at [" << r << ", " << c << "]";
+        continue;
+      }
+      const double g = got.get(r, c), w = want.get(r, c);
+      if (std::isfinite(w) && !std::isfinite(g))
+        return ::testing::AssertionFailure() << what << ": non-finite " << g << " at [" << r << ", " << c
+                                             << "], expected " << w;
+      const double err = std::fabs(g - w) / (std::fabs(w) + scale);
+      if (err > worst) {
+        worst = err;
+        worst_at.str("");
+        worst_at << "[" << r << ", " << c << "] got " << g << " expected " << w;
+      }
+    }
+  }
+  if (worst > tol)
+    return ::testing::AssertionFailure() << what << ": relative error " << worst << " > " << tol << " at "
+                                         << worst_at.str();
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult compare_flat(DType t, const void* got, const void* want, int64_t n, double tol,
+                                        const std::string& what) {
+  HostMat g(t, 1, n, n), w(t, 1, n, n);
+  std::memcpy(g.data(), got, g.bytes.size());
+  std::memcpy(w.data(), want, w.bytes.size());
+  return compare_mats(g, w, w, tol, what);
+}
+
+void OpHarness::SetUp() {
+  auto b = make_backend_by_name(GetParam());
+  ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+  backend_ = std::move(b).value();
+}
+
+std::unique_ptr<GuardedBuffer> OpHarness::upload(const void* host, size_t nbytes) {
+  return std::make_unique<GuardedBuffer>(backend_.get(), host, nbytes);
+}
+
+HostMat OpHarness::download(const GuardedBuffer& b, const HostMat& like) {
+  HostMat out = like;
+  out.bytes = b.download();
+  return out;
+}
+
+}  // namespace frugal::testing
