@@ -65,6 +65,10 @@ TEST(SchedulerTimeline, SequenceLimit) {
        .arrivals = {{A, tokens(1, 4), max_tokens(3)}, {B, tokens(10, 4), max_tokens(3)},
                     {C, tokens(20, 4), max_tokens(3)}},
        .scheduled = {{A, 4}, {B, 4}}},
+  });
+  EXPECT_EQ(t.sched().stats().n_running, 2);
+  EXPECT_EQ(t.sched().stats().n_waiting, 1);
+  t.run({
       {.step = 2, .scheduled = {{A, 1}, {B, 1}}},
       {.step = 3, .scheduled = {{A, 1}, {B, 1}}, .finished = {A, B}},
       {.step = 4, .scheduled = {{C, 4}}},
@@ -248,6 +252,7 @@ TEST(SchedulerTimeline, CancelReleasesBlocksWithinOneStep) {
           .arrivals = {{A, tokens(1, 5), max_tokens(10)}, {B, tokens(11, 5), max_tokens(10)}},
           .scheduled = {{A, 5}, {B, 5}}}});
   EXPECT_EQ(t.pool().n_used(), 4);  // 2 blocks each for 5 tokens
+  EXPECT_DOUBLE_EQ(t.sched().stats().fragmentation, 6.0 / 16.0);  // 16 slots, 10 tokens
   ASSERT_TRUE(t.sched().cancel(A).is_ok());
   EXPECT_EQ(t.pool().n_used(), 2);
 
