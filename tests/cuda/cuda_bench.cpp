@@ -1,0 +1,170 @@
+// cuda_kernel_bench: what the CUDA backend's kernels achieve on this GPU against its measured
+// ceilings. Measures device time only (CUDA events), excluding host launch gaps where kernels
+// run back to back. Weights rotate through enough copies to defeat the L2 cache, as the layers
+// of a real model do. Usage: cuda_kernel_bench [--quick]
+#include "cuda_bench.h"
+
+#include <cstring>
+#include <memory>
+
+#include "backend/cuda/gemm_lt.h"
+#include "backend/cuda/kernels.h"
+
+namespace frugal::cuda::bench {
+
+void* random_buffer(CudaBackend* b, DType t, int64_t n, uint64_t seed, float lo, float hi) {
+  void* p = b->alloc(static_cast<size_t>(dtype_bytes(t, n))).value();
+  if (launch_fill_uniform(p, t, n, seed, lo, hi, b->stream()) != cudaSuccess) std::abort();
+  return p;
+}
+
+namespace {
+
+double measure_copy_ceiling(CudaBackend* b, Table* table) {
+  const size_t bytes = size_t{1} << 30;
+  void* src = random_buffer(b, DType::kBF16, static_cast<int64_t>(bytes / 2), 1);
+  void* dst = b->alloc(bytes).value();
+  Timing t = time_op(b->stream(), 20, 5, [&](int) { cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, b->stream()); });
+  const double gbs = 2.0 * bytes / (t.median_us * 1e3);  // read + written
+  table->add({"ceiling: d2d copy 1 GiB (read+write)", t, gbs, "GB/s", -1});
+  b->free(src);
+  b->free(dst);
+  return gbs;
+}
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+};
+constexpr Shape kShapes[] = {{"qkv 4608x3584", 4608, 3584},     {"o 3584x3584", 3584, 3584},
+                             {"gate_up 37888x3584", 37888, 3584}, {"down 3584x18944", 3584, 18944},
+                             {"lm_head 152064x3584", 152064, 3584}};
+
+void bench_gemv(CudaBackend* b, LtGemm* lt, double ceiling, Table* table, bool quick) {
+  for (const Shape& s : kShapes) {
+    const int64_t w_elems = s.n * s.k;
+    const int copies = static_cast<int>(std::max<int64_t>(1, (int64_t{512} << 20) / (w_elems * 2)));
+    std::vector<void*> ws;
+    for (int c = 0; c < copies; ++c) ws.push_back(random_buffer(b, DType::kBF16, w_elems, 100 + c));
+    void* x = random_buffer(b, DType::kBF16, 8 * s.k, 7);
+    void* y = b->alloc(static_cast<size_t>(8 * s.n * 2)).value();
+    for (int64_t m : {1, 2, 4, 8}) {
+      if (quick && m != 1) continue;
+      ops::MatmulParams p{x, DType::kBF16, s.k, ws[0], DType::kBF16, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+      Timing t = time_op(b->stream(), 30, 10, [&](int i) {
+        p.w = ws[static_cast<size_t>(i % copies)];
+        (void)b->matmul(p);
+      });
+      const double bytes = 2.0 * (w_elems + m * s.k + m * s.n);
+      const double gbs = bytes / (t.median_us * 1e3);
+      table->add({std::string("gemv m=") + std::to_string(m) + " " + s.name, t, gbs, "GB/s", 100 * gbs / ceiling});
+      if (m == 1) {  // the same product through cuBLASLt, for comparison
+        Timing tl = time_op(b->stream(), 30, 10, [&](int i) {
+          p.w = ws[static_cast<size_t>(i % copies)];
+          (void)lt->run(p, b->stream());
+        });
+        const double gl = bytes / (tl.median_us * 1e3);
+        table->add({std::string("cublasLt m=1 ") + s.name, tl, gl, "GB/s", 100 * gl / ceiling});
+      }
+    }
+    for (void* w : ws) b->free(w);
+    b->free(x);
+    b->free(y);
+  }
+}
+
+void bench_gemm(CudaBackend* b, Table* table) {
+  const int64_t m = 2048;
+  for (const Shape& s : kShapes) {
+    if (s.n > 100000) continue;  // lm_head runs on the last token only
+    void* w = random_buffer(b, DType::kBF16, s.n * s.k, 3);
+    void* x = random_buffer(b, DType::kBF16, m * s.k, 4);
+    void* y = b->alloc(static_cast<size_t>(m * s.n * 2)).value();
+    ops::MatmulParams p{x, DType::kBF16, s.k, w, DType::kBF16, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+    Timing t = time_op(b->stream(), 20, 5, [&](int) { (void)b->matmul(p); });
+    const double tflops = 2.0 * m * s.n * s.k / (t.median_us * 1e6);
+    table->add({std::string("gemm m=2048 ") + s.name, t, tflops, "TFLOP/s", 100 * tflops / 790.0});
+    b->free(w);
+    b->free(x);
+    b->free(y);
+  }
+}
+
+// A paged cache of n_seqs sequences of ctx tokens each (7B shape: 4 kv heads x 128).
+struct PagedSetup {
+  std::vector<void*> owned;
+  ops::AttentionParams p{};
+  void free_all(CudaBackend* b) {
+    for (void* q : owned) b->free(q);
+  }
+};
+
+PagedSetup make_paged(CudaBackend* b, int n_seqs, int n_new, int ctx) {
+  const int bs = 16, n_kv = 4, hd = 128, n_head = 28;
+  const int blocks_per_seq = (ctx + bs - 1) / bs, n_blocks = blocks_per_seq * n_seqs;
+  PagedSetup s;
+  const int64_t cache_elems = int64_t{n_blocks} * bs * n_kv * hd;
+  void* kc = random_buffer(b, DType::kBF16, cache_elems, 11);
+  void* vc = random_buffer(b, DType::kBF16, cache_elems, 12);
+  const int n_tok = n_seqs * n_new;
+  void* q = random_buffer(b, DType::kBF16, int64_t{n_tok} * n_head * hd, 13);
+  void* out = b->alloc(static_cast<size_t>(n_tok) * n_head * hd * 2).value();
+  std::vector<int32_t> q_start(1, 0), ctx_len(static_cast<size_t>(n_seqs), ctx), tables(static_cast<size_t>(n_blocks));
+  for (int i = 0; i < n_seqs; ++i) q_start.push_back(q_start.back() + n_new);
+  for (int i = 0; i < n_blocks; ++i) tables[static_cast<size_t>(i)] = (i * 7919) % n_blocks;  // scattered
+  auto up = [&](const std::vector<int32_t>& v) {
+    void* d = b->alloc(v.size() * 4).value();
+    (void)b->upload(d, v.data(), v.size() * 4);
+    s.owned.push_back(d);
+    return static_cast<const int32_t*>(d);
+  };
+  s.owned.insert(s.owned.end(), {kc, vc, q, out});
+  s.p = {{kc, vc, DType::kBF16, n_blocks, bs, n_kv, hd}, q, out, DType::kBF16, int64_t{n_head} * hd, int64_t{n_head} * hd,
+         n_seqs, n_tok, up(q_start), up(ctx_len), up(tables), blocks_per_seq, ctx, n_head, 0, 1.f / std::sqrt(128.f)};
+  return s;
+}
+
+void bench_attention(CudaBackend* b, double ceiling, Table* table) {
+  struct Dec { int n_seqs, ctx; };
+  for (Dec d : {Dec{1, 4096}, Dec{1, 32768}, Dec{32, 2048}}) {
+    PagedSetup s = make_paged(b, d.n_seqs, 1, d.ctx);
+    (void)b->reserve_scratch(64u << 20);
+    Timing t = time_op(b->stream(), 30, 10, [&](int) { (void)b->attention(s.p); });
+    const double bytes = 2.0 * 2 * double(d.n_seqs) * d.ctx * 4 * 128;
+    const double gbs = bytes / (t.median_us * 1e3);
+    table->add({"attn decode seqs=" + std::to_string(d.n_seqs) + " ctx=" + std::to_string(d.ctx), t, gbs, "GB/s", 100 * gbs / ceiling});
+    s.free_all(b);
+  }
+  struct Pre { int n_seqs, n; };
+  for (Pre pr : {Pre{1, 2048}, Pre{8, 512}}) {
+    PagedSetup s = make_paged(b, pr.n_seqs, pr.n, pr.n);
+    Timing t = time_op(b->stream(), 20, 5, [&](int) { (void)b->attention(s.p); });
+    const double flops = 4.0 * 128 * 28 * pr.n_seqs * (double(pr.n) * (pr.n + 1) / 2);  // causal QK^T + PV
+    const double tf = flops / (t.median_us * 1e6);
+    table->add({"attn prefill seqs=" + std::to_string(pr.n_seqs) + " len=" + std::to_string(pr.n), t, tf, "TFLOP/s", 100 * tf / 790.0});
+    s.free_all(b);
+  }
+}
+
+}  // namespace
+}  // namespace frugal::cuda::bench
+
+int main(int argc, char** argv) {
+  using namespace frugal::cuda;
+  using namespace frugal::cuda::bench;
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  auto b = CudaBackend::create(0);
+  if (!b.is_ok()) {
+    std::fprintf(stderr, "%s\n", b.status().to_string().c_str());
+    return 1;
+  }
+  auto lt = LtGemm::create(32u << 20);
+  Table table;
+  const double ceiling = measure_copy_ceiling(b->get(), &table);
+  bench_gemv(b->get(), lt->get(), ceiling, &table, quick);
+  bench_gemm(b->get(), &table);
+  bench_attention(b->get(), ceiling, &table);
+  bench_model_7b(b->get(), ceiling, &table);
+  table.print();
+  return 0;
+}

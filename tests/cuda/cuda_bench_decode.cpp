@@ -1,0 +1,182 @@
+// A synthetic DeepSeek-R1-Distill-Qwen-7B forward built from the backend's ops with random
+// weights: batch-1 decode captured as one CUDA graph (the engine's decode path) and a
+// 2048-token prefill. What the model code will do, minus the host-side scheduling.
+#include <cmath>
+#include <vector>
+
+#include "backend/cuda/graph.h"
+#include "cuda_bench.h"
+
+namespace frugal::cuda::bench {
+namespace {
+
+constexpr int64_t kHidden = 3584, kInter = 18944, kVocab = 152064;
+constexpr int kLayers = 28, kHeads = 28, kKv = 4, kHd = 128, kBlock = 16;
+constexpr int64_t kQkv = (kHeads + 2 * kKv) * kHd;  // 4608
+constexpr int kMaxTokens = 2048, kCacheBlocks = 160;  // 2560 slots per layer
+
+struct Layer {
+  void* w_qkv;   // [4608, 3584]
+  void* b_qkv;   // [4608]
+  void* w_o;     // [3584, 3584]
+  void* w_gu;    // [2 * 18944, 3584] gate rows then up rows
+  void* w_down;  // [3584, 18944]
+  void* norm1;   // [3584]
+  void* norm2;   // [3584]
+  void* k_cache; // [160, 16, 4, 128]
+  void* v_cache;
+};
+
+struct Model {
+  std::vector<Layer> layers;
+  void *embed, *norm_f, *lm_head;
+  // activations, sized for kMaxTokens
+  void *res, *h, *qkv, *attn, *mlp_in, *gu, *act, *last, *logits;
+  int32_t *ids, *positions, *slots, *q_start, *ctx_len, *table, *out_ids;
+  float* inv_freq;
+  float* temperature;
+  uint64_t* seeds;
+};
+
+template <typename T>
+T* dev_copy(CudaBackend* b, const std::vector<T>& v) {
+  void* d = b->alloc(v.size() * sizeof(T)).value();
+  (void)b->upload(d, v.data(), v.size() * sizeof(T));
+  return static_cast<T*>(d);
+}
+
+Model build(CudaBackend* b) {
+  Model m;
+  uint64_t seed = 1000;
+  const float ws = 0.02f;  // weight scale keeps activations finite through 28 layers
+  for (int l = 0; l < kLayers; ++l) {
+    Layer L;
+    L.w_qkv = random_buffer(b, DType::kBF16, kQkv * kHidden, seed++, -ws, ws);
+    L.b_qkv = random_buffer(b, DType::kBF16, kQkv, seed++, -ws, ws);
+    L.w_o = random_buffer(b, DType::kBF16, kHidden * kHidden, seed++, -ws, ws);
+    L.w_gu = random_buffer(b, DType::kBF16, 2 * kInter * kHidden, seed++, -ws, ws);
+    L.w_down = random_buffer(b, DType::kBF16, kHidden * kInter, seed++, -ws, ws);
+    L.norm1 = random_buffer(b, DType::kBF16, kHidden, seed++, 0.9f, 1.1f);
+    L.norm2 = random_buffer(b, DType::kBF16, kHidden, seed++, 0.9f, 1.1f);
+    const int64_t cache = int64_t{kCacheBlocks} * kBlock * kKv * kHd;
+    L.k_cache = random_buffer(b, DType::kBF16, cache, seed++);
+    L.v_cache = random_buffer(b, DType::kBF16, cache, seed++);
+    m.layers.push_back(L);
+  }
+  m.embed = random_buffer(b, DType::kBF16, kVocab * kHidden, seed++);
+  m.norm_f = random_buffer(b, DType::kBF16, kHidden, seed++, 0.9f, 1.1f);
+  m.lm_head = random_buffer(b, DType::kBF16, kVocab * kHidden, seed++, -ws, ws);
+  auto act = [&](int64_t n) { return b->alloc(static_cast<size_t>(n * 2)).value(); };
+  m.res = act(kMaxTokens * kHidden);
+  m.h = act(kMaxTokens * kHidden);
+  m.qkv = act(kMaxTokens * kQkv);
+  m.attn = act(kMaxTokens * kHidden);
+  m.mlp_in = act(kMaxTokens * kHidden);
+  m.gu = act(kMaxTokens * 2 * kInter);
+  m.act = act(kMaxTokens * kInter);
+  m.last = act(kHidden);
+  m.logits = act(kVocab);
+  std::vector<float> inv(kHd / 2);
+  for (int i = 0; i < kHd / 2; ++i) inv[static_cast<size_t>(i)] = std::pow(1e6f, -2.f * i / kHd);
+  m.inv_freq = dev_copy(b, inv);
+  std::vector<int32_t> table(kCacheBlocks);
+  for (int i = 0; i < kCacheBlocks; ++i) table[static_cast<size_t>(i)] = i;
+  m.table = dev_copy(b, table);
+  m.ids = dev_copy(b, std::vector<int32_t>(kMaxTokens, 42));
+  m.positions = dev_copy(b, std::vector<int32_t>(kMaxTokens, 0));
+  m.slots = dev_copy(b, std::vector<int32_t>(kMaxTokens, 0));
+  m.q_start = dev_copy(b, std::vector<int32_t>(2, 0));
+  m.ctx_len = dev_copy(b, std::vector<int32_t>(1, 0));
+  m.out_ids = dev_copy(b, std::vector<int32_t>(1, 0));
+  m.temperature = dev_copy(b, std::vector<float>(1, 0.f));
+  m.seeds = dev_copy(b, std::vector<uint64_t>(1, 7));
+  return m;
+}
+
+// Writes the step's inputs: n new tokens at positions [ctx - n, ctx) of one sequence.
+void set_inputs(CudaBackend* b, Model& m, int n, int ctx) {
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) pos[static_cast<size_t>(i)] = ctx - n + i;
+  (void)b->upload(m.positions, pos.data(), pos.size() * 4);
+  (void)b->upload(m.slots, pos.data(), pos.size() * 4);  // identity block table: slot = position
+  std::vector<int32_t> qs = {0, n}, cl = {ctx};
+  (void)b->upload(m.q_start, qs.data(), 8);
+  (void)b->upload(m.ctx_len, cl.data(), 4);
+}
+
+// One forward step of n tokens (one sequence), ending with greedy sampling of the last token.
+Status forward(CudaBackend* b, Model& m, int n, int max_ctx) {
+  const DType bf = DType::kBF16;
+  FRUGAL_RETURN_IF_ERROR(b->embedding({m.embed, bf, m.ids, m.res, bf, n, kHidden, kVocab}));
+  for (int l = 0; l < kLayers; ++l) {
+    Layer& L = m.layers[static_cast<size_t>(l)];
+    // Layer 0 normalizes the embedding; later layers first add the previous MLP output.
+    ops::RmsNormParams n1{l == 0 ? m.res : m.mlp_in, l == 0 ? nullptr : m.res, m.h, L.norm1, bf, bf, n, kHidden, kHidden, kHidden, kHidden, 1e-6f};
+    FRUGAL_RETURN_IF_ERROR(b->rms_norm(n1));
+    FRUGAL_RETURN_IF_ERROR(b->matmul({m.h, bf, kHidden, L.w_qkv, bf, L.b_qkv, bf, m.qkv, bf, kQkv, n, kQkv, kHidden, false}));
+    auto* q = static_cast<uint16_t*>(m.qkv);
+    void* k = q + kHeads * kHd;
+    void* v = q + (kHeads + kKv) * kHd;
+    FRUGAL_RETURN_IF_ERROR(b->rope({q, k, bf, m.positions, m.inv_freq, n, kQkv, kQkv, kHeads, kKv, kHd, kHd, 1.f}));
+    ops::KvCacheLayer cache{L.k_cache, L.v_cache, bf, kCacheBlocks, kBlock, kKv, kHd};
+    FRUGAL_RETURN_IF_ERROR(b->kv_write({cache, k, v, bf, kQkv, kQkv, m.slots, n}));
+    FRUGAL_RETURN_IF_ERROR(b->attention({cache, q, m.attn, bf, kQkv, kHidden, 1, n, m.q_start, m.ctx_len, m.table,
+                                         kCacheBlocks, max_ctx, kHeads, 0, 1.f / std::sqrt(float(kHd))}));
+    FRUGAL_RETURN_IF_ERROR(b->matmul({m.attn, bf, kHidden, L.w_o, bf, nullptr, bf, m.mlp_in, bf, kHidden, n, kHidden, kHidden, false}));
+    FRUGAL_RETURN_IF_ERROR(b->rms_norm({m.mlp_in, m.res, m.h, L.norm2, bf, bf, n, kHidden, kHidden, kHidden, kHidden, 1e-6f}));
+    FRUGAL_RETURN_IF_ERROR(b->matmul({m.h, bf, kHidden, L.w_gu, bf, nullptr, bf, m.gu, bf, 2 * kInter, n, 2 * kInter, kHidden, false}));
+    auto* g = static_cast<uint16_t*>(m.gu);
+    FRUGAL_RETURN_IF_ERROR(b->silu_mul({g, g + kInter, m.act, bf, n, kInter, 2 * kInter, 2 * kInter, kInter}));
+    FRUGAL_RETURN_IF_ERROR(b->matmul({m.act, bf, kInter, L.w_down, bf, nullptr, bf, m.mlp_in, bf, kHidden, n, kHidden, kInter, false}));
+  }
+  // Only the last token's logits are needed.
+  void* last_in = static_cast<uint16_t*>(m.mlp_in) + int64_t{n - 1} * kHidden;
+  void* last_res = static_cast<uint16_t*>(m.res) + int64_t{n - 1} * kHidden;
+  FRUGAL_RETURN_IF_ERROR(b->rms_norm({last_in, last_res, m.last, m.norm_f, bf, bf, 1, kHidden, kHidden, kHidden, kHidden, 1e-6f}));
+  FRUGAL_RETURN_IF_ERROR(b->matmul({m.last, bf, kHidden, m.lm_head, bf, nullptr, bf, m.logits, bf, kVocab, 1, kVocab, kHidden, false}));
+  return b->sample({m.logits, bf, kVocab, 1, static_cast<int32_t>(kVocab), m.temperature, nullptr, nullptr, m.seeds, m.out_ids});
+}
+
+}  // namespace
+
+void bench_model_7b(CudaBackend* b, double ceiling_gbs, Table* table) {
+  Model m = build(b);
+  const double weight_bytes = 2.0 * (kLayers * (kQkv * kHidden + kQkv + kHidden * kHidden + 2 * kInter * kHidden +
+                                                kHidden * kInter + 2 * kHidden) + kHidden + kVocab * kHidden);
+  // Decode: 128-token prompt + 256 generated -> the mean context is 256.
+  const int ctx = 256, graph_max_ctx = kCacheBlocks * kBlock;
+  set_inputs(b, m, 1, ctx);
+  (void)b->reserve_scratch(64u << 20);
+  if (Status st = forward(b, m, 1, graph_max_ctx); !st.is_ok()) {
+    std::printf("decode forward failed: %s\n", st.to_string().c_str());
+    return;
+  }
+  const double kv_bytes = 2.0 * 2 * kLayers * ctx * kKv * kHd;
+  const double bytes = weight_bytes + kv_bytes;
+  Timing eager = time_op(b->stream(), 20, 5, [&](int) { (void)forward(b, m, 1, graph_max_ctx); });
+  table->add({"7B decode step, eager launches", eager, 1e6 / eager.median_us, "tok/s",
+              100 * (bytes / (eager.median_us * 1e3)) / ceiling_gbs});
+  GraphCache graphs(b);
+  if (Status st = graphs.ensure(1, [&] { return forward(b, m, 1, graph_max_ctx); }); !st.is_ok()) {
+    std::printf("graph capture failed: %s\n", st.to_string().c_str());
+    return;
+  }
+  Timing tg = time_op(b->stream(), 30, 10, [&](int) { (void)graphs.replay(1); });
+  const double gbs = bytes / (tg.median_us * 1e3);
+  table->add({"7B decode step, CUDA graph (ctx 256)", tg, 1e6 / tg.median_us, "tok/s", 100 * gbs / ceiling_gbs});
+  table->add({"7B decode step, CUDA graph: bandwidth", tg, gbs, "GB/s", 100 * gbs / ceiling_gbs});
+  std::printf("7B decode: %.2f GB per token (weights %.2f, KV %.3f); roofline %.0f tok/s at %.0f GB/s\n", bytes / 1e9,
+              weight_bytes / 1e9, kv_bytes / 1e9, ceiling_gbs * 1e9 / bytes, ceiling_gbs);
+
+  // Prefill of a 2048-token prompt (eager: one launch sequence per prompt).
+  const int n = 2048;
+  set_inputs(b, m, n, n);
+  Timing tp = time_op(b->stream(), 10, 2, [&](int) { (void)forward(b, m, n, n); });
+  const double flops_per_tok = 2.0 * (kLayers * (kQkv * kHidden + kHidden * kHidden + 3 * kInter * kHidden));
+  const double attn_flops = 4.0 * kHd * kHeads * kLayers * (double(n) * (n + 1) / 2);
+  const double tflops = (flops_per_tok * n + attn_flops) / (tp.median_us * 1e6);
+  table->add({"7B prefill 2048 tokens", tp, n * 1e6 / tp.median_us, "tok/s", -1});
+  table->add({"7B prefill 2048 tokens: compute", tp, tflops, "TFLOP/s", 100 * tflops / 790.0});
+}
+
+}  // namespace frugal::cuda::bench

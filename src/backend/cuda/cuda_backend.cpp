@@ -117,6 +117,10 @@ Status CudaBackend::memset_zero(void* dst, size_t nbytes) {
   return cuda_status(cudaMemsetAsync(dst, 0, nbytes, stream_), "memset");
 }
 
+Status CudaBackend::device_memory(size_t* free_bytes, size_t* total_bytes) {
+  return cuda_status(cudaMemGetInfo(free_bytes, total_bytes), "memory info");
+}
+
 Status CudaBackend::synchronize() { return cuda_status(cudaStreamSynchronize(stream_), "synchronize"); }
 
 Status CudaBackend::reserve_scratch(size_t nbytes) {

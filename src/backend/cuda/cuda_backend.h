@@ -33,6 +33,7 @@ class CudaBackend final : public ops::Backend {
   Status memset_zero(void* dst, size_t nbytes) override;
   Status synchronize() override;
   bool weights_in_host_memory() const override { return false; }
+  Status device_memory(size_t* free_bytes, size_t* total_bytes) override;
 
   Status embedding(const ops::EmbeddingParams& p) override;
   Status rms_norm(const ops::RmsNormParams& p) override;

@@ -1,0 +1,82 @@
+// Shared pieces of cuda_kernel_bench: CUDA-event timing with median and a 95% confidence
+// interval, and the result table printed last.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+
+namespace frugal::cuda::bench {
+
+struct Timing {
+  double median_us = 0, lo_us = 0, hi_us = 0;  // 95% CI of the median (order statistics)
+};
+
+// Times `enqueue(i)` (i counts calls, for rotating inputs): warm-up, then `reps` samples of
+// `inner` back-to-back calls each; a sample is the mean time per call of its batch.
+inline Timing time_op(cudaStream_t s, int reps, int inner, const std::function<void(int)>& enqueue) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  int call = 0;
+  for (int i = 0; i < 3 * inner; ++i) enqueue(call++);
+  std::vector<double> us;
+  for (int r = 0; r < reps; ++r) {
+    cudaEventRecord(a, s);
+    for (int i = 0; i < inner; ++i) enqueue(call++);
+    cudaEventRecord(b, s);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    us.push_back(1000.0 * ms / inner);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(us.begin(), us.end());
+  const double n = static_cast<double>(us.size()), half = 0.98 * std::sqrt(n);
+  auto at = [&](double i) { return us[static_cast<size_t>(std::clamp(i, 0.0, n - 1))]; };
+  return {at(n / 2), at(std::floor(n / 2 - half)), at(std::ceil(n / 2 + half))};
+}
+
+struct Row {
+  std::string name;
+  Timing t;
+  double value;      // achieved GB/s or TFLOP/s or tok/s
+  std::string unit;
+  double pct;        // of the ceiling, < 0 when none applies
+};
+
+class Table {
+ public:
+  void add(Row r) {
+    std::printf("%-46s %10.2f us [%8.2f, %8.2f]  %9.1f %-7s %s\n", r.name.c_str(), r.t.median_us, r.t.lo_us,
+                r.t.hi_us, r.value, r.unit.c_str(), r.pct >= 0 ? (std::to_string(static_cast<int>(r.pct + 0.5)) + "%").c_str() : "");
+    std::fflush(stdout);
+    rows_.push_back(std::move(r));
+  }
+  void print() const {
+    std::printf("\n=== cuda_kernel_bench summary (median us, 95%% CI; %% of measured ceiling) ===\n");
+    for (const auto& r : rows_)
+      std::printf("%-46s %10.2f us  %9.1f %-7s %s\n", r.name.c_str(), r.t.median_us, r.value, r.unit.c_str(),
+                  r.pct >= 0 ? (std::to_string(static_cast<int>(r.pct + 0.5)) + "%").c_str() : "");
+  }
+
+ private:
+  std::vector<Row> rows_;
+};
+
+// Device memory filled with uniform random values (never zeros: speed must not depend on it).
+void* random_buffer(CudaBackend* b, DType t, int64_t n, uint64_t seed, float lo = -1.f, float hi = 1.f);
+
+// The synthetic DeepSeek-R1-Distill-Qwen-7B step (cuda_bench_decode.cpp): batch-1 decode as a
+// CUDA graph and a 2048-token prefill, reported as tok/s with bandwidth / FLOP accounting.
+void bench_model_7b(CudaBackend* b, double ceiling_gbs, Table* table);
+
+}  // namespace frugal::cuda::bench
