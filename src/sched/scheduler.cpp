@@ -26,6 +26,9 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& config, kv::BlockPool
                             std::to_string(config.max_num_seqs));
   }
   if (config.max_model_len < 0) return invalid_argument("SchedulerConfig.max_model_len: expected >= 0");
+  if (config.max_prefill_chunk_tokens < 0) {
+    return invalid_argument("SchedulerConfig.max_prefill_chunk_tokens: expected >= 0 (0 = no cap)");
+  }
   return Scheduler(config, pool);
 }
 
@@ -93,7 +96,7 @@ void Scheduler::schedule_running(ScheduledBatch& batch, int32_t& budget, bool de
     if (seq->status != SeqStatus::kRunning || seq->scheduled_step == step_ + 1) continue;
     const int32_t left = seq->n_uncomputed();
     if ((left == 1) != decodes) continue;
-    const int32_t n_new = std::min(left, budget);
+    const int32_t n_new = chunk_tokens(left, budget);
     if (!reserve(seq, seq->n_computed + n_new, batch)) continue;  // it preempted itself
     emit(seq, n_new, 0, batch, budget);
   }
@@ -108,8 +111,8 @@ void Scheduler::admit_waiting(ScheduledBatch& batch, int32_t& budget) {
     const std::vector<kv::BlockId> hits = pool_->match_prefix(lookup);
     const int32_t n_hit = static_cast<int32_t>(hits.size()) * bs;
     const int32_t left = seq->n_tokens() - n_hit;
-    const int32_t n_new = std::min(left, budget);
-    if (!config_.enable_chunked_prefill && n_new < left) return;
+    const int32_t n_new = chunk_tokens(left, budget);
+    if (n_new < left && !config_.enable_chunked_prefill) return;
     if (!pool_->attach(seq->table, hits, n_hit + n_new)) return;  // FCFS: nobody overtakes the head
     if (pool_->prefix_caching()) {
       pool_->record_lookup(static_cast<int32_t>(lookup.size()) / bs, static_cast<int32_t>(hits.size()));
@@ -124,6 +127,16 @@ void Scheduler::admit_waiting(ScheduledBatch& batch, int32_t& budget) {
     insert_running(seq);
     emit(seq, n_new, n_hit, batch, budget);
   }
+}
+
+// Tokens to compute this step for a sequence with `left` uncomputed tokens. Without chunked
+// prefill the cap does not apply: a prompt runs whole or waits.
+int32_t Scheduler::chunk_tokens(int32_t left, int32_t budget) const {
+  int32_t n = std::min(left, budget);
+  if (config_.enable_chunked_prefill && config_.max_prefill_chunk_tokens > 0) {
+    n = std::min(n, config_.max_prefill_chunk_tokens);
+  }
+  return n;
 }
 
 // Grows seq's table to n_tokens slots, preempting the newest running sequence that is not in

@@ -33,6 +33,9 @@ struct SchedulerConfig {
   int32_t max_num_seqs = 256;             // running sequences (and so sequences per batch)
   bool enable_chunked_prefill = true;
   int32_t max_model_len = 0;              // prompt + output cap; 0 = limited only by the pool
+  // Tokens of one sequence's prefill chunk per step; 0 = only the step budget limits it. A small
+  // value (e.g. 512) bounds how much one long prompt slows the decodes that share its steps.
+  int32_t max_prefill_chunk_tokens = 0;
 };
 
 struct SchedulerStats {
@@ -92,6 +95,7 @@ class Scheduler {
 
   void schedule_running(ScheduledBatch& batch, int32_t& budget, bool decodes);
   void admit_waiting(ScheduledBatch& batch, int32_t& budget);
+  int32_t chunk_tokens(int32_t left, int32_t budget) const;
   bool reserve(Sequence* seq, int32_t n_tokens, ScheduledBatch& batch);
   void preempt(Sequence* victim, ScheduledBatch& batch);
   void emit(Sequence* seq, int32_t n_new, int32_t n_prefix_hit, ScheduledBatch& batch, int32_t& budget);

@@ -38,7 +38,8 @@ Scenario random_scenario(Rng& pick) {
   return Scenario{
       .sched = {.max_num_batched_tokens = chunked ? pick(4, 48) : pick(24, 64),
                 .max_num_seqs = pick(1, 8),
-                .enable_chunked_prefill = chunked},
+                .enable_chunked_prefill = chunked,
+                .max_prefill_chunk_tokens = pick(0, 1) == 0 ? 0 : pick(1, 16)},
       .pool = {.n_blocks = pick(48, 160) / bs, .block_size = bs, .enable_prefix_caching = pick(0, 3) != 0},
   };
 }

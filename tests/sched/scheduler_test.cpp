@@ -56,6 +56,26 @@ TEST(SchedulerTimeline, ChunkPositionsAndLogitsFlags) {
   t.expect_clean_end();
 }
 
+// Budget 16 but at most 4 prefill tokens per sequence per step: the budget is shared among
+// several prompts instead of one long prompt taking it all.
+//   step 1: A 2 (whole prompt), B 4, C 4   step 2: A decode, B 4, C 2 (C done: 1 output)
+//   step 3: A decode, B 2 (B done)         steps 4-5: A decodes to its 5th output
+TEST(SchedulerTimeline, PrefillChunkCap) {
+  Timeline t({.max_num_batched_tokens = 16, .max_num_seqs = 8, .max_prefill_chunk_tokens = 4},
+             {.n_blocks = 32, .block_size = 4, .enable_prefix_caching = false});
+  t.run({
+      {.step = 1,
+       .arrivals = {{A, tokens(1, 2), max_tokens(5)}, {B, tokens(10, 10), max_tokens(1)},
+                    {C, tokens(30, 6), max_tokens(1)}},
+       .scheduled = {{A, 2}, {B, 4}, {C, 4}}},
+      {.step = 2, .scheduled = {{A, 1}, {B, 4}, {C, 2}}, .finished = {C}},
+      {.step = 3, .scheduled = {{A, 1}, {B, 2}}, .finished = {B}},
+      {.step = 4, .scheduled = {{A, 1}}},
+      {.step = 5, .scheduled = {{A, 1}}, .finished = {A}},
+  });
+  t.expect_clean_end();
+}
+
 // max_num_seqs 2: C waits until A and B (3 outputs each) finish, although tokens are left.
 TEST(SchedulerTimeline, SequenceLimit) {
   Timeline t({.max_num_batched_tokens = 10, .max_num_seqs = 2},
