@@ -97,7 +97,7 @@ Status Decoder::parse_into(const json& j, const std::string& path) {
   } else if (type == "Replace") {
     step.kind = K::kReplace;
     FRUGAL_ASSIGN_OR_RETURN(step.to, json_string(j, "content", path));
-    const json& p = j.value("pattern", json());
+    const json& p = json_field(j, "pattern");
     if (!p.is_object() || !p.contains("String") || !p["String"].is_string()) {
       return unsupported(path + ".pattern: only {\"String\": ...} patterns are supported in a Replace decoder");
     }

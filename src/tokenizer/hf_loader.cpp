@@ -15,7 +15,7 @@ namespace {
 constexpr int32_t kMaxVocab = 1 << 24;
 
 Status parse_vocab(const json& model, std::vector<std::string>* tokens) {
-  const json& vocab = model.value("vocab", json());
+  const json& vocab = tok::json_field(model, "vocab");
   if (!vocab.is_object()) return corrupt("model.vocab: expected an object {token: id}");
   int32_t n = 0;
   for (const auto& [text, id] : vocab.items()) {
@@ -37,7 +37,8 @@ Status parse_vocab(const json& model, std::vector<std::string>* tokens) {
 }
 
 Status parse_merges(const json& model, tok::BpeModel* bpe) {
-  const json& merges = model.value("merges", json::array());
+  const json& merges = tok::json_field(model, "merges");
+  if (merges.is_null()) return Status::ok();
   if (!merges.is_array()) return corrupt("model.merges: expected an array");
   for (size_t i = 0; i < merges.size(); ++i) {
     const json& m = merges[i];
@@ -89,7 +90,8 @@ Status parse_model(const json& model, bool byte_level, tok::BpeModel* bpe) {
 }
 
 Status parse_added_tokens(const json& root, std::vector<tok::AddedToken>* added) {
-  const json& list = root.value("added_tokens", json::array());
+  const json& list = tok::json_field(root, "added_tokens");
+  if (list.is_null()) return Status::ok();
   if (!list.is_array()) return corrupt("added_tokens: expected an array");
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string path = "added_tokens[" + std::to_string(i) + "]";
@@ -117,7 +119,7 @@ Status parse_post_processor(const json& j, const std::string& path, tok::Tokeniz
   FRUGAL_ASSIGN_OR_RETURN(std::string type, tok::json_type(j, path));
   if (type == "ByteLevel") return Status::ok();
   if (type == "Sequence") {
-    const json& list = j.value("processors", json());
+    const json& list = tok::json_field(j, "processors");
     if (!list.is_array()) return corrupt(path + ".processors: expected an array");
     for (size_t i = 0; i < list.size(); ++i) {
       FRUGAL_RETURN_IF_ERROR(parse_post_processor(list[i], path + ".processors[" + std::to_string(i) + "]", d));
@@ -127,8 +129,8 @@ Status parse_post_processor(const json& j, const std::string& path, tok::Tokeniz
   if (type != "TemplateProcessing") {
     return unsupported(path + ": post-processor type \"" + type + "\" is not supported");
   }
-  const json& single = j.value("single", json());
-  const json& specials = j.value("special_tokens", json::object());
+  const json& single = tok::json_field(j, "single");
+  const json& specials = tok::json_field(j, "special_tokens");
   if (!single.is_array()) return corrupt(path + ".single: expected an array");
   bool after = false;
   d->has_template = true;
@@ -143,7 +145,7 @@ Status parse_post_processor(const json& j, const std::string& path, tok::Tokeniz
       return corrupt(ipath + ": expected {\"SpecialToken\": ...} or {\"Sequence\": ...}");
     }
     FRUGAL_ASSIGN_OR_RETURN(std::string name, tok::json_string(item["SpecialToken"], "id", ipath + ".SpecialToken"));
-    const json& spec = specials.value(name, json());
+    const json& spec = tok::json_field(specials, name.c_str());
     if (!spec.is_object() || !spec.contains("ids") || !spec["ids"].is_array()) {
       return corrupt(path + ".special_tokens[\"" + name + "\"].ids: expected an array");
     }
@@ -211,14 +213,14 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_json(std::string_view tokeniz
     FRUGAL_ASSIGN_OR_RETURN(json root, parse_json_text(tokenizer_json, "tokenizer.json"));
     auto d = std::make_unique<tok::TokenizerData>();
     d->source = source;
-    FRUGAL_ASSIGN_OR_RETURN(d->normalizer, tok::Normalizer::parse(root.value("normalizer", json()), "normalizer"));
+    FRUGAL_ASSIGN_OR_RETURN(d->normalizer, tok::Normalizer::parse(tok::json_field(root, "normalizer"), "normalizer"));
     FRUGAL_ASSIGN_OR_RETURN(d->pre_tokenizer,
-                            tok::PreTokenizer::parse(root.value("pre_tokenizer", json()), "pre_tokenizer"));
-    FRUGAL_ASSIGN_OR_RETURN(d->decoder, tok::Decoder::parse(root.value("decoder", json()), "decoder"));
+                            tok::PreTokenizer::parse(tok::json_field(root, "pre_tokenizer"), "pre_tokenizer"));
+    FRUGAL_ASSIGN_OR_RETURN(d->decoder, tok::Decoder::parse(tok::json_field(root, "decoder"), "decoder"));
     if (!root.contains("model")) return corrupt("model: missing");
     FRUGAL_RETURN_IF_ERROR(parse_model(root["model"], d->pre_tokenizer.byte_level(), &d->model));
     FRUGAL_RETURN_IF_ERROR(parse_added_tokens(root, &d->added));
-    FRUGAL_RETURN_IF_ERROR(parse_post_processor(root.value("post_processor", json()), "post_processor", d.get()));
+    FRUGAL_RETURN_IF_ERROR(parse_post_processor(tok::json_field(root, "post_processor"), "post_processor", d.get()));
     // Without a config, BOS is added when the template adds something in front.
     d->add_bos_token = d->has_template && !d->template_before.empty();
     if (d->template_before.size() == 1) d->bos_id = d->template_before[0];

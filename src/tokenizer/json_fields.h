@@ -11,6 +11,14 @@ namespace frugal::tok {
 
 using nlohmann::json;
 
+// A member by reference (no copy), or a null value when absent or `j` is not an object.
+inline const json& json_field(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
 inline Result<std::string> json_string(const json& j, const char* key, const std::string& path) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_string()) {
     return corrupt(path + "." + key + ": expected a string");

@@ -96,7 +96,7 @@ Status Normalizer::parse_into(const json& j, const std::string& path) {
   } else if (type == "Replace") {
     step.kind = K::kReplace;
     FRUGAL_ASSIGN_OR_RETURN(step.text, json_string(j, "content", path));
-    FRUGAL_RETURN_IF_ERROR(parse_pattern(j.value("pattern", json()), path + ".pattern", &step.literal,
+    FRUGAL_RETURN_IF_ERROR(parse_pattern(json_field(j, "pattern"), path + ".pattern", &step.literal,
                                          &step.regex, &step.use_regex));
   } else if (type == "Strip") {
     step.kind = K::kStrip;

@@ -23,7 +23,7 @@ Result<SplitBehavior> parse_behavior(const json& j, const std::string& path) {
 }
 
 Result<Regex> parse_split_pattern(const json& j, const std::string& path) {
-  const json& p = j.value("pattern", json());
+  const json& p = json_field(j, "pattern");
   if (p.is_object() && p.contains("Regex") && p["Regex"].is_string()) {
     return Regex::compile(p["Regex"].get<std::string>(), path + ".pattern");
   }
