@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string>
-#include <unordered_set>
 
 namespace frugal::sched {
 
@@ -183,27 +182,38 @@ void Scheduler::emit(Sequence* seq, int32_t n_new, int32_t n_prefix_hit, Schedul
   for (int32_t pos = start; pos < start + n_new; ++pos) out.slot_mapping.push_back(pool_->slot_of(seq->table, pos));
   counters_.n_recomputed_tokens += out.n_recomputed_tokens;
   in_flight_.push_back(InFlight{.seq = seq, .n_new = n_new, .needs_logits = out.needs_logits});
+  seq->wants_sample = out.needs_logits;
+  n_in_flight_logits_ += out.needs_logits ? 1 : 0;
   seq->scheduled_step = step_ + 1;
   budget -= n_new;
   batch.n_tokens += n_new;
   batch.seqs.push_back(std::move(out));
 }
 
-Status Scheduler::validate_sampled(std::span<const SampledToken> sampled) const {
+// Matches each sampled token to its in-flight sequence. Writes only the epoch-stamped scratch
+// fields, so a rejected list leaves the scheduler's state unchanged.
+Status Scheduler::match_sampled(std::span<const SampledToken> sampled) {
   if (in_flight_.empty()) return invalid_argument("on_step_done: no batch in flight");
-  std::unordered_set<SeqId> expected;
-  for (const InFlight& f : in_flight_) {
-    if (f.needs_logits) expected.insert(f.seq->id);
+  if (static_cast<int32_t>(sampled.size()) != n_in_flight_logits_) {
+    return invalid_argument("on_step_done: expected " + std::to_string(n_in_flight_logits_) +
+                            " sampled tokens, got " + std::to_string(sampled.size()));
   }
-  if (sampled.size() != expected.size()) {
-    return invalid_argument("on_step_done: expected " + std::to_string(expected.size()) + " sampled tokens, got " +
-                            std::to_string(sampled.size()));
-  }
+  ++sample_epoch_;
+  size_t next = 0;  // engines usually answer in batch order: then no lookup is needed
   for (const SampledToken& s : sampled) {
-    if (expected.erase(s.id) == 0) {
+    while (next < in_flight_.size() && !in_flight_[next].needs_logits) ++next;
+    Sequence* seq = nullptr;
+    if (next < in_flight_.size() && in_flight_[next].seq->id == s.id) {
+      seq = in_flight_[next++].seq;
+    } else if (const auto it = seqs_.find(s.id); it != seqs_.end()) {
+      seq = it->second.get();
+    }
+    if (seq == nullptr || !seq->wants_sample || seq->sample_epoch == sample_epoch_) {
       return invalid_argument("on_step_done: sequence " + std::to_string(s.id) +
                               " did not ask for logits in this step or appears twice");
     }
+    seq->sample_epoch = sample_epoch_;
+    seq->sampled_token = s.token;
   }
   return Status::ok();
 }
@@ -221,20 +231,19 @@ std::optional<FinishReason> Scheduler::finish_reason(const Sequence& seq) const 
 }
 
 Result<std::vector<FinishedSeq>> Scheduler::on_step_done(std::span<const SampledToken> sampled) {
-  FRUGAL_RETURN_IF_ERROR(validate_sampled(sampled));
-  std::unordered_map<SeqId, int32_t> token_of;
-  for (const SampledToken& s : sampled) token_of.emplace(s.id, s.token);
+  FRUGAL_RETURN_IF_ERROR(match_sampled(sampled));
   std::vector<FinishedSeq> finished;
   for (const InFlight& f : in_flight_) {
     Sequence* seq = f.seq;
     seq->n_computed += f.n_new;
     pool_->commit_full_blocks(seq->table, seq->tokens, seq->n_computed);
+    seq->wants_sample = false;
     if (seq->cancel_pending) {
       drop(seq);
       continue;
     }
     if (!f.needs_logits) continue;
-    seq->tokens.push_back(token_of.at(seq->id));
+    seq->tokens.push_back(seq->sampled_token);
     ++counters_.n_generated_tokens;
     const std::optional<FinishReason> reason = finish_reason(*seq);
     if (!reason) continue;
@@ -248,6 +257,7 @@ Result<std::vector<FinishedSeq>> Scheduler::on_step_done(std::span<const Sampled
     drop(seq);
   }
   in_flight_.clear();
+  n_in_flight_logits_ = 0;
   return finished;
 }
 

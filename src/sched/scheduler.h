@@ -99,7 +99,7 @@ class Scheduler {
   bool reserve(Sequence* seq, int32_t n_tokens, ScheduledBatch& batch);
   void preempt(Sequence* victim, ScheduledBatch& batch);
   void emit(Sequence* seq, int32_t n_new, int32_t n_prefix_hit, ScheduledBatch& batch, int32_t& budget);
-  Status validate_sampled(std::span<const SampledToken> sampled) const;
+  Status match_sampled(std::span<const SampledToken> sampled);
   std::optional<FinishReason> finish_reason(const Sequence& seq) const;
   void insert_running(Sequence* seq);
   void insert_waiting(Sequence* seq);
@@ -112,6 +112,8 @@ class Scheduler {
   std::deque<Sequence*> waiting_;   // ordered by arrival
   std::vector<Sequence*> running_;  // ordered by arrival
   std::vector<InFlight> in_flight_;
+  int32_t n_in_flight_logits_ = 0;
+  uint64_t sample_epoch_ = 0;
   uint64_t next_arrival_ = 0;
   uint64_t step_ = 0;
   bool preempted_this_step_ = false;

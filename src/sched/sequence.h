@@ -46,6 +46,10 @@ struct Sequence {
   kv::BlockTable table;
   uint64_t scheduled_step = 0;  // step id of the last batch that included it (0: never)
   bool cancel_pending = false;  // cancelled while in the in-flight batch
+  // Scheduler scratch for matching on_step_done's tokens without building a hash map each step.
+  bool wants_sample = false;    // needs_logits in the in-flight batch
+  uint64_t sample_epoch = 0;    // on_step_done call that matched a token to it
+  int32_t sampled_token = 0;
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t n_output() const { return n_tokens() - n_prompt; }
