@@ -1,0 +1,69 @@
+#include "server/stop_matcher.h"
+
+#include <algorithm>
+
+namespace frugal::server {
+
+StopMatcher::StopMatcher(std::unique_ptr<StreamDetokenizer> detok, std::vector<std::string> stops)
+    : detok_(std::move(detok)), stops_(std::move(stops)) {
+  std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
+}
+
+TextDelta StopMatcher::release(size_t upto) {
+  TextDelta d;
+  d.text = text_.substr(sent_, upto - sent_);
+  sent_ = upto;
+  // A token is released once all of its text is (a token holding the first bytes of a split
+  // UTF-8 character has empty text and goes out with the text before it).
+  size_t n = 0;
+  while (n < pending_.size() && pending_[n].end <= upto) ++n;
+  for (size_t i = 0; i < n; ++i) d.tokens.push_back({pending_[i].token, pending_[i].start});
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
+  return d;
+}
+
+TextDelta StopMatcher::push(const std::vector<runtime::GeneratedToken>& tokens) {
+  if (stopped_) return {};
+  for (const auto& t : tokens) {
+    size_t start = text_.size();
+    text_ += detok_->push(t.token);
+    pending_.push_back({t, start, text_.size()});
+    ++n_tokens_;
+    // A stop string cannot start inside released text (its prefix would have been held back).
+    size_t best = std::string::npos;
+    for (const auto& s : stops_) {
+      size_t from = sent_;
+      size_t pos = text_.find(s, from);
+      if (pos != std::string::npos) best = std::min(best, pos);
+    }
+    if (best != std::string::npos) {
+      stopped_ = true;
+      text_.resize(best);
+      // Tokens that contributed to the kept text are reported; the rest went into the stop.
+      std::erase_if(pending_, [&](const Pending& p) { return p.start >= best; });
+      for (auto& p : pending_) p.end = std::min(p.end, best);
+      TextDelta d = release(best);
+      d.stopped = true;
+      return d;
+    }
+  }
+  size_t hold = 0;
+  for (const auto& s : stops_) {
+    for (size_t n = std::min(s.size() - 1, text_.size() - sent_); n > hold; --n) {
+      if (text_.compare(text_.size() - n, n, s, 0, n) == 0) {
+        hold = n;
+        break;
+      }
+    }
+  }
+  return release(text_.size() - hold);
+}
+
+TextDelta StopMatcher::finish() {
+  if (stopped_) return {};
+  text_ += detok_->flush();
+  if (!pending_.empty()) pending_.back().end = text_.size();
+  return release(text_.size());
+}
+
+}  // namespace frugal::server

@@ -1,0 +1,98 @@
+// StopMatcher over the byte codec: stops found across token boundaries, never emitted, held-back
+// text released when it turns out not to be a stop, and UTF-8 characters never split.
+#include <gtest/gtest.h>
+
+#include "byte_codec.h"
+#include "server/stop_matcher.h"
+
+namespace frugal::server {
+namespace {
+using testing::ByteCodec;
+
+std::vector<runtime::GeneratedToken> toks(const std::string& text) {
+  std::vector<runtime::GeneratedToken> out;
+  for (int32_t id : ByteCodec().encode(text, EncodeOptions{}).value()) out.push_back({.token = id});
+  return out;
+}
+
+struct Run {
+  std::string text;
+  std::vector<std::string> deltas;
+  size_t n_released_tokens = 0;
+  bool stopped = false;
+};
+
+// One token per push, as an engine step would deliver them.
+Run run(const std::string& generated, std::vector<std::string> stops) {
+  ByteCodec codec;
+  StopMatcher m(codec.stream_decoder(), std::move(stops));
+  Run r;
+  for (const auto& t : toks(generated)) {
+    TextDelta d = m.push({t});
+    r.text += d.text;
+    if (!d.text.empty()) r.deltas.push_back(d.text);
+    r.n_released_tokens += d.tokens.size();
+    if (d.stopped) {
+      r.stopped = true;
+      break;
+    }
+  }
+  if (!r.stopped) {
+    TextDelta d = m.finish();
+    r.text += d.text;
+    r.n_released_tokens += d.tokens.size();
+  }
+  return r;
+}
+
+TEST(StopMatcher, StopAcrossTokensIsNotEmitted) {
+  Run r = run("Hello world. The end", {"world"});
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "Hello ");
+  EXPECT_EQ(r.n_released_tokens, 6u);  // "Hello " is six one-byte tokens
+}
+
+TEST(StopMatcher, HeldBackPrefixIsReleasedWhenNotAStop) {
+  Run r = run("a wor wo worm", {"world"});
+  EXPECT_FALSE(r.stopped);
+  EXPECT_EQ(r.text, "a wor wo worm");
+  for (const auto& d : r.deltas) EXPECT_EQ(d.find("world"), std::string::npos);
+}
+
+TEST(StopMatcher, EarliestOfSeveralStops) {
+  Run r = run("one two three", {"three", "two"});
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "one ");
+}
+
+TEST(StopMatcher, StopAtTheStartGivesEmptyText) {
+  Run r = run("STOP here", {"STOP"});
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "");
+  EXPECT_EQ(r.n_released_tokens, 0u);
+}
+
+TEST(StopMatcher, MultiByteCharactersAreNeverSplit) {
+  Run r = run("héllo 日本 🙂", {});
+  EXPECT_EQ(r.text, "héllo 日本 🙂");
+  for (const auto& d : r.deltas) {
+    // every delta is valid UTF-8 on its own: no delta starts with a continuation byte
+    EXPECT_NE(static_cast<unsigned char>(d[0]) & 0xC0, 0x80) << d;
+  }
+  EXPECT_EQ(r.n_released_tokens, std::string("héllo 日本 🙂").size());
+}
+
+TEST(StopMatcher, MultiByteStop) {
+  Run r = run("abc日本def", {"本d"});
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "abc日");
+}
+
+TEST(StopMatcher, NoStopsPassesEverythingThrough) {
+  Run r = run("plain text", {});
+  EXPECT_EQ(r.text, "plain text");
+  EXPECT_EQ(r.deltas.size(), 10u);
+}
+
+}  // namespace
+}  // namespace frugal::server
