@@ -24,6 +24,11 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& config, kv::BlockPool
     return invalid_argument("SchedulerConfig.max_num_seqs: expected >= 1, got " +
                             std::to_string(config.max_num_seqs));
   }
+  // Every running sequence must be able to decode each step, or the newest ones would starve.
+  if (config.max_num_batched_tokens < config.max_num_seqs) {
+    return invalid_argument("SchedulerConfig.max_num_batched_tokens (" + std::to_string(config.max_num_batched_tokens) +
+                            ") must be >= max_num_seqs (" + std::to_string(config.max_num_seqs) + ")");
+  }
   if (config.max_model_len < 0) return invalid_argument("SchedulerConfig.max_model_len: expected >= 0");
   if (config.max_prefill_chunk_tokens < 0) {
     return invalid_argument("SchedulerConfig.max_prefill_chunk_tokens: expected >= 0 (0 = no cap)");

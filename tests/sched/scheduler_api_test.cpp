@@ -20,10 +20,12 @@ TEST(SchedulerApi, ConfigValidation) {
   EXPECT_FALSE(Scheduler::create({.max_num_batched_tokens = 0}, &pool).is_ok());
   EXPECT_FALSE(Scheduler::create({.max_num_seqs = 0}, &pool).is_ok());
   EXPECT_FALSE(Scheduler::create({}, nullptr).is_ok());
+  EXPECT_FALSE(Scheduler::create({.max_num_batched_tokens = 8, .max_num_seqs = 9}, &pool).is_ok());
+  EXPECT_TRUE(Scheduler::create({.max_num_batched_tokens = 8, .max_num_seqs = 8}, &pool).is_ok());
 }
 
 TEST(SchedulerApi, RejectsBadRequestsWithoutState) {
-  Fixture f({.max_num_batched_tokens = 64, .max_model_len = 10}, /*n_blocks=*/4);
+  Fixture f({.max_num_batched_tokens = 64, .max_num_seqs = 8, .max_model_len = 10}, /*n_blocks=*/4);
   EXPECT_EQ(f.sched.add_request(1, {}, {}).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(f.sched.add_request(1, {1, 2}, {.max_tokens = 0}).code(), ErrorCode::kInvalidArgument);
   // 10 prompt tokens leave no room under max_model_len 10.
@@ -33,7 +35,7 @@ TEST(SchedulerApi, RejectsBadRequestsWithoutState) {
   EXPECT_EQ(f.sched.stats().n_waiting, 1);
 
   // 16 KV slots: prompt 10 + 8 outputs needs 17 without max_model_len.
-  Fixture g({.max_num_batched_tokens = 64}, /*n_blocks=*/4);
+  Fixture g({.max_num_batched_tokens = 64, .max_num_seqs = 8}, /*n_blocks=*/4);
   const Status s = g.sched.add_request(2, tokens(1, 10), {.max_tokens = 8});
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("pool holds 16"), std::string::npos) << s.message();
@@ -43,7 +45,7 @@ TEST(SchedulerApi, RejectsBadRequestsWithoutState) {
 // max_model_len 6. Step 1 samples A->7 (eos), B->7 (eos ignored), C->8; step 2 samples B->9
 // (stop token) and C->8, which makes C 6 tokens long: length.
 TEST(SchedulerApi, FinishReasons) {
-  Fixture f({.max_num_batched_tokens = 64, .max_model_len = 6});
+  Fixture f({.max_num_batched_tokens = 64, .max_num_seqs = 8, .max_model_len = 6});
   ASSERT_TRUE(f.sched.add_request(1, {1, 2, 3}, {.max_tokens = 10, .eos_token_ids = {7}}).is_ok());
   ASSERT_TRUE(f.sched
                   .add_request(2, {1, 2, 3},
@@ -74,7 +76,7 @@ TEST(SchedulerApi, FinishReasons) {
 }
 
 TEST(SchedulerApi, MalformedStepOutputChangesNothing) {
-  Fixture f({.max_num_batched_tokens = 64});
+  Fixture f({.max_num_batched_tokens = 64, .max_num_seqs = 8});
   EXPECT_FALSE(f.sched.on_step_done({}).is_ok());  // nothing in flight
   ASSERT_TRUE(f.sched.add_request(1, tokens(1, 6), {.max_tokens = 2}).is_ok());
   ASSERT_TRUE(f.sched.add_request(2, tokens(1, 3), {.max_tokens = 2}).is_ok());
@@ -95,14 +97,14 @@ TEST(SchedulerApi, MalformedStepOutputChangesNothing) {
 }
 
 TEST(SchedulerApiDeathTest, ScheduleTwiceWithoutStepDoneAborts) {
-  Fixture f({.max_num_batched_tokens = 64});
+  Fixture f({.max_num_batched_tokens = 64, .max_num_seqs = 8});
   ASSERT_TRUE(f.sched.add_request(1, {1, 2}, {}).is_ok());
   ASSERT_FALSE(f.sched.schedule().empty());
   EXPECT_DEATH((void)f.sched.schedule(), "before on_step_done");
 }
 
 TEST(SchedulerApi, EmptyBatchIsNotInFlight) {
-  Fixture f({.max_num_batched_tokens = 64});
+  Fixture f({.max_num_batched_tokens = 64, .max_num_seqs = 8});
   EXPECT_TRUE(f.sched.schedule().empty());
   EXPECT_FALSE(f.sched.step_in_flight());
   EXPECT_TRUE(f.sched.schedule().empty());  // allowed: nothing was in flight

@@ -35,9 +35,10 @@ Scenario random_scenario(Rng& pick) {
   const int32_t bs = std::vector<int32_t>{1, 2, 4, 8}[pick(0, 3)];
   // Without chunking a whole (re)computation must fit one step, so the budget must be larger.
   const bool chunked = pick(0, 3) != 0;
+  const int32_t budget = chunked ? pick(4, 48) : pick(24, 64);
   return Scenario{
-      .sched = {.max_num_batched_tokens = chunked ? pick(4, 48) : pick(24, 64),
-                .max_num_seqs = pick(1, 8),
+      .sched = {.max_num_batched_tokens = budget,
+                .max_num_seqs = std::min(budget, pick(1, 8)),
                 .enable_chunked_prefill = chunked,
                 .max_prefill_chunk_tokens = pick(0, 1) == 0 ? 0 : pick(1, 16)},
       .pool = {.n_blocks = pick(48, 160) / bs, .block_size = bs, .enable_prefix_caching = pick(0, 3) != 0},

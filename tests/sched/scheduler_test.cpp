@@ -101,7 +101,7 @@ TEST(SchedulerTimeline, SequenceLimit) {
 // Budget 5: A takes 4, B gets the 1 token left. Step 2: A decode 1 + B chunk 4 (B has 1 token
 // left). Step 3: B's last prompt token is a one-token step and runs in the decode pass after A.
 TEST(SchedulerTimeline, TokenBudget) {
-  Timeline t({.max_num_batched_tokens = 5, .max_num_seqs = 8},
+  Timeline t({.max_num_batched_tokens = 5, .max_num_seqs = 4},
              {.n_blocks = 64, .block_size = 4, .enable_prefix_caching = false});
   t.run({
       {.step = 1,
@@ -117,7 +117,7 @@ TEST(SchedulerTimeline, TokenBudget) {
 // Without chunked prefill a prompt runs whole or waits: B (5 tokens) does not fit next to A's
 // decode (budget 5 - 1 = 4) and starts once A is done.
 TEST(SchedulerTimeline, NoChunkingPromptWaitsForWholeBudget) {
-  Timeline t({.max_num_batched_tokens = 5, .max_num_seqs = 8, .enable_chunked_prefill = false},
+  Timeline t({.max_num_batched_tokens = 5, .max_num_seqs = 4, .enable_chunked_prefill = false},
              {.n_blocks = 64, .block_size = 4, .enable_prefix_caching = false});
   t.run({
       {.step = 1,
