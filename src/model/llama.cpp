@@ -78,7 +78,7 @@ class LlamaModel final : public Model {
                               .sliding_window = 0,
                               .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
     FRUGAL_RETURN_IF_ERROR(allocate());
-    inv_freq_host_ = rope_inv_freq(c, 0);
+    inv_freq_host_ = step_inv_freq(0);
     return backend_->upload(ws_.inv_freq, inv_freq_host_.data(), inv_freq_host_.size() * sizeof(float));
   }
 
@@ -182,7 +182,7 @@ class LlamaModel final : public Model {
     FRUGAL_RETURN_IF_ERROR(put(tables, b.block_tables));
     if (rope_depends_on_position(config_)) {
       const int32_t max_pos = *std::max_element(b.positions.begin(), b.positions.end());
-      inv_freq_host_ = rope_inv_freq(config_, max_pos);
+      inv_freq_host_ = step_inv_freq(max_pos);
       FRUGAL_RETURN_IF_ERROR(backend_->upload(ws_.inv_freq, inv_freq_host_.data(), inv_freq_host_.size() * sizeof(float)));
     }
     return layers::StepInputs{
@@ -190,6 +190,12 @@ class LlamaModel final : public Model {
         .slot_mapping = ws_.ints + kSlotsOff * T, .q_start = q_start, .ctx_len = ctx_len,
         .block_tables = tables, .max_blocks_per_seq = b.max_blocks_per_seq,
         .max_ctx_len = *std::max_element(b.ctx_len.begin(), b.ctx_len.end()), .inv_freq = ws_.inv_freq};
+  }
+
+  std::vector<float> step_inv_freq(int64_t max_pos) const {
+    std::vector<float> f = rope_inv_freq(config_, max_pos);
+    if (opts_.rope_inv_freq_dtype && !rope_dynamic_active(config_, max_pos)) round_inv_freq(f, *opts_.rope_inv_freq_dtype);
+    return f;
   }
 
   Status tap(const std::string& name, const void* data, int64_t rows, int64_t width) {

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,15 @@ void normalize_rope_parameters(json& j) {
     s.erase("rope_theta");
     j["rope_scaling"] = s;
   }
+}
+
+// max_position_embeddings, or for dynamic NTK scaling (which exists to run past it) that
+// times the scaling factor.
+int32_t default_max_context(const ModelConfig& c) {
+  double n = static_cast<double>(c.max_position_embeddings);
+  if (c.rope_scaling.type == RopeScalingType::kDynamic) n *= std::max(1.0, c.rope_scaling.factor);
+  if (n <= 0) n = 4096;
+  return static_cast<int32_t>(std::min(n, static_cast<double>(INT32_MAX)));
 }
 
 }  // namespace
@@ -81,9 +91,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, ops::Backend
   FRUGAL_ASSIGN_OR_RETURN(parts.generation, load_generation_config(dir, parts.config));
   parts.opts = opts;
   parts.backend = backend;
-  parts.max_context = opts.max_context > 0 ? opts.max_context
-                                           : static_cast<int32_t>(std::min<int64_t>(parts.config.max_position_embeddings, INT32_MAX));
-  if (parts.max_context <= 0) parts.max_context = 4096;
+  parts.max_context = opts.max_context > 0 ? opts.max_context : default_max_context(parts.config);
   return factory(std::move(parts));
 }
 

@@ -20,6 +20,14 @@ namespace {
 
 constexpr double kTol = 1e-3;
 
+// make_golden.py computes the reference after model.to(dtype).to(float32), which also rounds
+// transformers' rotary inv_freq buffer to the weight dtype; reproduce that here (real HF
+// inference keeps inv_freq in f32, our default).
+LoadOptions fixture_options(const std::string& dir, int32_t max_logit_rows) {
+  auto c = read_model_config(dir);
+  return {.max_logit_rows = max_logit_rows, .rope_inv_freq_dtype = c.is_ok() ? c->torch_dtype : DType::kF32};
+}
+
 std::vector<std::string> fixtures() {
   std::vector<std::string> out;
   const auto root = std::filesystem::path(frugal::testing::source_root()) / "tests/data/golden";
@@ -45,7 +53,7 @@ TEST_P(Golden, TeacherForcedLogitsAndHiddenStates) {
   const auto ids = ids_of((*ref)->find("input_ids"));
   const int32_t T = static_cast<int32_t>(ids.size());
   auto backend = ops::make_ref_backend();
-  auto m = Model::load(dir, backend.get(), {.max_logit_rows = T});
+  auto m = Model::load(dir, backend.get(), fixture_options(dir, T));
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   const auto& c = (*m)->config();
   auto kv = KvStorage::create(backend.get(), c, {.n_blocks = (T + 15) / 16, .block_size = 16});
@@ -82,7 +90,7 @@ TEST_P(Golden, GreedyContinuation) {
   const auto prompt = ids_of((*ref)->find("greedy_input_ids"));
   const auto want = ids_of((*ref)->find("greedy_output_ids"));
   auto backend = ops::make_ref_backend();
-  auto m = Model::load(dir, backend.get(), {});
+  auto m = Model::load(dir, backend.get(), fixture_options(dir, 1));
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   const auto& c = (*m)->config();
   const int32_t total = static_cast<int32_t>(want.size()), bs = 4;
