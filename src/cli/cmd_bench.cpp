@@ -1,16 +1,85 @@
-// Placeholder for `frugal bench` until its issue lands.
+// `frugal bench offline`: in-process engine benchmarks (src/bench/offline.h).
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
+#include "bench/offline.h"
 #include "cli/commands.h"
 
 namespace frugal::cli {
+namespace {
+
+struct BenchOfflineArgs {
+  std::string model;
+  std::string dummy_config;
+  bench::OfflineOptions o;
+  std::string json_path, markdown_path;
+  bool measure_ceilings = false;
+  double ceiling_gbps = 0, ceiling_tflops = 0;
+};
+
+int run_bench_offline(BenchOfflineArgs& a) {
+  auto& o = a.o;
+  if (!a.dummy_config.empty()) {
+    o.engine.model_dir = a.dummy_config;
+    o.engine.dummy_weights = true;
+  } else {
+    o.engine.model_dir = a.model.empty() ? default_model_dir() : a.model;
+  }
+  if (a.ceiling_gbps > 0 || a.ceiling_tflops > 0) {
+    o.ceilings = {a.ceiling_gbps, a.ceiling_tflops, "given on the command line"};
+  } else if (o.engine.device == "cpu" || a.measure_ceilings) {
+    // Host copy bandwidth is cheap to measure; GPU ceilings come from scripts/gpu (docs/perf).
+    o.ceilings.mem_gbps = bench::measure_host_copy_gbps(1ll << 28, 5);
+    o.ceilings.source = "measured host memcpy";
+  }
+  auto r = bench::run_offline(o);
+  if (!r.is_ok()) {
+    std::fprintf(stderr, "frugal bench: %s\n", r.status().to_string().c_str());
+    return 1;
+  }
+  std::fputs(bench::format_offline_table(*r).c_str(), stdout);
+  if (!a.json_path.empty()) {
+    std::ofstream(a.json_path) << r->dump(2) << "\n";
+  }
+  if (!a.markdown_path.empty()) {
+    std::ofstream(a.markdown_path) << bench::format_offline_markdown(*r);
+  }
+  return 0;
+}
+
+}  // namespace
 
 void register_bench(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "(not yet implemented)");
-  cmd->callback([] {
-    std::fprintf(stderr, "frugal bench: not implemented yet\n");
-    set_exit_code(2);
-  });
+  auto* bench = app.add_subcommand("bench", "Benchmark the engine (offline) or any OpenAI server (serve)");
+  bench->require_subcommand(1);
+  auto a = std::make_shared<BenchOfflineArgs>();
+  auto* off = bench->add_subcommand("offline", "In-process prefill / decode / throughput benchmarks");
+  off->add_option("--model", a->model, "HF model directory (default: the embedded model)");
+  off->add_option("--dummy-weights", a->dummy_config, "config.json: random weights of this architecture");
+  off->add_option("--device", a->o.engine.device, "cpu | cuda | cuda:N")->capture_default_str();
+  off->add_option("--threads", a->o.engine.threads, "CPU threads (0 = all)");
+  off->add_option("--prefill-lens", a->o.prefill_lens, "prompt lengths for prefill")->delimiter(',');
+  off->add_option("--batches", a->o.batches, "decode batch sizes")->delimiter(',');
+  off->add_option("--decode-prompt-len", a->o.decode_prompt_len)->capture_default_str();
+  off->add_option("--decode-tokens", a->o.decode_tokens)->capture_default_str();
+  off->add_option("--reps", a->o.reps, "timed repetitions per point")->capture_default_str();
+  off->add_option("--warmup", a->o.warmup)->capture_default_str();
+  off->add_option("--num-prompts", a->o.num_prompts, "throughput run: prompts submitted at once");
+  off->add_option("--input-len", a->o.input_len)->capture_default_str();
+  off->add_option("--output-len", a->o.output_len)->capture_default_str();
+  off->add_option("--max-num-seqs", a->o.engine.max_num_seqs)->capture_default_str();
+  off->add_option("--max-num-batched-tokens", a->o.engine.max_num_batched_tokens)->capture_default_str();
+  off->add_option("--num-kv-blocks", a->o.engine.num_kv_blocks);
+  off->add_option("--gpu-memory-utilization", a->o.engine.gpu_memory_utilization)->capture_default_str();
+  off->add_option("--seed", a->o.seed)->capture_default_str();
+  off->add_option("--gpu", a->o.gpu_name, "GPU catalog name (for cost and calibration)");
+  off->add_option("--ceiling-gbps", a->ceiling_gbps, "memory bandwidth ceiling, GB/s");
+  off->add_option("--ceiling-tflops", a->ceiling_tflops, "matrix rate ceiling, TFLOP/s");
+  off->add_flag("--measure-ceilings", a->measure_ceilings, "measure the copy bandwidth first");
+  off->add_option("--json", a->json_path, "write every figure as JSON");
+  off->add_option("--markdown", a->markdown_path, "write a markdown table");
+  off->callback([a] { set_exit_code(run_bench_offline(*a)); });
 }
 
 }  // namespace frugal::cli

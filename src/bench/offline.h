@@ -1,0 +1,52 @@
+// `frugal bench offline`: in-process engine benchmarks (prefill, decode by batch size,
+// throughput over many prompts), each repeated and reported as a median with a 95% CI,
+// with achieved bandwidth / FLOP rate against the device's ceilings.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "runtime/engine.h"
+
+namespace frugal::bench {
+
+struct Ceilings {
+  double mem_gbps = 0;   // measured copy bandwidth (bytes read + written), GB/s
+  double tflops = 0;     // dense matrix rate in the activation dtype, TFLOP/s
+  std::string source;    // "measured" or where the numbers came from
+};
+
+struct OfflineOptions {
+  runtime::EngineOptions engine;
+  std::vector<int32_t> prefill_lens{128, 2048};
+  int32_t decode_prompt_len = 128;
+  int32_t decode_tokens = 256;
+  std::vector<int32_t> batches{1};
+  int32_t reps = 5;
+  int32_t warmup = 1;
+  // Throughput run: num_prompts prompts submitted at once (0 = skip).
+  int32_t num_prompts = 0;
+  int32_t input_len = 128;
+  int32_t output_len = 128;
+  uint64_t seed = 1;
+  Ceilings ceilings;
+  std::string gpu_name;      // for cost and the calibration schema
+  std::string precision = "bf16";
+};
+
+// Runs every configured benchmark; the JSON holds every figure plus the exact configuration,
+// and a "results" list in the schema `frugal plan --calibrate` reads (docs/plan.md).
+Result<nlohmann::json> run_offline(const OfflineOptions& opts);
+
+// Terminal table and markdown rendering of run_offline's JSON.
+std::string format_offline_table(const nlohmann::json& j);
+std::string format_offline_markdown(const nlohmann::json& j);
+
+// Measures host memory copy bandwidth (GB/s, bytes read + written) over a buffer of `bytes`.
+double measure_host_copy_gbps(int64_t bytes, int reps);
+
+}  // namespace frugal::bench

@@ -1,0 +1,443 @@
+// The engine thread: drain submissions and cancels, schedule a step, run the model, sample,
+// hand results back through the requests' callbacks. See docs/engine_contract.md.
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include "core/log.h"
+#include "kv/block_pool.h"
+#include "model/kv_storage.h"
+#include "model/model.h"
+#include "runtime/backends.h"
+#include "runtime/sampler.h"
+#include "sched/scheduler.h"
+
+namespace frugal::runtime {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+  }
+  return "?";
+}
+
+namespace {
+
+struct Pending {
+  uint64_t id;
+  GenerateRequest req;
+  OutputCallback cb;
+};
+
+// What the engine thread keeps per live request.
+struct Live {
+  SamplingParams sampling;
+  OutputCallback cb;
+  std::unique_ptr<Sampler> sampler;
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> output;
+  bool first_output_sent = false;
+};
+
+// Log-probabilities of the raw logits (before penalties and temperature, as OpenAI reports).
+void log_softmax(std::span<const float> logits, std::vector<float>& out) {
+  out.resize(logits.size());
+  float mx = -INFINITY;
+  for (float v : logits) mx = std::max(mx, v);
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v - mx));
+  float lse = mx + static_cast<float>(std::log(sum));
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - lse;
+}
+
+class EngineImpl final : public Engine {
+ public:
+  ~EngineImpl() override { shutdown(); }
+
+  Status init(const EngineOptions& o);
+
+  Result<uint64_t> submit(GenerateRequest req, OutputCallback cb) override;
+  void cancel(uint64_t request_id) override;
+  EngineStats stats() const override;
+  MemoryReport memory() const override { return memory_; }
+  int32_t max_model_len() const override { return max_model_len_; }
+  int32_t vocab_size() const override { return static_cast<int32_t>(model_->config().vocab_size); }
+  std::vector<int32_t> eos_token_ids() const override { return eos_ids_; }
+  void shutdown() override;
+
+ private:
+  void thread_main();
+  void drain_inbox();
+  Status step();
+  void fail_batch(const sched::ScheduledBatch& batch, const Status& st);
+  void publish_stats();
+
+  EngineOptions opts_;
+  BackendHandle backend_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<model::KvStorage> kv_;
+  std::unique_ptr<kv::BlockPool> pool_;
+  std::unique_ptr<sched::Scheduler> sched_;
+  std::vector<int32_t> eos_ids_;
+  int32_t max_model_len_ = 0;
+  MemoryReport memory_;
+
+  // Inbox (any thread -> engine thread).
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> inbox_;
+  std::vector<uint64_t> cancels_;
+  bool stop_ = false;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<int64_t> queued_{0};  // submitted, not yet finished
+
+  // Engine-thread state.
+  std::unordered_map<uint64_t, Live> live_;
+  std::vector<float> logits_;
+  std::vector<float> logprob_scratch_;
+  std::thread thread_;
+
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+};
+
+Status EngineImpl::init(const EngineOptions& o) {
+  opts_ = o;
+  FRUGAL_ASSIGN_OR_RETURN(backend_, make_backend(o.device, o.threads));
+  model::LoadOptions lo{.dummy_weights = o.dummy_weights,
+                        .max_batch_tokens = o.max_num_batched_tokens,
+                        .max_seqs = o.max_num_seqs,
+                        .max_logit_rows = o.max_num_seqs,
+                        .max_context = o.max_model_len,
+                        .block_size = o.block_size};
+  FRUGAL_ASSIGN_OR_RETURN(model_, model::Model::load(o.model_dir, backend_.backend.get(), lo));
+  const auto& cfg = model_->config();
+  max_model_len_ = model_->max_context();
+  for (int64_t e : cfg.eos_token_ids) eos_ids_.push_back(static_cast<int32_t>(e));
+  for (int64_t e : model_->generation_config().eos_token_ids) {
+    if (std::find(eos_ids_.begin(), eos_ids_.end(), e) == eos_ids_.end()) eos_ids_.push_back(static_cast<int32_t>(e));
+  }
+
+  // KV pool: an explicit block count, else a fraction of free device memory, else a host budget.
+  DType kv_dtype = backend_.backend->activation_dtype();
+  kv::KvGeometry g{.n_layers = static_cast<int32_t>(cfg.num_hidden_layers),
+                   .n_head_kv = static_cast<int32_t>(cfg.num_key_value_heads),
+                   .head_dim_k = static_cast<int32_t>(cfg.head_dim),
+                   .dtype = kv_dtype,
+                   .block_size = o.block_size};
+  const int64_t block_bytes = kv::bytes_per_block(g);
+  int64_t n_blocks = o.num_kv_blocks;
+  if (n_blocks <= 0) {
+    size_t free_b = 0, total_b = 0;
+    int64_t budget = o.cpu_kv_budget_bytes;
+    if (backend_.backend->device_memory(&free_b, &total_b).is_ok()) {
+      // Leave (1 - utilization) of the card, plus what the step's workspace will still take.
+      int64_t reserve = static_cast<int64_t>((1.0 - o.gpu_memory_utilization) * static_cast<double>(total_b));
+      budget = static_cast<int64_t>(free_b) - reserve - (256ll << 20);
+    }
+    n_blocks = std::max<int64_t>(1, budget / block_bytes);
+    // No point holding more than every sequence at full length needs.
+    int64_t cap = static_cast<int64_t>(o.max_num_seqs) * ((max_model_len_ + o.block_size - 1) / o.block_size) + 1;
+    n_blocks = std::min(n_blocks, cap);
+  }
+  FRUGAL_ASSIGN_OR_RETURN(kv_, model::KvStorage::create(backend_.backend.get(), cfg,
+                                                        {.n_blocks = static_cast<int32_t>(n_blocks),
+                                                         .block_size = o.block_size,
+                                                         .dtype = kv_dtype}));
+  FRUGAL_ASSIGN_OR_RETURN(kv::BlockPool pool, kv::BlockPool::create({.n_blocks = static_cast<int32_t>(n_blocks),
+                                                                      .block_size = o.block_size,
+                                                                      .enable_prefix_caching = o.enable_prefix_caching}));
+  pool_ = std::make_unique<kv::BlockPool>(std::move(pool));
+  FRUGAL_ASSIGN_OR_RETURN(sched::Scheduler s, sched::Scheduler::create({.max_num_batched_tokens = o.max_num_batched_tokens,
+                                                                         .max_num_seqs = o.max_num_seqs,
+                                                                         .enable_chunked_prefill = o.enable_chunked_prefill,
+                                                                         .max_model_len = max_model_len_},
+                                                                        pool_.get()));
+  sched_ = std::make_unique<sched::Scheduler>(std::move(s));
+  memory_.weights_bytes = model_->weight_bytes();
+  memory_.kv_pool_bytes = kv_->bytes();
+  stats_.kv_blocks_total = n_blocks;
+  FRUGAL_LOG_INFO("engine: {} on {}, {} KV blocks of {} tokens ({:.1f} MiB), max_model_len {}", o.model_dir,
+                  backend_.backend->name(), n_blocks, o.block_size, kv_->bytes() / 1048576.0, max_model_len_);
+  thread_ = std::thread([this] { thread_main(); });
+  return Status::ok();
+}
+
+Result<uint64_t> EngineImpl::submit(GenerateRequest req, OutputCallback cb) {
+  if (req.prompt.empty()) return invalid_argument("prompt: must contain at least one token");
+  const int32_t vocab = vocab_size();
+  for (size_t i = 0; i < req.prompt.size(); ++i) {
+    if (req.prompt[i] < 0 || req.prompt[i] >= vocab)
+      return invalid_argument("prompt: token " + std::to_string(i) + " has id " + std::to_string(req.prompt[i]) +
+                              ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  }
+  if (static_cast<int64_t>(req.prompt.size()) >= max_model_len_)
+    return invalid_argument("prompt: " + std::to_string(req.prompt.size()) + " tokens leave no room to generate: the context is " +
+                            std::to_string(max_model_len_) + " tokens");
+  FRUGAL_RETURN_IF_ERROR(validate(req.sampling));
+  if (queued_.load() >= opts_.max_queue)
+    return resource_exhausted("engine queue is full (" + std::to_string(opts_.max_queue) + " requests)");
+  uint64_t id = next_id_.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stop_) return Status(ErrorCode::kCancelled, "engine is shutting down");
+    inbox_.push_back({id, std::move(req), std::move(cb)});
+  }
+  ++queued_;
+  cv_.notify_one();
+  return id;
+}
+
+void EngineImpl::cancel(uint64_t request_id) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    cancels_.push_back(request_id);
+  }
+  cv_.notify_one();
+}
+
+EngineStats EngineImpl::stats() const {
+  std::lock_guard<std::mutex> lk(stats_mu_);
+  return stats_;
+}
+
+void EngineImpl::shutdown() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EngineImpl::drain_inbox() {
+  std::deque<Pending> inbox;
+  std::vector<uint64_t> cancels;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    inbox.swap(inbox_);
+    cancels.swap(cancels_);
+  }
+  for (auto& p : inbox) {
+    const int32_t room = max_model_len_ - static_cast<int32_t>(p.req.prompt.size());
+    sched::SeqParams sp{.max_tokens = std::max(1, std::min(p.req.sampling.max_tokens, room)),
+                        .eos_token_ids = eos_ids_,
+                        .ignore_eos = p.req.sampling.ignore_eos,
+                        .stop_token_ids = p.req.sampling.stop_token_ids};
+    Status st = sched_->add_request(p.id, p.req.prompt, sp);
+    RequestOutput out;
+    out.request_id = p.id;
+    out.prompt_tokens = static_cast<int32_t>(p.req.prompt.size());
+    if (!st.is_ok()) {
+      out.finish = FinishReason::kError;
+      out.error = st;
+      --queued_;
+      p.cb(out);
+      continue;
+    }
+    Live l;
+    l.sampling = p.req.sampling;
+    l.cb = std::move(p.cb);
+    l.sampler = std::make_unique<Sampler>(p.req.sampling);
+    l.prompt = std::move(p.req.prompt);
+    live_.emplace(p.id, std::move(l));
+  }
+  for (uint64_t id : cancels) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    (void)sched_->cancel(id);  // frees blocks now (no step is in flight between steps)
+    publish_stats();
+    RequestOutput out;
+    out.request_id = id;
+    out.finish = FinishReason::kCancelled;
+    out.prompt_tokens = static_cast<int32_t>(it->second.prompt.size());
+    it->second.cb(out);
+    live_.erase(it);
+    --queued_;
+  }
+}
+
+void EngineImpl::fail_batch(const sched::ScheduledBatch& batch, const Status& st) {
+  FRUGAL_LOG_ERROR("engine: step failed: {}", st.to_string());
+  for (const auto& s : batch.seqs) {
+    auto it = live_.find(s.id);
+    if (it == live_.end()) continue;
+    RequestOutput out;
+    out.request_id = s.id;
+    out.finish = FinishReason::kError;
+    out.error = st;
+    out.prompt_tokens = static_cast<int32_t>(it->second.prompt.size());
+    it->second.cb(out);
+    live_.erase(it);
+    --queued_;
+  }
+}
+
+Status EngineImpl::step() {
+  sched::ScheduledBatch batch = sched_->schedule();
+  if (batch.empty()) return Status::ok();
+  // Flatten the batch into the varlen ForwardBatch layout.
+  std::vector<int32_t> tokens, positions, q_start{0}, ctx_len, slots, logit_rows, tables;
+  int32_t max_blocks = 0;
+  for (const auto& s : batch.seqs) max_blocks = std::max<int32_t>(max_blocks, static_cast<int32_t>(s.block_table.size()));
+  tables.assign(batch.seqs.size() * static_cast<size_t>(max_blocks), 0);
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const auto& s = batch.seqs[i];
+    for (size_t t = 0; t < s.token_ids.size(); ++t) {
+      tokens.push_back(s.token_ids[t]);
+      positions.push_back(s.start_pos + static_cast<int32_t>(t));
+      slots.push_back(s.slot_mapping[t]);
+    }
+    q_start.push_back(static_cast<int32_t>(tokens.size()));
+    ctx_len.push_back(s.context_len);
+    std::copy(s.block_table.begin(), s.block_table.end(), tables.begin() + static_cast<int64_t>(i) * max_blocks);
+    if (s.needs_logits) logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
+  }
+  model::ForwardBatch fb{.tokens = tokens, .positions = positions, .q_start = q_start, .ctx_len = ctx_len,
+                         .block_tables = tables, .max_blocks_per_seq = max_blocks, .slot_mapping = slots,
+                         .logits_rows = logit_rows};
+  const int64_t vocab = model_->config().vocab_size;
+  logits_.resize(logit_rows.size() * static_cast<size_t>(vocab));
+  Status st = model_->forward(fb, *kv_, logits_.data());
+  if (!st.is_ok()) {
+    // Drop every sequence of the batch; the scheduler still needs its step completed.
+    std::vector<sched::SampledToken> none;
+    for (const auto& s : batch.seqs) (void)sched_->cancel(s.id);
+    (void)sched_->on_step_done(none);
+    fail_batch(batch, st);
+    return st;
+  }
+
+  // Sample every sequence that finished its prompt / produced a token this step.
+  std::vector<sched::SampledToken> sampled;
+  std::unordered_map<uint64_t, GeneratedToken> emitted;
+  size_t row = 0;
+  for (const auto& s : batch.seqs) {
+    if (!s.needs_logits) continue;
+    std::span<float> lg(logits_.data() + row * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+    ++row;
+    auto it = live_.find(s.id);
+    if (it == live_.end()) continue;  // cannot happen: cancels are applied between steps
+    Live& l = it->second;
+    GeneratedToken gt;
+    if (l.sampling.top_logprobs >= 0) log_softmax(lg, logprob_scratch_);
+    gt.token = l.sampler->sample(lg, l.prompt, l.output);
+    if (l.sampling.top_logprobs >= 0) {
+      gt.logprob = logprob_scratch_[static_cast<size_t>(gt.token)];
+      int n = std::min<int>(l.sampling.top_logprobs, static_cast<int>(vocab));
+      if (n > 0) {
+        std::vector<int32_t> idx(static_cast<size_t>(vocab));
+        for (int32_t v = 0; v < vocab; ++v) idx[static_cast<size_t>(v)] = v;
+        std::partial_sort(idx.begin(), idx.begin() + n, idx.end(), [&](int32_t a, int32_t b) {
+          return logprob_scratch_[static_cast<size_t>(a)] > logprob_scratch_[static_cast<size_t>(b)];
+        });
+        for (int k = 0; k < n; ++k) gt.top.push_back({idx[static_cast<size_t>(k)], logprob_scratch_[static_cast<size_t>(idx[static_cast<size_t>(k)])]});
+      }
+    }
+    l.output.push_back(gt.token);
+    sampled.push_back({s.id, gt.token});
+    emitted.emplace(s.id, std::move(gt));
+  }
+  auto finished = sched_->on_step_done(sampled);
+  if (!finished.is_ok()) return finished.status().with_context("engine: scheduler rejected the step");
+  std::unordered_map<uint64_t, const sched::FinishedSeq*> fin;
+  for (const auto& f : *finished) fin.emplace(f.id, &f);
+  // Stats first, so a caller that sees its final output also sees its blocks released.
+  publish_stats();
+
+  for (auto& [id, gt] : emitted) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    RequestOutput out;
+    out.request_id = id;
+    out.prompt_tokens = static_cast<int32_t>(it->second.prompt.size());
+    auto f = fin.find(id);
+    const bool stop_token = f != fin.end() && f->second->reason != sched::FinishReason::kLength;
+    if (!stop_token) out.tokens.push_back(std::move(gt));  // eos / stop tokens are not emitted
+    if (f != fin.end()) {
+      out.finish = stop_token ? FinishReason::kStop : FinishReason::kLength;
+      out.cached_prompt_tokens = std::max(0, f->second->n_cached_prompt);
+    }
+    it->second.cb(out);
+    if (f != fin.end()) {
+      live_.erase(it);
+      --queued_;
+    }
+  }
+  return Status::ok();
+}
+
+void EngineImpl::publish_stats() {
+  auto s = sched_->stats();
+  int64_t inbox_size;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    inbox_size = static_cast<int64_t>(inbox_.size());
+  }
+  std::lock_guard<std::mutex> lk(stats_mu_);
+  stats_.running = s.n_running;
+  stats_.waiting = s.n_waiting + inbox_size;
+  stats_.kv_blocks_total = s.n_blocks_total;
+  stats_.kv_blocks_used = s.n_blocks_used;
+  stats_.kv_fragmentation = s.fragmentation;
+  stats_.prefix_cache_queries = s.n_prefix_queried_blocks;
+  stats_.prefix_cache_hits = s.n_prefix_hit_blocks;
+  stats_.preemptions = s.n_preemptions;
+  stats_.prompt_tokens_total = s.n_prompt_tokens;
+  stats_.generation_tokens_total = s.n_generated_tokens;
+  stats_.steps = s.n_steps;
+}
+
+void EngineImpl::thread_main() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || sched_->has_unfinished(); });
+      if (stop_) break;
+    }
+    drain_inbox();
+    if (sched_->has_unfinished()) {
+      const int64_t steps_before = sched_->stats().n_steps;
+      Status st = step();
+      if (!st.is_ok()) FRUGAL_LOG_ERROR("engine: {}", st.to_string());
+      // Nothing schedulable (all waiting, no blocks yet): don't spin hot.
+      if (sched_->stats().n_steps == steps_before) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    publish_stats();
+  }
+  // Shutdown: everything still live is cancelled.
+  drain_inbox();
+  for (auto& [id, l] : live_) {
+    (void)sched_->cancel(id);
+    RequestOutput out;
+    out.request_id = id;
+    out.finish = FinishReason::kCancelled;
+    out.prompt_tokens = static_cast<int32_t>(l.prompt.size());
+    l.cb(out);
+  }
+  live_.clear();
+  publish_stats();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> create_engine(const EngineOptions& opts) {
+  auto e = std::make_unique<EngineImpl>();
+  FRUGAL_RETURN_IF_ERROR(e->init(opts));
+  return std::unique_ptr<Engine>(std::move(e));
+}
+
+}  // namespace frugal::runtime

@@ -1,0 +1,233 @@
+// The engine thread end to end on the embedded stories260K model (CPU):
+//  - batch invariance (issue 5, acceptance 2): greedy outputs of 32 mixed-length prompts are
+//    identical alone, all together, without prefix caching, and with a pool so small that
+//    sequences get preempted; and "alone" equals the independent single-sequence loop
+//    (runtime::generate), which shares no scheduling code with the engine;
+//  - cancellation frees KV blocks; bad requests are refused with clear errors.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "bench/stats.h"
+#include "model/model.h"
+#include "ops/ref_backend.h"
+#include "runtime/backends.h"
+#include "runtime/engine.h"
+#include "runtime/generate.h"
+#include "test_paths.h"
+
+namespace frugal::runtime {
+namespace {
+
+std::string model_dir() { return frugal::testing::source_root() + "/models/stories260K"; }
+
+struct Collected {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<uint64_t, std::vector<int32_t>> tokens;
+  std::map<uint64_t, FinishReason> finish;
+  int done = 0;
+};
+
+// Submits every prompt (greedy) and waits; returns outputs in prompt order.
+std::vector<std::vector<int32_t>> run_all(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
+                                          const std::vector<int32_t>& max_tokens) {
+  Collected c;
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerateRequest r;
+    r.prompt = prompts[i];
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = max_tokens[i];
+    auto id = e.submit(r, [&c](const RequestOutput& o) {
+      std::lock_guard<std::mutex> lk(c.mu);
+      for (const auto& t : o.tokens) c.tokens[o.request_id].push_back(t.token);
+      if (o.finish != FinishReason::kNone) {
+        c.finish[o.request_id] = o.finish;
+        ++c.done;
+        c.cv.notify_all();
+      }
+    });
+    EXPECT_TRUE(id.is_ok()) << id.status().to_string();
+    ids.push_back(*id);
+  }
+  std::unique_lock<std::mutex> lk(c.mu);
+  EXPECT_TRUE(c.cv.wait_for(lk, std::chrono::seconds(120), [&] { return c.done == static_cast<int>(prompts.size()); }));
+  std::vector<std::vector<int32_t>> out;
+  for (uint64_t id : ids) out.push_back(c.tokens[id]);
+  return out;
+}
+
+struct Workload {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int32_t> max_tokens;
+};
+
+// 32 prompts of mixed lengths (1..120 tokens); half share a 40-token prefix so the prefix cache
+// has something to hit.
+Workload make_workload() {
+  bench::SplitMix64 rng(2024);
+  std::vector<int32_t> shared(40);
+  for (auto& t : shared) t = 3 + static_cast<int32_t>(rng.next() % 500);
+  Workload w;
+  for (int i = 0; i < 32; ++i) {
+    int len = 1 + static_cast<int>(rng.next() % 120);
+    std::vector<int32_t> p;
+    if (i % 2 == 0) p = shared;
+    p.push_back(1);  // BOS-like marker inside
+    while (static_cast<int>(p.size()) < len + (i % 2 == 0 ? 40 : 0)) p.push_back(3 + static_cast<int32_t>(rng.next() % 500));
+    w.prompts.push_back(p);
+    w.max_tokens.push_back(8 + static_cast<int32_t>(rng.next() % 40));
+  }
+  return w;
+}
+
+EngineOptions base_options() {
+  EngineOptions o;
+  o.model_dir = model_dir();
+  o.device = "cpu";
+  o.threads = 2;
+  o.max_num_seqs = 64;
+  o.max_num_batched_tokens = 256;
+  o.num_kv_blocks = 512;
+  return o;
+}
+
+TEST(EngineBatchInvariance, GreedyOutputsIdenticalAcrossBatchingModes) {
+  Workload w = make_workload();
+
+  // Oracle: the single-sequence loop, one prompt at a time, on its own backend.
+  auto bh_r = make_backend("cpu", 2);
+  ASSERT_TRUE(bh_r.is_ok());
+  BackendHandle bh = std::move(bh_r).value();
+  auto m = model::Model::load(model_dir(), bh.backend.get(), {});
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  std::vector<std::vector<int32_t>> expected;
+  for (size_t i = 0; i < w.prompts.size(); ++i) {
+    SamplingParams sp;
+    sp.temperature = 0;
+    sp.max_tokens = w.max_tokens[i];
+    auto r = generate(**m, w.prompts[i], sp);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    expected.push_back(r->tokens);
+  }
+
+  auto run_mode = [&](EngineOptions o, bool one_at_a_time) {
+    auto e = create_engine(o);
+    EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+    std::vector<std::vector<int32_t>> out;
+    if (one_at_a_time) {
+      for (size_t i = 0; i < w.prompts.size(); ++i) out.push_back(run_all(**e, {w.prompts[i]}, {w.max_tokens[i]})[0]);
+    } else {
+      out = run_all(**e, w.prompts, w.max_tokens);
+    }
+    EngineStats st = (*e)->stats();
+    EXPECT_EQ(st.running, 0);
+    EXPECT_EQ(st.kv_blocks_used, 0) << "blocks leaked";
+    return std::make_pair(out, st);
+  };
+
+  auto [alone, st_alone] = run_mode(base_options(), true);
+  EXPECT_EQ(alone, expected) << "engine alone differs from the single-sequence loop";
+
+  auto [together, st_together] = run_mode(base_options(), false);
+  EXPECT_EQ(together, expected) << "batching changed greedy outputs";
+  EXPECT_GT(st_together.prefix_cache_hits, 0) << "the shared prefix should hit the cache";
+
+  EngineOptions no_cache = base_options();
+  no_cache.enable_prefix_caching = false;
+  auto [uncached, st_uncached] = run_mode(no_cache, false);
+  EXPECT_EQ(uncached, expected) << "prefix caching off changed greedy outputs";
+  EXPECT_EQ(st_uncached.prefix_cache_hits, 0);
+
+  EngineOptions tiny = base_options();
+  tiny.num_kv_blocks = 24;  // 384 token slots for 32 sequences of up to ~200 tokens
+  auto [preempted, st_tiny] = run_mode(tiny, false);
+  EXPECT_EQ(preempted, expected) << "preemption changed greedy outputs";
+  EXPECT_GT(st_tiny.preemptions, 0) << "the pool was meant to be small enough to preempt";
+}
+
+TEST(Engine, CancelReleasesBlocksWithinAStep) {
+  auto e = create_engine(base_options());
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  std::mutex mu;
+  std::condition_variable cv;
+  int n_tokens = 0;
+  FinishReason fin = FinishReason::kNone;
+  GenerateRequest r;
+  r.prompt = std::vector<int32_t>(100, 5);
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = 400;
+  r.sampling.ignore_eos = true;
+  auto id = (*e)->submit(r, [&](const RequestOutput& o) {
+    std::lock_guard<std::mutex> lk(mu);
+    n_tokens += static_cast<int>(o.tokens.size());
+    if (o.finish != FinishReason::kNone) fin = o.finish;
+    cv.notify_all();
+  });
+  ASSERT_TRUE(id.is_ok());
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(30), [&] { return n_tokens >= 3; }));
+  }
+  EXPECT_GT((*e)->stats().kv_blocks_used, 0);
+  (*e)->cancel(*id);
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(30), [&] { return fin != FinishReason::kNone; }));
+    EXPECT_EQ(fin, FinishReason::kCancelled);
+    EXPECT_LT(n_tokens, 400);
+  }
+  for (int i = 0; i < 100 && (*e)->stats().kv_blocks_used != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ((*e)->stats().kv_blocks_used, 0);
+  EXPECT_EQ((*e)->stats().running, 0);
+}
+
+TEST(Engine, RefusesBadRequestsWithClearErrors) {
+  auto e = create_engine(base_options());
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  auto cb = [](const RequestOutput&) {};
+  GenerateRequest empty;
+  auto r1 = (*e)->submit(empty, cb);
+  ASSERT_FALSE(r1.is_ok());
+  EXPECT_NE(r1.status().message().find("prompt"), std::string::npos);
+
+  GenerateRequest oov;
+  oov.prompt = {1, 99999};
+  auto r2 = (*e)->submit(oov, cb);
+  ASSERT_FALSE(r2.is_ok());
+  EXPECT_NE(r2.status().message().find("99999"), std::string::npos);
+
+  GenerateRequest too_long;
+  too_long.prompt.assign(static_cast<size_t>((*e)->max_model_len()), 5);
+  auto r3 = (*e)->submit(too_long, cb);
+  ASSERT_FALSE(r3.is_ok());
+  EXPECT_NE(r3.status().message().find("context"), std::string::npos);
+
+  GenerateRequest bad_temp;
+  bad_temp.prompt = {1};
+  bad_temp.sampling.temperature = -1;
+  auto r4 = (*e)->submit(bad_temp, cb);
+  ASSERT_FALSE(r4.is_ok());
+  EXPECT_NE(r4.status().message().find("temperature"), std::string::npos);
+}
+
+TEST(Engine, UnknownDeviceAndMissingModelAreClearErrors) {
+  EngineOptions o = base_options();
+  o.device = "tpu";
+  auto e = create_engine(o);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_NE(e.status().message().find("tpu"), std::string::npos);
+  o = base_options();
+  o.model_dir = "/nonexistent/model";
+  auto e2 = create_engine(o);
+  ASSERT_FALSE(e2.is_ok());
+  EXPECT_NE(e2.status().message().find("/nonexistent/model"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace frugal::runtime
