@@ -188,23 +188,20 @@ void Scheduler::emit(Sequence* seq, int32_t n_new, int32_t n_prefix_hit, Schedul
   counters_.n_recomputed_tokens += out.n_recomputed_tokens;
   in_flight_.push_back(InFlight{.seq = seq, .n_new = n_new, .needs_logits = out.needs_logits});
   seq->wants_sample = out.needs_logits;
-  n_in_flight_logits_ += out.needs_logits ? 1 : 0;
   seq->scheduled_step = step_ + 1;
   budget -= n_new;
   batch.n_tokens += n_new;
   batch.seqs.push_back(std::move(out));
 }
 
-// Matches each sampled token to its in-flight sequence. Writes only the epoch-stamped scratch
+// Matches each sampled token to its in-flight sequence. Every sequence with needs_logits must
+// have one, except cancelled ones (optional, ignored). Writes only the epoch-stamped scratch
 // fields, so a rejected list leaves the scheduler's state unchanged.
 Status Scheduler::match_sampled(std::span<const SampledToken> sampled) {
   if (in_flight_.empty()) return invalid_argument("on_step_done: no batch in flight");
-  if (static_cast<int32_t>(sampled.size()) != n_in_flight_logits_) {
-    return invalid_argument("on_step_done: expected " + std::to_string(n_in_flight_logits_) +
-                            " sampled tokens, got " + std::to_string(sampled.size()));
-  }
   ++sample_epoch_;
-  size_t next = 0;  // engines usually answer in batch order: then no lookup is needed
+  int32_t n_live = 0;  // matched sequences that are not cancelled
+  size_t next = 0;     // engines usually answer in batch order: then no lookup is needed
   for (const SampledToken& s : sampled) {
     while (next < in_flight_.size() && !in_flight_[next].needs_logits) ++next;
     Sequence* seq = nullptr;
@@ -219,6 +216,13 @@ Status Scheduler::match_sampled(std::span<const SampledToken> sampled) {
     }
     seq->sample_epoch = sample_epoch_;
     seq->sampled_token = s.token;
+    n_live += seq->cancel_pending ? 0 : 1;
+  }
+  int32_t n_required = 0;
+  for (const InFlight& f : in_flight_) n_required += f.needs_logits && !f.seq->cancel_pending ? 1 : 0;
+  if (n_live != n_required) {
+    return invalid_argument("on_step_done: expected a sampled token for each of the " + std::to_string(n_required) +
+                            " sequences that asked for logits, got " + std::to_string(n_live));
   }
   return Status::ok();
 }
@@ -262,7 +266,6 @@ Result<std::vector<FinishedSeq>> Scheduler::on_step_done(std::span<const Sampled
     drop(seq);
   }
   in_flight_.clear();
-  n_in_flight_logits_ = 0;
   return finished;
 }
 

@@ -68,7 +68,8 @@ class Scheduler {
   ScheduledBatch schedule();
 
   // Completes the in-flight batch: `sampled` has exactly one token per sequence that had
-  // needs_logits (any order). Appends them, detects finishes, registers newly full blocks in the
+  // needs_logits (any order; batch order is fastest), except that a token for a sequence
+  // cancelled during the step is optional and ignored. Appends them, detects finishes, registers newly full blocks in the
   // prefix cache, frees finished and cancelled sequences' blocks. Returns the finished sequences
   // (cancelled ones are not reported). A malformed `sampled` is an error and changes nothing.
   Result<std::vector<FinishedSeq>> on_step_done(std::span<const SampledToken> sampled);
@@ -112,7 +113,6 @@ class Scheduler {
   std::deque<Sequence*> waiting_;   // ordered by arrival
   std::vector<Sequence*> running_;  // ordered by arrival
   std::vector<InFlight> in_flight_;
-  int32_t n_in_flight_logits_ = 0;
   uint64_t sample_epoch_ = 0;
   uint64_t next_arrival_ = 0;
   uint64_t step_ = 0;

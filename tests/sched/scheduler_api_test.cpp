@@ -96,6 +96,30 @@ TEST(SchedulerApi, MalformedStepOutputChangesNothing) {
   EXPECT_FALSE(f.sched.step_in_flight());
 }
 
+// A failed forward: the engine cancels the whole batch and completes the step with no tokens.
+TEST(SchedulerApi, CancelledSequencesNeedNoSampledToken) {
+  Fixture f({.max_num_batched_tokens = 64, .max_num_seqs = 8});
+  ASSERT_TRUE(f.sched.add_request(1, tokens(1, 5), {.max_tokens = 2}).is_ok());
+  ASSERT_TRUE(f.sched.add_request(2, tokens(1, 3), {.max_tokens = 2}).is_ok());
+  ASSERT_TRUE(f.sched.add_request(3, tokens(9, 3), {.max_tokens = 2}).is_ok());
+  ASSERT_EQ(f.sched.schedule().seqs.size(), 3u);
+  ASSERT_TRUE(f.sched.cancel(1).is_ok());
+  ASSERT_TRUE(f.sched.cancel(2).is_ok());
+  EXPECT_FALSE(f.sched.on_step_done({}).is_ok());  // 3 is not cancelled: its token is required
+  const SampledToken only3[] = {{3, 5}};
+  auto done = f.sched.on_step_done(only3);
+  ASSERT_TRUE(done.is_ok()) << done.status().to_string();
+  EXPECT_TRUE(done->empty());
+  EXPECT_EQ(f.sched.find(1), nullptr);
+  EXPECT_EQ(f.sched.find(3)->n_output(), 1);
+  ASSERT_EQ(f.sched.schedule().seqs.size(), 1u);
+  ASSERT_TRUE(f.sched.cancel(3).is_ok());
+  const SampledToken ignored[] = {{3, 6}};  // a token for a cancelled sequence is allowed too
+  ASSERT_TRUE(f.sched.on_step_done(ignored).is_ok());
+  EXPECT_FALSE(f.sched.has_unfinished());
+  EXPECT_EQ(f.pool.n_used(), 0);
+}
+
 TEST(SchedulerApiDeathTest, ScheduleTwiceWithoutStepDoneAborts) {
   Fixture f({.max_num_batched_tokens = 64, .max_num_seqs = 8});
   ASSERT_TRUE(f.sched.add_request(1, {1, 2}, {}).is_ok());

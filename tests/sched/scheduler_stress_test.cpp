@@ -115,7 +115,11 @@ class Stress {
       log_.push_back({});
       for (const ScheduledSeq& s : batch.seqs) log_.back().push_back({s.id, static_cast<int32_t>(s.token_ids.size())});
       if (batch.empty()) continue;
-      auto done = sched_.on_step_done(engine_.run(batch));
+      std::vector<SampledToken> sampled = engine_.run(batch);
+      if (pick_(0, 1) == 0) {  // tokens of sequences cancelled during the step are optional
+        std::erase_if(sampled, [&](const SampledToken& t) { return requests_.at(t.id).cancelled; });
+      }
+      auto done = sched_.on_step_done(sampled);
       EXPECT_TRUE(done.is_ok()) << done.status().to_string();
       for (FinishedSeq& f : *done) finished_.emplace(f.id, std::move(f));
       check_state();
