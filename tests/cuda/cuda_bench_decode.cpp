@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cuda/graph.h"
+#include "backend/cuda/kernels.h"
 #include "cuda_bench.h"
 
 namespace frugal::cuda::bench {
@@ -163,6 +164,16 @@ void bench_model_7b(CudaBackend* b, double ceiling_gbs, Table* table) {
   }
   Timing tg = time_op(b->stream(), 30, 10, [&](int) { (void)graphs.replay(1); });
   const double gbs = bytes / (tg.median_us * 1e3);
+  if (pdl_enabled()) {  // the same graph without programmatic dependent launch, for comparison
+    set_pdl_enabled(false);
+    GraphCache plain(b);
+    if (plain.ensure(1, [&] { return forward(b, m, 1, graph_max_ctx); }).is_ok()) {
+      Timing tn = time_op(b->stream(), 30, 10, [&](int) { (void)plain.replay(1); });
+      table->add({"7B decode step, CUDA graph without PDL", tn, 1e6 / tn.median_us, "tok/s",
+                  100 * (bytes / (tn.median_us * 1e3)) / ceiling_gbs});
+    }
+    set_pdl_enabled(true);
+  }
   table->add({"7B decode step, CUDA graph (ctx 256)", tg, 1e6 / tg.median_us, "tok/s", 100 * gbs / ceiling_gbs});
   table->add({"7B decode step, CUDA graph: bandwidth", tg, gbs, "GB/s", 100 * gbs / ceiling_gbs});
   std::printf("7B decode: %.2f GB per token (weights %.2f, KV %.3f); roofline %.0f tok/s at %.0f GB/s\n", bytes / 1e9,

@@ -14,6 +14,7 @@ constexpr int kThreads = 128;
 constexpr int kMaxHeads = 8;     // query heads per block (registers: kMaxHeads x 8 accumulators)
 constexpr int kMaxChunk = 1024;  // keys per split (shared memory: kMaxHeads x chunk floats)
 constexpr int kMinChunk = 64;
+constexpr int kMaxSplits = 4096;
 
 struct DecodeArgs {
   int chunk;
@@ -88,6 +89,7 @@ __device__ void weighted_values(const ops::AttentionParams& p, const int32_t* ta
   constexpr int kDimChunks = D / 8, kKeyLanes = kThreads / kDimChunks;
   const int dc = threadIdx.x % kDimChunks, kl = threadIdx.x / kDimChunks;
   float acc[kMaxHeads][8] = {};
+#pragma unroll 4
   for (int j = k0 + kl; j < k1; j += kKeyLanes) {
     float vf[8];
     bf16x8(*reinterpret_cast<const uint4*>(kv_row(p.cache, p.cache.v_cache, table, j, kvh) + dc * 8), vf);
@@ -112,6 +114,7 @@ __device__ void weighted_values(const ops::AttentionParams& p, const int32_t* ta
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::AttentionParams p, DecodeArgs a) {
+  pdl_wait();
   extern __shared__ __align__(16) float smem[];
   float* sq = smem;                        // [kMaxHeads, D] scaled queries
   float* so = sq + kMaxHeads * D;          // [kMaxHeads, D] weighted values
@@ -165,21 +168,34 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
 }
 
 // grid (n_tokens, n_head), D threads: merges the splits' partials with their max rescaling.
+// The splits' (max, sum) pairs are read in parallel into shared memory first; the per-dim
+// loop then issues independent loads (a dependent chain over splits would cost a full memory
+// latency per split).
 template <int D>
 __global__ void attention_combine_kernel(ops::AttentionParams p, DecodeArgs a) {
+  pdl_wait();
+  extern __shared__ float wts[];  // [n_splits] weights, then [32] reduction scratch
+  float* red = wts + a.n_splits;
   const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
   const float* part = a.partials + (static_cast<int64_t>(t) * p.n_head + h) * a.n_splits * (D + 2);
   float m = -INFINITY;
-  for (int s = 0; s < a.n_splits; ++s)
-    if (part[s * (D + 2) + D + 1] > 0.f) m = fmaxf(m, part[s * (D + 2) + D]);
-  float l = 0.f, o = 0.f;
-  for (int s = 0; s < a.n_splits; ++s) {
-    const float* ps = part + s * (D + 2);
-    if (ps[D + 1] <= 0.f) continue;  // an empty split holds no values to read
-    const float w = exp2f(ps[D] - m);
-    l += ps[D + 1] * w;
-    o += ps[d] * w;
+  for (int s = threadIdx.x; s < a.n_splits; s += D) {
+    const float ms = part[s * (D + 2) + D], ls = part[s * (D + 2) + D + 1];
+    wts[s] = ls > 0.f ? ms : -INFINITY;  // an empty split holds no values
+    m = fmaxf(m, wts[s]);
   }
+  m = block_max(m, red);
+  float l = 0.f;
+  for (int s = threadIdx.x; s < a.n_splits; s += D) {
+    const float w = wts[s] == -INFINITY ? 0.f : exp2f(wts[s] - m);
+    l += w * part[s * (D + 2) + D + 1];
+    wts[s] = w;
+  }
+  l = block_sum(l, red);  // syncs: wts is complete below
+  float o = 0.f;
+#pragma unroll 8
+  for (int s = 0; s < a.n_splits; ++s)
+    if (wts[s] != 0.f) o += wts[s] * part[s * (D + 2) + d];
   store_f(DType::kBF16, p.out, static_cast<int64_t>(t) * p.ld_out + h * D + d, l > 0.f ? o / l : 0.f);
 }
 
@@ -200,11 +216,10 @@ cudaError_t launch_d(const ops::AttentionParams& p, const DecodeArgs& a, cudaStr
   }
   const int n_units = p.cache.n_head_kv * a.head_groups;
   dim3 grid(static_cast<unsigned>(a.n_splits), static_cast<unsigned>(n_units), static_cast<unsigned>(p.n_seqs));
-  attention_decode_kernel<D><<<grid, kThreads, smem, stream>>>(p, a);
-  cudaError_t e = cudaGetLastError();
+  cudaError_t e = launch_kernel(attention_decode_kernel<D>, grid, kThreads, smem, stream, p, a);
   if (e != cudaSuccess || a.partials == nullptr) return e;
-  attention_combine_kernel<D><<<dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)), D, 0, stream>>>(p, a);
-  return cudaGetLastError();
+  const size_t combine_smem = (a.n_splits + 32) * sizeof(float);
+  return launch_kernel(attention_combine_kernel<D>, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)), D, combine_smem, stream, p, a);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -225,6 +240,7 @@ int attention_decode_splits(const ops::AttentionParams& p, int n_sms) {
   // than kMinChunk (below that the combine costs more than it spreads).
   int64_t want = ceil_div(2 * int64_t{n_sms}, units);
   int64_t lo = ceil_div(p.max_ctx_len, kMaxChunk), hi = ceil_div(p.max_ctx_len, kMinChunk);
+  if (hi > kMaxSplits) hi = kMaxSplits;  // combine keeps one float per split in shared memory
   int64_t n = want < lo ? lo : (want > hi ? hi : want);
   return static_cast<int>(n < 1 ? 1 : n);
 }

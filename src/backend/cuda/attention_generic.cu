@@ -12,6 +12,7 @@ constexpr int kChunk = 512;
 
 // smem: scores [kChunk], acc [head_dim], reduction [32], softmax state [2]
 __global__ void __launch_bounds__(kThreads) attention_generic_kernel(ops::AttentionParams p) {
+  pdl_wait();
   extern __shared__ float smem[];
   float* ss = smem;
   float* acc = ss + kChunk;
@@ -71,8 +72,7 @@ cudaError_t launch_attention_generic(const ops::AttentionParams& p, cudaStream_t
   if (p.n_tokens == 0 || p.n_seqs == 0) return cudaSuccess;
   const size_t smem = (kChunk + p.cache.head_dim + 32) * sizeof(float);
   dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head));
-  attention_generic_kernel<<<grid, kThreads, smem, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(attention_generic_kernel, grid, kThreads, smem, stream, p);
 }
 
 }  // namespace frugal::cuda

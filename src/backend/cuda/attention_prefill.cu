@@ -76,36 +76,50 @@ __device__ __forceinline__ void load_q_tile(const ops::AttentionParams& p, __nv_
   }
 }
 
-// Gathers keys [kb, kb + kBlockK) of kv head kvh through the block table; keys >= end are zero
-// so that masked probabilities (exactly 0) never multiply garbage.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+// Starts the asynchronous gather of keys [kb, kb + kBlockK) of kv head kvh through the block
+// table; keys >= end are zero-filled so masked probabilities (exactly 0) never multiply garbage.
 template <int D>
 __device__ __forceinline__ void load_kv_tile(const ops::AttentionParams& p, const int32_t* table,
                                              __nv_bfloat16* sk, __nv_bfloat16* sv, int kb, int end,
                                              int kvh) {
   constexpr int kChunks = D / 8;
   const auto& c = p.cache;
-  for (int idx = threadIdx.x; idx < kBlockK * kChunks; idx += kThreads) {
-    int r = idx / kChunks, ch = idx % kChunks;
-    int j = kb + r;
-    uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+  const auto* kc = static_cast<const __nv_bfloat16*>(c.k_cache);
+  const auto* vc = static_cast<const __nv_bfloat16*>(c.v_cache);
+#pragma unroll
+  for (int it = 0; it < kBlockK * kChunks / kThreads; ++it) {
+    const int idx = threadIdx.x + it * kThreads;
+    const int r = idx / kChunks, ch = idx % kChunks;
+    const int j = kb + r;
+    int64_t off = 0;
     if (j < end) {
       int64_t slot = static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size;
-      int64_t off = (slot * c.n_head_kv + kvh) * D + ch * 8;
-      kv = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(c.k_cache) + off);
-      vv = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(c.v_cache) + off);
+      off = (slot * c.n_head_kv + kvh) * D + ch * 8;
     }
-    *reinterpret_cast<uint4*>(sk + r * (D + kPad) + ch * 8) = kv;
-    *reinterpret_cast<uint4*>(sv + r * (D + kPad) + ch * 8) = vv;
+    cp_async16(sk + r * (D + kPad) + ch * 8, kc + off, j < end);
+    cp_async16(sv + r * (D + kPad) + ch * 8, vc + off, j < end);
   }
+  cp_async_commit();
 }
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::AttentionParams p, float scale_log2) {
+  pdl_wait();
   constexpr int SD = D + kPad;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  __nv_bfloat16* sk = sq + kBlockQ * SD;
-  __nv_bfloat16* sv = sk + kBlockK * SD;
+  // Two K/V stages: the next tile's gather overlaps this tile's math.
+  __nv_bfloat16* sk_stage[2] = {sq + kBlockQ * SD, sq + (kBlockQ + 2 * kBlockK) * SD};
+  __nv_bfloat16* sv_stage[2] = {sq + (kBlockQ + kBlockK) * SD, sq + (kBlockQ + 3 * kBlockK) * SD};
 
   int seq, tile;
   if (!find_tile(p, &seq, &tile)) return;
@@ -140,10 +154,18 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
 
   float o[D / 8][4] = {};
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-  for (int kb = (key_lo / kBlockK) * kBlockK; kb < key_end; kb += kBlockK) {
-    __syncthreads();  // the previous tile's K/V are no longer read
-    load_kv_tile<D>(p, table, sk, sv, kb, key_end, kvh);
+  const int kb0 = (key_lo / kBlockK) * kBlockK;
+  load_kv_tile<D>(p, table, sk_stage[0], sv_stage[0], kb0, key_end, kvh);
+  for (int kb = kb0, stage = 0; kb < key_end; kb += kBlockK, stage ^= 1) {
+    if (kb + kBlockK < key_end) {
+      load_kv_tile<D>(p, table, sk_stage[stage ^ 1], sv_stage[stage ^ 1], kb + kBlockK, key_end, kvh);
+      cp_async_wait<1>();  // this tile's group is done, the next one may still be in flight
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();
+    const __nv_bfloat16* sk = sk_stage[stage];
+    const __nv_bfloat16* sv = sv_stage[stage];
 
     float s[kBlockK / 8][4] = {};
 #pragma unroll
@@ -205,6 +227,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
         mma_bf16(o[dt + 1], pa, b[2], b[3]);
       }
     }
+    __syncthreads();  // the next iteration's gather overwrites the stage read two tiles ahead
   }
 
 #pragma unroll
@@ -228,7 +251,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
 
 template <int D>
 cudaError_t launch_d(const ops::AttentionParams& p, cudaStream_t stream) {
-  const int smem = (kBlockQ + 2 * kBlockK) * (D + kPad) * 2;
+  const int smem = (kBlockQ + 4 * kBlockK) * (D + kPad) * 2;
   static bool configured = false;  // the attribute is per function, set once per process
   if (!configured) {
     cudaError_t e = cudaFuncSetAttribute(attention_prefill_kernel<D>,
@@ -240,8 +263,7 @@ cudaError_t launch_d(const ops::AttentionParams& p, cudaStream_t stream) {
   const unsigned tiles = static_cast<unsigned>((p.n_tokens + kBlockQ - 1) / kBlockQ + p.n_seqs);
   dim3 grid(tiles, static_cast<unsigned>(p.n_head));
   const float scale_log2 = p.scale * 1.4426950408889634f;
-  attention_prefill_kernel<D><<<grid, kThreads, smem, stream>>>(p, scale_log2);
-  return cudaGetLastError();
+  return launch_kernel(attention_prefill_kernel<D>, grid, kThreads, smem, stream, p, scale_log2);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }

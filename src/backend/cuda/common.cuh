@@ -7,10 +7,42 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "core/dtype.h"
 
 namespace frugal::cuda {
+
+// Programmatic dependent launch (sm_90+): each kernel is launched allowed to start while the
+// previous one drains; its blocks wait in pdl_wait() until that grid has completed and its
+// writes are visible, which hides most of the launch gap between the many small kernels of a
+// decode step. pdl_wait() must come before a kernel touches any memory. Off before sm_90 and
+// with FRUGAL_PDL=0 (set_pdl_enabled, read by the backend at creation).
+bool pdl_enabled();
+void set_pdl_enabled(bool on);
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                          Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
 
 // Element access for the float activation dtypes the kernels accept (f32, f16, bf16). The
 // dtype is uniform across a launch, so the switch costs a predictable branch, not divergence.

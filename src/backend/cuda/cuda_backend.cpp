@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_backend.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -35,6 +36,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device), "set device"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(
       cudaDeviceGetAttribute(&b->n_sms_, cudaDevAttrMultiProcessorCount, device), "sm count"));
+  int major = 0;
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cc"));
+  const char* pdl_env = std::getenv("FRUGAL_PDL");
+  set_pdl_enabled(major >= 9 && !(pdl_env && std::strcmp(pdl_env, "0") == 0));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "stream"));
   FRUGAL_ASSIGN_OR_RETURN(b->lt_, LtGemm::create(kLtWorkspaceBytes));
   return b;

@@ -5,6 +5,13 @@
 #include "backend/cuda/kernels.h"
 
 namespace frugal::cuda {
+
+namespace {
+bool g_pdl = false;
+}  // namespace
+bool pdl_enabled() { return g_pdl; }
+void set_pdl_enabled(bool on) { g_pdl = on; }
+
 namespace {
 
 constexpr int kThreads = 256;
@@ -15,6 +22,7 @@ int grid_for(int64_t n, int threads) {
 }
 
 __global__ void embedding_kernel(ops::EmbeddingParams p) {
+  pdl_wait();
   const int64_t t = blockIdx.x;
   const int64_t id = p.ids[t];
   const bool valid = id >= 0 && id < p.vocab;  // out-of-range ids give zeros, never a wild read
@@ -27,6 +35,7 @@ __global__ void embedding_kernel(ops::EmbeddingParams p) {
 // One block per row. The residual sum is rounded to act_dtype before it is squared, matching
 // the reference: the model normalizes exactly what the residual stream stores.
 __global__ void rms_norm_kernel(ops::RmsNormParams p) {
+  pdl_wait();
   __shared__ float red[32];
   const int64_t r = blockIdx.x;
   const DType t = p.act_dtype;
@@ -50,6 +59,7 @@ __global__ void rms_norm_kernel(ops::RmsNormParams p) {
 
 // grid: (n_tokens, n_head + n_head_kv); one thread per rotated pair.
 __global__ void rope_kernel(ops::RopeParams p) {
+  pdl_wait();
   const int64_t tok = blockIdx.x;
   const int head = blockIdx.y;
   const bool is_q = head < p.n_head;
@@ -71,6 +81,7 @@ __global__ void rope_kernel(ops::RopeParams p) {
 }
 
 __global__ void silu_mul_kernel(ops::SiluMulParams p) {
+  pdl_wait();
   const int64_t total = p.n_tokens * p.dim;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -82,6 +93,7 @@ __global__ void silu_mul_kernel(ops::SiluMulParams p) {
 }
 
 __global__ void gather_rows_kernel(ops::GatherRowsParams p) {
+  pdl_wait();
   const int64_t i = blockIdx.x;
   const int64_t src = p.rows[i];
   for (int64_t j = threadIdx.x; j < p.dim; j += blockDim.x)
@@ -90,6 +102,7 @@ __global__ void gather_rows_kernel(ops::GatherRowsParams p) {
 
 // grid: n_tokens blocks; a token's k and v rows go to the same slot of both caches.
 __global__ void kv_write_kernel(ops::KvWriteParams p) {
+  pdl_wait();
   const int64_t t = blockIdx.x;
   const int32_t slot = p.slot_mapping[t];
   const auto& c = p.cache;
@@ -112,6 +125,7 @@ struct BiasAddParams {
 };
 
 __global__ void bias_add_kernel(BiasAddParams p) {
+  pdl_wait();
   const int64_t total = p.m * p.n;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -122,6 +136,7 @@ __global__ void bias_add_kernel(BiasAddParams p) {
 }
 
 __global__ void fill_uniform_kernel(void* dst, DType t, int64_t n, uint64_t seed, float lo, float hi) {
+  pdl_wait();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     uint64_t z = seed + static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;  // splitmix64
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -143,56 +158,48 @@ int row_threads(int64_t dim) {
 
 cudaError_t launch_embedding(const ops::EmbeddingParams& p, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
-  embedding_kernel<<<static_cast<unsigned>(p.n_tokens), row_threads(p.dim), 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(embedding_kernel, static_cast<unsigned>(p.n_tokens), row_threads(p.dim), 0, stream, p);
 }
 
 cudaError_t launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return cudaSuccess;
-  rms_norm_kernel<<<static_cast<unsigned>(p.rows), row_threads(p.dim), 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(rms_norm_kernel, static_cast<unsigned>(p.rows), row_threads(p.dim), 0, stream, p);
 }
 
 cudaError_t launch_rope(const ops::RopeParams& p, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
   dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head + p.n_head_kv));
   int threads = p.rotary_dim / 2 >= 64 ? 64 : 32;
-  rope_kernel<<<grid, threads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(rope_kernel, grid, threads, 0, stream, p);
 }
 
 cudaError_t launch_silu_mul(const ops::SiluMulParams& p, cudaStream_t stream) {
   if (p.n_tokens * p.dim == 0) return cudaSuccess;
-  silu_mul_kernel<<<grid_for(p.n_tokens * p.dim, kThreads), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(silu_mul_kernel, grid_for(p.n_tokens * p.dim, kThreads), kThreads, 0, stream, p);
 }
 
 cudaError_t launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t stream) {
   if (p.n_rows == 0) return cudaSuccess;
-  gather_rows_kernel<<<static_cast<unsigned>(p.n_rows), row_threads(p.dim), 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(gather_rows_kernel, static_cast<unsigned>(p.n_rows), row_threads(p.dim), 0, stream, p);
 }
 
 cudaError_t launch_kv_write(const ops::KvWriteParams& p, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
   int64_t row = static_cast<int64_t>(p.cache.n_head_kv) * p.cache.head_dim;
-  kv_write_kernel<<<static_cast<unsigned>(p.n_tokens), row_threads(row), 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(kv_write_kernel, static_cast<unsigned>(p.n_tokens), row_threads(row), 0, stream, p);
 }
 
 cudaError_t launch_bias_add(void* y, DType y_dtype, int64_t ld_y, const void* bias, DType bias_dtype,
                             int64_t m, int64_t n, cudaStream_t stream) {
   if (m * n == 0) return cudaSuccess;
   BiasAddParams p{y, y_dtype, ld_y, bias, bias_dtype, m, n};
-  bias_add_kernel<<<grid_for(m * n, kThreads), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(bias_add_kernel, grid_for(m * n, kThreads), kThreads, 0, stream, p);
 }
 
 cudaError_t launch_fill_uniform(void* dst, DType t, int64_t n, uint64_t seed, float lo, float hi,
                                 cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  fill_uniform_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(dst, t, n, seed, lo, hi);
-  return cudaGetLastError();
+  return launch_kernel(fill_uniform_kernel, grid_for(n, kThreads), kThreads, 0, stream, dst, t, n, seed, lo, hi);
 }
 
 }  // namespace frugal::cuda

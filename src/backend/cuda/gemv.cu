@@ -40,6 +40,7 @@ __device__ __forceinline__ float dot8(uint4 w, const float* x) {
 
 template <int M, int R, int U>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(ops::MatmulParams p) {
+  pdl_wait();
   const int lane = threadIdx.x & 31;
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * R;
   if (row0 >= p.n) return;
@@ -93,15 +94,15 @@ template <int M>
 cudaError_t launch_m(const ops::MatmulParams& p, cudaStream_t stream) {
   // Two rows per warp halve the L1 traffic for x once it dominates (m >= 3).
   constexpr int R = M > 2 ? 2 : 1;
-  constexpr int U = R == 1 ? 4 : 2;
+  constexpr int U = R == 1 ? 8 : 2;  // 8 x 16 bytes in flight per lane for m = 1
   const int64_t rows_per_block = kWarps * R;
   const unsigned grid = static_cast<unsigned>(ceil_div(p.n, rows_per_block));
-  gemv_kernel<M, R, U><<<grid, kWarps * 32, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(gemv_kernel<M, R, U>, grid, kWarps * 32, 0, stream, p);
 }
 
 // One warp per output element; lanes split k. For shapes and dtypes no fast path takes.
 __global__ void matmul_generic_kernel(ops::MatmulParams p) {
+  pdl_wait();
   const int lane = threadIdx.x & 31;
   const int64_t out = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (out >= p.m * p.n) return;
@@ -145,8 +146,7 @@ cudaError_t launch_matmul_generic(const ops::MatmulParams& p, cudaStream_t strea
   if (p.m * p.n == 0) return cudaSuccess;
   const int threads = 256;
   const int64_t blocks = ceil_div(p.m * p.n * 32, threads);
-  matmul_generic_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(matmul_generic_kernel, static_cast<unsigned>(blocks), threads, 0, stream, p);
 }
 
 }  // namespace frugal::cuda

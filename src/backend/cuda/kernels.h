@@ -12,6 +12,11 @@
 
 namespace frugal::cuda {
 
+// Programmatic dependent launch for every kernel below (see common.cuh); the backend turns it
+// on for sm_90+ unless FRUGAL_PDL=0.
+bool pdl_enabled();
+void set_pdl_enabled(bool on);
+
 // Elementwise and row ops (elementwise.cu). Activations may be f32, f16 or bf16.
 cudaError_t launch_embedding(const ops::EmbeddingParams& p, cudaStream_t stream);
 cudaError_t launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t stream);

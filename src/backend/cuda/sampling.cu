@@ -52,6 +52,7 @@ __device__ int block_argmax(float v, int id, float* red_v, int* red_i) {
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
+  pdl_wait();
   __shared__ float red[32];
   __shared__ float red_v[32];
   __shared__ int red_i[32];
@@ -133,8 +134,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
 
 cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream) {
   if (p.n_rows == 0) return cudaSuccess;
-  sample_kernel<<<static_cast<unsigned>(p.n_rows), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(sample_kernel, static_cast<unsigned>(p.n_rows), kThreads, 0, stream, p);
 }
 
 }  // namespace frugal::cuda
