@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -102,14 +103,26 @@ void BM_MemoryCopy(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(2 * n));
 }
 
+// One weight arena per dtype, filled once and shared by every shape (filling is slow).
+const HostBuffer& weight_arena(DType t, size_t min_bytes) {
+  static std::map<std::pair<DType, size_t>, HostBuffer> arenas;
+  const size_t bytes = std::max(kRotateBytes, min_bytes);
+  auto it = arenas.find({t, bytes});
+  if (it == arenas.end()) {
+    it = arenas.emplace(std::make_pair(t, bytes), HostBuffer(bytes)).first;
+    fill_random(it->second.data(), bytes, t);
+  }
+  return it->second;
+}
+
 // Args: m, n, k, weight dtype.
 void BM_Matmul(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const auto wt = static_cast<DType>(state.range(3));
   const size_t w_bytes = static_cast<size_t>(dtype_bytes(wt, n * k));
-  const size_t copies = std::max<size_t>(1, kRotateBytes / w_bytes);
-  HostBuffer w(w_bytes * copies), x(static_cast<size_t>(m * k) * 4), y(static_cast<size_t>(m * n) * 4);
-  fill_random(w.data(), w.size(), wt);
+  const HostBuffer& w = weight_arena(wt, w_bytes);
+  const size_t copies = std::max<size_t>(1, w.size() / w_bytes);
+  HostBuffer x(static_cast<size_t>(m * k) * 4), y(static_cast<size_t>(m * n) * 4);
   fill_random(x.data(), x.size(), DType::kF32);
   auto backend = make_cpu_backend();
   ops::MatmulParams p{.x = x.data(), .x_dtype = DType::kF32, .ld_x = k, .w = nullptr, .w_dtype = wt,

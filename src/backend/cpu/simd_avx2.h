@@ -56,6 +56,27 @@ struct Vec {
     return _mm_cvtss_f32(s);
   }
   static F round(F v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // In-register 8x8 transpose: r[i][j] -> r[j][i].
+  static void transpose(F* r) {
+    F t[8], u[8];
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4g + c], 128-bit lane L: column c + 4L of rows 4g..4g+3.
+    for (int g = 0; g < 2; ++g) {
+      const __m256d a = _mm256_castps_pd(t[4 * g]), b = _mm256_castps_pd(t[4 * g + 2]);
+      const __m256d c = _mm256_castps_pd(t[4 * g + 1]), d = _mm256_castps_pd(t[4 * g + 3]);
+      u[4 * g + 0] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, b));
+      u[4 * g + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, b));
+      u[4 * g + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(c, d));
+      u[4 * g + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(c, d));
+    }
+    for (int c = 0; c < 4; ++c) {
+      r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+      r[c + 4] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+  }
   static F pow2i(F n) {
     __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
     return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));

@@ -45,6 +45,31 @@ struct Vec {
   static float reduce_add(F v) { return _mm512_reduce_add_ps(v); }
   static float reduce_max(F v) { return _mm512_reduce_max_ps(v); }
   static F round(F v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // In-register 16x16 transpose: r[i][j] -> r[j][i].
+  static void transpose(F* r) {
+    F t[16], u[16];
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4g + c], 128-bit lane L: column c + 4L of rows 4g..4g+3.
+    for (int g = 0; g < 4; ++g) {
+      const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 2]);
+      const __m512d c = _mm512_castps_pd(t[4 * g + 1]), d = _mm512_castps_pd(t[4 * g + 3]);
+      u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+      u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+      u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    for (int c = 0; c < 4; ++c) {
+      const F v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+      const F w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44), w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+      r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+      r[c + 4] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+      r[c + 8] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+      r[c + 12] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+    }
+  }
   // 2^n for integral-valued n in [-126, 127].
   static F pow2i(F n) {
     __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));

@@ -43,6 +43,7 @@ struct Vec {
   static float reduce_add(F v) { return v; }
   static float reduce_max(F v) { return v; }
   static F round(F v) { return std::nearbyint(v); }
+  static void transpose(F*) {}  // 1x1
   static F pow2i(F n) { return std::ldexp(1.0f, static_cast<int>(n)); }
 };
 
