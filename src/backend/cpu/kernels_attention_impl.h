@@ -17,13 +17,33 @@ inline float dot_row(const float* q, const typename L::T* k, int d) {
   return s;
 }
 
-// acc[0:d] = acc * scale + w * v
+// acc[0:d] = acc * rescale + sum_j p[j] * v[j][0:d]. The accumulator stays in registers across
+// all n keys, a block of kB vectors at a time, so each key costs loads of v only.
 template <class L>
-inline void axpy_row(float* acc, float scale, float w, const typename L::T* v, int d) {
-  const F sv = Vec::set1(scale), wv = Vec::set1(w);
+inline void accumulate_values(float* acc, float rescale, const float* p, const typename L::T* const* v, int n,
+                              int d) {
+  constexpr int kB = 4;
+  const F rs = Vec::set1(rescale);
   int e = 0;
-  for (; e + kW <= d; e += kW) Vec::store(acc + e, Vec::fma(wv, L::vec(v + e), Vec::mul(Vec::load(acc + e), sv)));
-  for (; e < d; ++e) acc[e] = acc[e] * scale + w * L::one(v + e);
+  for (; e + kB * kW <= d; e += kB * kW) {
+    F a[kB];
+    for (int b = 0; b < kB; ++b) a[b] = Vec::mul(Vec::load(acc + e + b * kW), rs);
+    for (int j = 0; j < n; ++j) {
+      const F pj = Vec::set1(p[j]);
+      for (int b = 0; b < kB; ++b) a[b] = Vec::fma(pj, L::vec(v[j] + e + b * kW), a[b]);
+    }
+    for (int b = 0; b < kB; ++b) Vec::store(acc + e + b * kW, a[b]);
+  }
+  for (; e + kW <= d; e += kW) {
+    F a = Vec::mul(Vec::load(acc + e), rs);
+    for (int j = 0; j < n; ++j) a = Vec::fma(Vec::set1(p[j]), L::vec(v[j] + e), a);
+    Vec::store(acc + e, a);
+  }
+  for (; e < d; ++e) {
+    float a = acc[e] * rescale;
+    for (int j = 0; j < n; ++j) a += p[j] * L::one(v[j] + e);
+    acc[e] = a;
+  }
 }
 
 // p[0:n] = exp(s[0:n] - mx), returns their sum.
@@ -113,9 +133,7 @@ void attention_typed(const ops::AttentionParams& p, const AttentionItem& it, flo
       const float rescale = mx[r] == -INFINITY ? 0.0f : std::exp(mx[r] - m_new);
       mx[r] = m_new;
       sum[r] = sum[r] * rescale + exp_shifted(sc, jhi - jlo, m_new);
-      float* a = acc + static_cast<int64_t>(r) * d;
-      axpy_row<L>(a, rescale, sc[0], vp[jlo - c0], d);
-      for (int j = jlo + 1; j < jhi; ++j) axpy_row<L>(a, 1.0f, sc[j - jlo], vp[j - c0], d);
+      accumulate_values<L>(acc + static_cast<int64_t>(r) * d, rescale, sc, vp + (jlo - c0), jhi - jlo, d);
     }
   }
   for (int i = it.i0; i < it.i1; ++i) {
