@@ -137,7 +137,6 @@ Status EngineImpl::init(const EngineOptions& o) {
                    .head_dim_k = static_cast<int32_t>(cfg.head_dim),
                    .dtype = kv_dtype,
                    .block_size = o.block_size};
-  const int64_t block_bytes = kv::bytes_per_block(g);
   int64_t n_blocks = o.num_kv_blocks;
   if (n_blocks <= 0) {
     size_t free_b = 0, total_b = 0;
@@ -147,7 +146,7 @@ Status EngineImpl::init(const EngineOptions& o) {
       int64_t reserve = static_cast<int64_t>((1.0 - o.gpu_memory_utilization) * static_cast<double>(total_b));
       budget = static_cast<int64_t>(free_b) - reserve - (256ll << 20);
     }
-    n_blocks = std::max<int64_t>(1, budget / block_bytes);
+    n_blocks = std::max<int64_t>(1, kv::n_blocks_for_budget(g, budget));
     // No point holding more than every sequence at full length needs.
     int64_t cap = static_cast<int64_t>(o.max_num_seqs) * ((max_model_len_ + o.block_size - 1) / o.block_size) + 1;
     n_blocks = std::min(n_blocks, cap);
@@ -163,7 +162,8 @@ Status EngineImpl::init(const EngineOptions& o) {
   FRUGAL_ASSIGN_OR_RETURN(sched::Scheduler s, sched::Scheduler::create({.max_num_batched_tokens = o.max_num_batched_tokens,
                                                                          .max_num_seqs = o.max_num_seqs,
                                                                          .enable_chunked_prefill = o.enable_chunked_prefill,
-                                                                         .max_model_len = max_model_len_},
+                                                                         .max_model_len = max_model_len_,
+                                                                         .max_prefill_chunk_tokens = o.max_prefill_chunk_tokens},
                                                                         pool_.get()));
   sched_ = std::make_unique<sched::Scheduler>(std::move(s));
   memory_.weights_bytes = model_->weight_bytes();

@@ -105,6 +105,7 @@ struct EngineOptions {
   int64_t cpu_kv_budget_bytes = 1ll << 30;
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;
+  int32_t max_prefill_chunk_tokens = 0;  // cap on one sequence's prefill chunk per step (0 = none)
   int32_t max_queue = 4096;     // waiting requests beyond this are refused (kResourceExhausted)
 };
 
