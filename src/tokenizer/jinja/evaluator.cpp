@@ -149,29 +149,44 @@ Result<Evaluator::Flow> Evaluator::exec(const Stmt& s) {
   return Flow::kNormal;
 }
 
-static Value make_loop_object(const Array& items, size_t i, int64_t* cycle_index) {
+namespace {
+
+// Jinja2 keeps one LoopContext per loop and advances it; we do the same with a fixed-layout object.
+enum LoopSlot { kIndex, kIndex0, kRevindex, kRevindex0, kFirst, kLast, kLength, kPrevitem, kNextitem, kNumSlots };
+
+Value make_loop_object(int64_t length, const std::shared_ptr<int64_t>& position) {
   Object loop;
-  const int64_t n = static_cast<int64_t>(items.size());
-  const int64_t idx = static_cast<int64_t>(i);
-  loop.set("index", Value::integer(idx + 1));
-  loop.set("index0", Value::integer(idx));
-  loop.set("revindex", Value::integer(n - idx));
-  loop.set("revindex0", Value::integer(n - idx - 1));
-  loop.set("first", Value::boolean(i == 0));
-  loop.set("last", Value::boolean(idx == n - 1));
-  loop.set("length", Value::integer(n));
+  for (const char* name : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "previtem", "nextitem"}) {
+    loop.set(name, Value());
+  }
+  loop.value_at(kLength) = Value::integer(length);
   loop.set("depth", Value::integer(1));
   loop.set("depth0", Value::integer(0));
-  loop.set("previtem", i > 0 ? items[i - 1] : Value::undefined("'loop.previtem' is undefined on the first item"));
-  loop.set("nextitem", idx + 1 < n ? items[i + 1] : Value::undefined("'loop.nextitem' is undefined on the last item"));
-  loop.set("cycle", Value::callable("loop.cycle", [idx](const CallArgs& args, Evaluator&) -> Result<Value> {
+  loop.set("cycle", Value::callable("loop.cycle", [position](const CallArgs& args, Evaluator&) -> Result<Value> {
              if (args.positional.empty()) return invalid_argument("loop.cycle() needs at least one argument");
-             return args.positional[static_cast<size_t>(idx) % args.positional.size()];
+             return args.positional[static_cast<size_t>(*position) % args.positional.size()];
            }));
-  (void)cycle_index;
   return Value::object(std::move(loop));
 }
 
+void advance_loop_object(Object& loop, const Array& items, size_t i) {
+  const int64_t n = static_cast<int64_t>(items.size());
+  const int64_t idx = static_cast<int64_t>(i);
+  loop.value_at(kIndex) = Value::integer(idx + 1);
+  loop.value_at(kIndex0) = Value::integer(idx);
+  loop.value_at(kRevindex) = Value::integer(n - idx);
+  loop.value_at(kRevindex0) = Value::integer(n - idx - 1);
+  loop.value_at(kFirst) = Value::boolean(i == 0);
+  loop.value_at(kLast) = Value::boolean(idx == n - 1);
+  loop.value_at(kPrevitem) = i > 0 ? items[i - 1] : Value::undefined("'loop.previtem' is undefined on the first item");
+  loop.value_at(kNextitem) =
+      idx + 1 < n ? items[i + 1] : Value::undefined("'loop.nextitem' is undefined on the last item");
+}
+
+}  // namespace
+
+// One scope for the whole loop (as Jinja2 and @huggingface/jinja do): a plain `set` in the body
+// is invisible after the loop but persists from one iteration to the next.
 Result<Evaluator::Flow> Evaluator::exec_for(const Stmt& s) {
   FRUGAL_ASSIGN_OR_RETURN(Value iterable, eval(*s.expr));
   Result<Array> all = iterate(iterable);
@@ -190,10 +205,13 @@ Result<Evaluator::Flow> Evaluator::exec_for(const Stmt& s) {
     items = std::move(*all);
   }
   if (items.empty()) return exec_body(s.else_body);
+  auto position = std::make_shared<int64_t>(0);
+  Value loop = make_loop_object(static_cast<int64_t>(items.size()), position);
+  frames_.back()->set("loop", loop);
   for (size_t i = 0; i < items.size(); ++i) {
     FRUGAL_RETURN_IF_ERROR(charge_iterations(1));
-    frames_.back() = std::make_shared<Object>();
-    frames_.back()->set("loop", make_loop_object(items, i, nullptr));
+    *position = static_cast<int64_t>(i);
+    advance_loop_object(loop.as_object(), items, i);
     FRUGAL_RETURN_IF_ERROR(assign(*s.target, items[i]));
     FRUGAL_ASSIGN_OR_RETURN(Flow flow, exec_body(s.body));
     if (flow == Flow::kBreak) break;

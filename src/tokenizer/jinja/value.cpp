@@ -29,6 +29,8 @@ void Object::set(const std::string& key, Value value) {
   entries_.emplace_back(key, std::move(value));
 }
 
+Value& Object::value_at(size_t i) { return entries_[i].second; }
+
 bool Object::erase(const std::string& key) {
   auto it = index_.find(key);
   if (it == index_.end()) return false;
@@ -47,8 +49,8 @@ const Value* CallArgs::get(std::string_view name, size_t pos) const {
 
 // ---- Value construction ----
 
-const std::shared_ptr<const std::string>& Value::empty_string() {
-  static const auto kEmpty = std::make_shared<const std::string>();
+const std::string& Value::empty_string() {
+  static const std::string kEmpty;
   return kEmpty;
 }
 
@@ -131,7 +133,7 @@ bool Value::truthy() const {
     case Kind::kBool: return b_;
     case Kind::kInt: return i_ != 0;
     case Kind::kFloat: return f_ != 0.0;
-    case Kind::kString: return !s_->empty();
+    case Kind::kString: return !as_string().empty();
     case Kind::kArray: return !arr_->empty();
     case Kind::kObject: return namespace_ || obj_->size() > 0;
     case Kind::kCallable: return true;
@@ -212,7 +214,7 @@ static std::string repr_string(const std::string& s) {
 
 std::string Value::repr() const {
   switch (kind_) {
-    case Kind::kString: return repr_string(*s_);
+    case Kind::kString: return repr_string(as_string());
     case Kind::kUndefined: return "";
     default: break;
   }
@@ -226,7 +228,7 @@ std::string Value::to_str() const {
     case Kind::kBool: return b_ ? "True" : "False";
     case Kind::kInt: return std::to_string(i_);
     case Kind::kFloat: return format_python_float(f_);
-    case Kind::kString: return *s_;
+    case Kind::kString: return as_string();
     case Kind::kArray: {
       std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < arr_->size(); ++i) {

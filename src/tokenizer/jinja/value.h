@@ -33,6 +33,8 @@ class Object {
   void set(const std::string& key, Value value);
   bool erase(const std::string& key);
   size_t size() const { return entries_.size(); }
+  // Direct slot access for objects with a fixed key set (the loop object is updated in place).
+  Value& value_at(size_t i);
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
 
  private:
@@ -94,9 +96,9 @@ class Value {
   bool as_bool() const { return b_; }
   int64_t as_int() const { return kind_ == Kind::kBool ? (b_ ? 1 : 0) : i_; }
   double as_double() const;
-  const std::string& as_string() const { return *s_; }
-  // For undefined values: the name that was looked up, for error messages.
-  const std::string& undefined_hint() const { return *s_; }
+  const std::string& as_string() const { return s_ ? *s_ : empty_string(); }
+  // For undefined values: what was looked up and missing, for error messages.
+  const std::string& undefined_hint() const { return as_string(); }
   Array& items() const { return *arr_; }
   Object& as_object() const { return *obj_; }
   const Callable& fn() const { return *fn_; }
@@ -115,12 +117,12 @@ class Value {
   bool tuple_ = false;
   int64_t i_ = 0;
   double f_ = 0;
-  std::shared_ptr<const std::string> s_ = empty_string();
+  std::shared_ptr<const std::string> s_;  // null for the empty string: copies stay cheap
   std::shared_ptr<Array> arr_;
   std::shared_ptr<Object> obj_;
   std::shared_ptr<const Callable> fn_;
 
-  static const std::shared_ptr<const std::string>& empty_string();
+  static const std::string& empty_string();
 };
 
 // Python ==: 1 == 1.0 == True, lists and dicts compare deeply.
