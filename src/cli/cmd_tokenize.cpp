@@ -61,7 +61,9 @@ Status run_chat(const Tokenizer& tok, const TokenizeArgs& a) {
   if (tok.chat_template().empty()) return not_found(a.model + ": the tokenizer has no chat_template");
   jinja::ChatTemplateOptions opts{.add_generation_prompt = !a.no_generation_prompt,
                                   .bos_token = tok.token_text(tok.bos_id()),
-                                  .eos_token = tok.token_text(tok.eos_id())};
+                                  .eos_token = tok.token_text(tok.eos_id()),
+                                  .tools = nullptr,
+                                  .extra_context = nlohmann::json::object()};
   FRUGAL_ASSIGN_OR_RETURN(std::string prompt, jinja::render_chat_template(tok.chat_template(), j, opts));
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   return Status::ok();

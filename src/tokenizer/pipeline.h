@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,9 +61,10 @@ struct PreTokenizerStep {
 class PreTokenizer {
  public:
   static Result<PreTokenizer> parse(const nlohmann::json& j, const std::string& path);
-  // Splits one normalized segment into words, appended to `out`. `at_start`: the segment begins
-  // the input (Metaspace's prepend_scheme "first").
-  void apply(std::string_view segment, bool at_start, std::vector<std::string>& out) const;
+  // Splits one normalized segment into words and hands each to `sink` as it is found (no list
+  // of words is built). `at_start`: the segment begins the input (prepend_scheme "first").
+  using WordSink = std::function<void(std::string_view)>;
+  void apply(std::string_view segment, bool at_start, const WordSink& sink) const;
   // True when the chain ends in ByteLevel: words stay raw bytes and the model maps them.
   bool byte_level() const { return byte_level_; }
   void add(PreTokenizerStep step) { steps_.push_back(std::move(step)); }
@@ -70,13 +72,16 @@ class PreTokenizer {
 
  private:
   Status parse_into(const nlohmann::json& j, const std::string& path);
+  void run(size_t step, std::string_view piece, bool first, const WordSink& sink) const;
   std::vector<PreTokenizerStep> steps_;
   bool byte_level_ = false;
 };
 
-// Splits `text` at the regex matches according to `behavior` (HF's Split semantics).
+// Splits `text` at the regex matches according to `behavior` (HF's Split semantics); `out`
+// receives the non-empty pieces as [begin, end) ranges, `scratch` is working space.
 void split_by_regex(std::string_view text, const Regex& re, SplitBehavior behavior, bool invert,
-                    std::vector<std::string>& out);
+                    std::vector<std::pair<size_t, size_t>>& out,
+                    std::vector<std::pair<size_t, size_t>>& scratch);
 
 // ---- decoders -----------------------------------------------------------------------------
 struct DecoderStep {

@@ -41,17 +41,18 @@ struct Span {
 }  // namespace
 
 void split_by_regex(std::string_view text, const Regex& re, SplitBehavior behavior, bool invert,
-                    std::vector<std::string>& out) {
-  thread_local std::vector<std::pair<size_t, size_t>> matches;
+                    std::vector<std::pair<size_t, size_t>>& out,
+                    std::vector<std::pair<size_t, size_t>>& matches) {
+  out.clear();
   matches.clear();
   re.find_all(text, matches);
   if (matches.empty() && !invert) {
-    if (!text.empty() && behavior != SplitBehavior::kRemoved) out.emplace_back(text);
-    if (!text.empty() && behavior == SplitBehavior::kRemoved) out.emplace_back(text);
+    if (!text.empty()) out.emplace_back(0, text.size());
     return;
   }
   // Cover the text with alternating gap/match spans; `invert` swaps which side is the delimiter.
-  std::vector<Span> spans;
+  thread_local std::vector<Span> spans;
+  spans.clear();
   size_t pos = 0;
   for (auto [b, e] : matches) {
     if (b > pos) spans.push_back({pos, b, invert});
@@ -60,40 +61,38 @@ void split_by_regex(std::string_view text, const Regex& re, SplitBehavior behavi
   }
   if (pos < text.size()) spans.push_back({pos, text.size(), invert});
 
-  std::vector<std::pair<size_t, size_t>> pieces;
   bool prev_match = false;
   switch (behavior) {
     case SplitBehavior::kRemoved:
-      for (const auto& s : spans) if (!s.is_match) pieces.emplace_back(s.begin, s.end);
+      for (const auto& s : spans) if (!s.is_match) out.emplace_back(s.begin, s.end);
       break;
     case SplitBehavior::kIsolated:
-      for (const auto& s : spans) pieces.emplace_back(s.begin, s.end);
+      for (const auto& s : spans) out.emplace_back(s.begin, s.end);
       break;
     case SplitBehavior::kMergedWithPrevious:
       for (const auto& s : spans) {
-        if (s.is_match && !prev_match && !pieces.empty()) pieces.back().second = s.end;
-        else pieces.emplace_back(s.begin, s.end);
+        if (s.is_match && !prev_match && !out.empty()) out.back().second = s.end;
+        else out.emplace_back(s.begin, s.end);
         prev_match = s.is_match;
       }
       break;
     case SplitBehavior::kMergedWithNext:
       for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-        if (it->is_match && !prev_match && !pieces.empty()) pieces.back().first = it->begin;
-        else pieces.emplace_back(it->begin, it->end);
+        if (it->is_match && !prev_match && !out.empty()) out.back().first = it->begin;
+        else out.emplace_back(it->begin, it->end);
         prev_match = it->is_match;
       }
-      std::reverse(pieces.begin(), pieces.end());
+      std::reverse(out.begin(), out.end());
       break;
     case SplitBehavior::kContiguous:
       for (size_t i = 0; i < spans.size(); ++i) {
-        if (i > 0 && spans[i].is_match == prev_match) pieces.back().second = spans[i].end;
-        else pieces.emplace_back(spans[i].begin, spans[i].end);
+        if (i > 0 && spans[i].is_match == prev_match) out.back().second = spans[i].end;
+        else out.emplace_back(spans[i].begin, spans[i].end);
         prev_match = spans[i].is_match;
       }
       break;
   }
-  for (auto [b, e] : pieces)
-    if (e > b) out.emplace_back(text.substr(b, e - b));
+  std::erase_if(out, [](const auto& r) { return r.second <= r.first; });
 }
 
 Result<PreTokenizer> PreTokenizer::parse(const json& j, const std::string& path) {
@@ -162,48 +161,65 @@ Status PreTokenizer::parse_into(const json& j, const std::string& path) {
   return Status::ok();
 }
 
-void PreTokenizer::apply(std::string_view segment, bool at_start, std::vector<std::string>& out) const {
-  if (steps_.empty()) {
-    if (!segment.empty()) out.emplace_back(segment);
+namespace {
+// Range buffers per step depth. Depth d is only used by step d, and recursion only goes deeper,
+// so iterating depth d's ranges while deeper steps run is safe.
+thread_local std::vector<std::vector<std::pair<size_t, size_t>>> ranges_by_depth, scratch_by_depth;
+}  // namespace
+
+void PreTokenizer::apply(std::string_view segment, bool at_start, const WordSink& sink) const {
+  if (ranges_by_depth.size() < steps_.size()) {  // resize only here: it moves the inner buffers
+    ranges_by_depth.resize(steps_.size());
+    scratch_by_depth.resize(steps_.size());
+  }
+  run(0, segment, at_start, sink);
+}
+
+// Applies step `si` to one piece and recurses into the rest of the chain for each result, so
+// words reach the sink in order without intermediate lists of strings.
+void PreTokenizer::run(size_t si, std::string_view piece, bool first, const WordSink& sink) const {
+  if (si == steps_.size()) {
+    if (!piece.empty()) sink(piece);
     return;
   }
-  std::vector<std::string> cur{std::string(segment)}, next;
-  using K = PreTokenizerStep::Kind;
-  for (size_t si = 0; si < steps_.size(); ++si) {
-    const auto& step = steps_[si];
-    std::vector<std::string>& dst = si + 1 == steps_.size() ? out : next;
-    for (size_t k = 0; k < cur.size(); ++k) {
-      std::string& piece = cur[k];
-      switch (step.kind) {
-        case K::kSplit:
-          split_by_regex(piece, step.regex, step.behavior, step.invert, dst);
-          break;
-        case K::kDigits:
-          split_by_regex(piece, step.regex, SplitBehavior::kIsolated, false, dst);
-          break;
-        case K::kPunctuation:
-          split_by_regex(piece, step.regex, step.behavior, false, dst);
-          break;
-        case K::kByteLevel:
-          if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) piece.insert(0, " ");
-          if (step.use_regex) split_by_regex(piece, step.regex, SplitBehavior::kIsolated, false, dst);
-          else if (!piece.empty()) dst.push_back(std::move(piece));
-          break;
-        case K::kMetaspace: {
-          std::string s = replace_all_literal(piece, " ", step.replacement);
-          const bool first = at_start && k == 0;
-          const bool prepend = step.prepend == PreTokenizerStep::Prepend::kAlways ||
-                               (step.prepend == PreTokenizerStep::Prepend::kFirst && first);
-          if (prepend && s.compare(0, step.replacement.size(), step.replacement) != 0) s = step.replacement + s;
-          if (step.split) split_by_regex(s, step.regex, SplitBehavior::kMergedWithNext, false, dst);
-          else if (!s.empty()) dst.push_back(std::move(s));
-          break;
-        }
-      }
+  const auto& step = steps_[si];
+  auto split_and_recurse = [&](std::string_view text, const Regex& re, SplitBehavior behavior, bool invert) {
+    auto& ranges = ranges_by_depth[si];
+    split_by_regex(text, re, behavior, invert, ranges, scratch_by_depth[si]);
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      run(si + 1, text.substr(ranges[k].first, ranges[k].second - ranges[k].first), first && k == 0, sink);
     }
-    if (si + 1 < steps_.size()) {
-      cur.swap(next);
-      next.clear();
+  };
+  using K = PreTokenizerStep::Kind;
+  switch (step.kind) {
+    case K::kSplit:
+      split_and_recurse(piece, step.regex, step.behavior, step.invert);
+      break;
+    case K::kDigits:
+      split_and_recurse(piece, step.regex, SplitBehavior::kIsolated, false);
+      break;
+    case K::kPunctuation:
+      split_and_recurse(piece, step.regex, step.behavior, false);
+      break;
+    case K::kByteLevel: {
+      std::string prefixed;
+      std::string_view text = piece;
+      if (step.add_prefix_space && (piece.empty() || piece[0] != ' ')) {
+        prefixed = " " + std::string(piece);
+        text = prefixed;
+      }
+      if (step.use_regex) split_and_recurse(text, step.regex, SplitBehavior::kIsolated, false);
+      else run(si + 1, text, first, sink);
+      break;
+    }
+    case K::kMetaspace: {
+      std::string s = replace_all_literal(piece, " ", step.replacement);
+      const bool prepend = step.prepend == PreTokenizerStep::Prepend::kAlways ||
+                           (step.prepend == PreTokenizerStep::Prepend::kFirst && first);
+      if (prepend && s.compare(0, step.replacement.size(), step.replacement) != 0) s = step.replacement + s;
+      if (step.split) split_and_recurse(s, step.regex, SplitBehavior::kMergedWithNext, false);
+      else run(si + 1, s, first, sink);
+      break;
     }
   }
 }

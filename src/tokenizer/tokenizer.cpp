@@ -111,16 +111,14 @@ void Tokenizer::encode_segment(std::string_view segment, bool at_start, bool par
   } else {
     d_->normalized_matcher.split(normalized, parse_special, parts);
   }
-  std::vector<std::string> words;
+  const tok::PreTokenizer::WordSink sink = [&](std::string_view word) { encode_word(word, out); };
   for (const auto& p : parts) {
     if (p.token >= 0) {
       out.push_back(d_->added[p.token].id);
       continue;
     }
-    words.clear();
     d_->pre_tokenizer.apply(std::string_view(normalized).substr(p.begin, p.end - p.begin),
-                            at_start && p.begin == 0, words);
-    for (const auto& w : words) encode_word(w, out);
+                            at_start && p.begin == 0, sink);
   }
 }
 

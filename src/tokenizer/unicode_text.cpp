@@ -128,7 +128,50 @@ void append_byte_level(std::string& out, std::string_view text) {
   for (char c : text) out += t[static_cast<uint8_t>(c)];
 }
 
+namespace {
+
+std::string normalize_all(std::string_view text, NormalForm form);
+
+// Code points below U+0300 are NFC-stable and never combine with what precedes them, so for NFC
+// only runs of higher code points (plus the one starter before each) go through utf8proc.
+std::string nfc_runs(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t i = 0, copied = 0, prev_start = 0;
+  while (i < text.size()) {
+    const size_t start = i;
+    const uint32_t cp = next_code_point(text, i);
+    if (cp < 0x300) {
+      prev_start = start;
+      continue;
+    }
+    // A run of code points >= U+0300 begins at `start`; include the starter before it.
+    const size_t run_begin = start > copied ? prev_start : start;
+    size_t run_end = i;
+    while (run_end < text.size()) {
+      size_t k = run_end;
+      if (next_code_point(text, k) < 0x300) break;
+      run_end = k;
+    }
+    out.append(text.substr(copied, run_begin - copied));
+    out += normalize_all(text.substr(run_begin, run_end - run_begin), NormalForm::kNfc);
+    copied = i = run_end;
+    prev_start = run_end;
+  }
+  out.append(text.substr(copied));
+  return out;
+}
+
+}  // namespace
+
 std::string normalize(std::string_view text, NormalForm form) {
+  if (form == NormalForm::kNfc) return nfc_runs(text);
+  return normalize_all(text, form);
+}
+
+namespace {
+
+std::string normalize_all(std::string_view text, NormalForm form) {
   if (text.empty()) return {};
   int options = UTF8PROC_STABLE;
   switch (form) {
@@ -146,6 +189,8 @@ std::string normalize(std::string_view text, NormalForm form) {
   std::free(out);
   return result;
 }
+
+}  // namespace
 
 std::string to_lower(std::string_view text) {
   std::string out;
