@@ -35,18 +35,17 @@ __device__ __forceinline__ void bf16x8(uint4 v, float* f) {
 }
 
 __device__ __forceinline__ const __nv_bfloat16* kv_row(const ops::KvCacheLayer& c, const void* base,
-                                                        const int32_t* table, int j, int kvh) {
-  int64_t slot = static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size;
+                                                        int64_t slot, int kvh) {
   return static_cast<const __nv_bfloat16*>(base) + (slot * c.n_head_kv + kvh) * c.head_dim;
 }
 
 // Scores of keys [k0, k1) for the block's heads into ss[hh * chunk + (j - k0)], then each head's
 // max and exp-sum (ss becomes the unnormalized probabilities).
 template <int D>
-__device__ void scores_softmax(const ops::AttentionParams& p, const int32_t* table, int kvh, int n_h,
+__device__ void scores_softmax(const ops::AttentionParams& p, const int* sslot, int kvh, int n_h,
                                int k0, int k1, int chunk, const float* sq, float* ss, float* sm, float* sl) {
   for (int j = k0 + threadIdx.x; j < k1; j += kThreads) {
-    const __nv_bfloat16* krow = kv_row(p.cache, p.cache.k_cache, table, j, kvh);
+    const __nv_bfloat16* krow = kv_row(p.cache, p.cache.k_cache, sslot[j - k0], kvh);
     float acc[kMaxHeads] = {};
 #pragma unroll 4
     for (int c = 0; c < D / 8; ++c) {
@@ -84,7 +83,7 @@ __device__ void scores_softmax(const ops::AttentionParams& p, const int32_t* tab
 
 // so[hh * D + d] = sum_j ss[hh, j] * V[j, d]: threads split into key lanes x 8-dim chunks.
 template <int D>
-__device__ void weighted_values(const ops::AttentionParams& p, const int32_t* table, int kvh, int n_h,
+__device__ void weighted_values(const ops::AttentionParams& p, const int* sslot, int kvh, int n_h,
                                 int k0, int k1, int chunk, const float* ss, float* so) {
   constexpr int kDimChunks = D / 8, kKeyLanes = kThreads / kDimChunks;
   const int dc = threadIdx.x % kDimChunks, kl = threadIdx.x / kDimChunks;
@@ -92,7 +91,7 @@ __device__ void weighted_values(const ops::AttentionParams& p, const int32_t* ta
 #pragma unroll 4
   for (int j = k0 + kl; j < k1; j += kKeyLanes) {
     float vf[8];
-    bf16x8(*reinterpret_cast<const uint4*>(kv_row(p.cache, p.cache.v_cache, table, j, kvh) + dc * 8), vf);
+    bf16x8(*reinterpret_cast<const uint4*>(kv_row(p.cache, p.cache.v_cache, sslot[j - k0], kvh) + dc * 8), vf);
 #pragma unroll
     for (int hh = 0; hh < kMaxHeads; ++hh) {
       if (hh >= n_h) break;
@@ -121,6 +120,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
   float* sm = so + kMaxHeads * D;          // [kMaxHeads] max
   float* sl = sm + kMaxHeads;              // [kMaxHeads] sum
   float* ss = sl + kMaxHeads;              // [kMaxHeads, chunk] scores, then probabilities
+  int* sslot = reinterpret_cast<int*>(ss + kMaxHeads * a.chunk);  // [chunk] cache slots of the keys
 
   const int split = blockIdx.x, seq = blockIdx.z;
   const int group = p.n_head / p.cache.n_head_kv;
@@ -140,8 +140,12 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
                 a.scale_log2;
     __syncthreads();
     if (k0 < k1) {
-      scores_softmax<D>(p, table, kvh, n_h, k0, k1, a.chunk, sq, ss, sm, sl);
-      weighted_values<D>(p, table, kvh, n_h, k0, k1, a.chunk, ss, so);
+      // Block-table lookups once per key, in parallel, not once per key per phase.
+      for (int j = k0 + threadIdx.x; j < k1; j += kThreads)
+        sslot[j - k0] = table[j / p.cache.block_size] * p.cache.block_size + j % p.cache.block_size;
+      __syncthreads();
+      scores_softmax<D>(p, sslot, kvh, n_h, k0, k1, a.chunk, sq, ss, sm, sl);
+      weighted_values<D>(p, sslot, kvh, n_h, k0, k1, a.chunk, ss, so);
     } else {
       for (int idx = threadIdx.x; idx < n_h * D; idx += kThreads) so[idx] = 0.f;
       if (threadIdx.x < n_h) {
@@ -192,10 +196,18 @@ __global__ void attention_combine_kernel(ops::AttentionParams p, DecodeArgs a) {
     wts[s] = w;
   }
   l = block_sum(l, red);  // syncs: wts is complete below
+  // Unconditional loads into 8 accumulators: 8 loads in flight per round (an empty split's
+  // values are written as zeros, and its weight is 0).
+  float acc[8] = {};
+  int s = 0;
+  for (; s + 8 <= a.n_splits; s += 8) {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) acc[u] = fmaf(wts[s + u], part[(s + u) * (D + 2) + d], acc[u]);
+  }
+  for (; s < a.n_splits; ++s) acc[0] = fmaf(wts[s], part[s * (D + 2) + d], acc[0]);
   float o = 0.f;
-#pragma unroll 8
-  for (int s = 0; s < a.n_splits; ++s)
-    if (wts[s] != 0.f) o += wts[s] * part[s * (D + 2) + d];
+#pragma unroll
+  for (int u = 0; u < 8; ++u) o += acc[u];
   store_f(DType::kBF16, p.out, static_cast<int64_t>(t) * p.ld_out + h * D + d, l > 0.f ? o / l : 0.f);
 }
 
@@ -206,11 +218,11 @@ int chunk_for(const ops::AttentionParams& p, int n_splits) {
 
 template <int D>
 cudaError_t launch_d(const ops::AttentionParams& p, const DecodeArgs& a, cudaStream_t stream) {
-  const size_t smem = (2 * kMaxHeads * D + 2 * kMaxHeads + static_cast<size_t>(kMaxHeads) * a.chunk) * sizeof(float);
+  const size_t smem = (2 * kMaxHeads * D + 2 * kMaxHeads + static_cast<size_t>(kMaxHeads + 1) * a.chunk) * sizeof(float);
   static bool configured = false;
   if (!configured) {
     cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>((2 * kMaxHeads * D + 2 * kMaxHeads + kMaxHeads * kMaxChunk) * sizeof(float)));
+                                         static_cast<int>((2 * kMaxHeads * D + 2 * kMaxHeads + (kMaxHeads + 1) * kMaxChunk) * sizeof(float)));
     if (e != cudaSuccess) return e;
     configured = true;
   }

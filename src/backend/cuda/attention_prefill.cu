@@ -14,8 +14,10 @@ constexpr int kBlockK = 64;
 constexpr int kPad = 8;  // bf16 per row: 16 bytes, so fragment loads and ldmatrix hit 32 banks
 constexpr int kThreads = 128;
 
+// Not volatile: the "+f" operands carry every dependency, so the compiler may interleave
+// independent mmas (a dependent chain of mma.sync stalls the warp ~30 cycles per step).
 __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -117,9 +119,9 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
   constexpr int SD = D + kPad;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  // Two K/V stages: the next tile's gather overlaps this tile's math.
-  __nv_bfloat16* sk_stage[2] = {sq + kBlockQ * SD, sq + (kBlockQ + 2 * kBlockK) * SD};
-  __nv_bfloat16* sv_stage[2] = {sq + (kBlockQ + kBlockK) * SD, sq + (kBlockQ + 3 * kBlockK) * SD};
+  // Two K/V stages (K then V, kBlockK rows each): the next tile's gather overlaps this tile's
+  // math. Addressed arithmetically: a pointer array indexed by stage would live in local memory.
+  auto stage_k = [&](int st) { return sq + (kBlockQ + st * 2 * kBlockK) * SD; };
 
   int seq, tile;
   if (!find_tile(p, &seq, &tile)) return;
@@ -155,24 +157,27 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
   float o[D / 8][4] = {};
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
   const int kb0 = (key_lo / kBlockK) * kBlockK;
-  load_kv_tile<D>(p, table, sk_stage[0], sv_stage[0], kb0, key_end, kvh);
+  load_kv_tile<D>(p, table, stage_k(0), stage_k(0) + kBlockK * SD, kb0, key_end, kvh);
   for (int kb = kb0, stage = 0; kb < key_end; kb += kBlockK, stage ^= 1) {
     if (kb + kBlockK < key_end) {
-      load_kv_tile<D>(p, table, sk_stage[stage ^ 1], sv_stage[stage ^ 1], kb + kBlockK, key_end, kvh);
+      load_kv_tile<D>(p, table, stage_k(stage ^ 1), stage_k(stage ^ 1) + kBlockK * SD, kb + kBlockK, key_end, kvh);
       cp_async_wait<1>();  // this tile's group is done, the next one may still be in flight
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    const __nv_bfloat16* sk = sk_stage[stage];
-    const __nv_bfloat16* sv = sv_stage[stage];
+    const __nv_bfloat16* sk = stage_k(stage);
+    const __nv_bfloat16* sv = sk + kBlockK * SD;
 
+    // kk outer, nt inner: consecutive mmas write different accumulators (no dependent chain).
     float s[kBlockK / 8][4] = {};
 #pragma unroll
-    for (int nt = 0; nt < kBlockK / 8; ++nt) {
-      const __nv_bfloat16* krow = sk + (nt * 8 + g) * SD + 2 * tq;
+    for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) mma_bf16(s[nt], qf[kk], lds32(krow + kk * 16), lds32(krow + kk * 16 + 8));
+      for (int nt = 0; nt < kBlockK / 8; ++nt) {
+        const __nv_bfloat16* krow = sk + (nt * 8 + g) * SD + 2 * tq + kk * 16;
+        mma_bf16(s[nt], qf[kk], lds32(krow), lds32(krow + 8));
+      }
     }
 
     float m_tile[2] = {-INFINITY, -INFINITY};
