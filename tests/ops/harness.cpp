@@ -231,6 +231,9 @@ TEST_P(OpHarness, Embedding) {
       HostMat table(table_t, vocab, dim, dim), out0(act(), n_tokens, dim, dim);
       table.fill_random(rng_, 1.0f);
       out0.fill_random(rng_, 1.0f);
+      // Edge encodings in a looked-up row: f16 subnormal, negative zero, f16 max, tiny bf16.
+      const float specials[] = {1e-6f, -0.0f, 65504.0f, 3e-39f, -2.5e-7f};
+      for (int64_t j = 0; j < dim; ++j) table.set(7, j, specials[j % 5]);
       std::vector<int32_t> ids = {0, 49, 7, 7, 23, 1, 48};
       auto dt = upload(table), dids = upload(ids), dout = upload(out0);
       ops::EmbeddingParams p{.table = dt->ptr(), .table_dtype = table_t,
