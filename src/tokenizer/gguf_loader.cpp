@@ -174,12 +174,17 @@ Result<std::unique_ptr<Tokenizer>> build_from_kv(const tok::GgufKv& kv, const st
 
 }  // namespace
 
+Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf_bytes(const uint8_t* data, size_t size,
+                                                              const std::string& name) {
+  FRUGAL_ASSIGN_OR_RETURN(tok::GgufKv kv, tok::GgufKv::parse(data, size, name));
+  auto r = build_from_kv(kv, name);
+  if (!r.is_ok()) return r.status().with_context(name);
+  return r;
+}
+
 Result<std::unique_ptr<Tokenizer>> Tokenizer::load_gguf(const std::string& path) {
   FRUGAL_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
-  FRUGAL_ASSIGN_OR_RETURN(tok::GgufKv kv, tok::GgufKv::parse(file.data(), file.size(), path));
-  auto r = build_from_kv(kv, path);
-  if (!r.is_ok()) return r.status().with_context(path);
-  return r;
+  return from_gguf_bytes(file.data(), file.size(), path);
 }
 
 }  // namespace frugal

@@ -31,6 +31,9 @@ class Tokenizer {
   static Result<std::unique_ptr<Tokenizer>> load(const std::string& model_dir);
   // Reads the tokenizer.ggml.* keys of a GGUF file (models gpt2 and llama).
   static Result<std::unique_ptr<Tokenizer>> load_gguf(const std::string& path);
+  // Same from a GGUF image in memory; `name` is used in errors.
+  static Result<std::unique_ptr<Tokenizer>> from_gguf_bytes(const uint8_t* data, size_t size,
+                                                            const std::string& name);
   // Builds from the two JSON texts; `config_json` may be empty. `source` names them in errors.
   static Result<std::unique_ptr<Tokenizer>> from_json(std::string_view tokenizer_json,
                                                       std::string_view config_json,

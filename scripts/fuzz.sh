@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz) with clang + ASan into build-fuzz/ and runs each for a
+# bounded time. Usage: scripts/fuzz.sh [SECONDS_PER_TARGET=60] [TARGET...]
+# Corpora live in build-fuzz/corpus/<target> (seeded from real files); crashes land in
+# build-fuzz/crashes/ and make the script exit non-zero.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+secs=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_tokenizer fuzz_gguf)
+build="$root/build-fuzz"
+san="-fsanitize=address,fuzzer-no-link -fno-omit-frame-pointer -g"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRUGAL_CUDA=OFF \
+  -DFRUGAL_FUZZ=ON -DFRUGAL_BENCHMARKS=OFF -DFRUGAL_TESTS=ON \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_C_FLAGS="$san" -DCMAKE_CXX_FLAGS="$san" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address" >/dev/null
+cmake --build "$build" --target "${targets[@]}" -j"${FUZZ_JOBS:-2}"
+
+shared="$root/../shared/data"
+mkdir -p "$build/crashes"
+status=0
+for t in "${targets[@]}"; do
+  corpus="$build/corpus/$t"
+  mkdir -p "$corpus"
+  case "$t" in
+    fuzz_gguf)
+      for f in "$shared"/tokenizers/gguf-vocab/*.gguf; do [ -f "$f" ] && cp -n "$f" "$corpus/" || true; done ;;
+    fuzz_tokenizer)
+      # Mode byte + text / tokenizer.json seeds.
+      i=0
+      for f in "$shared"/tokenizers/vectors/*.inp; do
+        [ -f "$f" ] || continue
+        for mode in 1 2; do printf "\\x0$mode" > "$corpus/seed_${mode}_$i"; head -c 2000 "$f" >> "$corpus/seed_${mode}_$i"; done
+        i=$((i + 1))
+      done
+      printf '\x00' > "$corpus/seed_json"; cat "$root/models/stories260K/tokenizer.json" >> "$corpus/seed_json" ;;
+  esac
+  echo "== $t: ${secs}s"
+  log="$build/crashes/$t.log"
+  set +e
+  (cd "$build/crashes" && ASAN_OPTIONS=detect_leaks=1 "$build/tests/fuzz/$t" "$corpus" \
+      -max_total_time="$secs" -max_len=65536 -rss_limit_mb=4096 -timeout=20 -print_final_stats=1 >"$log" 2>&1)
+  rc=$?
+  set -e
+  grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY)" "$log" || true
+  if [ "$rc" -ne 0 ]; then echo "$t: FAILED (exit $rc), see $build/crashes"; status=1; else echo "$t: no crash"; fi
+done
+exit $status
