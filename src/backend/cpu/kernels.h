@@ -13,7 +13,6 @@ namespace frugal::cpu {
 
 // Matmul strategy constants shared by the dispatcher and the kernels.
 inline constexpr int64_t kGemvMaxTokens = 8;   // m <= this: GEMV, each weight row streamed once
-inline constexpr int64_t kGemvRowBlock = 4;    // weight rows per GEMV step
 inline constexpr int64_t kGemmBlockN = 128;    // weight rows per packed GEMM block
 inline constexpr int64_t kGemmBlockK = 256;    // k per packed GEMM block
 inline constexpr int64_t kGemmPackFloats = kGemmBlockN * kGemmBlockK;
@@ -34,7 +33,7 @@ inline int64_t attention_scratch_floats(int rows, int head_dim) {
 
 struct KernelTable {
   const char* isa;
-  // y[:, n0:n1] for all m tokens (any m; weights re-streamed every kGemvMaxTokens tokens).
+  // y[:, n0:n1] for all m tokens (any m; meant for m <= kGemvMaxTokens).
   void (*gemv)(const ops::MatmulParams& p, int64_t n0, int64_t n1);
   // y[:, n0:n1] by packed blocks; pack holds kGemmPackFloats floats. Null on the scalar table.
   void (*gemm)(const ops::MatmulParams& p, int64_t n0, int64_t n1, float* pack);

@@ -1,8 +1,8 @@
 // Matmul kernels y[m, n] = x[m, k] @ w[n, k]^T (+ bias) (+ y), generic over Vec; part of
 // kernels_impl.h (same namespace, same one-TU-per-ISA rule).
 //
-// GEMV (decode, m <= kGemvMaxTokens): bandwidth bound. Each step streams R weight rows once,
-// converting bf16/f16 in registers, and computes all m tokens from them (M x R accumulators).
+// GEMV (decode, m <= kGemvMaxTokens): bandwidth bound. Weights stream from memory once, converted
+// from bf16/f16 in registers; every token is computed from them while they are in L1.
 // GEMM (prefill): compute bound. Weight blocks of kGemmBlockN x kGemmBlockK are converted to f32
 // once and packed as panels [k][kNR] so an MR x kNR register tile (broadcast x, vector w) runs
 // at FMA rate; every packed block is reused by all m tokens.
@@ -12,8 +12,8 @@ namespace frugal::cpu::FRUGAL_CPU_ISA {
 // GEMV rows per step by token count: as many accumulators as registers allow
 // (32 vector registers with AVX-512, 16 with AVX2).
 constexpr int gemv_rows_per_step(int m) {
-  if (kW == 16) return m <= 2 ? 8 : (m <= 4 ? 4 : 2);
-  if (kW == 8) return m <= 2 ? 4 : (m <= 4 ? 2 : 1);
+  if (kW == 16) return m <= 2 ? 8 : 4;
+  if (kW == 8) return m <= 2 ? 4 : 2;
   return 4;
 }
 
@@ -76,25 +76,26 @@ void gemv_rows(const ops::MatmulParams& p, const float* x, float* y, int64_t n0,
   }
 }
 
+// Tokens go in chunks of up to 4 (4 tokens x 4 rows of accumulators fill the registers). With
+// more tokens, every chunk reuses a 16-row block of weights from L1 rather than re-streaming it
+// from memory, and each chunk's x rows stay small enough for L1.
 template <class L>
 void gemv_typed(const ops::MatmulParams& p, int64_t n0, int64_t n1) {
-  for (int64_t i0 = 0; i0 < p.m; i0 += kGemvMaxTokens) {
-    const float* x = static_cast<const float*>(p.x) + i0 * p.ld_x;
-    float* y = static_cast<float*>(p.y) + i0 * p.ld_y;
-    const int64_t mc = p.m - i0 < kGemvMaxTokens ? p.m - i0 : kGemvMaxTokens;
-    switch (mc) {
-      case 1: gemv_rows<L, 1>(p, x, y, n0, n1); break;
-      case 2: gemv_rows<L, 2>(p, x, y, n0, n1); break;
-      case 3: gemv_rows<L, 3>(p, x, y, n0, n1); break;
-      case 4: gemv_rows<L, 4>(p, x, y, n0, n1); break;
-      case 5: gemv_rows<L, 5>(p, x, y, n0, n1); break;
-      case 6: gemv_rows<L, 6>(p, x, y, n0, n1); break;
-      case 7: gemv_rows<L, 7>(p, x, y, n0, n1); break;
-      default: gemv_rows<L, 8>(p, x, y, n0, n1); break;
+  constexpr int64_t kChunk = 4, kRows = 16;
+  for (int64_t o0 = n0; o0 < n1; o0 += kRows) {
+    const int64_t o1 = o0 + kRows < n1 ? o0 + kRows : n1;
+    for (int64_t i0 = 0; i0 < p.m; i0 += kChunk) {
+      const float* x = static_cast<const float*>(p.x) + i0 * p.ld_x;
+      float* y = static_cast<float*>(p.y) + i0 * p.ld_y;
+      switch (p.m - i0 < kChunk ? p.m - i0 : kChunk) {
+        case 1: gemv_rows<L, 1>(p, x, y, o0, o1); break;
+        case 2: gemv_rows<L, 2>(p, x, y, o0, o1); break;
+        case 3: gemv_rows<L, 3>(p, x, y, o0, o1); break;
+        default: gemv_rows<L, 4>(p, x, y, o0, o1); break;
+      }
     }
   }
 }
-static_assert(kGemvMaxTokens == 8, "gemv_typed dispatches token counts 1..8");
 
 void gemv(const ops::MatmulParams& p, int64_t n0, int64_t n1) {
   switch (p.w_dtype) {
