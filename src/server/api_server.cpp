@@ -99,7 +99,10 @@ asio::awaitable<void> ApiServer::handle(HttpRequest& req, HttpConnection& conn) 
   if (!route) {
     ApiError e = not_found_error("Unknown route " + std::string(req.method_string()) + " " + path + ".", "unknown_route");
     metrics_.count_request("other", 404);
-    co_await conn.write(error_response(e, ka));
+    {
+      HttpResponse res_ = error_response(e, ka);
+      co_await conn.write(res_);
+    }
     co_return;
   }
   if (req.method() != route->verb) {
@@ -109,7 +112,7 @@ asio::awaitable<void> ApiServer::handle(HttpRequest& req, HttpConnection& conn) 
     auto res = error_response(e, ka);
     res.set(http::field::allow, http::to_string(route->verb));
     metrics_.count_request(path, 405);
-    co_await conn.write(std::move(res));
+    co_await conn.write(res);
     co_return;
   }
   if (path.starts_with("/v1/") && !cfg_.api_key.empty()) {
@@ -121,7 +124,10 @@ asio::awaitable<void> ApiServer::handle(HttpRequest& req, HttpConnection& conn) 
                                          : "Incorrect API key provided.",
                  .code = "invalid_api_key"};
       metrics_.count_request(path, 401);
-      co_await conn.write(error_response(e, ka));
+      {
+        HttpResponse res_ = error_response(e, ka);
+        co_await conn.write(res_);
+      }
       co_return;
     }
   }
@@ -129,12 +135,21 @@ asio::awaitable<void> ApiServer::handle(HttpRequest& req, HttpConnection& conn) 
   int status = 200;
   if (path == "/health") {
     status = engine ? 200 : 503;
-    co_await conn.write(engine ? make_response(http::status::ok, "{\"status\":\"ok\"}", ka) : error_response(unavailable(), ka));
+    {
+      HttpResponse res_ = engine ? make_response(http::status::ok, "{\"status\":\"ok\"}", ka) : error_response(unavailable(), ka);
+      co_await conn.write(res_);
+    }
   } else if (path == "/metrics") {
     std::string text = metrics_.render(engine ? engine->stats() : runtime::EngineStats{});
-    co_await conn.write(make_response(http::status::ok, std::move(text), ka, "text/plain; version=0.0.4; charset=utf-8"));
+    {
+      HttpResponse res_ = make_response(http::status::ok, std::move(text), ka, "text/plain; version=0.0.4; charset=utf-8");
+      co_await conn.write(res_);
+    }
   } else if (path == "/v1/models") {
-    co_await conn.write(models_response(ka));
+    {
+      HttpResponse res_ = models_response(ka);
+      co_await conn.write(res_);
+    }
   } else {
     status = co_await handle_generate(req, conn, path == "/v1/chat/completions");
   }
@@ -145,26 +160,40 @@ asio::awaitable<int> ApiServer::handle_generate(HttpRequest& req, HttpConnection
   const bool ka = conn.keep_alive();
   runtime::Engine* engine = engine_.load();
   if (!engine) {
-    co_await conn.write(error_response(unavailable(), ka));
+    {
+      HttpResponse res_ = error_response(unavailable(), ka);
+      co_await conn.write(res_);
+    }
     co_return 503;
   }
   const TextCodec& codec = *codec_.load();
   auto parsed = parse_completion_request(chat ? Endpoint::kChat : Endpoint::kCompletions, req.body());
-  if (auto* e = std::get_if<ApiError>(&parsed)) {
-    co_await conn.write(error_response(*e, ka));
+  ApiError* e = std::get_if<ApiError>(&parsed);
+  if (e) {
+    {
+      HttpResponse res_ = error_response(*e, ka);
+      co_await conn.write(res_);
+    }
     co_return e->status;
   }
   auto& p = std::get<CompletionParams>(parsed);
   if (p.model && *p.model != cfg_.served_model_name) {
-    ApiError e = not_found_error("The model `" + *p.model + "` does not exist (this server serves `" + cfg_.served_model_name + "`).",
-                                 "model_not_found");
-    e.param = "model";
-    co_await conn.write(error_response(e, ka));
+    ApiError unknown = not_found_error("The model `" + *p.model + "` does not exist (this server serves `" +
+                                       cfg_.served_model_name + "`).", "model_not_found");
+    unknown.param = "model";
+    {
+      HttpResponse res_ = error_response(unknown, ka);
+      co_await conn.write(res_);
+    }
     co_return 404;
   }
   auto built = build_prompts(p, codec, engine->max_model_len());
-  if (auto* e = std::get_if<ApiError>(&built)) {
-    co_await conn.write(error_response(*e, ka));
+  e = std::get_if<ApiError>(&built);
+  if (e) {
+    {
+      HttpResponse res_ = error_response(*e, ka);
+      co_await conn.write(res_);
+    }
     co_return e->status;
   }
   auto& prompts = std::get<std::vector<BuiltPrompt>>(built);
@@ -184,7 +213,9 @@ asio::awaitable<int> ApiServer::handle_generate(HttpRequest& req, HttpConnection
       plan.choices.push_back(std::move(c));
     }
   }
-  co_return co_await run_generation(std::move(plan), GenerationServices{*engine, codec, metrics_}, conn);
+  GenerationServices svc{*engine, codec, metrics_};
+  int status = co_await run_generation(plan, svc, conn);
+  co_return status;
 }
 
 }  // namespace frugal::server

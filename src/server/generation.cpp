@@ -343,22 +343,37 @@ HttpResponse json_response(int status, const std::string& body, bool keep_alive)
 }
 }  // namespace
 
-asio::awaitable<int> run_generation(GenerationPlan plan, GenerationServices svc, HttpConnection& conn) {
+asio::awaitable<int> run_generation(GenerationPlan& plan, const GenerationServices& svc, HttpConnection& conn) {
   const bool stream = plan.stream;
-  Generation gen(std::move(plan), svc, co_await asio::this_coro::executor);
-  if (auto err = gen.submit()) {
-    co_await conn.write(json_response(err->status, err->body(), conn.keep_alive()));
+  asio::any_io_executor ex = co_await asio::this_coro::executor;
+  Generation gen(std::move(plan), svc, ex);
+  std::optional<ApiError> err = gen.submit();
+  if (err) {
+    {
+      HttpResponse res_ = json_response(err->status, err->body(), conn.keep_alive());
+      co_await conn.write(res_);
+    }
     co_return err->status;
   }
-  if (stream && !co_await conn.start_events()) {
-    gen.cancel_unfinished();
-    co_return 499;
+  // (co_await kept out of && / || conditions: GCC 12 coroutine lowering is fragile there.)
+  if (stream) {
+    bool started = co_await conn.start_events();
+    if (!started) {
+      gen.cancel_unfinished();
+      co_return 499;
+    }
   }
   for (;;) {
     std::string sse = gen.drain();
-    if (!sse.empty() && !co_await conn.write_events(sse)) break;
+    if (!sse.empty()) {
+      bool written = co_await conn.write_events(sse);
+      if (!written) break;
+    }
     if (gen.all_done()) break;
-    if (gen.idle() && !co_await conn.wait(gen.timer())) break;
+    if (gen.idle()) {
+      bool alive = co_await conn.wait(gen.timer());
+      if (!alive) break;
+    }
   }
   if (!conn.ok()) {  // the client went away: free its KV now
     gen.cancel_unfinished();
@@ -366,16 +381,23 @@ asio::awaitable<int> run_generation(GenerationPlan plan, GenerationServices svc,
   }
   gen.record_metrics();
   if (stream) {
-    co_await conn.write_events(gen.stream_tail());
+    std::string tail = gen.stream_tail();
+    co_await conn.write_events(tail);
     co_await conn.end_events();
     co_return 200;
   }
   if (gen.failed()) {
-    ApiError err = gen.first_error();
-    co_await conn.write(json_response(err.status, err.body(), conn.keep_alive()));
-    co_return err.status;
+    ApiError failure = gen.first_error();
+    {
+      HttpResponse res_ = json_response(failure.status, failure.body(), conn.keep_alive());
+      co_await conn.write(res_);
+    }
+    co_return failure.status;
   }
-  co_await conn.write(json_response(200, dump_json(gen.response()), conn.keep_alive()));
+  {
+    HttpResponse res_ = json_response(200, dump_json(gen.response()), conn.keep_alive());
+    co_await conn.write(res_);
+  }
   co_return 200;
 }
 

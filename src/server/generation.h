@@ -49,6 +49,6 @@ struct GenerationServices {
 
 // Submits every choice and writes the response (or the event stream) to `conn`. Returns the
 // HTTP status written (for metrics). A client that goes away cancels every unfinished choice.
-asio::awaitable<int> run_generation(GenerationPlan plan, GenerationServices svc, HttpConnection& conn);
+asio::awaitable<int> run_generation(GenerationPlan& plan, const GenerationServices& svc, HttpConnection& conn);
 
 }  // namespace frugal::server

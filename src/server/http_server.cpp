@@ -2,6 +2,8 @@
 
 #include <sys/socket.h>
 
+#include <optional>
+
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include "core/log.h"
@@ -38,7 +40,7 @@ HttpResponse make_response(http::status status, std::string body, bool keep_aliv
   return res;
 }
 
-asio::awaitable<bool> HttpConnection::write(HttpResponse res) {
+asio::awaitable<bool> HttpConnection::write(HttpResponse& res) {
   if (!ok_) co_return false;
   res.keep_alive(keep_alive());
   stream_.expires_after(cfg_.write_timeout);
@@ -172,6 +174,23 @@ asio::awaitable<void> HttpServer::refuse(tcp::socket socket) {
   stream.socket().shutdown(tcp::socket::shutdown_both, ec);
 }
 
+// After an error response the client may still be sending (a 413 body): close our side, then
+// read and discard for a bounded time so the kernel does not answer its data with a reset that
+// would destroy our response before the client reads it.
+asio::awaitable<void> HttpServer::linger(beast::tcp_stream& stream) {
+  boost::system::error_code ec;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  std::vector<char> scratch(64 << 10);
+  uint64_t drained = 0;
+  stream.expires_after(std::chrono::seconds(2));
+  while (!ec && drained < 4 * cfg_.body_limit) {
+    size_t n = 0;
+    std::tie(ec, n) = co_await stream.async_read_some(asio::buffer(scratch), kNoThrow);
+    drained += n;
+  }
+  stream.expires_never();
+}
+
 asio::awaitable<void> HttpServer::session(tcp::socket socket) {
   struct Count {
     std::atomic<int64_t>& n;
@@ -195,18 +214,23 @@ asio::awaitable<void> HttpServer::session(tcp::socket socket) {
     if (ec) {
       // Say why when the client is still there to hear it; then close.
       conn.set_keep_alive(false);
+      std::optional<HttpResponse> res;
       if (ec == http::error::header_limit) {
-        co_await conn.write(make_response(http::status::request_header_fields_too_large,
+        res = make_response(http::status::request_header_fields_too_large,
             error_body("Request headers exceed " + std::to_string(cfg_.header_limit) + " bytes.",
-                       "invalid_request_error", "headers_too_large"), false));
+                       "invalid_request_error", "headers_too_large"), false);
       } else if (ec == http::error::body_limit) {
-        co_await conn.write(make_response(http::status::payload_too_large,
+        res = make_response(http::status::payload_too_large,
             error_body("Request body exceeds " + std::to_string(cfg_.body_limit) + " bytes.",
-                       "invalid_request_error", "request_too_large"), false));
-      } else if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
-                 ec != asio::error::connection_reset && ec != asio::error::eof && n > 0) {
-        co_await conn.write(make_response(http::status::bad_request,
-            error_body("Malformed HTTP request: " + ec.message(), "invalid_request_error", "bad_http"), false));
+                       "invalid_request_error", "request_too_large"), false);
+      } else if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+                 ec != http::error::partial_message && ec != http::error::end_of_stream) {
+        res = make_response(http::status::bad_request,
+            error_body("Malformed HTTP request: " + ec.message(), "invalid_request_error", "bad_http"), false);
+      }
+      if (res) {
+        co_await conn.write(*res);
+        co_await linger(stream);
       }
       break;
     }

@@ -49,7 +49,9 @@ class HttpConnection {
       : stream_(stream), cfg_(cfg) {}
 
   // Writes a complete response. False when the client is gone (the connection then closes).
-  asio::awaitable<bool> write(HttpResponse res);
+  // Takes an lvalue: GCC 12 miscompiles prvalue class arguments of coroutines inside co_await
+  // (double destruction), so callers keep responses in named locals.
+  asio::awaitable<bool> write(HttpResponse& res);
   // Starts a chunked text/event-stream response.
   asio::awaitable<bool> start_events();
   // Writes data as one chunk (one or more "data: ...\n\n" events): one flush per call.
@@ -92,6 +94,7 @@ class HttpServer {
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> session(asio::ip::tcp::socket socket);
   asio::awaitable<void> refuse(asio::ip::tcp::socket socket);
+  asio::awaitable<void> linger(boost::beast::tcp_stream& stream);
 
   HttpServerConfig cfg_;
   HttpHandler handler_;

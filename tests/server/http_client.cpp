@@ -29,8 +29,7 @@ HttpResult http_request(uint16_t port, const std::string& method, const std::str
   req.body() = body;
   req.prepare_payload();
   req.keep_alive(false);
-  bhttp::write(stream, req, ec);
-  if (ec) return out;
+  bhttp::write(stream, req, ec);  // may fail when the server refuses early (413): read anyway
   beast::flat_buffer buf;
   bhttp::response_parser<bhttp::string_body> parser;
   parser.body_limit(64ull << 20);

@@ -1,7 +1,8 @@
 // Drives a server process with the official OpenAI Node SDK (tests/oracles/node_modules/openai):
 // sdk_test.mjs (API conformance), load_test.mjs (1000 concurrent streams), disconnect_test.mjs
 // (50 aborted streams). Each runs against frugal_test_server (the server library + a scripted
-// fake engine).
+// fake engine) and against the real `frugal serve` on the embedded model (models/stories260K,
+// CPU).
 #include <cstdlib>
 #include <filesystem>
 
@@ -58,6 +59,35 @@ TEST(ServerSdk, FakeEngineDisconnects) {
   ServerProcess server(fake_server_argv({"--step-us", "5000"}), std::chrono::seconds(30));
   ASSERT_TRUE(server.ok()) << server.error();
   run_node("disconnect_test.mjs", server, "fake-model", "", std::chrono::seconds(120));
+}
+
+std::vector<std::string> frugal_serve_argv(std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv = {frugal::testing::frugal_binary(), "serve", "--model",
+                                   source_root() + "/models/stories260K", "--served-model-name", "stories260K",
+                                   "--device", "cpu", "--threads", "2"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+TEST(ServerSdk, FrugalServeConformance) {
+  ensure_oracles();
+  ServerProcess server(frugal_serve_argv({"--api-key", kApiKey}), std::chrono::seconds(120));
+  ASSERT_TRUE(server.ok()) << server.error();
+  run_node("sdk_test.mjs", server, "stories260K", kApiKey, std::chrono::seconds(300));
+}
+
+TEST(ServerSdk, FrugalServeLoad1000Streams) {
+  ensure_oracles();
+  ServerProcess server(frugal_serve_argv(), std::chrono::seconds(120));
+  ASSERT_TRUE(server.ok()) << server.error();
+  run_node("load_test.mjs", server, "stories260K", "", std::chrono::seconds(400));
+}
+
+TEST(ServerSdk, FrugalServeDisconnects) {
+  ensure_oracles();
+  ServerProcess server(frugal_serve_argv(), std::chrono::seconds(120));
+  ASSERT_TRUE(server.ok()) << server.error();
+  run_node("disconnect_test.mjs", server, "stories260K", "", std::chrono::seconds(300));
 }
 
 }  // namespace

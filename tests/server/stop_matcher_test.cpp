@@ -11,11 +11,12 @@ using testing::ByteCodec;
 
 std::vector<runtime::GeneratedToken> toks(const std::string& text) {
   std::vector<runtime::GeneratedToken> out;
-  for (int32_t id : ByteCodec().encode(text, EncodeOptions{}).value()) out.push_back({.token = id});
+  std::vector<int32_t> ids = ByteCodec().encode(text, EncodeOptions{}).value();
+  for (int32_t id : ids) out.push_back({.token = id});
   return out;
 }
 
-struct Run {
+struct MatchRun {
   std::string text;
   std::vector<std::string> deltas;
   size_t n_released_tokens = 0;
@@ -23,10 +24,10 @@ struct Run {
 };
 
 // One token per push, as an engine step would deliver them.
-Run run(const std::string& generated, std::vector<std::string> stops) {
+MatchRun run(const std::string& generated, std::vector<std::string> stops) {
   ByteCodec codec;
   StopMatcher m(codec.stream_decoder(), std::move(stops));
-  Run r;
+  MatchRun r;
   for (const auto& t : toks(generated)) {
     TextDelta d = m.push({t});
     r.text += d.text;
@@ -46,34 +47,34 @@ Run run(const std::string& generated, std::vector<std::string> stops) {
 }
 
 TEST(StopMatcher, StopAcrossTokensIsNotEmitted) {
-  Run r = run("Hello world. The end", {"world"});
+  MatchRun r = run("Hello world. The end", {"world"});
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.text, "Hello ");
   EXPECT_EQ(r.n_released_tokens, 6u);  // "Hello " is six one-byte tokens
 }
 
 TEST(StopMatcher, HeldBackPrefixIsReleasedWhenNotAStop) {
-  Run r = run("a wor wo worm", {"world"});
+  MatchRun r = run("a wor wo worm", {"world"});
   EXPECT_FALSE(r.stopped);
   EXPECT_EQ(r.text, "a wor wo worm");
   for (const auto& d : r.deltas) EXPECT_EQ(d.find("world"), std::string::npos);
 }
 
 TEST(StopMatcher, EarliestOfSeveralStops) {
-  Run r = run("one two three", {"three", "two"});
+  MatchRun r = run("one two three", {"three", "two"});
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.text, "one ");
 }
 
 TEST(StopMatcher, StopAtTheStartGivesEmptyText) {
-  Run r = run("STOP here", {"STOP"});
+  MatchRun r = run("STOP here", {"STOP"});
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.text, "");
   EXPECT_EQ(r.n_released_tokens, 0u);
 }
 
 TEST(StopMatcher, MultiByteCharactersAreNeverSplit) {
-  Run r = run("héllo 日本 🙂", {});
+  MatchRun r = run("héllo 日本 🙂", {});
   EXPECT_EQ(r.text, "héllo 日本 🙂");
   for (const auto& d : r.deltas) {
     // every delta is valid UTF-8 on its own: no delta starts with a continuation byte
@@ -83,13 +84,13 @@ TEST(StopMatcher, MultiByteCharactersAreNeverSplit) {
 }
 
 TEST(StopMatcher, MultiByteStop) {
-  Run r = run("abc日本def", {"本d"});
+  MatchRun r = run("abc日本def", {"本d"});
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.text, "abc日");
 }
 
 TEST(StopMatcher, NoStopsPassesEverythingThrough) {
-  Run r = run("plain text", {});
+  MatchRun r = run("plain text", {});
   EXPECT_EQ(r.text, "plain text");
   EXPECT_EQ(r.deltas.size(), 10u);
 }
