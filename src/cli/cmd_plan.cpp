@@ -1,16 +1,112 @@
-// Placeholder for `frugal plan` until its issue lands.
+// `frugal plan`: memory, speed and cost prediction (src/tools/plan, docs/plan.md).
 #include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "tools/plan/kv_geometry.h"
+#include "tools/plan/planner.h"
 
 namespace frugal::cli {
+namespace {
+
+struct PlanArgs {
+  std::string model;
+  std::string gpu;
+  int gpus = 1;
+  std::string precision = "bf16";
+  int64_t group_size = 128;
+  bool int4_symmetric = false;
+  int64_t fp8_block = 128;
+  std::string lm_head = "bf16";
+  std::string kv_dtype = "bf16";
+  int64_t context = 0;
+  int64_t concurrency = 1;
+  int64_t prompt_len = 0;
+  double price = -1;
+  double utilization = 0.90;
+  int64_t max_batched_tokens = 8192;
+  std::string catalog;
+  std::string calibrate;
+  bool json = false;
+};
+
+Result<tools::PlanRequest> build_request(const PlanArgs& a) {
+  tools::PlanRequest r;
+  const std::string catalog = a.catalog.empty() ? tools::default_catalog_dir() : a.catalog;
+  FRUGAL_ASSIGN_OR_RETURN(r.model, tools::resolve_model(a.model, catalog));
+  FRUGAL_ASSIGN_OR_RETURN(auto gpus, tools::load_gpu_catalog(catalog));
+  FRUGAL_ASSIGN_OR_RETURN(r.gpu, tools::find_gpu(gpus, a.gpu));
+  r.n_gpus = a.gpus;
+  FRUGAL_ASSIGN_OR_RETURN(r.quant.precision, tools::parse_precision(a.precision));
+  r.quant.group_size = a.group_size;
+  r.quant.int4_zero_point = !a.int4_symmetric;
+  r.quant.fp8_block = a.fp8_block;
+  if (a.lm_head != "bf16" && a.lm_head != "int8") {
+    return invalid_argument("--lm-head: expected bf16 or int8, got '" + a.lm_head + "'");
+  }
+  r.quant.lm_head_int8 = a.lm_head == "int8";
+  FRUGAL_ASSIGN_OR_RETURN(r.kv_dtype, tools::parse_kv_dtype(a.kv_dtype));
+  r.context = a.context;
+  r.concurrency = a.concurrency;
+  r.prompt_len = a.prompt_len;
+  r.price_per_hour = a.price;
+  if (!(a.utilization > 0 && a.utilization <= 1)) {
+    return invalid_argument("--gpu-memory-utilization: expected a fraction in (0, 1]");
+  }
+  r.over.gpu_memory_utilization = a.utilization;
+  if (a.max_batched_tokens < 1) return invalid_argument("--max-batched-tokens: expected >= 1");
+  r.over.max_batched_tokens = a.max_batched_tokens;
+  r.calibrate_path = a.calibrate;
+  return r;
+}
+
+int run_plan(const PlanArgs& a) {
+  auto req = build_request(a);
+  if (!req.is_ok()) {
+    std::fprintf(stderr, "frugal plan: %s\n", req.status().to_string().c_str());
+    return 2;
+  }
+  auto plan = tools::make_plan(std::move(req).value());
+  if (!plan.is_ok()) {
+    std::fprintf(stderr, "frugal plan: %s\n", plan.status().to_string().c_str());
+    return 2;
+  }
+  if (a.json) {
+    std::printf("%s\n", tools::plan_to_json(*plan).dump(2).c_str());
+  } else {
+    std::fputs(tools::format_plan_text(*plan).c_str(), stdout);
+  }
+  return 0;
+}
+
+}  // namespace
 
 void register_plan(CLI::App& app) {
-  auto* cmd = app.add_subcommand("plan", "(not yet implemented)");
-  cmd->callback([] {
-    std::fprintf(stderr, "frugal plan: not implemented yet\n");
-    set_exit_code(2);
-  });
+  auto args = std::make_shared<PlanArgs>();
+  auto* cmd = app.add_subcommand("plan", "Predict memory, speed and cost of a model on a GPU (docs/plan.md)");
+  cmd->add_option("--model", args->model, "catalog name, model directory or config.json")->required();
+  cmd->add_option("--gpu", args->gpu, "GPU from the catalog, e.g. rtx-4090, a100-80gb, h100-sxm, h200")->required();
+  cmd->add_option("--gpus", args->gpus, "GPUs, tensor parallel")->capture_default_str();
+  cmd->add_option("--precision", args->precision, "weights: bf16|fp8|int8|int4")->capture_default_str();
+  cmd->add_option("--group-size", args->group_size, "int4 group size")->capture_default_str();
+  cmd->add_flag("--int4-symmetric", args->int4_symmetric, "int4 without zero points");
+  cmd->add_option("--fp8-block", args->fp8_block, "fp8 scale block (0: one scale per tensor)")->capture_default_str();
+  cmd->add_option("--lm-head", args->lm_head, "lm_head storage: bf16|int8")->capture_default_str();
+  cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache: bf16|fp8|int8")->capture_default_str();
+  cmd->add_option("--context", args->context, "tokens per sequence (default min(4096, model max))");
+  cmd->add_option("--concurrency", args->concurrency, "sequences decoding together")->capture_default_str();
+  cmd->add_option("--prompt-len", args->prompt_len, "prompt length for TTFT (default min(1024, context))");
+  cmd->add_option("--price-per-hour", args->price, "USD per GPU-hour (default: the catalog's)");
+  cmd->add_option("--gpu-memory-utilization", args->utilization, "fraction of GPU memory the engine may use")
+      ->capture_default_str();
+  cmd->add_option("--max-batched-tokens", args->max_batched_tokens, "prefill chunk the workspace is sized for")
+      ->capture_default_str();
+  cmd->add_option("--catalog", args->catalog, "catalog directory (default data/catalog or $FRUGAL_CATALOG)");
+  cmd->add_option("--calibrate", args->calibrate, "frugal bench JSON results to fit efficiency factors to");
+  cmd->add_flag("--json", args->json, "print every figure as JSON");
+  cmd->callback([args] { set_exit_code(run_plan(*args)); });
 }
 
 }  // namespace frugal::cli

@@ -22,6 +22,11 @@ std::string fixed(double v, int decimals) {
 }
 
 std::string gib(double bytes) { return fixed(bytes / (1024.0 * 1024.0 * 1024.0), 2) + " GiB"; }
+std::string human_bytes(double bytes) {
+  if (bytes >= 1024.0 * 1024.0 * 1024.0) return gib(bytes);
+  return fixed(bytes / (1024.0 * 1024.0), 2) + " MiB";
+}
+
 std::string gb(double bytes) { return fixed(bytes / 1e9, 2) + " GB"; }
 std::string billions(double n) { return fixed(n / 1e9, 3) + " B"; }
 

@@ -8,6 +8,7 @@ namespace frugal::tools {
 
 std::string with_commas(int64_t v);          // 57344 -> "57,344"
 std::string gib(double bytes);               // "14.19 GiB"
+std::string human_bytes(double bytes);       // GiB from 1 GiB up, MiB below
 std::string gb(double bytes);                // "15.23 GB" (1e9)
 std::string billions(double n);              // "7.616 B"
 std::string fixed(double v, int decimals);   // "0.75"

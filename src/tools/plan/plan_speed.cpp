@@ -101,8 +101,9 @@ SpeedPlan speed_plan(const PlanRequest& r, const SpeedModel& sm, const MemoryPla
 CostPlan cost_plan(const PlanRequest& r, const SpeedPlan& s, std::vector<PlanStep>* steps) {
   CostPlan c;
   c.price_per_gpu_hour = r.price_per_hour;
+  const bool dated = r.gpu.price_date.empty() || r.gpu.price_source.find(r.gpu.price_date) != std::string::npos;
   c.price_source = r.price_per_hour == r.gpu.price_usd_per_hour
-                       ? r.gpu.price_source + (r.gpu.price_date.empty() ? "" : " (" + r.gpu.price_date + ")")
+                       ? r.gpu.price_source + (dated ? "" : " (" + r.gpu.price_date + ")")
                        : "--price-per-hour";
   const double per_hour = r.price_per_hour * r.n_gpus;
   c.usd_per_m_tokens_b1 = per_hour / (s.decode_b1.tok_per_s() * 3600.0) * 1e6;

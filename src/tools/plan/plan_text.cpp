@@ -46,7 +46,7 @@ void weights_table(std::ostringstream& os, const Plan& p) {
   os << fmt::format("  {:<22} {:<42} {:>8} {:>16} {:>12}\n", "role", "stored as", "tensors", "params", "bytes");
   for (const WeightGroup& g : w.groups) {
     os << fmt::format("  {:<22} {:<42} {:>8} {:>16} {:>12}\n", g.role, g.format, with_commas(g.n_tensors),
-                      with_commas(g.params), gib(static_cast<double>(g.bytes)));
+                      with_commas(g.params), human_bytes(static_cast<double>(g.bytes)));
   }
   os << fmt::format("  {:<22} {:<42} {:>8} {:>16} {:>12}\n", "total", "", "", with_commas(w.total_params),
                     gib(static_cast<double>(w.total_bytes)));
@@ -84,9 +84,10 @@ void tp_table(std::ostringstream& os, const Plan& p) {
       os << fmt::format("  {:>4} {:>6}  ({})\n", o.n_gpus, "-", o.why_not);
       continue;
     }
+    // Speed and cost of a configuration that does not fit would be hypothetical: not shown.
     os << fmt::format("  {:>4} {:>6} {:>14} {:>16} {:>16} {:>12}\n", o.n_gpus, o.fits ? "yes" : "no",
                       with_commas(o.max_context_batch1), with_commas(o.max_concurrency),
-                      fixed(o.decode_b1_tok_per_s, 1), usd(o.usd_per_m_tokens_b1));
+                      o.fits ? fixed(o.decode_b1_tok_per_s, 1) : "-", o.fits ? usd(o.usd_per_m_tokens_b1) : "-");
   }
   if (p.smallest_fitting_gpus > 0) {
     os << fmt::format("  smallest that fits: {} x {}\n", p.smallest_fitting_gpus, p.req.gpu.name);
