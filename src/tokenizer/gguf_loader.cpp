@@ -145,8 +145,8 @@ Result<std::unique_ptr<Tokenizer>> build_from_kv(const tok::GgufKv& kv, const st
   d->source = source;
   FRUGAL_ASSIGN_OR_RETURN(std::string model, kv.get_string("tokenizer.ggml.model"));
   FRUGAL_ASSIGN_OR_RETURN(auto tokens, kv.get_strings("tokenizer.ggml.tokens"));
-  if (tokens.empty() || tokens.size() >= (1u << 24)) {
-    return corrupt("tokenizer.ggml.tokens: " + std::to_string(tokens.size()) + " tokens (expected 1..16777215)");
+  if (tokens.empty() || tokens.size() >= (1u << 21)) {
+    return corrupt("tokenizer.ggml.tokens: " + std::to_string(tokens.size()) + " tokens (expected 1..2097151)");
   }
   std::vector<int64_t> types;
   if (kv.has("tokenizer.ggml.token_type")) {

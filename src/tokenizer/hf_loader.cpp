@@ -12,7 +12,7 @@ using tok::json;
 
 namespace {
 
-constexpr int32_t kMaxVocab = 1 << 24;
+constexpr int32_t kMaxVocab = 1 << 21;  // 2M ids: far above real vocabularies, bounded memory
 
 Status parse_vocab(const json& model, std::vector<std::string>* tokens) {
   const json& vocab = tok::json_field(model, "vocab");

@@ -67,9 +67,9 @@ std::string model_piece(const std::string& t, bool byte_level) {
 Status TokenizerData::finalize() {
   int32_t n = static_cast<int32_t>(model.tokens().size());
   for (const auto& a : added) {
-    if (a.id < 0 || a.id >= (1 << 24)) {
+    if (a.id < 0 || a.id >= (1 << 21)) {
       return corrupt(source + ": added token \"" + a.content + "\" has id " + std::to_string(a.id) +
-                     ", expected 0..16777215");
+                     ", expected 0..2097151");
     }
     n = std::max(n, a.id + 1);
   }
