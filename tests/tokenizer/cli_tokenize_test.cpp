@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "tokenizer_test_util.h"
 
 namespace frugal::testing {
@@ -13,7 +15,7 @@ struct Run {
 };
 
 Run run(const std::string& args, const std::string& stdin_text) {
-  const std::string in = binary_dir() + "/cli_tokenize_test.stdin";
+  const std::string in = binary_dir() + "/cli_tokenize_test." + std::to_string(getpid()) + ".stdin";
   std::ofstream(in, std::ios::binary) << stdin_text;
   const std::string cmd = "'" + frugal_binary() + "' tokenize " + args + " < '" + in + "' 2>&1";
   Run r{-1, {}};
@@ -59,7 +61,7 @@ TEST(CliTokenize, SpecialTokensAndChat) {
   EXPECT_EQ(run("--model '" + model + "'", text).out, ids_to_string(tok.encode(text)) + "\n");
   EXPECT_EQ(run("--model '" + model + "' --no-special", text).out,
             ids_to_string(tok.encode(text, {.parse_special = false})) + "\n");
-  const std::string chat = binary_dir() + "/cli_tokenize_test_chat.json";
+  const std::string chat = binary_dir() + "/cli_tokenize_test_chat." + std::to_string(getpid()) + ".json";
   std::ofstream(chat) << R"([{"role":"user","content":"Hello!"}])";
   Run r = run("--model '" + model + "' --chat '" + chat + "'", "");
   std::remove(chat.c_str());

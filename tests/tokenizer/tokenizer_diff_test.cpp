@@ -6,6 +6,8 @@
 #include <fstream>
 #include <random>
 
+#include <unistd.h>
+
 #include "tokenizer/unicode_text.h"
 #include "tokenizer_test_util.h"
 
@@ -84,8 +86,8 @@ struct Reference {
 
 // Runs js_reference.mjs on the texts (valid UTF-8) and reads its JSON answer.
 Result<Reference> run_reference(const std::string& dir, const std::vector<std::string>& texts, const std::string& tag) {
-  const std::string in = binary_dir() + "/tokenizer_diff_" + tag + ".in.json";
-  const std::string out = binary_dir() + "/tokenizer_diff_" + tag + ".out.json";
+  const std::string in = binary_dir() + "/tokenizer_diff_" + tag + "." + std::to_string(getpid()) + ".in.json";
+  const std::string out = binary_dir() + "/tokenizer_diff_" + tag + "." + std::to_string(getpid()) + ".out.json";
   std::ofstream(in) << nlohmann::json{{"texts", texts}, {"add_special_tokens", false}}.dump();
   const std::string cmd = "node '" + source_root() + "/tests/tokenizer/js_reference.mjs' '" + dir + "' '" + in +
                           "' > '" + out + "'";

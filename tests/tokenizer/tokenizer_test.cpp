@@ -4,6 +4,8 @@
 #include <fstream>
 #include <thread>
 
+#include <unistd.h>
+
 #include "tokenizer/unicode_text.h"
 #include "tokenizer_test_util.h"
 
@@ -79,7 +81,7 @@ TEST(TokenizerLoad, MissingDirectoryIsNotFound) {
 TEST(TokenizerLoad, GgufTruncationsAreErrorsNotCrashes) {
   auto bytes = read_file(shared_dir() + "/data/tokenizers/gguf-vocab/ggml-vocab-gpt-2.gguf");
   ASSERT_TRUE(bytes.is_ok());
-  const std::string path = binary_dir() + "/tokenizer_test_truncated.gguf";
+  const std::string path = binary_dir() + "/tokenizer_test_truncated." + std::to_string(getpid()) + ".gguf";
   for (size_t n : {size_t{0}, size_t{3}, size_t{20}, size_t{100}, bytes->size() / 2, bytes->size() - 1}) {
     std::ofstream(path, std::ios::binary).write(bytes->data(), static_cast<std::streamsize>(n));
     auto r = Tokenizer::load_gguf(path);
