@@ -262,16 +262,33 @@ TEST(JinjaErrors, NameConstructAndPosition) {
   EXPECT_NE(st.message().find("line 1 col"), std::string::npos) << st.message();
 }
 
+Status render_error_with(const std::string& src, RenderLimits limits) {
+  auto t = Template::parse(src, limits);
+  if (!t.is_ok()) return t.status();
+  auto r = t->render(json::object());
+  return r.is_ok() ? Status::ok() : r.status();
+}
+
 TEST(JinjaLimits, RunawayTemplatesFailCleanly) {
+  // Default limits: unbounded recursion stops at the call-depth limit.
   Status st = render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   EXPECT_EQ(st.code(), ErrorCode::kResourceExhausted) << st.message();
-  st = render_error("{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}");
+  // Small limits keep the test fast; the checks are the same code paths as the defaults.
+  st = render_error_with("{% for i in range(100) %}{% for j in range(100) %}{% endfor %}{% endfor %}",
+                         RenderLimits{.max_loop_iterations = 1000});
   EXPECT_EQ(st.code(), ErrorCode::kResourceExhausted) << st.message();
-  st = render_error("{% set s = 'xxxxxxxxxxxxxxxx' %}{% for i in range(1000000) %}{{ s * 100 }}{% endfor %}");
+  st = render_error_with("{% for i in range(1000) %}{{ 'xxxxxxxxxx' * 10 }}{% endfor %}",
+                         RenderLimits{.max_output_bytes = 10000});
   EXPECT_EQ(st.code(), ErrorCode::kResourceExhausted) << st.message();
+  EXPECT_EQ(render_error("{{ range(100000000) | length }}").code(), ErrorCode::kResourceExhausted);
+  // Self-referencing containers: Python prints "[...]" and json.dumps refuses; no stack overflow.
+  EXPECT_EQ(render("{% set xs = [1] %}{% do xs.append(xs) %}{% do xs.append(xs) %}{{ xs }} {{ xs == xs }}"),
+            "[1, [...], [...]] True");
+  EXPECT_FALSE(render_error("{% set xs = [1] %}{% do xs.append(xs) %}{{ xs | tojson }}").is_ok());
   std::string deep(5000, '(');
   st = render_error("{{ " + deep + " }}");
   EXPECT_FALSE(st.is_ok());
+  EXPECT_FALSE(render_error("{% for x in xs recursive %}{% endfor %}").is_ok());
 }
 
 TEST(ChatTemplate, RenderChatTemplateApi) {

@@ -348,6 +348,13 @@ Result<Array> iterate(const Value& v) {
   }
 }
 
+// Jinja2's wording: "'dict object' has no attribute 'x'".
+static std::string no_attribute(const char* type, const std::string& name) {
+  std::string msg = "'";
+  msg.append(type).append(" object' has no attribute '").append(name).append("'");
+  return msg;
+}
+
 Result<Value> get_attribute(const Value& obj, const std::string& name) {
   switch (obj.kind()) {
     case Value::Kind::kUndefined: {
@@ -364,12 +371,12 @@ Result<Value> get_attribute(const Value& obj, const std::string& name) {
       // Jinja2 tries getattr first, so dict methods win over keys of the same name.
       if (!obj.is_namespace() && in_list(kDictMethods, name)) return bound_method(obj, name);
       if (const Value* v = obj.as_object().find(name)) return *v;
-      return Value::undefined("'" + std::string(obj.is_namespace() ? "Namespace" : "dict") + " object' has no attribute '" + name + "'");
+      return Value::undefined(no_attribute(obj.is_namespace() ? "Namespace" : "dict", name));
     }
     default:
       break;
   }
-  return Value::undefined("'" + std::string(obj.type_name()) + " object' has no attribute '" + name + "'");
+  return Value::undefined(no_attribute(obj.type_name(), name));
 }
 
 Result<Value> get_item(const Value& obj, const Value& index) {

@@ -277,7 +277,7 @@ Result<Value> Evaluator::apply_filter_chain(const Expr* filter, Value input) {
 }
 
 Value Evaluator::make_macro(const Stmt& s, const Kwargs& params, const Body& body, const std::string& name) {
-  Frames closure = frames_;
+  WeakFrames closure(frames_.begin(), frames_.end());
   const Stmt* stmt = &s;
   const Kwargs* p = &params;
   const Body* b = &body;
@@ -286,7 +286,7 @@ Value Evaluator::make_macro(const Stmt& s, const Kwargs& params, const Body& bod
   });
 }
 
-Result<Value> Evaluator::invoke_macro(const Stmt& s, const Kwargs& params, const Body& body, const Frames& closure,
+Result<Value> Evaluator::invoke_macro(const Stmt& s, const Kwargs& params, const Body& body, const WeakFrames& closure,
                                       const std::string& name, const CallArgs& args) {
   if (args.positional.size() > params.size()) {
     return at_location(s.line, s.col,
@@ -294,7 +294,10 @@ Result<Value> Evaluator::invoke_macro(const Stmt& s, const Kwargs& params, const
                            std::to_string(args.positional.size()));
   }
   Frames saved = std::move(frames_);
-  frames_ = closure;
+  frames_.clear();
+  for (const auto& weak : closure) {
+    if (auto frame = weak.lock()) frames_.push_back(std::move(frame));
+  }
   frames_.push_back(std::make_shared<Object>());
   Finally restore{[&] { frames_ = std::move(saved); }};
   for (const auto& [kw, value] : args.keyword) {

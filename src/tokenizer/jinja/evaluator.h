@@ -15,7 +15,7 @@ namespace frugal::jinja {
 struct RenderLimits {
   size_t max_output_bytes = 64u << 20;     // total bytes written to any output buffer
   int64_t max_loop_iterations = 1'000'000;  // summed over all loops
-  int max_call_depth = 200;                // nested macro / caller / filter calls
+  int max_call_depth = 100;                // nested macro / caller / function calls
 };
 
 class Evaluator {
@@ -33,6 +33,9 @@ class Evaluator {
  private:
   enum class Flow { kNormal, kBreak, kContinue };
   using Frames = std::vector<std::shared_ptr<Object>>;
+  // Macros hold their defining scopes weakly: a macro is stored in one of those scopes, and a
+  // strong reference would make a cycle that leaks every render.
+  using WeakFrames = std::vector<std::weak_ptr<Object>>;
 
   Result<Flow> exec_body(const Body& body);
   Result<Flow> exec(const Stmt& s);
@@ -41,7 +44,7 @@ class Evaluator {
   Status assign(const Expr& target, Value value);
   Result<std::string> render_to_string(const Body& body);
   Value make_macro(const Stmt& s, const Kwargs& params, const Body& body, const std::string& name);
-  Result<Value> invoke_macro(const Stmt& s, const Kwargs& params, const Body& body, const Frames& closure,
+  Result<Value> invoke_macro(const Stmt& s, const Kwargs& params, const Body& body, const WeakFrames& closure,
                              const std::string& name, const CallArgs& args);
   Result<Value> apply_filter_chain(const Expr* filter, Value input);
 

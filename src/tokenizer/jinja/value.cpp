@@ -175,13 +175,13 @@ std::string format_python_float(double d) {
       std::string int_part = digits.substr(0, std::min<size_t>(digits.size(), exp + 1));
       int_part.append(exp + 1 > static_cast<int>(digits.size()) ? exp + 1 - digits.size() : 0, '0');
       std::string frac = static_cast<int>(digits.size()) > exp + 1 ? digits.substr(exp + 1) : "0";
-      out += int_part + "." + frac;
+      out.append(int_part).append(".").append(frac);
     } else {
-      out += "0." + std::string(-exp - 1, '0') + digits;
+      out.append("0.").append(static_cast<size_t>(-exp - 1), '0').append(digits);
     }
   } else {
     out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) out.append(".").append(digits, 1, std::string::npos);
     char ebuf[16];
     std::snprintf(ebuf, sizeof(ebuf), "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
     out += ebuf;
@@ -212,16 +212,43 @@ static std::string repr_string(const std::string& s) {
   return out;
 }
 
+constexpr int64_t kMaxCompareSteps = 1'000'000;
+
+const void* Value::container_id() const {
+  if (kind_ == Kind::kArray) return arr_.get();
+  if (kind_ == Kind::kObject) return obj_.get();
+  return nullptr;
+}
+
+std::string Value::to_str() const {
+  std::vector<const void*> active;
+  return to_str_at(active);
+}
+
 std::string Value::repr() const {
+  std::vector<const void*> active;
+  return repr_at(active);
+}
+
+std::string Value::repr_at(std::vector<const void*>& active) const {
   switch (kind_) {
     case Kind::kString: return repr_string(as_string());
     case Kind::kUndefined: return "";
     default: break;
   }
-  return to_str();
+  return to_str_at(active);
 }
 
-std::string Value::to_str() const {
+std::string Value::to_str_at(std::vector<const void*>& active) const {
+  const void* id = container_id();
+  if (id && std::find(active.begin(), active.end(), id) != active.end()) return kind_ == Kind::kArray ? "[...]" : "{...}";
+  if (id) active.push_back(id);
+  std::string out = to_str_inner(active);
+  if (id) active.pop_back();
+  return out;
+}
+
+std::string Value::to_str_inner(std::vector<const void*>& active) const {
   switch (kind_) {
     case Kind::kUndefined: return "";
     case Kind::kNone: return "None";
@@ -233,7 +260,7 @@ std::string Value::to_str() const {
       std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < arr_->size(); ++i) {
         if (i) out += ", ";
-        out += (*arr_)[i].repr();
+        out += (*arr_)[i].repr_at(active);
       }
       if (tuple_) return out + (arr_->size() == 1 ? ",)" : ")");
       return out + "]";
@@ -245,7 +272,7 @@ std::string Value::to_str() const {
       for (const auto& [k, v] : obj_->entries()) {
         if (!first) out += ", ";
         first = false;
-        out += repr_string(k) + ": " + v.repr();
+        out += repr_string(k) + ": " + v.repr_at(active);
       }
       return out + "}";
     }
@@ -256,7 +283,17 @@ std::string Value::to_str() const {
 
 // ---- comparison ----
 
+static bool values_equal_at(const Value& a, const Value& b, int64_t& steps);
+
 bool values_equal(const Value& a, const Value& b) {
+  int64_t steps = 0;
+  return values_equal_at(a, b, steps);
+}
+
+// `steps` bounds the work: distinct self-referencing containers would otherwise recurse forever.
+static bool values_equal_at(const Value& a, const Value& b, int64_t& steps) {
+  if (++steps > kMaxCompareSteps) return false;
+  if (a.container_id() && a.container_id() == b.container_id()) return true;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_double() == b.as_double();
     return a.as_int() == b.as_int();
@@ -269,7 +306,7 @@ bool values_equal(const Value& a, const Value& b) {
     case Value::Kind::kArray: {
       if (a.is_tuple() != b.is_tuple() || a.items().size() != b.items().size()) return false;
       for (size_t i = 0; i < a.items().size(); ++i) {
-        if (!values_equal(a.items()[i], b.items()[i])) return false;
+        if (!values_equal_at(a.items()[i], b.items()[i], steps)) return false;
       }
       return true;
     }
@@ -278,7 +315,7 @@ bool values_equal(const Value& a, const Value& b) {
       if (a.as_object().size() != b.as_object().size()) return false;
       for (const auto& [k, v] : a.as_object().entries()) {
         const Value* other = b.as_object().find(k);
-        if (!other || !values_equal(v, *other)) return false;
+        if (!other || !values_equal_at(v, *other, steps)) return false;
       }
       return true;
     }
@@ -346,7 +383,7 @@ static void json_escape(std::string& out, const std::string& s, bool ensure_asci
 }
 
 static Status dump_json(std::string& out, const Value& v, const JsonDumpOptions& o, int depth) {
-  if (depth > 512) return resource_exhausted("tojson: value nested deeper than 512 levels");
+  if (depth > 512) return invalid_argument("tojson: value nested deeper than 512 levels (circular reference?)");
   std::string item_sep = o.item_separator.empty() ? (o.indent >= 0 ? "," : ", ") : o.item_separator;
   std::string key_sep = o.key_separator.empty() ? ": " : o.key_separator;
   auto newline = [&](int d) {

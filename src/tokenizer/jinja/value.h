@@ -108,6 +108,8 @@ class Value {
   std::string to_str() const;
   // Python repr(): how values print inside lists and dicts.
   std::string repr() const;
+  // Identity of the list or dict behind this value (nullptr for scalars), for cycle checks.
+  const void* container_id() const;
   const char* type_name() const;
 
  private:
@@ -123,6 +125,10 @@ class Value {
   std::shared_ptr<const Callable> fn_;
 
   static const std::string& empty_string();
+  // `active`: containers being printed; one that contains itself prints "[...]", as in Python.
+  std::string to_str_at(std::vector<const void*>& active) const;
+  std::string repr_at(std::vector<const void*>& active) const;
+  std::string to_str_inner(std::vector<const void*>& active) const;
 };
 
 // Python ==: 1 == 1.0 == True, lists and dicts compare deeply.
