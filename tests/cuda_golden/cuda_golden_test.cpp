@@ -1,0 +1,83 @@
+// The golden fixtures (tests/data/golden, PyTorch/transformers fp32 references) on the CUDA
+// backend, which computes in bf16 with fp32 accumulation (issue 4, acceptance 1):
+//   - every teacher-forced logits row within 2e-2 relative error (max_j |ours - ref| / max_j |ref|);
+//   - the same argmax as the reference on >= 99% of all teacher-forced positions (pooled over
+//     fixtures; positions whose reference top-2 gap is below the bf16 error bound are still
+//     counted — nothing is excluded).
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+#include "test_paths.h"
+
+namespace frugal::model {
+namespace {
+
+constexpr double kTol = 2e-2;
+
+std::vector<std::string> fixtures() {
+  std::vector<std::string> out;
+  const auto root = std::filesystem::path(frugal::testing::source_root()) / "tests/data/golden";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(root, ec))
+    if (e.is_directory() && std::filesystem::exists(e.path() / "reference.safetensors")) out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+double row_rel_error(const float* a, const float* b, int64_t n) {
+  double diff = 0, ref = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
+    ref = std::max(ref, std::abs(static_cast<double>(b[i])));
+  }
+  return ref == 0 ? diff : diff / ref;
+}
+
+TEST(CudaGolden, LogitsWithinBf16ToleranceAndArgmaxAgrees) {
+  auto backend = cuda::make_cuda_backend(0);
+  ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
+  int64_t positions = 0, agree = 0;
+  const auto dirs = fixtures();
+  ASSERT_FALSE(dirs.empty());
+  for (const auto& dir : dirs) {
+    SCOPED_TRACE(dir);
+    auto ref = SafetensorsSet::open_file(dir + "/reference.safetensors");
+    ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+    const TensorEntry* ids_t = (*ref)->find("input_ids");
+    ASSERT_NE(ids_t, nullptr);
+    std::vector<int32_t> ids(static_cast<size_t>(ids_t->shape.numel()));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(reinterpret_cast<const int64_t*>(ids_t->data)[i]);
+    const int32_t T = static_cast<int32_t>(ids.size());
+    auto m = Model::load(dir, backend->get(), LoadOptions{.max_logit_rows = T});
+    ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+    const auto& c = (*m)->config();
+    auto kv = KvStorage::create(backend->get(), c, {.n_blocks = (T + 15) / 16, .block_size = 16});
+    ASSERT_TRUE(kv.is_ok()) << kv.status().to_string();
+    std::vector<int32_t> pos(ids.size()), table;
+    for (int32_t i = 0; i < T; ++i) pos[static_cast<size_t>(i)] = i;
+    for (int32_t b = 0; b < (T + 15) / 16; ++b) table.push_back(b);
+    const std::vector<int32_t> q_start = {0, T}, ctx = {T};
+    std::vector<float> logits(static_cast<size_t>(T * c.vocab_size));
+    ASSERT_TRUE((*m)->forward({.tokens = ids, .positions = pos, .q_start = q_start, .ctx_len = ctx,
+                               .block_tables = table, .max_blocks_per_seq = static_cast<int32_t>(table.size()),
+                               .slot_mapping = pos, .logits_rows = pos}, **kv, logits.data()).is_ok());
+    const float* want = reinterpret_cast<const float*>((*ref)->find("logits")->data);
+    for (int32_t t = 0; t < T; ++t) {
+      const float* a = logits.data() + t * c.vocab_size;
+      const float* b = want + t * c.vocab_size;
+      EXPECT_LE(row_rel_error(a, b, c.vocab_size), kTol) << "logits row " << t;
+      ++positions;
+      agree += (std::max_element(a, a + c.vocab_size) - a) == (std::max_element(b, b + c.vocab_size) - b) ? 1 : 0;
+    }
+  }
+  const double frac = static_cast<double>(agree) / static_cast<double>(positions);
+  std::printf("argmax agreement: %lld / %lld = %.4f\n", static_cast<long long>(agree), static_cast<long long>(positions), frac);
+  EXPECT_GE(frac, 0.99);
+}
+
+}  // namespace
+}  // namespace frugal::model
