@@ -301,6 +301,15 @@ TEST(ChatTemplate, RenderChatTemplateApi) {
   auto out = render_chat_template(tmpl, messages, opts);
   ASSERT_TRUE(out.is_ok()) << out.status().message();
   EXPECT_EQ(*out, "<s><user>hi</s><assistant>True!");
+  // Parse once, render per request: same string.
+  auto parsed = Template::parse(tmpl);
+  ASSERT_TRUE(parsed.is_ok());
+  auto ctx = chat_template_context(messages, opts);
+  ASSERT_TRUE(ctx.is_ok());
+  auto again = parsed->render(*ctx);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(*again, *out);
+  EXPECT_FALSE(render_chat_template(tmpl, json::object(), opts).is_ok());  // messages must be a list
 }
 
 }  // namespace

@@ -41,19 +41,24 @@ Result<std::string> Template::render(const nlohmann::ordered_json& context) cons
   return render_object(std::move(globals));
 }
 
-Result<std::string> render_chat_template(const std::string& tmpl, const nlohmann::json& messages,
-                                         const ChatTemplateOptions& opts) {
+Result<nlohmann::json> chat_template_context(const nlohmann::json& messages, const ChatTemplateOptions& opts) {
   if (!messages.is_array()) return invalid_argument("chat messages must be a JSON array");
   if (!opts.extra_context.is_null() && !opts.extra_context.is_object()) {
     return invalid_argument("ChatTemplateOptions.extra_context must be a JSON object");
   }
-  FRUGAL_ASSIGN_OR_RETURN(Template t, Template::parse(tmpl));
   nlohmann::json ctx = opts.extra_context.is_object() ? opts.extra_context : nlohmann::json::object();
   ctx["messages"] = messages;
   ctx["add_generation_prompt"] = opts.add_generation_prompt;
   ctx["bos_token"] = opts.bos_token;
   ctx["eos_token"] = opts.eos_token;
   ctx["tools"] = opts.tools;
+  return ctx;
+}
+
+Result<std::string> render_chat_template(const std::string& tmpl, const nlohmann::json& messages,
+                                         const ChatTemplateOptions& opts) {
+  FRUGAL_ASSIGN_OR_RETURN(nlohmann::json ctx, chat_template_context(messages, opts));
+  FRUGAL_ASSIGN_OR_RETURN(Template t, Template::parse(tmpl));
   return t.render(ctx);
 }
 

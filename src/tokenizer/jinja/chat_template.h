@@ -40,7 +40,13 @@ class Template {
 };
 
 // messages: array of {role, content, ...}. Errors from raise_exception() carry its message.
+// Parses `tmpl` on every call; a server should parse once (Template::parse) and render
+// chat_template_context(...) per request.
 Result<std::string> render_chat_template(const std::string& tmpl, const nlohmann::json& messages,
                                          const ChatTemplateOptions& opts);
+
+// The variables transformers' apply_chat_template passes: extra_context, then messages,
+// add_generation_prompt, bos_token, eos_token, tools.
+Result<nlohmann::json> chat_template_context(const nlohmann::json& messages, const ChatTemplateOptions& opts);
 
 }  // namespace frugal::jinja
