@@ -261,7 +261,7 @@ class Generation {
       if (plan_.endpoint == Endpoint::kChat) {
         for (auto& x : chat_logprobs_content(svc_.codec, d.tokens)) c.logprobs.push_back(std::move(x));
       } else {
-        append_completion_logprobs(svc_.codec, d.tokens, echo_len(index) + c.content.size(), c.logprobs);
+        append_completion_logprobs(svc_.codec, d.tokens, echo_len(index), c.logprobs);
       }
     }
     if (!plan_.stream) {
@@ -320,10 +320,9 @@ class Generation {
                {"finish_reason", c.done ? json(c.finish_reason) : json(nullptr)}};
     if (has_logprobs) {
       json lp = empty_completion_logprobs();
-      append_completion_logprobs(svc_.codec, d.tokens, echo_len(index) + c.content.size(), lp);
+      append_completion_logprobs(svc_.codec, d.tokens, echo_len(index), lp);
       ch["logprobs"] = std::move(lp);
     }
-    c.content += text;  // offsets of later chunks count the text sent so far
     json chunk = chunk_header();
     chunk["choices"] = json::array({std::move(ch)});
     sse += "data: " + dump_json(chunk) + "\n\n";
