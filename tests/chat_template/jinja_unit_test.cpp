@@ -43,6 +43,9 @@ TEST(JinjaExpr, Arithmetic) {
             "3 -4 1 2 3.5 1024");
   EXPECT_EQ(render("{{ 1 + 2 * 3 }} {{ (1 + 2) * 3 }} {{ 1 - -1 }} {{ 4 / 2 }}"), "7 9 2 2.0");
   EXPECT_EQ(render("{{ 'ab' * 3 }} {{ [1] + [2] }} {{ 'a' ~ 1 ~ none }}"), "ababab [1, 2] a1None");
+  EXPECT_EQ(render("{{ '%s-%d' % ('a', 3) }} {{ '%.2f%%' % 12.3456 }} {{ '%s and %r' | format('x', 'y') }}"),
+            "a-3 12.35% x and 'y'");
+  EXPECT_FALSE(render_error("{{ '%s %s' % ('a',) }}").is_ok());
   EXPECT_EQ(render("{{ true + 1 }}"), "2");
   EXPECT_FALSE(render_error("{{ 'a' + 1 }}").is_ok());
   EXPECT_FALSE(render_error("{{ 1 / 0 }}").is_ok());

@@ -2,6 +2,7 @@
 // call (range, dict, namespace, raise_exception, strftime_now).
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <ctime>
 
 #include "tokenizer/jinja/evaluator.h"
@@ -289,6 +290,48 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
     ++n;
   }
   out.append(s, start, std::string::npos);
+  return out;
+}
+
+Result<std::string> py_percent_format(const std::string& fmt, const Array& args) {
+  std::string out;
+  size_t next = 0;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] != '%') {
+      out += fmt[i];
+      continue;
+    }
+    if (++i >= fmt.size()) return invalid_argument("incomplete format: '%' at the end");
+    if (fmt[i] == '%') {
+      out += '%';
+      continue;
+    }
+    int precision = -1;
+    if (fmt[i] == '.') {
+      precision = 0;
+      while (++i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9') precision = precision * 10 + (fmt[i] - '0');
+      if (i >= fmt.size()) return invalid_argument("incomplete format specifier");
+    }
+    if (next >= args.size()) return invalid_argument("not enough arguments for format string");
+    const Value& v = args[next++];
+    char conv = fmt[i];
+    if (conv == 's') {
+      out += v.to_str();
+    } else if (conv == 'r') {
+      out += v.repr();
+    } else if (conv == 'd' || conv == 'i') {
+      if (!v.is_number()) return invalid_argument(std::string("%d format: a real number is required, not ") + v.type_name());
+      out += std::to_string(v.is_float() ? static_cast<int64_t>(v.as_double()) : v.as_int());
+    } else if (conv == 'f') {
+      if (!v.is_number()) return invalid_argument(std::string("%f format: a real number is required, not ") + v.type_name());
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.*f", precision < 0 ? 6 : std::min(precision, 30), v.as_double());
+      out += buf;
+    } else {
+      return unsupported(std::string("unsupported format character '") + conv + "'");
+    }
+  }
+  if (next < args.size()) return invalid_argument("not all arguments converted during string formatting");
   return out;
 }
 

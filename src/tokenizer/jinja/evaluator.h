@@ -87,6 +87,8 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
 std::string py_title(const std::string& s);
 std::string py_capitalize(const std::string& s);
 std::string py_upper(std::string s);
+// Python printf-style `fmt % args` for %s %r %d %i %f (with precision) and %%.
+Result<std::string> py_percent_format(const std::string& fmt, const Array& args);
 std::string py_lower(std::string s);
 
 // Error raised by raise_exception(); evaluation passes its message through unchanged.

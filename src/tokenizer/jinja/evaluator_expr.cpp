@@ -78,6 +78,10 @@ Result<Value> arithmetic(const std::string& op, const Value& a, const Value& b) 
     if ((b.is_string() || b.is_array()) && a.is_number() && !a.is_float()) return repeat(b, a.as_int());
     return type_error(op, a, b);
   }
+  if (op == "%" && a.is_string()) {  // printf-style formatting; a tuple supplies several values
+    FRUGAL_ASSIGN_OR_RETURN(std::string s, py_percent_format(a.as_string(), b.is_tuple() ? b.items() : Array{b}));
+    return Value::string(std::move(s));
+  }
   if (!nums) return type_error(op, a, b);
   if (op == "**") {
     if (ints && b.as_int() >= 0) {

@@ -484,6 +484,12 @@ Result<Value> f_wordcount(Evaluator&, const Value& v, const CallArgs&) {
   return Value::integer(n);
 }
 
+Result<Value> f_format(Evaluator&, const Value& v, const CallArgs& a) {
+  if (!a.keyword.empty()) return unsupported("format filter with keyword arguments");
+  FRUGAL_ASSIGN_OR_RETURN(std::string s, py_percent_format(v.to_str(), a.positional));
+  return Value::string(std::move(s));
+}
+
 const std::unordered_map<std::string, FilterFn>& filter_table() {
   static const std::unordered_map<std::string, FilterFn> kFilters = {
       {"trim", f_trim},         {"tojson", f_tojson},       {"length", f_length},     {"count", f_length},
@@ -496,7 +502,7 @@ const std::unordered_map<std::string, FilterFn>& filter_table() {
       {"forceescape", f_escape}, {"indent", f_indent},      {"abs", f_abs},           {"round", f_round},
       {"sort", f_sort},         {"dictsort", f_dictsort},   {"reverse", f_reverse},   {"batch", f_batch},
       {"sum", f_sum},           {"min", f_min},             {"max", f_max},           {"attr", f_attr},
-      {"wordcount", f_wordcount},
+      {"wordcount", f_wordcount}, {"format", f_format},
   };
   return kFilters;
 }
