@@ -136,6 +136,37 @@ TEST(Generation, CompletionsShapesEchoAndLogprobs) {
   EXPECT_EQ(j["choices"][0]["text"], "SCRIPT:okok");
   auto r = post_json(srv.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "SCRIPT:streamed"}, {"stream", true}});
   EXPECT_EQ(collect(r.body).content, "streamed");
+  // Streamed logprobs: text_offset counts from the start of the choice's text across chunks.
+  r = post_json(srv.port(), "/v1/completions", {{"model", "fake-model"}, {"prompt", "SCRIPT:abc"}, {"stream", true}, {"logprobs", 0}});
+  json offsets = json::array(), tokens = json::array();
+  for (const json& ev : sse_events(r.body)) {
+    for (const json& ch : ev["choices"]) {
+      if (!ch["logprobs"].is_object()) continue;
+      for (const auto& o : ch["logprobs"]["text_offset"]) offsets.push_back(o);
+      for (const auto& t : ch["logprobs"]["tokens"]) tokens.push_back(t);
+    }
+  }
+  EXPECT_EQ(offsets, json::array({0, 1, 2}));
+  EXPECT_EQ(tokens, json::array({"a", "b", "c"}));
+}
+
+TEST(Generation, MetricsCountRequestsAndLatencies) {
+  InProcessServer srv;
+  ASSERT_EQ(post_json(srv.port(), "/v1/chat/completions", chat("SCRIPT:hello")).status, 200);
+  ASSERT_EQ(post_json(srv.port(), "/v1/chat/completions", chat("x", {{"n", 0}})).status, 400);
+  auto r = http_request(srv.port(), "GET", "/metrics");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_NE(r.headers["Content-Type"].find("text/plain"), std::string::npos);
+  const std::string& m = r.body;
+  EXPECT_NE(m.find("frugal_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("frugal_requests_total{endpoint=\"/v1/chat/completions\",status=\"400\"} 1"), std::string::npos);
+  EXPECT_NE(m.find("frugal_generation_tokens_total 5"), std::string::npos);
+  EXPECT_NE(m.find("frugal_time_to_first_token_seconds_count 1"), std::string::npos);
+  EXPECT_NE(m.find("frugal_inter_token_latency_seconds_count 4"), std::string::npos);
+  EXPECT_NE(m.find("frugal_e2e_request_latency_seconds_count 1"), std::string::npos);
+  EXPECT_NE(m.find("frugal_kv_cache_blocks_total 8192"), std::string::npos);
+  EXPECT_NE(m.find("frugal_prefix_cache_hit_rate"), std::string::npos);
+  EXPECT_NE(m.find("frugal_num_preemptions"), std::string::npos);
 }
 
 // The three DeepSeek-R1 output shapes, streamed and not.
