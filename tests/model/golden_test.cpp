@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "model_test_util.h"
+#include "backend/cpu/cpu_backend.h"
 #include "ops/ref_backend.h"
 #include "test_paths.h"
 
@@ -44,15 +45,22 @@ std::vector<int32_t> ids_of(const TensorEntry* t) {
   return v;
 }
 
-class Golden : public ::testing::TestWithParam<std::string> {};
+// Every fixture runs on the reference backend (exact oracle) and the fast CPU backend.
+class Golden : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  std::string fixture_dir() const { return std::get<0>(GetParam()); }
+  std::unique_ptr<ops::Backend> make_backend() const {
+    return std::get<1>(GetParam()) == "cpu" ? make_cpu_backend() : ops::make_ref_backend();
+  }
+};
 
 TEST_P(Golden, TeacherForcedLogitsAndHiddenStates) {
-  const std::string dir = GetParam();
+  const std::string dir = fixture_dir();
   auto ref = SafetensorsSet::open_file(dir + "/reference.safetensors");
   ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
   const auto ids = ids_of((*ref)->find("input_ids"));
   const int32_t T = static_cast<int32_t>(ids.size());
-  auto backend = ops::make_ref_backend();
+  auto backend = make_backend();
   auto m = Model::load(dir, backend.get(), fixture_options(dir, T));
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   const auto& c = (*m)->config();
@@ -84,12 +92,12 @@ TEST_P(Golden, TeacherForcedLogitsAndHiddenStates) {
 }
 
 TEST_P(Golden, GreedyContinuation) {
-  const std::string dir = GetParam();
+  const std::string dir = fixture_dir();
   auto ref = SafetensorsSet::open_file(dir + "/reference.safetensors");
   ASSERT_TRUE(ref.is_ok());
   const auto prompt = ids_of((*ref)->find("greedy_input_ids"));
   const auto want = ids_of((*ref)->find("greedy_output_ids"));
-  auto backend = ops::make_ref_backend();
+  auto backend = make_backend();
   auto m = Model::load(dir, backend.get(), fixture_options(dir, 1));
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   const auto& c = (*m)->config();
@@ -120,8 +128,12 @@ TEST_P(Golden, GreedyContinuation) {
   EXPECT_EQ(seq, want);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::ValuesIn(fixtures()),
-                         [](const auto& info) { return std::filesystem::path(info.param).filename().string(); });
+INSTANTIATE_TEST_SUITE_P(Fixtures, Golden,
+                         ::testing::Combine(::testing::ValuesIn(fixtures()), ::testing::Values("ref", "cpu")),
+                         [](const auto& info) {
+                           return std::filesystem::path(std::get<0>(info.param)).filename().string() + "_" +
+                                  std::get<1>(info.param);
+                         });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Golden);
 
 }  // namespace

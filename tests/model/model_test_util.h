@@ -39,8 +39,8 @@ inline nlohmann::json tiny_llama_config() {
 
 struct TensorEdit {
   // Return false to drop the tensor; may change dtype / shape.
-  std::function<bool(model::TensorSpec&, DType&)> edit;
-  std::vector<model::TensorSpec> extra;  // added tensors (f32)
+  std::function<bool(model::TensorSpec&, DType&)> edit = {};
+  std::vector<model::TensorSpec> extra = {};  // added tensors (f32)
 };
 
 // Writes config.json and model.safetensors for `cfg` into dir, applying `edit`.

@@ -2,12 +2,14 @@
 // generation from BOS must reproduce llama2.c's output (expected_greedy_200.txt, computed by
 // an independent NumPy forward pass) exactly, decoded with llama2.c's own rules.
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/mapped_file.h"
 #include "model/model.h"
 #include "ops/ref_backend.h"
@@ -87,6 +89,51 @@ TEST(Stories260K, ChunkedPrefillMatchesOneShot) {
   auto b = runtime::generate(**chunked, prompt, sp);
   ASSERT_TRUE(a.is_ok() && b.is_ok()) << a.status().to_string() << b.status().to_string();
   EXPECT_EQ(a->tokens, b->tokens);
+}
+
+TEST(Stories260K, CpuBackendMatchesReferenceBackend) {
+  // Teacher-forced logits of the first 64 greedy tokens on both backends: every row within 1e-4
+  // relative error (max |cpu - ref| / max |ref|; both compute in f32, ref accumulates in double),
+  // and the CPU backend's own greedy run reproduces llama2.c's text.
+  auto ref = ops::make_ref_backend();
+  auto cpu = make_cpu_backend();
+  auto mr = Model::load(stories_dir(), ref.get(), {});
+  auto mc = Model::load(stories_dir(), cpu.get(), {});
+  ASSERT_TRUE(mr.is_ok() && mc.is_ok());
+  runtime::SamplingParams sp{.temperature = 0, .max_tokens = 200, .stop_token_ids = {1}, .ignore_eos = true};
+  const int32_t bos[] = {1};
+  auto g = runtime::generate(**mc, bos, sp);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  auto expected = read_file(shared_stories() + "/expected_greedy_200.txt");
+  ASSERT_TRUE(expected.is_ok());
+  std::string want = *expected;
+  if (!want.empty() && want.back() == '\n') want.pop_back();
+  EXPECT_EQ(decode(read_llama2c_vocab(shared_stories() + "/tok512.bin", 512), g->tokens), want);
+
+  std::vector<int32_t> ids = {1};
+  ids.insert(ids.end(), g->tokens.begin(), g->tokens.begin() + 63);
+  const int32_t T = static_cast<int32_t>(ids.size());
+  std::vector<int32_t> pos, table = {0, 1, 2, 3};
+  for (int32_t i = 0; i < T; ++i) pos.push_back(i);
+  const std::vector<int32_t> q_start = {0, T}, ctx = {T};
+  std::vector<std::vector<float>> out;
+  for (auto* m : {mr->get(), mc->get()}) {
+    auto kv = KvStorage::create(m->backend(), m->config(), {.n_blocks = 4, .block_size = 16});
+    ASSERT_TRUE(kv.is_ok());
+    out.emplace_back(static_cast<size_t>(T * 512));
+    ASSERT_TRUE(m->forward({.tokens = ids, .positions = pos, .q_start = q_start, .ctx_len = ctx,
+                            .block_tables = table, .max_blocks_per_seq = 4, .slot_mapping = pos,
+                            .logits_rows = pos}, **kv, out.back().data()).is_ok());
+  }
+  for (int32_t t = 0; t < T; ++t) {
+    double diff = 0, mx = 0;
+    for (int j = 0; j < 512; ++j) {
+      const double a = out[1][static_cast<size_t>(t * 512 + j)], b = out[0][static_cast<size_t>(t * 512 + j)];
+      diff = std::max(diff, std::abs(a - b));
+      mx = std::max(mx, std::abs(b));
+    }
+    EXPECT_LE(diff / mx, 1e-4) << "row " << t;
+  }
 }
 
 }  // namespace
