@@ -106,6 +106,30 @@ TEST(CudaAttention, DecodeManyShortSequences) {
   check_attention({seqs, 8, 1, 128});
 }
 
+// Every query-heads-per-block variant of the decode kernel (1, 2, 4, 8 heads, padded groups
+// of 3 and 12), both head dims, many splits over long contexts, and windows that leave most
+// splits empty.
+TEST(CudaAttention, DecodeEveryHeadGrouping) {
+  check_attention({{{1, 1}, {1, 33}, {1, 1500}}, 8, 8, 128});       // MHA: 1 head per block
+  check_attention({{{1, 5}, {1, 700}}, 8, 4, 64});                   // 2 per block
+  check_attention({{{1, 2}, {1, 900}}, 16, 4, 128, 0, DType::kBF16, 3000});  // 4 per block
+  check_attention({{{1, 1}, {1, 600}, {1, 97}}, 9, 3, 128, 50});     // 3 heads padded to 4, window
+  check_attention({{{1, 1200}, {1, 31}}, 24, 2, 64, 0});             // 12 heads: 8 + 4 padded
+  check_attention({{{1, 3000}}, 12, 1, 128, 129});                   // 12 heads, window 129
+}
+
+TEST(CudaAttention, DecodeLongContextManySplits) {
+  check_attention({{{1, 9000}}, 28, 4, 128});
+  check_attention({{{1, 4100}, {1, 3}}, 16, 2, 64, 0, DType::kBF16, 5000});
+}
+
+// n_tokens <= n_seqs but with a sequence of no new tokens and one of several: the decode
+// kernel's per-token loop.
+TEST(CudaAttention, DecodePathSeveralTokensOneSequence) {
+  check_attention({{{0, 50}, {2, 40}, {0, 7}, {1, 300}}, 28, 4, 128});
+  check_attention({{{3, 90}, {0, 10}, {0, 20}}, 8, 2, 64, 16});
+}
+
 TEST(CudaAttention, GenericFallbackF32AndOddHeadDim) {
   check_attention({{{9, 9}, {3, 40}}, 6, 3, 96, 0, DType::kF32});
   check_attention({{{1, 30}, {1, 600}}, 4, 2, 80, 0, DType::kBF16});

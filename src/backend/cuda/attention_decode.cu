@@ -1,9 +1,20 @@
 // Decode attention over the paged KV cache, split along the sequence (FlashDecoding).
-// grid (n_splits, n_head_kv * head_groups, n_seqs): each block takes up to kMaxHeads query heads
-// that share one kv head (GQA: the K/V chunk is read once for all of them) and one chunk of
-// keys, writing an unnormalized partial (o, max, sum) per head; a combine kernel merges the
-// splits. With one split the block writes the output directly. Any number of new tokens per
-// sequence is handled (looped), so the kernel is correct for every input; it is fast for one.
+//
+// Main kernel, grid (n_splits, n_head_kv * head_groups, n_seqs), 128 threads: one block takes
+// the NH query heads of one GQA group that share a kv head (the K/V rows are read once for all
+// of them) and one contiguous chunk of keys. Inside the block every "key group" of D/8 lanes
+// (a half warp for D = 128) owns 8 dims of a row: each lane issues 16-byte loads of the K and
+// V rows of 4 keys at once (8 loads in flight), the QK partial dots of 4 keys x NH heads are
+// reduce-scattered over the group's lanes (few shuffles per key), and each group keeps its own
+// online softmax (max, sum, NH x 8 accumulators) over its keys, so a split of any length runs
+// in one pass with no block-wide barrier per tile. The groups are merged once in shared memory
+// at the end. Block-table entries of the next iteration are loaded while the current one
+// computes.
+// With one split the block writes the normalized output. Otherwise it writes an unnormalized
+// partial o plus (max, sum) per head; blocks whose chunk holds no key of the token write
+// (max, sum) = (-inf, 0) only, and the combine kernel (one block per token x head) merges the
+// non-empty splits. Any number of new tokens per sequence is handled (looped), so the kernel is
+// correct for every input; it is fast for one.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -11,17 +22,19 @@ namespace frugal::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kMaxHeads = 8;     // query heads per block (registers: kMaxHeads x 8 accumulators)
-constexpr int kMaxChunk = 1024;  // keys per split (shared memory: kMaxHeads x chunk floats)
-constexpr int kMinChunk = 64;
-constexpr int kMaxSplits = 4096;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxHeads = 8;  // query heads per block (NH is 1, 2, 4 or 8)
+constexpr int kU = 4;         // keys per key group per iteration (8 16-byte loads in flight per lane)
+constexpr int kCombineThreads = 256;
+constexpr int kMaxSplits = 4096;  // the combine keeps two floats per split in shared memory
 
 struct DecodeArgs {
-  int chunk;
+  int chunk;         // keys per split, a multiple of the keys one block handles per iteration
   int n_splits;
-  int head_groups;  // ceil(group / kMaxHeads)
+  int head_groups;   // ceil(group / NH)
   float scale_log2;
-  float* partials;  // [n_tokens, n_head, n_splits, D + 2] or nullptr when n_splits == 1
+  float* part_o;     // [n_tokens, n_head, n_splits, D] or nullptr when n_splits == 1
+  float2* part_ml;   // [n_tokens, n_head, n_splits] (max, sum)
 };
 
 __device__ __forceinline__ void bf16x8(uint4 v, float* f) {
@@ -34,204 +47,380 @@ __device__ __forceinline__ void bf16x8(uint4 v, float* f) {
   }
 }
 
-__device__ __forceinline__ const __nv_bfloat16* kv_row(const ops::KvCacheLayer& c, const void* base,
-                                                        int64_t slot, int kvh) {
-  return static_cast<const __nv_bfloat16*>(base) + (slot * c.n_head_kv + kvh) * c.head_dim;
-}
+__device__ __forceinline__ uint4 ld16(const __nv_bfloat16* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 
-// Scores of keys [k0, k1) for the block's heads into ss[hh * chunk + (j - k0)], then each head's
-// max and exp-sum (ss becomes the unnormalized probabilities).
-template <int D>
-__device__ void scores_softmax(const ops::AttentionParams& p, const int* sslot, int kvh, int n_h,
-                               int k0, int k1, int chunk, const float* sq, float* ss, float* sm, float* sl) {
-  for (int j = k0 + threadIdx.x; j < k1; j += kThreads) {
-    const __nv_bfloat16* krow = kv_row(p.cache, p.cache.k_cache, sslot[j - k0], kvh);
-    float acc[kMaxHeads] = {};
-#pragma unroll 4
-    for (int c = 0; c < D / 8; ++c) {
-      float kf[8];
-      bf16x8(*reinterpret_cast<const uint4*>(krow + c * 8), kf);
+// Reduce-scatter of N values over the LPK lanes of a key group (xor offsets LPK/2 .. 1): each
+// step keeps half of the values (the half this lane will own) and adds the partner's copy of
+// them. When fewer values than lanes remain, the last steps are plain all-reduces. On return
+// v[0 .. max(1, N / LPK)) hold full sums of the indices base + f; returns base.
+template <int LPK, int N>
+__device__ __forceinline__ int reduce_scatter(float (&v)[N], int li) {
+  int base = 0;
+  int n = N;
 #pragma unroll
-      for (int hh = 0; hh < kMaxHeads; ++hh) {
-        if (hh >= n_h) break;
+  for (int off = LPK / 2; off >= 1; off >>= 1) {
+    const bool hi = (li & off) != 0;
+    if (n >= 2) {
+      const int half = n / 2;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[hh] = fmaf(sq[hh * D + c * 8 + e], kf[e], acc[hh]);
+      for (int i = 0; i < N / 2; ++i) {
+        if (i < half) {
+          const float send = hi ? v[i] : v[i + half];
+          const float keep = hi ? v[i + half] : v[i];
+          v[i] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+        }
       }
-    }
-    for (int hh = 0; hh < n_h; ++hh) ss[hh * chunk + (j - k0)] = acc[hh];
-  }
-  __syncthreads();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int hh = warp; hh < n_h; hh += kThreads / 32) {
-    float m = -INFINITY;
-    for (int j = lane; j < k1 - k0; j += 32) m = fmaxf(m, ss[hh * chunk + j]);
-    m = warp_max(m);
-    float l = 0.f;
-    for (int j = lane; j < k1 - k0; j += 32) {
-      float e = exp2f(ss[hh * chunk + j] - m);
-      ss[hh * chunk + j] = e;
-      l += e;
-    }
-    l = warp_sum(l);
-    if (lane == 0) {
-      sm[hh] = m;
-      sl[hh] = l;
+      if (hi) base += half;
+      n = half;
+    } else {
+      v[0] += __shfl_xor_sync(0xffffffffu, v[0], off);
     }
   }
-  __syncthreads();
+  return base;
 }
 
-// so[hh * D + d] = sum_j ss[hh, j] * V[j, d]: threads split into key lanes x 8-dim chunks.
-template <int D>
-__device__ void weighted_values(const ops::AttentionParams& p, const int* sslot, int kvh, int n_h,
-                                int k0, int k1, int chunk, const float* ss, float* so) {
-  constexpr int kDimChunks = D / 8, kKeyLanes = kThreads / kDimChunks;
-  const int dc = threadIdx.x % kDimChunks, kl = threadIdx.x / kDimChunks;
-  float acc[kMaxHeads][8] = {};
-#pragma unroll 4
-  for (int j = k0 + kl; j < k1; j += kKeyLanes) {
-    float vf[8];
-    bf16x8(*reinterpret_cast<const uint4*>(kv_row(p.cache, p.cache.v_cache, sslot[j - k0], kvh) + dc * 8), vf);
-#pragma unroll
-    for (int hh = 0; hh < kMaxHeads; ++hh) {
-      if (hh >= n_h) break;
-      const float w = ss[hh * chunk + (j - k0)];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[hh][e] = fmaf(w, vf[e], acc[hh][e]);
-    }
-  }
-  for (int i = threadIdx.x; i < n_h * D; i += kThreads) so[i] = 0.f;
-  __syncthreads();
-#pragma unroll
-  for (int hh = 0; hh < kMaxHeads; ++hh) {
-    if (hh >= n_h) break;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) atomicAdd(&so[hh * D + dc * 8 + e], acc[hh][e]);
-  }
-  __syncthreads();
-}
-
-template <int D>
+template <int D, int NH>
 __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::AttentionParams p, DecodeArgs a) {
-  pdl_wait();
-  extern __shared__ __align__(16) float smem[];
-  float* sq = smem;                        // [kMaxHeads, D] scaled queries
-  float* so = sq + kMaxHeads * D;          // [kMaxHeads, D] weighted values
-  float* sm = so + kMaxHeads * D;          // [kMaxHeads] max
-  float* sl = sm + kMaxHeads;              // [kMaxHeads] sum
-  float* ss = sl + kMaxHeads;              // [kMaxHeads, chunk] scores, then probabilities
-  int* sslot = reinterpret_cast<int*>(ss + kMaxHeads * a.chunk);  // [chunk] cache slots of the keys
+  constexpr int LPK = D / 8;            // lanes per key group (8 dims each)
+  constexpr int KPW = 32 / LPK;         // key groups per warp
+  constexpr int G = kWarps * KPW;       // key groups per block
+  constexpr int KPI = G * kU;           // keys per block per iteration
+  constexpr int N = kU * NH;            // partial dots per lane per iteration
+  constexpr int F = N / LPK > 0 ? N / LPK : 1;  // full dots each lane owns after the reduce-scatter
 
+  pdl_wait();
+  __shared__ __align__(16) float sq[NH * D];            // scaled queries
+  __shared__ __align__(16) float sp[G][NH][kU];         // per group: scores, then probabilities
+  __shared__ float salpha[G][NH];                       // per group: rescale of the accumulators
+  __shared__ float sgm[G][NH], sgl[G][NH];              // per group: final max and sum
+  __shared__ float sw[G][NH];                           // merge weights of the groups
+  __shared__ float sl[NH];                              // block sum (relative to the block max)
+  __shared__ float smax[NH];                            // block max
+  __shared__ __align__(16) float so[G][NH][D];          // per group: accumulators
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = warp * KPW + lane / LPK, li = lane % LPK;
   const int split = blockIdx.x, seq = blockIdx.z;
   const int group = p.n_head / p.cache.n_head_kv;
   const int kvh = blockIdx.y / a.head_groups;
-  const int h0 = kvh * group + (blockIdx.y % a.head_groups) * kMaxHeads;
-  const int n_h = min(kMaxHeads, kvh * group + group - h0);
+  const int h0 = kvh * group + (blockIdx.y % a.head_groups) * NH;
+  const int n_h = min(NH, kvh * group + group - h0);
   const int q0 = p.q_start[seq], n_q = p.q_start[seq + 1] - q0, ctx = p.ctx_len[seq];
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+  const int bs = p.cache.block_size;
+  const int64_t row_stride = static_cast<int64_t>(p.cache.n_head_kv) * D;
+  const __nv_bfloat16* kbase = static_cast<const __nv_bfloat16*>(p.cache.k_cache) + kvh * D + li * 8;
+  const __nv_bfloat16* vbase = static_cast<const __nv_bfloat16*>(p.cache.v_cache) + kvh * D + li * 8;
 
   for (int i = 0; i < n_q; ++i) {
     const int t = q0 + i, pos = ctx - n_q + i;
     const int lo = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0;
     const int k0 = max(lo, split * a.chunk), k1 = min(pos + 1, (split + 1) * a.chunk);
-    __syncthreads();  // smem of the previous token is no longer read
-    for (int idx = threadIdx.x; idx < n_h * D; idx += kThreads)
-      sq[idx] = load_f(DType::kBF16, p.q, static_cast<int64_t>(t) * p.ld_q + (h0 + idx / D) * D + idx % D) *
-                a.scale_log2;
-    __syncthreads();
-    if (k0 < k1) {
-      // Block-table lookups once per key, in parallel, not once per key per phase.
-      for (int j = k0 + threadIdx.x; j < k1; j += kThreads)
-        sslot[j - k0] = table[j / p.cache.block_size] * p.cache.block_size + j % p.cache.block_size;
-      __syncthreads();
-      scores_softmax<D>(p, sslot, kvh, n_h, k0, k1, a.chunk, sq, ss, sm, sl);
-      weighted_values<D>(p, sslot, kvh, n_h, k0, k1, a.chunk, ss, so);
-    } else {
-      for (int idx = threadIdx.x; idx < n_h * D; idx += kThreads) so[idx] = 0.f;
-      if (threadIdx.x < n_h) {
-        sm[threadIdx.x] = -INFINITY;
-        sl[threadIdx.x] = 0.f;
+    const int64_t ml_base = (static_cast<int64_t>(t) * p.n_head + h0) * a.n_splits + split;
+    if (k0 >= k1) {  // no key of this token in the chunk (block-uniform)
+      if (a.part_ml != nullptr) {
+        if (threadIdx.x < n_h)
+          a.part_ml[ml_base + static_cast<int64_t>(threadIdx.x) * a.n_splits] = make_float2(-INFINITY, 0.f);
+      } else {  // only for a context longer than max_ctx_len (a contract violation): zeros, not garbage
+        for (int idx = threadIdx.x; idx < n_h * D; idx += kThreads)
+          static_cast<__nv_bfloat16*>(p.out)[static_cast<int64_t>(t) * p.ld_out + h0 * D + idx] = __float2bfloat16(0.f);
       }
-      __syncthreads();
+      continue;
     }
-    for (int idx = threadIdx.x; idx < n_h * D; idx += kThreads) {
-      const int hh = idx / D, d = idx % D;
-      if (a.partials == nullptr) {
-        float v = sl[hh] > 0.f ? so[idx] / sl[hh] : 0.f;
-        store_f(DType::kBF16, p.out, static_cast<int64_t>(t) * p.ld_out + (h0 + hh) * D + d, v);
-      } else {
-        float* part = a.partials + ((static_cast<int64_t>(t) * p.n_head + h0 + hh) * a.n_splits + split) * (D + 2);
-        part[d] = so[idx];
-        if (d == 0) {
-          part[D] = sm[hh];
-          part[D + 1] = sl[hh];
+    __syncthreads();  // shared memory of the previous token is no longer read
+    {
+      // Queries, scaled into the log2 domain; padded heads are zero.
+      const __nv_bfloat16* q = static_cast<const __nv_bfloat16*>(p.q) + static_cast<int64_t>(t) * p.ld_q + h0 * D;
+      float tmp[NH * D / kThreads > 0 ? NH * D / kThreads : 1];
+      constexpr int kPer = NH * D / kThreads > 0 ? NH * D / kThreads : 1;
+#pragma unroll
+      for (int r = 0; r < kPer; ++r) {
+        const int idx = r * kThreads + threadIdx.x;
+        tmp[r] = idx < NH * D && idx / D < n_h ? __bfloat162float(q[idx]) : 0.f;
+      }
+#pragma unroll
+      for (int r = 0; r < kPer; ++r) {
+        const int idx = r * kThreads + threadIdx.x;
+        if (idx < NH * D) sq[idx] = tmp[r] * a.scale_log2;
+      }
+    }
+    __syncthreads();
+
+    float m_run = -INFINITY, l_run = 0.f;  // meaningful in lanes li < NH (head li)
+    float acc[NH][8];
+#pragma unroll
+    for (int h = 0; h < NH; ++h)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[h][e] = 0.f;
+
+    const int n_it = (k1 - k0 + KPI - 1) / KPI;
+    int slot[kU];
+    auto load_slots = [&](int it) {
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int j = k0 + it * KPI + g * kU + u;
+        slot[u] = j < k1 ? table[j / bs] * bs + j % bs : -1;
+      }
+    };
+    load_slots(0);
+    for (int it = 0; it < n_it; ++it) {
+      const int jb = k0 + it * KPI + g * kU;
+      uint4 kr[kU], vr[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        kr[u] = make_uint4(0, 0, 0, 0);
+        vr[u] = make_uint4(0, 0, 0, 0);
+        if (slot[u] >= 0) {
+          kr[u] = ld16(kbase + slot[u] * row_stride);
+          vr[u] = ld16(vbase + slot[u] * row_stride);
         }
+      }
+      if (it + 1 < n_it) load_slots(it + 1);  // the next table entries load under this compute
+
+      // Partial QK dots over this lane's 8 dims, index u * NH + h.
+      float kf[kU][8];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) bf16x8(kr[u], kf[u]);
+      float s[N];
+#pragma unroll
+      for (int h = 0; h < NH; ++h) {
+        const float4 qa = *reinterpret_cast<const float4*>(&sq[h * D + li * 8]);
+        const float4 qb = *reinterpret_cast<const float4*>(&sq[h * D + li * 8 + 4]);
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          float d = qa.x * kf[u][0];
+          d = fmaf(qa.y, kf[u][1], d);
+          d = fmaf(qa.z, kf[u][2], d);
+          d = fmaf(qa.w, kf[u][3], d);
+          d = fmaf(qb.x, kf[u][4], d);
+          d = fmaf(qb.y, kf[u][5], d);
+          d = fmaf(qb.z, kf[u][6], d);
+          d = fmaf(qb.w, kf[u][7], d);
+          s[u * NH + h] = d;
+        }
+      }
+      const int base = reduce_scatter<LPK, N>(s, li);
+#pragma unroll
+      for (int f = 0; f < F; ++f) {
+        const int idx = base + f, u = idx / NH, h = idx % NH;
+        sp[g][h][u] = jb + u < k1 ? s[f] : -INFINITY;
+      }
+      __syncwarp();
+      if (li < NH) {  // online softmax of head li over the group's keys
+        const float4 sc = *reinterpret_cast<const float4*>(&sp[g][li][0]);
+        const float m_new = fmaxf(m_run, fmaxf(fmaxf(sc.x, sc.y), fmaxf(sc.z, sc.w)));
+        float alpha = 1.f;
+        float4 pr = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (m_new != -INFINITY) {
+          alpha = exp2f(m_run - m_new);  // 0 while m_run is -inf
+          pr = make_float4(exp2f(sc.x - m_new), exp2f(sc.y - m_new), exp2f(sc.z - m_new), exp2f(sc.w - m_new));
+        }
+        l_run = l_run * alpha + ((pr.x + pr.y) + (pr.z + pr.w));
+        m_run = m_new;
+        *reinterpret_cast<float4*>(&sp[g][li][0]) = pr;
+        salpha[g][li] = alpha;
+      }
+      __syncwarp();
+#pragma unroll
+      for (int h = 0; h < NH; ++h) {
+        const float al = salpha[g][h];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[h][e] *= al;
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        float vf[8];
+        bf16x8(vr[u], vf);
+#pragma unroll
+        for (int h = 0; h < NH; ++h) {
+          const float pu = sp[g][h][u];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[h][e] = fmaf(pu, vf[e], acc[h][e]);
+        }
+      }
+      __syncwarp();  // sp / salpha are rewritten next iteration
+    }
+
+    // Merge the key groups: each group's state goes to shared memory, then per head the block
+    // max, the groups' weights and the block sum.
+    if (li < NH) {
+      sgm[g][li] = m_run;
+      sgl[g][li] = l_run;
+    }
+#pragma unroll
+    for (int h = 0; h < NH; ++h) {
+      *reinterpret_cast<float4*>(&so[g][h][li * 8]) = make_float4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+      *reinterpret_cast<float4*>(&so[g][h][li * 8 + 4]) = make_float4(acc[h][4], acc[h][5], acc[h][6], acc[h][7]);
+    }
+    __syncthreads();
+    if (threadIdx.x < NH) {
+      const int h = threadIdx.x;
+      float m = -INFINITY;
+      for (int gg = 0; gg < G; ++gg) m = fmaxf(m, sgm[gg][h]);
+      float l = 0.f;
+      for (int gg = 0; gg < G; ++gg) {
+        const float w = sgm[gg][h] == -INFINITY ? 0.f : exp2f(sgm[gg][h] - m);
+        sw[gg][h] = w;
+        l += w * sgl[gg][h];
+      }
+      smax[h] = m;
+      sl[h] = l;
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < n_h * D; idx += kThreads) {
+      const int h = idx / D, d = idx % D;
+      float o = 0.f;
+#pragma unroll
+      for (int gg = 0; gg < G; ++gg) o = fmaf(sw[gg][h], so[gg][h][d], o);
+      if (a.part_o == nullptr) {
+        const float l = sl[h];
+        static_cast<__nv_bfloat16*>(p.out)[static_cast<int64_t>(t) * p.ld_out + (h0 + h) * D + d] =
+            __float2bfloat16(l > 0.f ? o / l : 0.f);
+      } else {
+        a.part_o[(ml_base + static_cast<int64_t>(h) * a.n_splits) * D + d] = o;
+        if (d == 0) a.part_ml[ml_base + static_cast<int64_t>(h) * a.n_splits] = make_float2(smax[h], sl[h]);
       }
     }
   }
 }
 
-// grid (n_tokens, n_head), D threads: merges the splits' partials with their max rescaling.
-// The splits' (max, sum) pairs are read in parallel into shared memory first; the per-dim
-// loop then issues independent loads (a dependent chain over splits would cost a full memory
-// latency per split).
+// grid (n_tokens, n_head), 256 threads: merges the splits' partials with their max rescaling.
+// The (max, sum) pairs of all splits are read in parallel first; then each warp sums the
+// partial rows of every 8th non-empty split (VEC dims per lane, 8 rows in flight), and the
+// warps' sums meet in shared memory. Empty splits (sum 0) are skipped: their rows were never
+// written.
 template <int D>
-__global__ void attention_combine_kernel(ops::AttentionParams p, DecodeArgs a) {
+__global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(ops::AttentionParams p, DecodeArgs a) {
+  constexpr int VEC = D / 32;
+  constexpr int W = kCombineThreads / 32;
+  constexpr int kBatch = 8;
   pdl_wait();
-  extern __shared__ float wts[];  // [n_splits] weights, then [32] reduction scratch
-  float* red = wts + a.n_splits;
-  const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
-  const float* part = a.partials + (static_cast<int64_t>(t) * p.n_head + h) * a.n_splits * (D + 2);
+  extern __shared__ float wts[];  // [n_splits] weights, [n_splits] sums, [32] reduction scratch, [W][D]
+  float* wl = wts + a.n_splits;
+  float* red = wl + a.n_splits;
+  float* sacc = red + 32;
+  const int t = blockIdx.x, h = blockIdx.y;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t row0 = (static_cast<int64_t>(t) * p.n_head + h) * a.n_splits;
   float m = -INFINITY;
-  for (int s = threadIdx.x; s < a.n_splits; s += D) {
-    const float ms = part[s * (D + 2) + D], ls = part[s * (D + 2) + D + 1];
-    wts[s] = ls > 0.f ? ms : -INFINITY;  // an empty split holds no values
+  for (int s = threadIdx.x; s < a.n_splits; s += kCombineThreads) {
+    const float2 ml = a.part_ml[row0 + s];
+    wts[s] = ml.y > 0.f ? ml.x : -INFINITY;  // an empty split holds no values
+    wl[s] = ml.y;
     m = fmaxf(m, wts[s]);
   }
   m = block_max(m, red);
   float l = 0.f;
-  for (int s = threadIdx.x; s < a.n_splits; s += D) {
-    const float w = wts[s] == -INFINITY ? 0.f : exp2f(wts[s] - m);
-    l += w * part[s * (D + 2) + D + 1];
+  for (int s = threadIdx.x; s < a.n_splits; s += kCombineThreads) {
+    const float ms = wts[s];
+    const float w = ms == -INFINITY ? 0.f : exp2f(ms - m);
+    l += w * wl[s];
     wts[s] = w;
   }
   l = block_sum(l, red);  // syncs: wts is complete below
-  // Unconditional loads into 8 accumulators: 8 loads in flight per round (an empty split's
-  // values are written as zeros, and its weight is 0).
-  float acc[8] = {};
-  int s = 0;
-  for (; s + 8 <= a.n_splits; s += 8) {
+  float acc[VEC] = {};
+  const float* part = a.part_o + row0 * D + lane * VEC;
+  for (int s0 = warp; s0 < a.n_splits; s0 += W * kBatch) {
+    float v[kBatch][VEC];
+    float w[kBatch];
 #pragma unroll
-    for (int u = 0; u < 8; ++u) acc[u] = fmaf(wts[s + u], part[(s + u) * (D + 2) + d], acc[u]);
+    for (int b = 0; b < kBatch; ++b) {
+      const int s = s0 + b * W;
+      w[b] = s < a.n_splits ? wts[s] : 0.f;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[b][e] = 0.f;
+      if (w[b] != 0.f) {
+        if constexpr (VEC == 4) {
+          const float4 x = *reinterpret_cast<const float4*>(part + static_cast<int64_t>(s) * D);
+          v[b][0] = x.x; v[b][1] = x.y; v[b][2] = x.z; v[b][3] = x.w;
+        } else {
+          const float2 x = *reinterpret_cast<const float2*>(part + static_cast<int64_t>(s) * D);
+          v[b][0] = x.x; v[b][1] = x.y;
+        }
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) acc[e] = fmaf(w[b], v[b][e], acc[e]);
   }
-  for (; s < a.n_splits; ++s) acc[0] = fmaf(wts[s], part[s * (D + 2) + d], acc[0]);
-  float o = 0.f;
 #pragma unroll
-  for (int u = 0; u < 8; ++u) o += acc[u];
-  store_f(DType::kBF16, p.out, static_cast<int64_t>(t) * p.ld_out + h * D + d, l > 0.f ? o / l : 0.f);
+  for (int e = 0; e < VEC; ++e) sacc[warp * D + lane * VEC + e] = acc[e];
+  __syncthreads();
+  if (threadIdx.x < D) {
+    float o = 0.f;
+#pragma unroll
+    for (int ww = 0; ww < W; ++ww) o += sacc[ww * D + threadIdx.x];
+    static_cast<__nv_bfloat16*>(p.out)[static_cast<int64_t>(t) * p.ld_out + h * D + threadIdx.x] =
+        __float2bfloat16(l > 0.f ? o / l : 0.f);
+  }
+}
+
+template <int D>
+constexpr int keys_per_iteration() {
+  return kWarps * (32 / (D / 8)) * kU;
+}
+
+int heads_per_block(const ops::AttentionParams& p) {
+  const int group = p.n_head / p.cache.n_head_kv;
+  return group >= 5 ? 8 : group >= 3 ? 4 : group;  // 1, 2, 4 or 8 (padded heads compute zeros)
+}
+
+template <int D, int NH>
+int blocks_per_sm() {
+  static int n = 0;  // cached: the occupancy query is host work
+  if (n == 0) {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_decode_kernel<D, NH>, kThreads, 0) != cudaSuccess || b < 1)
+      b = 2;
+    n = b;
+  }
+  return n;
+}
+
+int occupancy(const ops::AttentionParams& p) {
+  const int nh = heads_per_block(p);
+  if (p.cache.head_dim == 64) {
+    switch (nh) {
+      case 1: return blocks_per_sm<64, 1>();
+      case 2: return blocks_per_sm<64, 2>();
+      case 4: return blocks_per_sm<64, 4>();
+      default: return blocks_per_sm<64, 8>();
+    }
+  }
+  switch (nh) {
+    case 1: return blocks_per_sm<128, 1>();
+    case 2: return blocks_per_sm<128, 2>();
+    case 4: return blocks_per_sm<128, 4>();
+    default: return blocks_per_sm<128, 8>();
+  }
 }
 
 int chunk_for(const ops::AttentionParams& p, int n_splits) {
-  int per = static_cast<int>(ceil_div(p.max_ctx_len, n_splits));
-  return static_cast<int>(ceil_div(per, kMinChunk) * kMinChunk);
+  const int kpi = p.cache.head_dim == 64 ? keys_per_iteration<64>() : keys_per_iteration<128>();
+  const int64_t per = ceil_div(p.max_ctx_len, n_splits);
+  return static_cast<int>(ceil_div(per, kpi) * kpi);
+}
+
+template <int D, int NH>
+cudaError_t launch_dn(const ops::AttentionParams& p, const DecodeArgs& a, cudaStream_t stream) {
+  const int n_units = p.cache.n_head_kv * a.head_groups;
+  dim3 grid(static_cast<unsigned>(a.n_splits), static_cast<unsigned>(n_units), static_cast<unsigned>(p.n_seqs));
+  cudaError_t e = launch_kernel(attention_decode_kernel<D, NH>, grid, kThreads, 0, stream, p, a);
+  if (e != cudaSuccess || a.part_o == nullptr) return e;
+  const size_t combine_smem = (2 * a.n_splits + 32 + (kCombineThreads / 32) * D) * sizeof(float);
+  return launch_kernel(attention_combine_kernel<D>, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)),
+                       kCombineThreads, combine_smem, stream, p, a);
 }
 
 template <int D>
 cudaError_t launch_d(const ops::AttentionParams& p, const DecodeArgs& a, cudaStream_t stream) {
-  const size_t smem = (2 * kMaxHeads * D + 2 * kMaxHeads + static_cast<size_t>(kMaxHeads + 1) * a.chunk) * sizeof(float);
-  static bool configured = false;
-  if (!configured) {
-    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>((2 * kMaxHeads * D + 2 * kMaxHeads + (kMaxHeads + 1) * kMaxChunk) * sizeof(float)));
-    if (e != cudaSuccess) return e;
-    configured = true;
+  switch (heads_per_block(p)) {
+    case 1: return launch_dn<D, 1>(p, a, stream);
+    case 2: return launch_dn<D, 2>(p, a, stream);
+    case 4: return launch_dn<D, 4>(p, a, stream);
+    default: return launch_dn<D, 8>(p, a, stream);
   }
-  const int n_units = p.cache.n_head_kv * a.head_groups;
-  dim3 grid(static_cast<unsigned>(a.n_splits), static_cast<unsigned>(n_units), static_cast<unsigned>(p.n_seqs));
-  cudaError_t e = launch_kernel(attention_decode_kernel<D>, grid, kThreads, smem, stream, p, a);
-  if (e != cudaSuccess || a.partials == nullptr) return e;
-  const size_t combine_smem = (a.n_splits + 32) * sizeof(float);
-  return launch_kernel(attention_combine_kernel<D>, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)), D, combine_smem, stream, p, a);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -242,18 +431,19 @@ bool attention_decode_supported(const ops::AttentionParams& p) {
   const auto& c = p.cache;
   return p.act_dtype == DType::kBF16 && c.cache_dtype == DType::kBF16 &&
          (c.head_dim == 64 || c.head_dim == 128) && aligned16(c.k_cache) && aligned16(c.v_cache) &&
-         c.n_head_kv > 0 && p.n_head % c.n_head_kv == 0 && p.max_ctx_len > 0;
+         c.n_head_kv > 0 && p.n_head % c.n_head_kv == 0 && p.max_ctx_len > 0 && c.block_size > 0;
 }
 
 int attention_decode_splits(const ops::AttentionParams& p, int n_sms) {
   const int group = p.n_head / p.cache.n_head_kv;
-  const int64_t units = int64_t{p.n_seqs} * p.cache.n_head_kv * ceil_div(group, kMaxHeads);
-  // Enough blocks for two waves of the machine, chunks no longer than kMaxChunk, no shorter
-  // than kMinChunk (below that the combine costs more than it spreads).
-  int64_t want = ceil_div(2 * int64_t{n_sms}, units);
-  int64_t lo = ceil_div(p.max_ctx_len, kMaxChunk), hi = ceil_div(p.max_ctx_len, kMinChunk);
-  if (hi > kMaxSplits) hi = kMaxSplits;  // combine keeps one float per split in shared memory
-  int64_t n = want < lo ? lo : (want > hi ? hi : want);
+  const int64_t units = int64_t{p.n_seqs} * p.cache.n_head_kv * ceil_div(group, heads_per_block(p));
+  // One full wave of resident blocks, chunks no shorter than one block iteration (shorter ones
+  // would only add combine work). A block runs its chunk in one pass, so long chunks need no cap.
+  const int kpi = p.cache.head_dim == 64 ? keys_per_iteration<64>() : keys_per_iteration<128>();
+  const int64_t want = ceil_div(int64_t{n_sms} * occupancy(p), units);
+  int64_t hi = ceil_div(p.max_ctx_len, kpi);
+  if (hi > kMaxSplits) hi = kMaxSplits;
+  const int64_t n = want > hi ? hi : want;
   return static_cast<int>(n < 1 ? 1 : n);
 }
 
@@ -266,8 +456,12 @@ cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits,
                                     cudaStream_t stream) {
   if (p.n_tokens == 0 || p.n_seqs == 0) return cudaSuccess;
   const int group = p.n_head / p.cache.n_head_kv;
-  DecodeArgs a{chunk_for(p, n_splits), n_splits, static_cast<int>(ceil_div(group, kMaxHeads)),
-               p.scale * 1.4426950408889634f, n_splits > 1 ? static_cast<float*>(partials) : nullptr};
+  DecodeArgs a{chunk_for(p, n_splits), n_splits, static_cast<int>(ceil_div(group, heads_per_block(p))),
+               p.scale * 1.4426950408889634f, nullptr, nullptr};
+  if (n_splits > 1) {
+    a.part_o = static_cast<float*>(partials);
+    a.part_ml = reinterpret_cast<float2*>(a.part_o + static_cast<size_t>(p.n_tokens) * p.n_head * n_splits * p.cache.head_dim);
+  }
   return p.cache.head_dim == 64 ? launch_d<64>(p, a, stream) : launch_d<128>(p, a, stream);
 }
 
