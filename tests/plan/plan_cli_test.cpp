@@ -13,15 +13,15 @@
 
 namespace {
 
-struct Run {
+struct CliRun {
   int code = -1;
   std::string out;
 };
 
-Run run_plan(const std::string& args) {
+CliRun run_plan(const std::string& args) {
   const std::string cmd = frugal::testing::frugal_binary() + " plan --catalog " + frugal::testing::source_root() +
                           "/data/catalog " + args + " 2>&1";
-  Run r;
+  CliRun r;
   FILE* f = popen(cmd.c_str(), "r");
   if (f == nullptr) return r;
   std::array<char, 4096> buf{};
@@ -33,7 +33,7 @@ Run run_plan(const std::string& args) {
 }
 
 nlohmann::json plan_json(const std::string& args) {
-  Run r = run_plan(args + " --json");
+  CliRun r = run_plan(args + " --json");
   EXPECT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out, nullptr, false);
   EXPECT_FALSE(j.is_discarded()) << r.out;
@@ -83,7 +83,7 @@ TEST(PlanCliTest, JsonHasEveryFigure) {
 }
 
 TEST(PlanCliTest, TextShowsTheArithmetic) {
-  Run r = run_plan("--model deepseek-r1-distill-qwen-7b --gpu h200");
+  CliRun r = run_plan("--model deepseek-r1-distill-qwen-7b --gpu h200");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("2 x 28 x 4 x 128"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("57,344 B"), std::string::npos);
@@ -92,7 +92,7 @@ TEST(PlanCliTest, TextShowsTheArithmetic) {
 }
 
 TEST(PlanCliTest, BadInputIsAClearError) {
-  Run r = run_plan("--model deepseek-r1-distill-qwen-7b --gpu voodoo2");
+  CliRun r = run_plan("--model deepseek-r1-distill-qwen-7b --gpu voodoo2");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("--gpu"), std::string::npos) << r.out;
   r = run_plan("--model deepseek-r1-distill-qwen-7b --gpu h200 --precision int3");
