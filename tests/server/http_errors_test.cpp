@@ -1,6 +1,9 @@
 // Raw HTTP error cases against the server library (fake engine in-process): each returns the
 // status and OpenAI error object the API reference specifies, and the server keeps serving.
 #include <random>
+#include <thread>
+
+#include <boost/asio.hpp>
 
 #include <gtest/gtest.h>
 
@@ -109,6 +112,25 @@ TEST(HttpErrors, IdleConnectionIsClosed) {
   // A slow request (headers never finished) is closed too.
   r = raw_exchange(srv.port(), "GET /health HTTP/1.1\r\nHost: x\r\n", std::chrono::milliseconds(5000));
   EXPECT_TRUE(r.closed_by_server);
+}
+
+TEST(HttpErrors, TooManyConnectionsIs503) {
+  TestServerOptions o;
+  o.api.http.max_connections = 2;
+  InProcessServer srv(o);
+  boost::asio::io_context ioc;
+  std::vector<boost::asio::ip::tcp::socket> held;
+  for (int i = 0; i < 2; ++i) {
+    held.emplace_back(ioc);
+    held.back().connect({boost::asio::ip::make_address("127.0.0.1"), srv.port()});
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // its session has started
+  }
+  RawResult r = raw_exchange(srv.port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", std::chrono::milliseconds(3000));
+  EXPECT_NE(r.data.find("HTTP/1.1 503"), std::string::npos) << r.data;
+  EXPECT_NE(r.data.find("too_many_connections"), std::string::npos);
+  held.clear();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(http_request(srv.port(), "GET", "/health").status, 200);
 }
 
 TEST(HttpErrors, QueueFullIs429) {
