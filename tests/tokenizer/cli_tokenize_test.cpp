@@ -9,16 +9,16 @@
 namespace frugal::testing {
 namespace {
 
-struct Run {
+struct CliResult {
   int status;
   std::string out;
 };
 
-Run run(const std::string& args, const std::string& stdin_text) {
+CliResult run(const std::string& args, const std::string& stdin_text) {
   const std::string in = binary_dir() + "/cli_tokenize_test." + std::to_string(getpid()) + ".stdin";
   std::ofstream(in, std::ios::binary) << stdin_text;
   const std::string cmd = "'" + frugal_binary() + "' tokenize " + args + " < '" + in + "' 2>&1";
-  Run r{-1, {}};
+  CliResult r{-1, {}};
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[4096];
@@ -40,15 +40,15 @@ TEST(CliTokenize, EncodesDecodesAndAddsBos) {
   auto tok = Tokenizer::load(model);
   ASSERT_TRUE(tok.is_ok());
   const std::string text = "Once upon a time, there was a cat.";
-  Run enc = run("--model '" + model + "'", text);
+  CliResult enc = run("--model '" + model + "'", text);
   ASSERT_EQ(enc.status, 0) << enc.out;
   EXPECT_EQ(enc.out, ids_to_string((*tok)->encode(text)) + "\n");
-  Run bos = run("--model '" + model + "' --bos", text);
+  CliResult bos = run("--model '" + model + "' --bos", text);
   EXPECT_EQ(bos.out.rfind("1 ", 0), 0u) << bos.out;
-  Run dec = run("--model '" + model + "' --decode", enc.out);
+  CliResult dec = run("--model '" + model + "' --decode", enc.out);
   ASSERT_EQ(dec.status, 0) << dec.out;
   EXPECT_EQ(dec.out, text);
-  Run def = run("", text);  // --model defaults to models/stories260K
+  CliResult def = run("", text);  // --model defaults to models/stories260K
   EXPECT_EQ(def.out, enc.out);
 }
 
@@ -63,7 +63,7 @@ TEST(CliTokenize, SpecialTokensAndChat) {
             ids_to_string(tok.encode(text, {.parse_special = false})) + "\n");
   const std::string chat = binary_dir() + "/cli_tokenize_test_chat." + std::to_string(getpid()) + ".json";
   std::ofstream(chat) << R"([{"role":"user","content":"Hello!"}])";
-  Run r = run("--model '" + model + "' --chat '" + chat + "'", "");
+  CliResult r = run("--model '" + model + "' --chat '" + chat + "'", "");
   std::remove(chat.c_str());
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n"), std::string::npos) << r.out;
@@ -71,10 +71,10 @@ TEST(CliTokenize, SpecialTokensAndChat) {
 
 TEST(CliTokenize, BadInputsAreClearErrors) {
   FRUGAL_REQUIRE_BINARY();
-  Run r = run("--model /nonexistent", "x");
+  CliResult r = run("--model /nonexistent", "x");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.out.find("tokenizer.json"), std::string::npos) << r.out;
-  Run d = run("--decode", "1 2 banana");
+  CliResult d = run("--decode", "1 2 banana");
   EXPECT_NE(d.status, 0);
   EXPECT_NE(d.out.find("banana"), std::string::npos) << d.out;
 }
