@@ -207,6 +207,14 @@ asio::awaitable<void> HttpServer::session(tcp::socket socket) {
     stream.expires_after(cfg_.idle_timeout);
     auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, kNoThrow);
     if (!ec && !parser.is_done()) {
+      // curl and others wait (about a second) for this before sending a body.
+      if (boost::beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+        http::response<http::empty_body> cont{http::status::continue_, 11};
+        stream.expires_after(cfg_.write_timeout);
+        std::tie(ec, n) = co_await http::async_write(stream, cont, kNoThrow);
+      }
+    }
+    if (!ec && !parser.is_done()) {
       stream.expires_after(cfg_.read_timeout);
       std::tie(ec, n) = co_await http::async_read(stream, buffer, parser, kNoThrow);
     }

@@ -161,6 +161,15 @@ TEST(HttpErrors, KeepAliveServesSeveralRequests) {
   EXPECT_NE(r.data.find("\"object\":\"list\""), std::string::npos);
 }
 
+TEST(HttpErrors, ExpectContinueIsAnswered) {
+  InProcessServer srv;
+  std::string body = "{\"model\":\"fake-model\",\"prompt\":\"SCRIPT:ok\"}";
+  std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+                     "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+  RawResult r = raw_exchange(srv.port(), head, std::chrono::milliseconds(500));  // no body sent
+  EXPECT_NE(r.data.find("HTTP/1.1 100 Continue"), std::string::npos) << r.data;
+}
+
 // Random and mutated bodies, bounded in count and time: never a crash, never a 5xx, always an
 // error object for a non-200, and /health answers afterwards.
 TEST(HttpErrors, FuzzBodies) {
