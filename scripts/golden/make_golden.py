@@ -91,8 +91,12 @@ def build(name, model_cls, cfg_cls, cfg_kw, dtype, out_dir):
                     p.copy_(1.0 + 0.2 * torch.randn_like(p))
                 elif n.endswith("bias"):
                     p.copy_(0.5 * torch.randn_like(p))
-        # Round weights to the storage dtype, then compute the reference in fp32.
-        model = model.to(dtype).to(torch.float32)
+        # Round the weights (parameters only: model.to(dtype) would also round the rotary
+        # inv_freq buffer, which real checkpoints never store) to the storage dtype, then
+        # compute the reference in fp32.
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(dtype).to(torch.float32))
         g = torch.Generator().manual_seed(99)
         ids = torch.randint(3, VOCAB, (T,), generator=g)
         prompt = torch.cat([torch.tensor([1]), torch.randint(3, VOCAB, (P - 1,), generator=g)])
@@ -105,6 +109,7 @@ def build(name, model_cls, cfg_cls, cfg_kw, dtype, out_dir):
     shutil.rmtree(d, ignore_errors=True)
     model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, do_sample=False)
     model.to(dtype).save_pretrained(d, safe_serialization=True)
+    model.to(torch.float32)
     tensors = {"input_ids": ids.to(torch.int64), "logits": fw.logits[0].float().contiguous(),
                "greedy_input_ids": prompt.to(torch.int64),
                "greedy_output_ids": seq.to(torch.int64),

@@ -5,10 +5,19 @@
 #include <string>
 #include <vector>
 
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
+#include "model/generation_config.h"
 #include "model/model.h"
-#include "runtime/backends.h"
-#include "runtime/generate.h"
+#include "runtime/engine.h"
+#include "tokenizer/jinja/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace frugal::cli {
 namespace {
@@ -28,6 +37,10 @@ struct RunArgs {
   bool dummy_weights = false;
   int32_t threads = 0;
   bool ignore_eos = false;
+  bool chat = false;
+  bool no_tokenizer = false;
+  std::string system;
+  int32_t max_model_len = 0;
 };
 
 Result<std::vector<int32_t>> parse_ids(const std::string& s) {
@@ -64,32 +77,86 @@ runtime::SamplingParams sampling_from(const RunArgs& a, const model::GenerationC
   return p;
 }
 
-Status run(const RunArgs& a) {
-  if (a.device != "cpu" && a.device != "ref")
-    return invalid_argument("--device: '" + a.device + "' is not supported by `frugal run` yet (use cpu)");
-  if (!a.prompt.empty())
-    // TODO(lead): tokenize --prompt with tokenizer/tokenizer.h once it lands.
-    return unsupported("--prompt: text prompts need the tokenizer, not wired yet; use --prompt-ids");
-  FRUGAL_ASSIGN_OR_RETURN(auto handle, runtime::make_backend(a.device, a.threads));
-  ops::Backend* backend = handle.backend.get();
-  FRUGAL_ASSIGN_OR_RETURN(auto m, model::Model::load(a.model_dir, backend, {.dummy_weights = a.dummy_weights}));
-  std::vector<int32_t> prompt;
-  if (a.prompt_ids.empty()) {
-    const auto& bos = m->generation_config().bos_token_ids;
-    if (bos.empty()) return invalid_argument("no prompt given and the model has no bos_token_id; pass --prompt-ids");
-    prompt.push_back(static_cast<int32_t>(bos.front()));
-  } else {
-    FRUGAL_ASSIGN_OR_RETURN(prompt, parse_ids(a.prompt_ids));
+// The prompt's token ids: --prompt-ids, else --prompt text (through the chat template with
+// --chat), else BOS alone.
+Result<std::vector<int32_t>> prompt_tokens(const RunArgs& a, const Tokenizer* tok, const model::GenerationConfig& g) {
+  if (!a.prompt_ids.empty()) return parse_ids(a.prompt_ids);
+  if (a.chat) {
+    if (!tok) return invalid_argument("--chat: " + a.model_dir + " has no tokenizer.json");
+    if (tok->chat_template().empty()) return invalid_argument("--chat: " + a.model_dir + " has no chat_template in tokenizer_config.json");
+    nlohmann::json messages = nlohmann::json::array();
+    if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
+    messages.push_back({{"role", "user"}, {"content", a.prompt}});
+    jinja::ChatTemplateOptions opts;
+    if (tok->bos_id() >= 0) opts.bos_token = tok->token_text(tok->bos_id());
+    if (tok->eos_id() >= 0) opts.eos_token = tok->token_text(tok->eos_id());
+    FRUGAL_ASSIGN_OR_RETURN(std::string text, jinja::render_chat_template(tok->chat_template(), messages, opts));
+    // The template writes BOS itself where the model wants one.
+    return tok->encode(text, {.add_bos = false, .parse_special = true});
   }
-  const auto sampling = sampling_from(a, m->generation_config());
-  FRUGAL_ASSIGN_OR_RETURN(auto result, runtime::generate(*m, prompt, sampling, [](int32_t tok) {
-    std::printf("%d ", tok);
+  if (tok) return tok->encode(a.prompt, {.add_bos = tok->add_bos_token(), .parse_special = true});
+  if (!a.prompt.empty()) return invalid_argument("--prompt: " + a.model_dir + " has no tokenizer.json; use --prompt-ids");
+  if (g.bos_token_ids.empty()) return invalid_argument("no prompt given and the model has no bos_token_id; pass --prompt-ids");
+  return std::vector<int32_t>{static_cast<int32_t>(g.bos_token_ids.front())};
+}
+
+Status run(const RunArgs& a) {
+  const bool dummy_config = a.model_dir.size() > 5 && a.model_dir.substr(a.model_dir.size() - 5) == ".json";
+  const std::string dir = dummy_config ? std::filesystem::path(a.model_dir).parent_path().string() : a.model_dir;
+  FRUGAL_ASSIGN_OR_RETURN(model::ModelConfig cfg, model::read_model_config(a.model_dir));
+  FRUGAL_ASSIGN_OR_RETURN(model::GenerationConfig gen, model::load_generation_config(dir, cfg));
+  std::unique_ptr<Tokenizer> tok;
+  if (!a.no_tokenizer && std::filesystem::exists(dir + "/tokenizer.json")) {
+    FRUGAL_ASSIGN_OR_RETURN(tok, Tokenizer::load(dir));
+  }
+  FRUGAL_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, prompt_tokens(a, tok.get(), gen));
+
+  runtime::EngineOptions eo{.model_dir = a.model_dir, .dummy_weights = a.dummy_weights, .device = a.device,
+                            .threads = a.threads, .max_num_seqs = 1,
+                            .max_num_batched_tokens = std::max<int32_t>(512, static_cast<int32_t>(prompt.size()) + 1)};
+  eo.max_model_len = a.max_model_len;
+  eo.num_kv_blocks = static_cast<int32_t>((std::min<int64_t>(cfg.max_position_embeddings, prompt.size() + a.max_tokens + 16) + 15) / 16 + 1);
+  FRUGAL_ASSIGN_OR_RETURN(auto engine, runtime::create_engine(eo));
+  runtime::SamplingParams sp = sampling_from(a, gen);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status error;
+  std::optional<StreamDecoder> stream;
+  if (tok) stream.emplace(*tok);
+  runtime::GenerateRequest req{.prompt = prompt, .sampling = sp};
+  auto id = engine->submit(std::move(req), [&](const runtime::RequestOutput& out) {
+    // Runs on the engine thread; printing a few bytes here is cheap enough for a CLI.
+    for (const auto& t : out.tokens) {
+      if (stream) {
+        std::string piece = stream->push(t.token);
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+      } else {
+        std::printf("%d ", t.token);
+      }
+    }
     std::fflush(stdout);
-    return true;
-  }));
+    if (out.finish != runtime::FinishReason::kNone) {
+      std::lock_guard<std::mutex> lk(mu);
+      if (out.finish == runtime::FinishReason::kError) error = out.error;
+      done = true;
+      cv.notify_all();
+    }
+  });
+  if (!id.is_ok()) return id.status();
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return done; });
+  }
+  if (stream) {
+    std::string rest = stream->flush();
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+  }
   std::printf("\n");
   std::fflush(stdout);
-  return {};
+  engine->shutdown();
+  return error;
 }
 
 }  // namespace
@@ -97,10 +164,14 @@ Status run(const RunArgs& a) {
 void register_run(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   args->model_dir = default_model_dir();
-  auto* cmd = app.add_subcommand("run", "generate from a prompt, streaming token ids");
+  auto* cmd = app.add_subcommand("run", "generate from a prompt, streaming text to stdout");
   cmd->add_option("--model", args->model_dir, "model directory (or config.json with --dummy-weights)")->capture_default_str();
   cmd->add_option("--prompt-ids", args->prompt_ids, "prompt as space-separated token ids (default: BOS)");
-  cmd->add_option("--prompt", args->prompt, "prompt text (needs the tokenizer)");
+  cmd->add_option("--prompt", args->prompt, "prompt text (BOS added when the tokenizer asks for it)");
+  cmd->add_flag("--chat", args->chat, "render --prompt as a user message with the model's chat template");
+  cmd->add_option("--system", args->system, "system message for --chat");
+  cmd->add_flag("--raw-ids", args->no_tokenizer, "print token ids instead of text");
+  cmd->add_option("--max-model-len", args->max_model_len, "context length (default: the model's)");
   cmd->add_option("--max-tokens", args->max_tokens, "tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", args->temperature, "0 = greedy (default: generation_config.json)");
   cmd->add_option("--top-p", args->top_p, "nucleus sampling mass");
@@ -108,7 +179,7 @@ void register_run(CLI::App& app) {
   cmd->add_option("--min-p", args->min_p, "drop tokens below min_p * p_max");
   cmd->add_option("--repetition-penalty", args->repetition_penalty, "HF repetition penalty (1 = off)");
   cmd->add_option("--seed", args->seed, "sampling seed (default: random)");
-  cmd->add_option("--device", args->device, "cpu or ref (the slow exact oracle); cuda comes with the engine")->capture_default_str();
+  cmd->add_option("--device", args->device, "cpu, cuda, cuda:N, or ref (the slow exact oracle)")->capture_default_str();
   cmd->add_flag("--dummy-weights", args->dummy_weights, "random weights of the config's shape (speed work)");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating past eos");
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all)");

@@ -193,9 +193,7 @@ class LlamaModel final : public Model {
   }
 
   std::vector<float> step_inv_freq(int64_t max_pos) const {
-    std::vector<float> f = rope_inv_freq(config_, max_pos);
-    if (opts_.rope_inv_freq_dtype && !rope_dynamic_active(config_, max_pos)) round_inv_freq(f, *opts_.rope_inv_freq_dtype);
-    return f;
+    return rope_inv_freq(config_, max_pos);
   }
 
   Status tap(const std::string& name, const void* data, int64_t rows, int64_t width) {

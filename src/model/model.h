@@ -38,10 +38,6 @@ struct LoadOptions {
   int32_t max_logit_rows = 64;
   int32_t max_context = 0;         // 0: max_position_embeddings; sizes block tables
   int32_t block_size = 16;         // smallest block size block tables are sized for
-  // Round RoPE inv_freq through this dtype (unset: keep f32, as transformers computes it).
-  // Only for reproducing PyTorch references made after model.to(bf16/f16), which casts the
-  // rotary buffer too; dynamically recomputed (NTK) frequencies are never rounded, as there.
-  std::optional<DType> rope_inv_freq_dtype = std::nullopt;
 };
 
 class Model {

@@ -38,17 +38,6 @@ bool rope_depends_on_position(const ModelConfig& c) {
   return c.rope_scaling.type == RopeScalingType::kDynamic;
 }
 
-bool rope_dynamic_active(const ModelConfig& c, int64_t max_position) {
-  return rope_depends_on_position(c) && max_position + 1 > c.max_position_embeddings;
-}
-
-void round_inv_freq(std::vector<float>& inv_freq, DType dtype) {
-  for (float& v : inv_freq) {
-    if (dtype == DType::kBF16) v = bf16_to_f32(f32_to_bf16(v));
-    if (dtype == DType::kF16) v = f16_to_f32(f32_to_f16(v));
-  }
-}
-
 std::vector<float> rope_inv_freq(const ModelConfig& c, int64_t max_position) {
   const int64_t dim = rotary_dim(c);
   const RopeScaling& rs = c.rope_scaling;

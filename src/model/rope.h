@@ -23,12 +23,5 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, int64_t max_position);
 // Whether rope_inv_freq depends on max_position (dynamic NTK).
 bool rope_depends_on_position(const ModelConfig& c);
 
-// Whether dynamic NTK scaling is active for a step whose largest position is max_position
-// (the frequencies were recomputed rather than taken from the model's initial buffer).
-bool rope_dynamic_active(const ModelConfig& c, int64_t max_position);
-
-// Rounds inv_freq through `dtype` (bf16/f16; f32 leaves it): reproduces PyTorch models whose
-// rotary inv_freq buffer was cast by model.to(dtype).
-void round_inv_freq(std::vector<float>& inv_freq, DType dtype);
 
 }  // namespace frugal::model

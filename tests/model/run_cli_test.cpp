@@ -27,7 +27,7 @@ std::pair<int, std::string> run(const std::string& cmd) {
 TEST(RunCli, GreedyIdsMatchGenerate) {
   const std::string dir = frugal::testing::source_root() + "/models/stories260K";
   auto [rc, out] = run(frugal::testing::frugal_binary() + " run --model " + dir +
-                       " --prompt-ids '1 403 407' --max-tokens 24 --temperature 0 --ignore-eos");
+                       " --raw-ids --prompt-ids '1 403 407' --max-tokens 24 --temperature 0 --ignore-eos");
   ASSERT_EQ(rc, 0) << out;
   std::vector<int32_t> got;
   std::istringstream in(out);
