@@ -207,7 +207,8 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
                       {"bytes_per_step", step_bytes}, {"achieved_gbps", gbps},
                       {"bandwidth_fraction_of_ceiling", o.ceilings.mem_gbps > 0 ? gbps / o.ceilings.mem_gbps : 0.0},
                       {"roofline_tok_per_s", o.ceilings.mem_gbps > 0 ? o.ceilings.mem_gbps * 1e9 / step_bytes * b : 0.0}});
-    results.push_back({{"kind", "decode"}, {"batch", b}, {"tok_per_s", e.value}});
+    results.push_back({{"kind", "decode"}, {"batch", b}, {"tok_per_s", e.value},
+                       {"prompt_len", o.decode_prompt_len}, {"gen_len", o.decode_tokens}});
   }
   j["decode"] = decode;
 
@@ -238,6 +239,10 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   j["device"] = o.engine.device;
   j["gpu"] = o.gpu_name;
   j["precision"] = o.precision;
+  j["gpus"] = 1;
+  j["kv_dtype"] = dtype_name(kv_dtype);
+  j["decode_prompt_len"] = o.decode_prompt_len;
+  j["decode_tokens"] = o.decode_tokens;
   j["ceilings"] = {{"mem_gbps", o.ceilings.mem_gbps}, {"tflops", o.ceilings.tflops}, {"source", o.ceilings.source}};
   j["bytes_per_decode_step_weights"] = mc.step_weight_bytes;
   j["kv_bytes_per_token"] = mc.kv_bytes_per_token;

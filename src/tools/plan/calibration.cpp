@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tools/plan/plan_format.h"
@@ -107,25 +108,55 @@ CalibrationReport calibrate(const SpeedModel& m, const BenchResults& bench) {
   unit.eff.decode_bw = unit.eff.decode_mfu = unit.eff.prefill_mfu = 1.0;
   for (const std::string& s : bench.skipped) r.notes.push_back("skipped " + s);
 
-  // decode_bw: the bandwidth fraction that reproduces each batch-1 decode rate.
+  // decode_bw and seq_overhead: a bandwidth-bound decode step takes t_mem / decode_bw plus
+  // B x seq_overhead (the engine's per-sequence work). decode_bw comes from the batch-1 points and
+  // seq_overhead (least squares over step times) from the batched points that are clearly
+  // bandwidth-bound at the prior factors (compute under 80% of the memory time); each depends on
+  // the other, so the two are alternated to a fixed point. seq_overhead and decode_mfu both grow
+  // with the batch, so compute-bound points are left to decode_mfu below.
+  auto clearly_bandwidth_bound = [&](const StepTime& t) {
+    return t.t_compute / m.eff.decode_mfu < 0.8 * t.t_mem / m.eff.decode_bw;
+  };
+  struct MemPoint {
+    double b, t_mem, step;
+  };
+  std::vector<MemPoint> b1, batched;
+  for (const BenchPoint& p : bench.points) {
+    if (p.kind != "decode") continue;
+    const StepTime t = unit.decode(p.batch, p.kv_len);
+    const double b = static_cast<double>(p.batch), step = b / p.tok_per_s - t.t_comm;
+    if (step <= 0) continue;
+    if (p.batch == 1) b1.push_back({b, t.t_mem, step});
+    else if (clearly_bandwidth_bound(t)) batched.push_back({b, t.t_mem, step});
+  }
+  double bw = e.decode_bw, o = 0;
+  for (int iter = 0; iter < 50 && !b1.empty(); ++iter) {
+    double sum = 0;
+    for (const auto& q : b1) sum += q.t_mem / std::max(q.step - o, 1e-9);
+    bw = sum / static_cast<double>(b1.size());
+    double num = 0, den = 0;
+    for (const auto& q : batched) num += q.b * (q.step - q.t_mem / bw), den += q.b * q.b;
+    o = den > 0 ? std::max(0.0, num / den) : 0;
+  }
+  if (!b1.empty()) {
+    e.decode_bw = clamp_factor(bw, "decode_bw", &r.notes);
+    r.notes.push_back("decode_bw from " + std::to_string(b1.size()) + " batch-1 decode point(s)");
+  }
+  if (o > 0) {
+    e.seq_overhead_s = o;
+    r.notes.push_back(fmt::format("seq_overhead {:.4f} ms per sequence per step from {} bandwidth-bound batched decode point(s)",
+                                  o * 1e3, batched.size()));
+  }
   double sum = 0;
   int n = 0;
-  for (const BenchPoint& p : bench.points) {
-    if (p.kind != "decode" || p.batch != 1) continue;
-    const StepTime t = unit.decode(1, p.kv_len);
-    const double measured = 1.0 / p.tok_per_s - t.t_comm;
-    if (measured > 0) sum += t.t_mem / measured, ++n;
-  }
-  if (n > 0) {
-    e.decode_bw = clamp_factor(sum / n, "decode_bw", &r.notes);
-    r.notes.push_back("decode_bw from " + std::to_string(n) + " batch-1 decode point(s)");
-  }
-  // decode_mfu: batched points slower than the (calibrated) bandwidth bound are compute-bound.
+  // decode_mfu: the other batched points, once the per-sequence overhead is taken out.
   sum = 0, n = 0;
   for (const BenchPoint& p : bench.points) {
     if (p.kind != "decode" || p.batch == 1) continue;
     const StepTime t = unit.decode(p.batch, p.kv_len);
-    const double measured = static_cast<double>(p.batch) / p.tok_per_s - t.t_comm;
+    if (clearly_bandwidth_bound(t)) continue;
+    const double b = static_cast<double>(p.batch);
+    const double measured = b / p.tok_per_s - t.t_comm - b * e.seq_overhead_s;
     if (measured > t.t_mem / e.decode_bw) sum += t.t_compute / measured, ++n;
   }
   if (n > 0) {

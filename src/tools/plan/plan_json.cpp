@@ -16,7 +16,7 @@ json step_json(const StepTime& s) {
 }
 
 json efficiency_json(const Efficiency& e) {
-  return {{"decode_bw", e.decode_bw}, {"decode_mfu", e.decode_mfu}, {"prefill_mfu", e.prefill_mfu},
+  return {{"decode_bw", e.decode_bw}, {"decode_mfu", e.decode_mfu}, {"prefill_mfu", e.prefill_mfu}, {"seq_overhead_s", e.seq_overhead_s},
           {"link", e.link}, {"source", e.source}};
 }
 

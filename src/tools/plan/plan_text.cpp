@@ -96,10 +96,10 @@ void tp_table(std::ostringstream& os, const Plan& p) {
 
 void calibration_table(std::ostringstream& os, const CalibrationReport& c) {
   os << "\nCalibration against " << c.path << "\n";
-  os << fmt::format("  factors before: decode_bw {:.3f}, decode_mfu {:.3f}, prefill_mfu {:.3f}\n", c.before.decode_bw,
-                    c.before.decode_mfu, c.before.prefill_mfu);
-  os << fmt::format("  factors after:  decode_bw {:.3f}, decode_mfu {:.3f}, prefill_mfu {:.3f}\n", c.after.decode_bw,
-                    c.after.decode_mfu, c.after.prefill_mfu);
+  os << fmt::format("  factors before: decode_bw {:.3f}, decode_mfu {:.3f}, prefill_mfu {:.3f}, seq_overhead {:.4f} ms\n",
+                    c.before.decode_bw, c.before.decode_mfu, c.before.prefill_mfu, c.before.seq_overhead_s * 1e3);
+  os << fmt::format("  factors after:  decode_bw {:.3f}, decode_mfu {:.3f}, prefill_mfu {:.3f}, seq_overhead {:.4f} ms\n",
+                    c.after.decode_bw, c.after.decode_mfu, c.after.prefill_mfu, c.after.seq_overhead_s * 1e3);
   os << fmt::format("  {:<8} {:>6} {:>8} {:>12} {:>14} {:>8} {:>14} {:>8}\n", "kind", "batch", "length", "measured",
                     "predicted", "error", "calibrated", "error");
   for (const CalibrationRow& r : c.rows) {

@@ -73,6 +73,7 @@ StepTime SpeedModel::decode(int64_t batch, double kv_len) const {
   s.t_mem = s.bytes / (bandwidth * eff.decode_bw);
   s.t_compute = s.flops / (peak_flops * eff.decode_mfu);
   s.t_comm = 2.0 * static_cast<double>(n_layers) * allreduce_seconds(b * static_cast<double>(hidden) * 2.0);
+  s.t_host = b * eff.seq_overhead_s;
   return s;
 }
 

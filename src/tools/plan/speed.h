@@ -1,10 +1,13 @@
 // The time model: roofline of one decode step or one prefill token on n_gpus tensor-parallel
 // GPUs, scaled by efficiency factors that calibration fits to `frugal bench` results.
-//   decode step(B, L) = max(t_mem, t_compute) + t_comm
+//   decode step(B, L) = max(t_mem, t_compute) + t_comm + t_host
 //     t_mem     = (weight bytes read by B sequences / N + B x L x KV bytes/token/rank)
 //                 / (bandwidth x decode_bw)
 //     t_compute = B x (2 x active params + attention FLOP at L) / N / (peak x decode_mfu)
 //     t_comm    = 2 all-reduces per layer of B x hidden x 2 bytes (ring), when N > 1
+//     t_host    = B x seq_overhead: per-sequence work of the serving engine each step (logits
+//                 transfer, sampling, scheduling); 0 for the pure hardware roofline, fitted by
+//                 calibration from batched decode measurements
 //   prefill token(P) = 2 x (active params - lm_head) + attention at P/2, at peak x prefill_mfu
 #pragma once
 
@@ -26,6 +29,7 @@ struct Efficiency {
   double decode_mfu = 0.50;
   double prefill_mfu = 0.60;
   double link = 0.70;  // fraction of the link's bandwidth a ring all-reduce reaches
+  double seq_overhead_s = 0;  // seconds per sequence per decode step (engine host work)
   std::string source = "defaults (docs/plan.md)";
 };
 
@@ -34,8 +38,8 @@ struct StepTime {
   double kv_len = 0;
   double bytes = 0;  // per GPU
   double flops = 0;  // per GPU
-  double t_mem = 0, t_compute = 0, t_comm = 0;
-  double seconds() const { return (t_mem > t_compute ? t_mem : t_compute) + t_comm; }
+  double t_mem = 0, t_compute = 0, t_comm = 0, t_host = 0;
+  double seconds() const { return (t_mem > t_compute ? t_mem : t_compute) + t_comm + t_host; }
   double tok_per_s() const { return static_cast<double>(batch) / seconds(); }
   bool compute_bound() const { return t_compute >= t_mem; }
 };
