@@ -1,0 +1,63 @@
+// Issue 8, acceptance 1: the planner's figures equal what the engine actually allocates.
+//  - weight bytes: every golden checkpoint loaded by the engine (ref backend, weights used in
+//    place) and the Qwen2.5-0.5B configuration with --dummy-weights (tied embeddings);
+//  - KV bytes per token: the engine's KV storage for the R1-Distill-Qwen-7B configuration.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "model/kv_storage.h"
+#include "model/model.h"
+#include "ops/ref_backend.h"
+#include "plan_test_util.h"
+#include "test_paths.h"
+#include "tools/plan/weights.h"
+
+namespace frugal::tools {
+namespace {
+
+using testing_util::plan;
+using testing_util::request;
+
+TEST(PlanEngineTest, WeightBytesEqualWhatTheEngineLoads) {
+  namespace fs = std::filesystem;
+  auto backend = ops::make_ref_backend();
+  int checked = 0;
+  for (const auto& d : fs::directory_iterator(fs::path(frugal::testing::source_root()) / "tests/data/golden")) {
+    if (!d.is_directory() || !fs::exists(d.path() / "config.json")) continue;
+    auto m = model::Model::load(d.path().string(), backend.get(), {});
+    ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+    auto s = summarize_weights((*m)->config(), {.precision = WeightPrecision::kBf16});
+    ASSERT_TRUE(s.is_ok());
+    // The planner's bf16 figure is 2 bytes per parameter; checkpoints are stored in torch_dtype.
+    EXPECT_EQ((*m)->weight_bytes(), dtype_bytes((*m)->config().torch_dtype, s->total_params)) << d.path();
+    if ((*m)->config().torch_dtype == DType::kBF16) EXPECT_EQ((*m)->weight_bytes(), s->total_bytes) << d.path();
+    ++checked;
+  }
+  EXPECT_GE(checked, 6);
+}
+
+TEST(PlanEngineTest, DummyWeightBytesEqualThePlan) {
+  const std::string cfg = frugal::testing::shared_dir() + "/data/configs/qwen2.5-0.5b-instruct.json";
+  auto backend = ops::make_ref_backend();
+  auto m = model::Model::load(cfg, backend.get(), {.dummy_weights = true});
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  auto s = summarize_weights((*m)->config(), {.precision = WeightPrecision::kBf16});
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_EQ((*m)->weight_bytes(), s->total_bytes);
+}
+
+TEST(PlanEngineTest, KvBytesPerTokenEqualTheEnginePool) {
+  PlanRequest r = request("deepseek-r1-distill-qwen-7b", "h200", WeightPrecision::kBf16);
+  const Plan p = plan(r);
+  auto backend = ops::make_ref_backend();
+  const int32_t n_blocks = 3, block_size = 16;
+  auto kv = model::KvStorage::create(backend.get(), r.model.config,
+                                     {.n_blocks = n_blocks, .block_size = block_size, .dtype = DType::kBF16});
+  ASSERT_TRUE(kv.is_ok()) << kv.status().to_string();
+  EXPECT_EQ((*kv)->bytes(), p.memory.kv_bytes_per_token * n_blocks * block_size);
+  EXPECT_EQ(p.memory.kv_bytes_per_token, 57344);
+}
+
+}  // namespace
+}  // namespace frugal::tools
