@@ -1,0 +1,26 @@
+// Issue 8, acceptance 1, for the dummy 7B configuration: the planner's weight bytes equal what
+// the engine loads with --dummy-weights (15 GB of bf16 in host memory; label slow).
+#include <gtest/gtest.h>
+
+#include "model/model.h"
+#include "ops/ref_backend.h"
+#include "test_paths.h"
+#include "tools/plan/weights.h"
+
+namespace frugal::tools {
+namespace {
+
+TEST(PlanEngineSlowTest, Dummy7bWeightBytesEqualThePlan) {
+  const std::string cfg = frugal::testing::shared_dir() + "/data/configs/deepseek-r1-distill-qwen-7b.json";
+  auto backend = ops::make_ref_backend();
+  auto m = model::Model::load(cfg, backend.get(), {.dummy_weights = true, .max_batch_tokens = 16, .max_seqs = 1,
+                                                   .max_logit_rows = 1, .max_context = 64});
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  auto s = summarize_weights((*m)->config(), {.precision = WeightPrecision::kBf16});
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_EQ((*m)->weight_bytes(), s->total_bytes);
+  EXPECT_NEAR(static_cast<double>(s->total_params), 7.62e9, 0.01 * 7.62e9);
+}
+
+}  // namespace
+}  // namespace frugal::tools
