@@ -10,8 +10,9 @@ namespace {
 
 class RefBackend final : public Backend {
  public:
-  std::string name() const override { return "ref"; }
-  DType activation_dtype() const override { return DType::kF32; }
+  explicit RefBackend(DType act) : act_(act) {}
+  std::string name() const override { return act_ == DType::kF32 ? "ref" : std::string("ref-") + dtype_name(act_); }
+  DType activation_dtype() const override { return act_; }
   Result<void*> alloc(size_t nbytes) override {
     void* p = std::aligned_alloc(64, (nbytes + 63) / 64 * 64 + 64);
     if (!p) return resource_exhausted("ref backend: cannot allocate " + std::to_string(nbytes) + " bytes");
@@ -32,10 +33,13 @@ class RefBackend final : public Backend {
   Status attention(const AttentionParams& p) override { ref::attention(p); return {}; }
   Status silu_mul(const SiluMulParams& p) override { ref::silu_mul(p); return {}; }
   Status gather_rows(const GatherRowsParams& p) override { ref::gather_rows(p); return {}; }
+
+ private:
+  DType act_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_ref_backend() { return std::make_unique<RefBackend>(); }
+std::unique_ptr<Backend> make_ref_backend(DType activation) { return std::make_unique<RefBackend>(activation); }
 
 }  // namespace frugal::ops

@@ -8,6 +8,8 @@
 
 namespace frugal::ops {
 
-std::unique_ptr<Backend> make_ref_backend();
+// `activation` is the dtype activations and the KV cache are stored in (f32, or bf16 to
+// reproduce a bf16 device backend's roundings with exact arithmetic in between).
+std::unique_ptr<Backend> make_ref_backend(DType activation = DType::kF32);
 
 }  // namespace frugal::ops

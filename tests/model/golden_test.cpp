@@ -27,10 +27,14 @@ LoadOptions fixture_options(const std::string& /*dir*/, int32_t max_logit_rows) 
 
 std::vector<std::string> fixtures() {
   std::vector<std::string> out;
-  const auto root = std::filesystem::path(frugal::testing::source_root()) / "tests/data/golden";
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(root, ec))
-    if (e.is_directory() && std::filesystem::exists(e.path() / "reference.safetensors")) out.push_back(e.path().string());
+  // golden: fp32-profile fixtures; golden_bf16: the bf16 profile (made for the CUDA check, and
+  // held to the same fp32 tolerance here).
+  for (const char* sub : {"tests/data/golden", "tests/data/golden_bf16"}) {
+    const auto root = std::filesystem::path(frugal::testing::source_root()) / sub;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(root, ec))
+      if (e.is_directory() && std::filesystem::exists(e.path() / "reference.safetensors")) out.push_back(e.path().string());
+  }
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -127,8 +131,9 @@ TEST_P(Golden, GreedyContinuation) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden,
                          ::testing::Combine(::testing::ValuesIn(fixtures()), ::testing::Values("ref", "cpu")),
                          [](const auto& info) {
-                           return std::filesystem::path(std::get<0>(info.param)).filename().string() + "_" +
-                                  std::get<1>(info.param);
+                           const std::filesystem::path p(std::get<0>(info.param));
+                           const std::string profile = p.parent_path().filename() == "golden_bf16" ? "bf16profile_" : "";
+                           return profile + p.filename().string() + "_" + std::get<1>(info.param);
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Golden);
 
