@@ -125,6 +125,11 @@ Status run(const RunArgs& a) {
   Status error;
   std::optional<StreamDecoder> stream;
   if (tok) stream.emplace(*tok);
+  // Echo a plain text prompt, so the output reads as one text (as llama.cpp does).
+  if (tok && !a.chat && a.prompt_ids.empty() && !a.prompt.empty()) {
+    std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
+    std::fflush(stdout);
+  }
   runtime::GenerateRequest req{.prompt = prompt, .sampling = sp};
   auto id = engine->submit(std::move(req), [&](const runtime::RequestOutput& out) {
     // Runs on the engine thread; printing a few bytes here is cheap enough for a CLI.

@@ -49,8 +49,8 @@ TEST(CliRun, TextPromptContinuesTheStory) {
   RunOut r = run_frugal("--prompt \"Once upon a time\" --max-tokens 20 --temperature 0 --threads 2");
   ASSERT_EQ(r.rc, 0) << r.out;
   // The expected file starts "Once upon a time, there was": greedy from the same prefix must
-  // continue it the same way (the prompt itself is not echoed).
-  EXPECT_EQ(r.out.rfind(", there was", 0), 0u) << r.out;
+  // continue it the same way (the prompt is echoed first).
+  EXPECT_EQ(r.out.rfind("Once upon a time, there was", 0), 0u) << r.out;
 }
 
 TEST(CliRun, SeededSamplingIsReproducible) {
