@@ -22,7 +22,8 @@ class ThreadPool {
 
   // Splits [0, n) into contiguous chunks of at least `grain` items and runs fn(begin, end)
   // on the workers and the calling thread; returns when all chunks are done.
-  // Not reentrant: fn must not call parallel_for on the same pool.
+  // Callers on different threads are serialized (one job at a time). Not reentrant: fn must not
+  // call parallel_for on the same pool.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // Runs fn(thread_index) once on each of size() threads.
@@ -36,6 +37,7 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> threads_;
+  std::mutex call_mu_;  // one job at a time across calling threads
   std::mutex mu_;
   std::condition_variable cv_work_;
   std::condition_variable cv_done_;

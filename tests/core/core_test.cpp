@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "core/dtype.h"
@@ -74,6 +75,21 @@ TEST(ThreadPool, ParallelForCoversRangeOnce) {
     });
   }
   for (auto& h : hits) EXPECT_EQ(h.load(), 50);
+}
+
+TEST(ThreadPool, ConcurrentCallersAreSerialized) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(4000);
+  auto work = [&](int64_t offset) {
+    for (int rep = 0; rep < 200; ++rep)
+      pool.parallel_for(1000, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(offset + i)]++;
+      });
+  };
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 4; ++c) callers.emplace_back(work, c * 1000);
+  for (auto& t : callers) t.join();
+  for (auto& h : hits) EXPECT_EQ(h.load(), 200);
 }
 
 }  // namespace
