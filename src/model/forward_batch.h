@@ -22,4 +22,12 @@ struct ForwardBatch {
   int32_t n_seqs() const { return static_cast<int32_t>(ctx_len.size()); }
 };
 
+// Per-logits-row sampling parameters for Model::forward_sample (see ops::SampleParams).
+struct SamplingBatch {
+  std::span<const float> temperature;  // <= 0: greedy
+  std::span<const int32_t> top_k;      // <= 0: off
+  std::span<const float> top_p;        // >= 1: off
+  std::span<const uint64_t> seeds;     // change every step
+};
+
 }  // namespace frugal::model

@@ -57,6 +57,20 @@ class Model {
   // Runs one step; writes each logits row (f32, [batch.logits_rows.size(), vocab]) to the host.
   virtual Status forward(const ForwardBatch& batch, KvStorage& kv, float* logits) = 0;
 
+  // Runs one step and samples one token per logits row where the logits are (the backend's
+  // sample op), copying only the ids to `ids` [batch.logits_rows.size()]. Rows listed in
+  // `host_rows` (indices into logits_rows, for host-side sampling with penalties or
+  // logprobs) also get their f32 logits copied to host_logits [host_rows.size(), vocab].
+  // Decode-only steps run as one replayed step graph per (batch bucket, context bucket) when
+  // graphs are enabled and the backend has them.
+  virtual Status forward_sample(const ForwardBatch& batch, KvStorage& kv, const SamplingBatch& sampling,
+                                int32_t* ids, std::span<const int32_t> host_rows, float* host_logits) = 0;
+  bool supports_sampling() const { return backend_->supports_sample(); }
+  void set_graphs_enabled(bool on) { graphs_enabled_ = on; }
+  // Steps run by graph replay / eagerly since load (for benchmarks and tests).
+  int64_t graph_replays() const { return graph_replays_; }
+  int64_t eager_steps() const { return eager_steps_; }
+
   void set_taps_enabled(bool on) { taps_enabled_ = on; }
   // A tap of the last forward, f32 [n_tokens, width]; nullptr if not recorded.
   const std::vector<float>* tap(const std::string& name) const;
@@ -68,6 +82,7 @@ class Model {
   // Copies device rows [rows, width] (leading dimension ld, activation dtype) into tap `name`.
   Status record_tap(const std::string& name, const void* data, int64_t rows, int64_t width, int64_t ld);
   bool taps_enabled() const { return taps_enabled_; }
+  bool graphs_enabled() const { return graphs_enabled_; }
 
   ModelConfig config_;
   GenerationConfig generation_;
@@ -75,8 +90,11 @@ class Model {
   ops::Backend* backend_ = nullptr;
   std::unique_ptr<WeightStore> weights_;
   int32_t max_context_ = 0;
+  int64_t graph_replays_ = 0;
+  int64_t eager_steps_ = 0;
 
  private:
+  bool graphs_enabled_ = true;
   bool taps_enabled_ = false;
   std::map<std::string, std::vector<float>> taps_;
   std::vector<uint8_t> tap_staging_;

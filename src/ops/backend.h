@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -55,6 +56,35 @@ class Backend {
   virtual Status attention(const AttentionParams& p) = 0;
   virtual Status silu_mul(const SiluMulParams& p) = 0;
   virtual Status gather_rows(const GatherRowsParams& p) = 0;
+  // Token sampling where the logits are (optional: the engine samples on the host otherwise).
+  virtual bool supports_sample() const { return false; }
+  virtual Status sample(const SampleParams& p) {
+    (void)p;
+    return unsupported(name() + " backend: no sample op");
+  }
+
+  // --- step graphs (optional): record a step's ops once under a key, replay them later ---
+  // A replay reruns the recorded kernels with the arguments they were recorded with, reading
+  // whatever the device buffers hold at that time. `record` may only enqueue ops (no
+  // allocation, upload, download or synchronization). Graphs are dropped when the backend
+  // must move memory they refer to (e.g. growing its scratch); has_graph() then says false.
+  virtual bool supports_graphs() const { return false; }
+  virtual bool has_graph(uint64_t key) const {
+    (void)key;
+    return false;
+  }
+  virtual Status capture_graph(uint64_t key, const std::function<Status()>& record) {
+    (void)key;
+    (void)record;
+    return unsupported(name() + " backend: no graphs");
+  }
+  virtual Status replay_graph(uint64_t key) {
+    (void)key;
+    return unsupported(name() + " backend: no graphs");
+  }
+  // Number of graphs held and the device memory they took when captured (estimate).
+  virtual int64_t graph_count() const { return 0; }
+  virtual int64_t graph_bytes() const { return 0; }
 };
 
 // Owning device buffer tied to a backend.

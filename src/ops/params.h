@@ -158,4 +158,25 @@ struct GatherRowsParams {
   int64_t dim;
 };
 
+// Samples one token id per logits row on the device (see Backend::sample):
+//   greedy      temperature[r] <= 0: argmax (lowest id on ties, as torch.argmax)
+//   temperature softmax(logits / T) sampled by the Gumbel-max trick: argmax(z - log(-log u))
+//   top-k       keep ids whose z is >= the k-th largest (ties at the boundary kept)
+//   top-p       then keep the smallest head of that set holding >= p of its probability mass
+// Randomness: u = splitmix64(seeds[r] ^ id * golden) mapped to (0, 1); the caller changes
+// seeds[r] every step, which makes a request's samples independent of the rest of the batch.
+// Every pointer is device memory, so a captured step samples with what was written there.
+struct SampleParams {
+  const void* logits;       // [n_rows, vocab] with row stride ld_logits (elements)
+  DType logits_dtype;       // f32, f16 or bf16
+  int64_t ld_logits;
+  int32_t n_rows;
+  int32_t vocab;
+  const float* temperature; // [n_rows]
+  const int32_t* top_k;     // [n_rows] or nullptr; <= 0 or >= vocab: off
+  const float* top_p;       // [n_rows] or nullptr; <= 0 or >= 1: off
+  const uint64_t* seeds;    // [n_rows]
+  int32_t* out_ids;         // [n_rows]
+};
+
 }  // namespace frugal::ops

@@ -33,6 +33,8 @@ class RefBackend final : public Backend {
   Status attention(const AttentionParams& p) override { ref::attention(p); return {}; }
   Status silu_mul(const SiluMulParams& p) override { ref::silu_mul(p); return {}; }
   Status gather_rows(const GatherRowsParams& p) override { ref::gather_rows(p); return {}; }
+  bool supports_sample() const override { return true; }
+  Status sample(const SampleParams& p) override { ref::sample(p); return {}; }
 
  private:
   DType act_;

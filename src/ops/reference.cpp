@@ -1,5 +1,6 @@
 #include "ops/reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -174,6 +175,70 @@ void gather_rows(const GatherRowsParams& p) {
   for (int64_t i = 0; i < p.n_rows; ++i)
     for (int64_t j = 0; j < p.dim; ++j)
       store(p.out_dtype, p.out, i * p.ld_out + j, load(p.x_dtype, p.x, static_cast<int64_t>(p.rows[i]) * p.ld_x + j));
+}
+
+float sample_uniform(uint64_t seed, uint64_t id) {
+  uint64_t z = seed ^ (id * 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return (static_cast<float>(z >> 40) + 0.5f) * (1.f / 16777216.f);
+}
+
+// Exact thresholds (sorting), where the CUDA kernel bisects on the value: the same kept set
+// up to ties within float resolution of the boundary.
+void sample(const SampleParams& p) {
+  std::vector<float> z(static_cast<size_t>(p.vocab));
+  for (int32_t r = 0; r < p.n_rows; ++r) {
+    const float temp = p.temperature[r];
+    const bool greedy = !(temp > 0.f);
+    const float inv_t = greedy ? 1.f : 1.f / temp;
+    for (int32_t i = 0; i < p.vocab; ++i) z[static_cast<size_t>(i)] = load(p.logits_dtype, p.logits, r * p.ld_logits + i) * inv_t;
+    int32_t best_i = -1;
+    float best = -INFINITY;
+    auto consider = [&](float v, int32_t i) {
+      if (best_i < 0 || v > best) {  // NaN never wins; lowest id on ties
+        if (!(v != v)) {
+          best = v;
+          best_i = i;
+        }
+      }
+    };
+    if (greedy) {
+      for (int32_t i = 0; i < p.vocab; ++i) consider(z[static_cast<size_t>(i)], i);
+      p.out_ids[r] = best_i < 0 ? 0 : best_i;
+      continue;
+    }
+    float thr = -INFINITY;
+    std::vector<float> sorted;
+    for (float v : z)
+      if (!(v != v)) sorted.push_back(v);
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    const int32_t k = p.top_k ? p.top_k[r] : 0;
+    if (k > 0 && k < p.vocab && k <= static_cast<int32_t>(sorted.size())) thr = sorted[static_cast<size_t>(k - 1)];
+    const float top_p = p.top_p ? p.top_p[r] : 1.f;
+    if (top_p > 0.f && top_p < 1.f && !sorted.empty()) {
+      const double zmax = sorted[0];
+      double total = 0;
+      for (float v : sorted)
+        if (v >= thr) total += std::exp(static_cast<double>(v) - zmax);
+      double mass = 0;
+      for (float v : sorted) {
+        if (v < thr) break;
+        mass += std::exp(static_cast<double>(v) - zmax);
+        if (mass >= top_p * total) {
+          thr = v;
+          break;
+        }
+      }
+    }
+    for (int32_t i = 0; i < p.vocab; ++i) {
+      const float v = z[static_cast<size_t>(i)];
+      if (!(v >= thr)) continue;
+      consider(v - std::log(-std::log(sample_uniform(p.seeds[r], static_cast<uint64_t>(i)))), i);
+    }
+    p.out_ids[r] = best_i < 0 ? 0 : best_i;
+  }
 }
 
 }  // namespace frugal::ops::ref

@@ -45,12 +45,27 @@ struct Pending {
 // What the engine thread keeps per live request.
 struct Live {
   SamplingParams sampling;
+  uint64_t seed = 0;  // device sampling: the step's seed is mix(seed, tokens generated)
+  bool host_sampling = false;  // penalties, min_p or logprobs: sampled on the host
   OutputCallback cb;
   std::unique_ptr<Sampler> sampler;
   std::vector<int32_t> prompt;
   std::vector<int32_t> output;
   bool first_output_sent = false;
 };
+
+// Whether a request needs the host sampler (the device sample op has no penalties, min_p or
+// logprobs).
+bool needs_host_sampling(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f || p.min_p > 0.0f ||
+         p.top_logprobs >= 0;
+}
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
 
 // Log-probabilities of the raw logits (before penalties and temperature, as OpenAI reports).
 void log_softmax(std::span<const float> logits, std::vector<float>& out) {
@@ -72,7 +87,11 @@ class EngineImpl final : public Engine {
   Result<uint64_t> submit(GenerateRequest req, OutputCallback cb) override;
   void cancel(uint64_t request_id) override;
   EngineStats stats() const override;
-  MemoryReport memory() const override { return memory_; }
+  MemoryReport memory() const override {
+    MemoryReport m = memory_;
+    m.graphs_bytes = backend_.backend->graph_bytes();  // grows as decode shapes are first seen
+    return m;
+  }
   int32_t max_model_len() const override { return max_model_len_; }
   int32_t vocab_size() const override { return static_cast<int32_t>(model_->config().vocab_size); }
   std::vector<int32_t> eos_token_ids() const override { return eos_ids_; }
@@ -106,7 +125,12 @@ class EngineImpl final : public Engine {
 
   // Engine-thread state.
   std::unordered_map<uint64_t, Live> live_;
+  std::random_device random_seed_;
   std::vector<float> logits_;
+  bool device_sampling_ = false;
+  std::vector<float> temp_, top_p_;
+  std::vector<int32_t> top_k_, ids_, host_rows_;
+  std::vector<uint64_t> seeds_;
   std::thread thread_;
 
   mutable std::mutex stats_mu_;
@@ -123,6 +147,11 @@ Status EngineImpl::init(const EngineOptions& o) {
                         .max_context = o.max_model_len,
                         .block_size = o.block_size};
   FRUGAL_ASSIGN_OR_RETURN(model_, model::Model::load(o.model_dir, backend_.backend.get(), lo));
+  if (o.sampling != "auto" && o.sampling != "device" && o.sampling != "host")
+    return invalid_argument("sampling: '" + o.sampling + "' is not one of auto, device, host");
+  device_sampling_ = model_->supports_sampling() &&
+                     (o.sampling == "device" || (o.sampling == "auto" && !backend_.backend->weights_in_host_memory()));
+  model_->set_graphs_enabled(o.graphs);
   const auto& cfg = model_->config();
   max_model_len_ = model_->max_context();
   for (int64_t e : cfg.eos_token_ids) eos_ids_.push_back(static_cast<int32_t>(e));
@@ -250,6 +279,8 @@ void EngineImpl::drain_inbox() {
     }
     Live l;
     l.sampling = p.req.sampling;
+    l.seed = p.req.sampling.seed ? mix64(*p.req.sampling.seed ^ 0x5851f42d4c957f2dull) : mix64(random_seed_() ^ p.id);
+    l.host_sampling = needs_host_sampling(p.req.sampling);
     l.cb = std::move(p.cb);
     l.sampler = std::make_unique<Sampler>(p.req.sampling);
     l.prompt = std::move(p.req.prompt);
@@ -310,8 +341,60 @@ Status EngineImpl::step() {
                          .block_tables = tables, .max_blocks_per_seq = max_blocks, .slot_mapping = slots,
                          .logits_rows = logit_rows};
   const int64_t vocab = model_->config().vocab_size;
-  logits_.resize(logit_rows.size() * static_cast<size_t>(vocab));
-  Status st = model_->forward(fb, *kv_, logits_.data());
+  // One row per sequence that finished its prompt / produced a token this step.
+  struct Row {
+    uint64_t id;
+    size_t logits_row;
+    Live* live;
+    GeneratedToken gt;
+    const float* logits = nullptr;  // set for rows sampled on the host
+  };
+  std::vector<Row> rows;
+  {
+    size_t r = 0;
+    for (const auto& s : batch.seqs) {
+      if (!s.needs_logits) continue;
+      auto it = live_.find(s.id);
+      if (it != live_.end()) rows.push_back({s.id, r, &it->second, {}});
+      ++r;
+    }
+  }
+  Status st;
+  if (device_sampling_) {
+    const size_t R = logit_rows.size();
+    temp_.assign(R, 0.f);
+    top_p_.assign(R, 1.f);
+    top_k_.assign(R, 0);
+    seeds_.assign(R, 0);
+    ids_.assign(R, 0);
+    host_rows_.clear();
+    for (const Row& rw : rows) {
+      const Live& l = *rw.live;
+      if (l.host_sampling) {
+        host_rows_.push_back(static_cast<int32_t>(rw.logits_row));
+        continue;
+      }
+      temp_[rw.logits_row] = l.sampling.temperature;
+      top_p_[rw.logits_row] = l.sampling.top_p;
+      top_k_[rw.logits_row] = l.sampling.top_k;
+      seeds_[rw.logits_row] = mix64(l.seed + 0x9e3779b97f4a7c15ull * (l.output.size() + 1));
+    }
+    logits_.resize(host_rows_.size() * static_cast<size_t>(vocab));
+    st = model_->forward_sample(fb, *kv_, {.temperature = temp_, .top_k = top_k_, .top_p = top_p_, .seeds = seeds_},
+                                ids_.data(), host_rows_, logits_.data());
+    size_t h = 0;
+    for (Row& rw : rows) {
+      if (rw.live->host_sampling) {
+        rw.logits = logits_.data() + (h++) * static_cast<size_t>(vocab);
+      } else {
+        rw.gt.token = ids_[rw.logits_row];
+      }
+    }
+  } else {
+    logits_.resize(logit_rows.size() * static_cast<size_t>(vocab));
+    st = model_->forward(fb, *kv_, logits_.data());
+    for (Row& rw : rows) rw.logits = logits_.data() + rw.logits_row * static_cast<size_t>(vocab);
+  }
   if (!st.is_ok()) {
     // Drop every sequence of the batch; the scheduler still needs its step completed.
     std::vector<sched::SampledToken> none;
@@ -321,28 +404,18 @@ Status EngineImpl::step() {
     return st;
   }
 
-  // Sample every sequence that finished its prompt / produced a token this step, rows in
-  // parallel (each request's sampler is independent; at batch 256 x 152k vocab this matters).
-  struct Row {
-    uint64_t id;
-    size_t logits_row;
-    Live* live;
-    GeneratedToken gt;
-  };
-  std::vector<Row> rows;
-  size_t row = 0;
-  for (const auto& s : batch.seqs) {
-    if (!s.needs_logits) continue;
-    auto it = live_.find(s.id);
-    if (it != live_.end()) rows.push_back({s.id, row, &it->second, {}});
-    ++row;
-  }
-  ThreadPool::global().parallel_for(static_cast<int64_t>(rows.size()), 1, [&](int64_t r0, int64_t r1) {
+  // Host sampling, rows in parallel (each request's sampler is independent; at batch 256 x
+  // 152k vocab this matters).
+  std::vector<Row*> host;
+  for (Row& rw : rows)
+    if (rw.logits != nullptr) host.push_back(&rw);
+  ThreadPool::global().parallel_for(static_cast<int64_t>(host.size()), 1, [&](int64_t r0, int64_t r1) {
     std::vector<float> logprobs;
     for (int64_t r = r0; r < r1; ++r) {
-      Row& rw = rows[static_cast<size_t>(r)];
+      Row& rw = *host[static_cast<size_t>(r)];
       Live& l = *rw.live;
-      std::span<float> lg(logits_.data() + rw.logits_row * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+      // The sampler applies penalties in place: sample from the row the step owns.
+      std::span<float> lg(const_cast<float*>(rw.logits), static_cast<size_t>(vocab));
       if (l.sampling.top_logprobs >= 0) log_softmax(lg, logprobs);
       rw.gt.token = l.sampler->sample(lg, l.prompt, l.output);
       if (l.sampling.top_logprobs < 0) continue;
@@ -412,6 +485,7 @@ void EngineImpl::publish_stats() {
   stats_.prompt_tokens_total = s.n_prompt_tokens;
   stats_.generation_tokens_total = s.n_generated_tokens;
   stats_.steps = s.n_steps;
+  stats_.graph_steps = model_->graph_replays();
 }
 
 void EngineImpl::thread_main() {

@@ -82,6 +82,7 @@ struct EngineStats {
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
   int64_t steps = 0;
+  int64_t graph_steps = 0;       // steps replayed from a captured step graph
 };
 
 struct MemoryReport {
@@ -107,6 +108,11 @@ struct EngineOptions {
   bool enable_chunked_prefill = true;
   int32_t max_prefill_chunk_tokens = 0;  // cap on one sequence's prefill chunk per step (0 = none)
   int32_t max_queue = 4096;     // waiting requests beyond this are refused (kResourceExhausted)
+  // Where tokens are sampled: "auto" (on the device for device backends, else on the host),
+  // "device" (the backend's sample op wherever it has one) or "host". Requests with penalties,
+  // min_p or logprobs are always sampled on the host from their downloaded logits row.
+  std::string sampling = "auto";
+  bool graphs = true;           // replay decode steps as step graphs where the backend has them
 };
 
 class Engine {

@@ -3,10 +3,15 @@
 //    identical alone, all together, without prefix caching, and with a pool so small that
 //    sequences get preempted; and "alone" equals the independent single-sequence loop
 //    (runtime::generate), which shares no scheduling code with the engine;
+//  - the same with tokens sampled by the backend's sample op (EngineOptions::sampling), and
+//    seeded sampling that does not depend on what else is in the batch;
 //  - cancellation frees KV blocks; bad requests are refused with clear errors.
+// Built a second time with FRUGAL_ENGINE_TEST_DEVICE="cuda" (tests/cuda_engine) for the GPU
+// machine, where decode steps also replay as CUDA graphs.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -23,6 +28,11 @@
 namespace frugal::runtime {
 namespace {
 
+#ifndef FRUGAL_ENGINE_TEST_DEVICE
+#define FRUGAL_ENGINE_TEST_DEVICE "cpu"
+#endif
+constexpr const char* kDevice = FRUGAL_ENGINE_TEST_DEVICE;
+
 std::string model_dir() { return frugal::testing::source_root() + "/models/stories260K"; }
 
 struct Collected {
@@ -34,14 +44,17 @@ struct Collected {
 };
 
 // Submits every prompt (greedy) and waits; returns outputs in prompt order.
+// `sampling(i)` gives request i's parameters (default: greedy).
 std::vector<std::vector<int32_t>> run_all(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
-                                          const std::vector<int32_t>& max_tokens) {
+                                          const std::vector<int32_t>& max_tokens,
+                                          const std::function<SamplingParams(size_t)>& sampling = {}) {
   Collected c;
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerateRequest r;
     r.prompt = prompts[i];
-    r.sampling.temperature = 0;
+    if (sampling) r.sampling = sampling(i);
+    else r.sampling.temperature = 0;
     r.sampling.max_tokens = max_tokens[i];
     auto id = e.submit(r, [&c](const RequestOutput& o) {
       std::lock_guard<std::mutex> lk(c.mu);
@@ -89,7 +102,7 @@ Workload make_workload() {
 EngineOptions base_options() {
   EngineOptions o;
   o.model_dir = model_dir();
-  o.device = "cpu";
+  o.device = kDevice;
   o.threads = 2;
   o.max_num_seqs = 64;
   o.max_num_batched_tokens = 256;
@@ -97,11 +110,19 @@ EngineOptions base_options() {
   return o;
 }
 
-TEST(EngineBatchInvariance, GreedyOutputsIdenticalAcrossBatchingModes) {
+// The sampling place: "host" (logits downloaded) or "device" (the backend's sample op).
+class EngineBatchInvariance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineBatchInvariance, GreedyOutputsIdenticalAcrossBatchingModes) {
   Workload w = make_workload();
+  auto base = [] {
+    EngineOptions o = base_options();
+    o.sampling = GetParam();
+    return o;
+  };
 
   // Oracle: the single-sequence loop, one prompt at a time, on its own backend.
-  auto bh_r = make_backend("cpu", 2);
+  auto bh_r = make_backend(kDevice, 2);
   ASSERT_TRUE(bh_r.is_ok());
   BackendHandle bh = std::move(bh_r).value();
   auto m = model::Model::load(model_dir(), bh.backend.get(), {});
@@ -131,24 +152,130 @@ TEST(EngineBatchInvariance, GreedyOutputsIdenticalAcrossBatchingModes) {
     return std::make_pair(out, st);
   };
 
-  auto [alone, st_alone] = run_mode(base_options(), true);
+  auto [alone, st_alone] = run_mode(base(), true);
   EXPECT_EQ(alone, expected) << "engine alone differs from the single-sequence loop";
 
-  auto [together, st_together] = run_mode(base_options(), false);
+  auto [together, st_together] = run_mode(base(), false);
   EXPECT_EQ(together, expected) << "batching changed greedy outputs";
   EXPECT_GT(st_together.prefix_cache_hits, 0) << "the shared prefix should hit the cache";
+  if (std::string(kDevice) != "cpu") EXPECT_GT(st_together.graph_steps, 0) << "decode steps should replay graphs";
 
-  EngineOptions no_cache = base_options();
+  EngineOptions eager = base();
+  eager.graphs = false;
+  auto [no_graphs, st_no_graphs] = run_mode(eager, false);
+  EXPECT_EQ(no_graphs, expected) << "eager steps changed greedy outputs";
+  EXPECT_EQ(st_no_graphs.graph_steps, 0);
+
+  EngineOptions no_cache = base();
   no_cache.enable_prefix_caching = false;
   auto [uncached, st_uncached] = run_mode(no_cache, false);
   EXPECT_EQ(uncached, expected) << "prefix caching off changed greedy outputs";
   EXPECT_EQ(st_uncached.prefix_cache_hits, 0);
 
-  EngineOptions tiny = base_options();
+  EngineOptions tiny = base();
   tiny.num_kv_blocks = 24;  // 384 token slots for 32 sequences of up to ~200 tokens
   auto [preempted, st_tiny] = run_mode(tiny, false);
   EXPECT_EQ(preempted, expected) << "preemption changed greedy outputs";
   EXPECT_GT(st_tiny.preemptions, 0) << "the pool was meant to be small enough to preempt";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sampling, EngineBatchInvariance, ::testing::Values("host", "device"));
+
+// Seeded sampling on the device: a request's tokens depend on its seed and its own logits
+// only, so they are the same alone, in a batch of 32, and through preemption; other seeds
+// give other tokens.
+TEST(EngineDeviceSampling, SeededSamplesDoNotDependOnTheBatch) {
+  Workload w = make_workload();
+  auto sampling = [](uint64_t seed_base) {
+    return [seed_base](size_t i) {
+      SamplingParams sp;
+      sp.temperature = 0.9f;
+      sp.top_p = i % 3 == 0 ? 0.8f : 1.0f;
+      sp.top_k = i % 4 == 1 ? 20 : 0;
+      sp.seed = seed_base + i;
+      return sp;
+    };
+  };
+  EngineOptions o = base_options();
+  o.sampling = "device";
+  auto e = create_engine(o);
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  std::vector<std::vector<int32_t>> alone;
+  for (size_t i = 0; i < w.prompts.size(); ++i) {
+    auto one = run_all(**e, {w.prompts[i]}, {w.max_tokens[i]}, [&](size_t) { return sampling(100)(i); });
+    alone.push_back(one[0]);
+  }
+  auto together = run_all(**e, w.prompts, w.max_tokens, sampling(100));
+  EXPECT_EQ(together, alone) << "a seeded request's samples changed with the batch around it";
+
+  EngineOptions tiny = o;
+  tiny.num_kv_blocks = 24;
+  auto et = create_engine(tiny);
+  ASSERT_TRUE(et.is_ok());
+  auto preempted = run_all(**et, w.prompts, w.max_tokens, sampling(100));
+  EXPECT_EQ(preempted, alone) << "preemption (recompute) changed a seeded request's samples";
+  EXPECT_GT((*et)->stats().preemptions, 0);
+
+  auto other = run_all(**e, w.prompts, w.max_tokens, sampling(7777));
+  int differing = 0;
+  for (size_t i = 0; i < other.size(); ++i) differing += other[i] != alone[i];
+  EXPECT_GT(differing, 16) << "different seeds should give different samples";
+}
+
+// Requests that need the host sampler (logprobs, penalties) in a batch sampled on the device:
+// they get their logprobs and penalties; greedy tokens equal greedy tokens without them.
+TEST(EngineDeviceSampling, HostOnlyParametersFallBackPerRequest) {
+  Workload w = make_workload();
+  EngineOptions o = base_options();
+  o.sampling = "device";
+  auto e = create_engine(o);
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  auto plain = run_all(**e, w.prompts, w.max_tokens);
+
+  Collected c;
+  std::map<size_t, uint64_t> ids;
+  std::map<uint64_t, std::vector<GeneratedToken>> got;
+  for (size_t i = 0; i < w.prompts.size(); ++i) {
+    GenerateRequest r;
+    r.prompt = w.prompts[i];
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = w.max_tokens[i];
+    if (i % 2 == 0) r.sampling.top_logprobs = 3;
+    if (i % 8 == 3) r.sampling.presence_penalty = 2.0f;  // changes greedy choices where repeated
+    auto id = (*e)->submit(r, [&](const RequestOutput& out) {
+      std::lock_guard<std::mutex> lk(c.mu);
+      for (const auto& t : out.tokens) got[out.request_id].push_back(t);
+      if (out.finish != FinishReason::kNone) {
+        ++c.done;
+        c.cv.notify_all();
+      }
+    });
+    ASSERT_TRUE(id.is_ok());
+    ids[i] = *id;
+  }
+  {
+    std::unique_lock<std::mutex> lk(c.mu);
+    ASSERT_TRUE(c.cv.wait_for(lk, std::chrono::seconds(120), [&] { return c.done == static_cast<int>(w.prompts.size()); }));
+  }
+  int penalized_differ = 0;
+  for (size_t i = 0; i < w.prompts.size(); ++i) {
+    const auto& toks = got[ids[i]];
+    std::vector<int32_t> seq;
+    for (const auto& t : toks) seq.push_back(t.token);
+    if (i % 8 == 3) {
+      penalized_differ += seq != plain[i];
+      continue;
+    }
+    EXPECT_EQ(seq, plain[i]) << "request " << i;
+    if (i % 2 == 0) {
+      for (const auto& t : toks) {
+        ASSERT_EQ(t.top.size(), 3u);
+        EXPECT_EQ(t.top[0].token, t.token) << "greedy token is the most likely";
+        EXPECT_LE(t.logprob, 0.0f);
+      }
+    }
+  }
+  EXPECT_GT(penalized_differ, 0) << "presence_penalty 2 should change some greedy continuations";
 }
 
 TEST(Engine, CancelReleasesBlocksWithinAStep) {

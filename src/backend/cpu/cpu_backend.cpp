@@ -65,6 +65,25 @@ class CpuBackend final : public ops::Backend {
   Status attention(const ops::AttentionParams& p) override;
   Status silu_mul(const ops::SiluMulParams& p) override;
   Status gather_rows(const ops::GatherRowsParams& p) override;
+  bool supports_sample() const override { return true; }
+  // Rows in parallel, each through the reference (sorting) sampler.
+  Status sample(const ops::SampleParams& p) override {
+    if (p.n_rows < 0 || p.vocab <= 0 || p.ld_logits < p.vocab)
+      return invalid_argument("cpu sample: n_rows " + std::to_string(p.n_rows) + ", vocab " + std::to_string(p.vocab) +
+                              ", ld_logits " + std::to_string(p.ld_logits));
+    pool_->parallel_for(p.n_rows, 1, [&](int64_t r0, int64_t r1) {
+      ops::SampleParams q = p;
+      q.logits = static_cast<const char*>(p.logits) + dtype_bytes(p.logits_dtype, r0 * p.ld_logits);
+      q.n_rows = static_cast<int32_t>(r1 - r0);
+      q.temperature += r0;
+      if (q.top_k) q.top_k += r0;
+      if (q.top_p) q.top_p += r0;
+      q.seeds += r0;
+      q.out_ids += r0;
+      ops::ref::sample(q);
+    });
+    return {};
+  }
 
  private:
   ThreadPool* pool_;

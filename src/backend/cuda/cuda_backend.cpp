@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cuda/gemm_lt.h"
+#include "backend/cuda/graph.h"
 #include "backend/cuda/kernels.h"
 
 namespace frugal::cuda {
@@ -42,11 +43,13 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   set_pdl_enabled(major >= 9 && !(pdl_env && std::strcmp(pdl_env, "0") == 0));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "stream"));
   FRUGAL_ASSIGN_OR_RETURN(b->lt_, LtGemm::create(kLtWorkspaceBytes));
+  b->graphs_ = std::make_unique<GraphCache>(b.get());
   return b;
 }
 
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
+  graphs_.reset();
   lt_.reset();
   if (scratch_) cudaFree(scratch_);
   for (int i = 0; i < kStaging; ++i) {
@@ -133,6 +136,11 @@ Status CudaBackend::reserve_scratch(size_t nbytes) {
   if (capturing_) return internal_error("cuda scratch must grow to " + std::to_string(nbytes) +
                                         " bytes during a graph capture; reserve_scratch before capturing");
   FRUGAL_RETURN_IF_ERROR(synchronize());  // the old scratch may still be read by queued work
+  // Captured graphs point at the old scratch: drop them (their owners recapture).
+  if (graphs_ && graphs_->size() > 0) {
+    graphs_->clear();
+    graph_bytes_ = 0;
+  }
   if (scratch_) cudaFree(scratch_);
   scratch_ = nullptr;
   scratch_bytes_ = 0;
@@ -227,6 +235,22 @@ Status CudaBackend::sample(const SampleParams& p) {
   if (!is_float_act(p.logits_dtype)) return unsupported("cuda sample: logits " + dt(p.logits_dtype));
   return check_launch(launch_sample(p, stream_), "sample");
 }
+
+bool CudaBackend::has_graph(uint64_t key) const { return graphs_->has(key); }
+
+int64_t CudaBackend::graph_count() const { return static_cast<int64_t>(graphs_->size()); }
+
+Status CudaBackend::capture_graph(uint64_t key, const std::function<Status()>& record) {
+  if (capturing_) return internal_error("cuda capture_graph inside a capture");
+  size_t free_before = 0, free_after = 0, total = 0;
+  const bool measured = cudaMemGetInfo(&free_before, &total) == cudaSuccess;
+  FRUGAL_RETURN_IF_ERROR(graphs_->ensure(key, record));
+  if (measured && cudaMemGetInfo(&free_after, &total) == cudaSuccess && free_after < free_before)
+    graph_bytes_ += static_cast<int64_t>(free_before - free_after);
+  return Status::ok();
+}
+
+Status CudaBackend::replay_graph(uint64_t key) { return graphs_->replay(key); }
 
 Result<std::unique_ptr<ops::Backend>> make_cuda_backend(int device) {
   FRUGAL_ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b, CudaBackend::create(device));

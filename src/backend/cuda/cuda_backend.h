@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 namespace frugal::cuda {
 
 class LtGemm;
+class GraphCache;
 
 class CudaBackend final : public ops::Backend {
  public:
@@ -44,8 +46,18 @@ class CudaBackend final : public ops::Backend {
   Status silu_mul(const ops::SiluMulParams& p) override;
   Status gather_rows(const ops::GatherRowsParams& p) override;
 
-  // --- CUDA-only extensions used by the engine ---
-  Status sample(const SampleParams& p);
+  bool supports_sample() const override { return true; }
+  Status sample(const SampleParams& p) override;
+
+  // Step graphs (ops::Backend): one CUDA graph per key on this backend's stream.
+  bool supports_graphs() const override { return true; }
+  bool has_graph(uint64_t key) const override;
+  Status capture_graph(uint64_t key, const std::function<Status()>& record) override;
+  Status replay_graph(uint64_t key) override;
+  int64_t graph_count() const override;
+  int64_t graph_bytes() const override { return graph_bytes_; }
+
+  // --- CUDA-only extensions ---
   // Page-locked host memory for the per-step id copy (download into it avoids a staging copy).
   Result<void*> alloc_pinned(size_t nbytes);
   void free_pinned(void* ptr);
@@ -69,6 +81,8 @@ class CudaBackend final : public ops::Backend {
   bool capturing_ = false;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<LtGemm> lt_;
+  std::unique_ptr<GraphCache> graphs_;
+  std::atomic<int64_t> graph_bytes_{0};
   void* scratch_ = nullptr;  // grown on demand outside captures
   size_t scratch_bytes_ = 0;
   static constexpr int kStaging = 2;  // double-buffered pinned upload staging

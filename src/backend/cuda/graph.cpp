@@ -53,14 +53,14 @@ Status CudaGraph::replay(cudaStream_t stream) const {
   return e == cudaSuccess ? Status::ok() : graph_error(e, "launch");
 }
 
-Status GraphCache::ensure(int bucket, const std::function<Status()>& record) {
+Status GraphCache::ensure(uint64_t bucket, const std::function<Status()>& record) {
   if (has(bucket)) return Status::ok();
   FRUGAL_ASSIGN_OR_RETURN(CudaGraph g, CudaGraph::capture(backend_, record));
   graphs_.emplace(bucket, std::move(g));
   return Status::ok();
 }
 
-Status GraphCache::replay(int bucket) const {
+Status GraphCache::replay(uint64_t bucket) const {
   auto it = graphs_.find(bucket);
   if (it == graphs_.end()) return not_found("no cuda graph captured for batch bucket " + std::to_string(bucket));
   return it->second.replay(backend_->stream());

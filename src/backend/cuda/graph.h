@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 
@@ -40,15 +41,16 @@ class CudaGraph {
 class GraphCache {
  public:
   explicit GraphCache(CudaBackend* backend) : backend_(backend) {}
-  bool has(int bucket) const { return graphs_.count(bucket) != 0; }
+  bool has(uint64_t bucket) const { return graphs_.count(bucket) != 0; }
   // Captures the bucket's graph if missing; `record` enqueues one step at that batch size.
-  Status ensure(int bucket, const std::function<Status()>& record);
-  Status replay(int bucket) const;
+  Status ensure(uint64_t bucket, const std::function<Status()>& record);
+  Status replay(uint64_t bucket) const;
   void clear() { graphs_.clear(); }
+  size_t size() const { return graphs_.size(); }
 
  private:
   CudaBackend* backend_;
-  std::map<int, CudaGraph> graphs_;
+  std::map<uint64_t, CudaGraph> graphs_;
 };
 
 }  // namespace frugal::cuda

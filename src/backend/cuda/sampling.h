@@ -14,21 +14,11 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "ops/params.h"
 
 namespace frugal::cuda {
 
-struct SampleParams {
-  const void* logits;       // [n_rows, vocab] with row stride ld_logits (elements)
-  DType logits_dtype;       // f32, f16 or bf16
-  int64_t ld_logits;
-  int32_t n_rows;
-  int32_t vocab;
-  const float* temperature; // [n_rows]
-  const int32_t* top_k;     // [n_rows] or nullptr; <= 0 or >= vocab: off
-  const float* top_p;       // [n_rows] or nullptr; <= 0 or >= 1: off
-  const uint64_t* seeds;    // [n_rows]
-  int32_t* out_ids;         // [n_rows]
-};
+using SampleParams = ops::SampleParams;
 
 cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream);
 
