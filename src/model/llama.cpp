@@ -1,6 +1,7 @@
 // The Llama family forward pass (LlamaForCausalLM, Qwen2ForCausalLM): pre-norm decoder layers
 // of GQA attention and a gated SiLU MLP, each added into the residual stream.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <span>
@@ -98,6 +99,8 @@ class LlamaModel final : public Model {
 
   Status forward_sample(const ForwardBatch& b, KvStorage& kv, const SamplingBatch& s, int32_t* ids,
                         std::span<const int32_t> host_rows, float* host_logits) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto prepared = [&] { prepare_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
     FRUGAL_RETURN_IF_ERROR(validate(b, kv));
     const size_t R = b.logits_rows.size();
     if (s.temperature.size() != R || s.top_k.size() != R || s.top_p.size() != R || s.seeds.size() != R)
@@ -145,6 +148,7 @@ class LlamaModel final : public Model {
                             .slot_mapping = pb.slots, .logits_rows = pb.rows};
       const SamplingBatch sp{.temperature = pb.temperature, .top_k = pb.top_k, .top_p = pb.top_p, .seeds = pb.seeds};
       FRUGAL_ASSIGN_OR_RETURN(StepBuffers sb, upload_step(fb, &sp, mb * bs));
+      prepared();
       const uint64_t key = (static_cast<uint64_t>(bucket) << 32) | static_cast<uint32_t>(mb);
       auto record = [&]() -> Status {
         FRUGAL_RETURN_IF_ERROR(enqueue_body(sb, kv));
@@ -164,6 +168,7 @@ class LlamaModel final : public Model {
       return Status::ok();
     }
     FRUGAL_ASSIGN_OR_RETURN(StepBuffers sb, upload_step(b, &s, max_ctx_of(b)));
+    prepared();
     FRUGAL_RETURN_IF_ERROR(enqueue_body(sb, kv));
     FRUGAL_RETURN_IF_ERROR(enqueue_sample(sb));
     ++eager_steps_;

@@ -70,6 +70,8 @@ class Model {
   // Steps run by graph replay / eagerly since load (for benchmarks and tests).
   int64_t graph_replays() const { return graph_replays_; }
   int64_t eager_steps() const { return eager_steps_; }
+  // Host seconds spent checking, padding and uploading step inputs (cumulative).
+  double prepare_seconds() const { return prepare_s_; }
 
   void set_taps_enabled(bool on) { taps_enabled_ = on; }
   // A tap of the last forward, f32 [n_tokens, width]; nullptr if not recorded.
@@ -92,6 +94,7 @@ class Model {
   int32_t max_context_ = 0;
   int64_t graph_replays_ = 0;
   int64_t eager_steps_ = 0;
+  double prepare_s_ = 0;
 
  private:
   bool graphs_enabled_ = true;

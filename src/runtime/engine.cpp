@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -131,6 +132,7 @@ class EngineImpl final : public Engine {
   std::vector<float> temp_, top_p_;
   std::vector<int32_t> top_k_, ids_, host_rows_;
   std::vector<uint64_t> seeds_;
+  double schedule_s_ = 0, forward_s_ = 0, output_s_ = 0;
   std::thread thread_;
 
   mutable std::mutex stats_mu_;
@@ -318,6 +320,8 @@ void EngineImpl::fail_batch(const sched::ScheduledBatch& batch, const Status& st
 }
 
 Status EngineImpl::step() {
+  using SteadyClock = std::chrono::steady_clock;
+  const auto t_begin = SteadyClock::now();
   sched::ScheduledBatch batch = sched_->schedule();
   if (batch.empty()) return Status::ok();
   // Flatten the batch into the varlen ForwardBatch layout.
@@ -360,6 +364,7 @@ Status EngineImpl::step() {
     }
   }
   Status st;
+  const auto t_forward = SteadyClock::now();
   if (device_sampling_) {
     const size_t R = logit_rows.size();
     temp_.assign(R, 0.f);
@@ -395,6 +400,9 @@ Status EngineImpl::step() {
     st = model_->forward(fb, *kv_, logits_.data());
     for (Row& rw : rows) rw.logits = logits_.data() + rw.logits_row * static_cast<size_t>(vocab);
   }
+  const auto t_output = SteadyClock::now();
+  schedule_s_ += std::chrono::duration<double>(t_forward - t_begin).count();
+  forward_s_ += std::chrono::duration<double>(t_output - t_forward).count();
   if (!st.is_ok()) {
     // Drop every sequence of the batch; the scheduler still needs its step completed.
     std::vector<sched::SampledToken> none;
@@ -403,6 +411,11 @@ Status EngineImpl::step() {
     fail_batch(batch, st);
     return st;
   }
+  struct OutputTimer {
+    double& acc;
+    SteadyClock::time_point t0;
+    ~OutputTimer() { acc += std::chrono::duration<double>(SteadyClock::now() - t0).count(); }
+  } output_timer{output_s_, t_output};
 
   // Host sampling, rows in parallel (each request's sampler is independent; at batch 256 x
   // 152k vocab this matters).
@@ -486,6 +499,10 @@ void EngineImpl::publish_stats() {
   stats_.generation_tokens_total = s.n_generated_tokens;
   stats_.steps = s.n_steps;
   stats_.graph_steps = model_->graph_replays();
+  stats_.schedule_s = schedule_s_;
+  stats_.forward_s = forward_s_;
+  stats_.prepare_s = model_->prepare_seconds();
+  stats_.output_s = output_s_;
 }
 
 void EngineImpl::thread_main() {
@@ -517,6 +534,14 @@ void EngineImpl::thread_main() {
   }
   live_.clear();
   publish_stats();
+  const int64_t steps = sched_->stats().n_steps;
+  if (steps > 0) {
+    const double us = 1e6 / static_cast<double>(steps);
+    FRUGAL_LOG_INFO("engine: {} steps ({} graph replays); per step: schedule {:.1f} us, forward {:.1f} us "
+                    "(inputs {:.1f} us), outputs {:.1f} us",
+                    steps, model_->graph_replays(), schedule_s_ * us, forward_s_ * us, model_->prepare_seconds() * us,
+                    output_s_ * us);
+  }
 }
 
 }  // namespace

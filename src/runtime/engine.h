@@ -83,6 +83,13 @@ struct EngineStats {
   int64_t generation_tokens_total = 0;
   int64_t steps = 0;
   int64_t graph_steps = 0;       // steps replayed from a captured step graph
+  // Where the engine thread's time went (cumulative seconds): building the step (scheduler,
+  // batch layout), the model call (input upload, launches, waiting for the ids), its input
+  // preparation alone (part of forward_s), and handing tokens to the requests' callbacks.
+  double schedule_s = 0;
+  double forward_s = 0;
+  double prepare_s = 0;
+  double output_s = 0;
 };
 
 struct MemoryReport {
