@@ -28,11 +28,11 @@ struct LlamaLayer {
 struct Workspace {
   void* resid;     // [T, hidden] residual stream
   void* xn;        // [T, hidden] normed input of the current block
-  void* q;         // [T, n_head * head_dim]
+  void* q;         // [T, (n_head + 2 * n_head_kv) * head_dim]
   void* k;         // [T, n_head_kv * head_dim]
   void* v;         // [T, n_head_kv * head_dim]
   void* attn;      // [T, n_head * head_dim]
-  void* gate;      // [T, inter]
+  void* gate;      // [T, 2 * inter]
   void* up;        // [T, inter]
   void* sel;       // [R, hidden] rows whose logits are wanted
   float* logits;   // [R, vocab] f32
@@ -70,6 +70,11 @@ class LlamaModel final : public Model {
         const std::string base = p + "mlp." + name;
         FRUGAL_ASSIGN_OR_RETURN(*dst, weights_->linear(base + ".weight", base + ".bias"));
       }
+      const Linear qkv_parts[] = {l.attn.q, l.attn.k, l.attn.v};
+      l.attn.qkv = fuse_rows(qkv_parts);
+      const Linear gu_parts[] = {l.mlp.gate, l.mlp.up};
+      l.mlp.gate_up = fuse_rows(gu_parts);
+      fused_matmuls_ += (l.attn.qkv ? 1 : 0) + (l.mlp.gate_up ? 1 : 0);
       // transformers (Qwen2): layers from max_window_layers on use the sliding window when
       // use_sliding_window is set.
       if (c.use_sliding_window && i >= c.max_window_layers) l.sliding_window = static_cast<int32_t>(c.sliding_window);
@@ -288,8 +293,9 @@ class LlamaModel final : public Model {
     const DType act = backend_->activation_dtype();
     const int64_t T = opts_.max_batch_tokens, R = opts_.max_logit_rows;
     const int64_t q_dim = c.num_attention_heads * c.head_dim, kv_dim = c.num_key_value_heads * c.head_dim;
-    const int64_t act_elems[] = {T * c.hidden_size, T * c.hidden_size, T * q_dim, T * kv_dim, T * kv_dim,
-                                 T * q_dim, T * c.intermediate_size, T * c.intermediate_size, R * c.hidden_size};
+    // q has room for fused [q | k | v] rows, gate for fused [gate | up] rows.
+    const int64_t act_elems[] = {T * c.hidden_size, T * c.hidden_size, T * (q_dim + 2 * kv_dim), T * kv_dim, T * kv_dim,
+                                 T * q_dim, 2 * T * c.intermediate_size, T * c.intermediate_size, R * c.hidden_size};
     std::vector<int64_t> sizes;
     for (int64_t e : act_elems) sizes.push_back(dtype_bytes(act, e));
     sizes.push_back(R * c.vocab_size * 4);

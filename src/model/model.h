@@ -70,6 +70,8 @@ class Model {
   // Steps run by graph replay / eagerly since load (for benchmarks and tests).
   int64_t graph_replays() const { return graph_replays_; }
   int64_t eager_steps() const { return eager_steps_; }
+  // Matmul groups (q/k/v, gate/up) run as one fused matmul because their weights are adjacent.
+  int32_t fused_matmuls() const { return fused_matmuls_; }
   // Host seconds spent checking, padding and uploading step inputs (cumulative).
   double prepare_seconds() const { return prepare_s_; }
 
@@ -95,6 +97,7 @@ class Model {
   int64_t graph_replays_ = 0;
   int64_t eager_steps_ = 0;
   double prepare_s_ = 0;
+  int32_t fused_matmuls_ = 0;
 
  private:
   bool graphs_enabled_ = true;

@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -66,6 +67,42 @@ void fill_dummy(TensorRole role, DType dtype, uint64_t seed, uint64_t stream, vo
       default: static_cast<float*>(out)[i] = v; break;
     }
   }
+}
+
+// Sort key that groups "<p>.{q,k,v}_proj.{weight,bias}" as <p>.qkv.{weight,bias}.{0,1,2} and
+// "<p>.{gate,up}_proj.weight" as <p>.gate_up.weight.{0,1}; other names sort as themselves.
+std::string placement_key(const std::string& name) {
+  static const std::pair<const char*, const char*> kGroups[] = {
+      {"q_proj", "qkv~0"}, {"k_proj", "qkv~1"}, {"v_proj", "qkv~2"}, {"gate_proj", "gate_up~0"}, {"up_proj", "gate_up~1"}};
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos || dot == 0) return name;
+  const size_t dot2 = name.rfind('.', dot - 1);
+  if (dot2 == std::string::npos) return name;
+  const std::string proj = name.substr(dot2 + 1, dot - dot2 - 1), suffix = name.substr(dot + 1);
+  for (const auto& [p, g] : kGroups) {
+    if (proj != p) continue;
+    const std::string group(g);
+    const size_t tilde = group.find('~');
+    return name.substr(0, dot2 + 1) + group.substr(0, tilde) + "." + suffix + "." + group.substr(tilde + 1);
+  }
+  return name;
+}
+
+std::optional<Linear> fuse_rows(std::span<const Linear> parts) {
+  if (parts.size() < 2) return std::nullopt;
+  Linear f = parts[0];
+  const bool biased = parts[0].bias != nullptr;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const Linear& a = parts[i - 1];
+    const Linear& b = parts[i];
+    if (b.dtype != f.dtype || b.in != f.in || (b.bias != nullptr) != biased) return std::nullopt;
+    if (static_cast<const uint8_t*>(a.weight) + dtype_bytes(a.dtype, a.out * a.in) != b.weight) return std::nullopt;
+    if (biased && (b.bias_dtype != f.bias_dtype ||
+                   static_cast<const uint8_t*>(a.bias) + dtype_bytes(a.bias_dtype, a.out) != b.bias))
+      return std::nullopt;
+    f.out += b.out;
+  }
+  return f;
 }
 
 WeightStore::~WeightStore() = default;
@@ -147,8 +184,18 @@ Status WeightStore::place(ops::Backend* backend, const std::vector<std::pair<std
   int64_t total = 0;
   for (const auto& [name, v] : host) total += align_up(v.nbytes());
   FRUGAL_ASSIGN_OR_RETURN(arena_, ops::DeviceBuffer::create(backend, static_cast<size_t>(std::max<int64_t>(total, kAlign))));
+  // Place the projections that read the same input next to each other (q, k, v weights, then
+  // their biases; gate, up), so the model can run each group as one matmul (fuse_rows).
+  std::vector<size_t> order(host.size());
+  std::vector<std::string> keys(host.size());
+  for (size_t i = 0; i < host.size(); ++i) {
+    order[i] = i;
+    keys[i] = placement_key(host[i].first);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
   int64_t off = 0;
-  for (const auto& [name, v] : host) {
+  for (size_t i : order) {
+    const auto& [name, v] = host[i];
     void* dst = arena_.as<uint8_t>() + off;
     FRUGAL_RETURN_IF_ERROR(backend->upload(dst, v.data, static_cast<size_t>(v.nbytes())));
     tensors_[name] = TensorView{dst, v.dtype, v.shape};

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,13 @@ struct Linear {
   const void* bias = nullptr;    // optional [out], bias_dtype
   DType bias_dtype = DType::kF32;
 };
+
+// One Linear over several whose weights (and biases, if any) lie back to back in memory, in
+// the order given: y = x @ [w0; w1; ...]^T computes every part's output side by side.
+// nullopt when they are not contiguous (e.g. mmap'ed checkpoints on the CPU).
+std::optional<Linear> fuse_rows(std::span<const Linear> parts);
+// The order WeightStore places tensors on a device: groups q/k/v and gate/up (exposed for tests).
+std::string placement_key(const std::string& name);
 
 struct Norm {
   const void* weight = nullptr;  // [dim]

@@ -45,12 +45,48 @@ std::vector<int32_t> ids_of(const TensorEntry* t) {
   return v;
 }
 
-// Every fixture runs on the reference backend (exact oracle) and the fast CPU backend.
+// The CPU backend acting as a device backend: weights are copied into one arena (as on a GPU)
+// instead of used in place from the mmap, in WeightStore's placement order, which lets the
+// model run q/k/v and gate/up as fused matmuls. Everything else is the CPU backend's.
+class ArenaCpuBackend final : public ops::Backend {
+ public:
+  ArenaCpuBackend() : b_(make_cpu_backend()) {}
+  std::string name() const override { return "cpu-arena"; }
+  DType activation_dtype() const override { return b_->activation_dtype(); }
+  Result<void*> alloc(size_t n) override { return b_->alloc(n); }
+  void free(void* p) override { b_->free(p); }
+  Status upload(void* d, const void* s, size_t n) override { return b_->upload(d, s, n); }
+  Status download(void* d, const void* s, size_t n) override { return b_->download(d, s, n); }
+  Status memset_zero(void* d, size_t n) override { return b_->memset_zero(d, n); }
+  Status synchronize() override { return b_->synchronize(); }
+  bool weights_in_host_memory() const override { return false; }
+  Status embedding(const ops::EmbeddingParams& p) override { return b_->embedding(p); }
+  Status rms_norm(const ops::RmsNormParams& p) override { return b_->rms_norm(p); }
+  Status matmul(const ops::MatmulParams& p) override { return b_->matmul(p); }
+  Status rope(const ops::RopeParams& p) override { return b_->rope(p); }
+  Status kv_write(const ops::KvWriteParams& p) override { return b_->kv_write(p); }
+  Status attention(const ops::AttentionParams& p) override { return b_->attention(p); }
+  Status silu_mul(const ops::SiluMulParams& p) override { return b_->silu_mul(p); }
+  Status gather_rows(const ops::GatherRowsParams& p) override { return b_->gather_rows(p); }
+
+ private:
+  std::unique_ptr<ops::Backend> b_;
+};
+
+// Every fixture runs on the reference backend (exact oracle), the fast CPU backend, and the
+// CPU backend with device-style weight placement (fused projections).
 class Golden : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   std::string fixture_dir() const { return std::get<0>(GetParam()); }
   std::unique_ptr<ops::Backend> make_backend() const {
-    return std::get<1>(GetParam()) == "cpu" ? make_cpu_backend() : ops::make_ref_backend();
+    const std::string& b = std::get<1>(GetParam());
+    if (b == "cpu") return make_cpu_backend();
+    if (b == "cpuarena") return std::make_unique<ArenaCpuBackend>();
+    return ops::make_ref_backend();
+  }
+  void expect_fused(const Model& m) const {
+    if (std::get<1>(GetParam()) == "cpuarena")
+      EXPECT_EQ(m.fused_matmuls(), 2 * m.config().num_hidden_layers) << "q/k/v and gate/up should run fused";
   }
 };
 
@@ -63,6 +99,7 @@ TEST_P(Golden, TeacherForcedLogitsAndHiddenStates) {
   auto backend = make_backend();
   auto m = Model::load(dir, backend.get(), fixture_options(dir, T));
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  expect_fused(**m);
   const auto& c = (*m)->config();
   auto kv = KvStorage::create(backend.get(), c, {.n_blocks = (T + 15) / 16, .block_size = 16});
   ASSERT_TRUE(kv.is_ok());
@@ -129,7 +166,7 @@ TEST_P(Golden, GreedyContinuation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden,
-                         ::testing::Combine(::testing::ValuesIn(fixtures()), ::testing::Values("ref", "cpu")),
+                         ::testing::Combine(::testing::ValuesIn(fixtures()), ::testing::Values("ref", "cpu", "cpuarena")),
                          [](const auto& info) {
                            const std::filesystem::path p(std::get<0>(info.param));
                            const std::string profile = p.parent_path().filename() == "golden_bf16" ? "bf16profile_" : "";

@@ -1,10 +1,12 @@
 // Model loading: checkpoint/config errors name the file and the tensor or field; dummy
 // weights; batch validation; two sequences in one batch equal each run alone.
+#include <algorithm>
 #include <cmath>
 
 #include <gtest/gtest.h>
 
 #include "model/model.h"
+#include "model/weights.h"
 #include "model_test_util.h"
 #include "ops/ref_backend.h"
 #include "test_paths.h"
@@ -25,6 +27,48 @@ Status load_status(const std::string& dir) {
 void expect_error_names(const Status& st, std::initializer_list<std::string> parts) {
   ASSERT_FALSE(st.is_ok());
   for (const auto& p : parts) EXPECT_NE(st.message().find(p), std::string::npos) << "'" << p << "' not in: " << st.message();
+}
+
+TEST(WeightPlacement, GroupsProjectionsThatShareAnInput) {
+  EXPECT_EQ(placement_key("model.layers.3.self_attn.k_proj.bias"), "model.layers.3.self_attn.qkv.bias.1");
+  EXPECT_EQ(placement_key("model.layers.3.mlp.up_proj.weight"), "model.layers.3.mlp.gate_up.weight.1");
+  EXPECT_EQ(placement_key("model.layers.3.self_attn.o_proj.weight"), "model.layers.3.self_attn.o_proj.weight");
+  EXPECT_EQ(placement_key("lm_head.weight"), "lm_head.weight");
+  // Sorted by key, q/k/v weights are adjacent and in order, then their biases.
+  std::vector<std::string> names = {"a.self_attn.v_proj.weight", "a.self_attn.q_proj.bias", "a.self_attn.k_proj.weight",
+                                    "a.self_attn.o_proj.weight", "a.self_attn.q_proj.weight", "a.self_attn.v_proj.bias",
+                                    "a.self_attn.k_proj.bias"};
+  std::sort(names.begin(), names.end(), [](const auto& x, const auto& y) { return placement_key(x) < placement_key(y); });
+  EXPECT_EQ(names, (std::vector<std::string>{"a.self_attn.o_proj.weight", "a.self_attn.q_proj.bias", "a.self_attn.k_proj.bias",
+                                             "a.self_attn.v_proj.bias", "a.self_attn.q_proj.weight",
+                                             "a.self_attn.k_proj.weight", "a.self_attn.v_proj.weight"}));
+}
+
+TEST(WeightPlacement, FuseRowsNeedsAdjacentWeightsAndBiases) {
+  std::vector<uint16_t> w(10 * 4), bias(10);
+  const Linear a{.weight = w.data(), .dtype = DType::kBF16, .out = 6, .in = 4},
+      b{.weight = w.data() + 24, .dtype = DType::kBF16, .out = 4, .in = 4};
+  const Linear ab[] = {a, b};
+  auto f = fuse_rows(ab);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->out, 10);
+  EXPECT_EQ(f->weight, w.data());
+  const Linear gap{.weight = w.data() + 28, .dtype = DType::kBF16, .out = 3, .in = 4};
+  const Linear a_gap[] = {a, gap};
+  EXPECT_FALSE(fuse_rows(a_gap).has_value()) << "a gap between the weights";
+  Linear ab1 = a, bb1 = b;
+  ab1.bias = bias.data();
+  ab1.bias_dtype = DType::kBF16;
+  const Linear one_bias[] = {ab1, bb1};
+  EXPECT_FALSE(fuse_rows(one_bias).has_value()) << "only one part has a bias";
+  bb1.bias = bias.data() + 6;
+  bb1.bias_dtype = DType::kBF16;
+  const Linear both[] = {ab1, bb1};
+  ASSERT_TRUE(fuse_rows(both).has_value());
+  EXPECT_EQ(fuse_rows(both)->bias, bias.data());
+  bb1.bias = bias.data() + 7;
+  const Linear bias_gap[] = {ab1, bb1};
+  EXPECT_FALSE(fuse_rows(bias_gap).has_value()) << "biases not adjacent";
 }
 
 TEST(ModelLoad, TinyModelLoads) {

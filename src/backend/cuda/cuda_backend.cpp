@@ -7,6 +7,7 @@
 #include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/graph.h"
 #include "backend/cuda/kernels.h"
+#include "core/log.h"
 
 namespace frugal::cuda {
 namespace {
@@ -167,25 +168,79 @@ Status CudaBackend::rms_norm(const ops::RmsNormParams& p) {
 }
 
 // GEMV for decode-sized m (bandwidth-bound, ours), cuBLASLt above, a generic kernel for what
-// neither takes (odd k, exotic dtypes).
+// neither takes (odd k, exotic dtypes). For m = 2..kGemvMaxM the faster of GEMV and cuBLASLt
+// is measured on the first call of each shape outside a capture (FRUGAL_SMALL_M=gemv|lt
+// forces one), so every later call of that shape, and every graph, uses the same kernel.
 Status CudaBackend::matmul(const ops::MatmulParams& p) {
   if (!is_float_act(p.x_dtype) || !is_float_act(p.w_dtype) || !is_float_act(p.y_dtype) ||
       (p.bias && !is_float_act(p.bias_dtype)))
     return unsupported("cuda matmul: x " + dt(p.x_dtype) + ", w " + dt(p.w_dtype) + ", y " + dt(p.y_dtype));
   if (p.m == 0 || p.n == 0) return Status::ok();
-  if (gemv_supported(p)) return check_launch(launch_gemv(p, stream_), "gemv");
+  if (gemv_supported(p)) {
+    bool use_lt = false;
+    if (p.m >= 2) {
+      FRUGAL_ASSIGN_OR_RETURN(use_lt, small_m_prefers_lt(p));
+    }
+    if (!use_lt) return check_launch(launch_gemv(p, stream_), "gemv");
+  }
+  Status st = run_lt(p);
+  if (st.code() != ErrorCode::kUnsupported) return st;
+  return check_launch(launch_matmul_generic(p, stream_), "matmul_generic");
+}
+
+Status CudaBackend::run_lt(const ops::MatmulParams& p) {
   ops::MatmulParams q = p;
   const bool separate_bias = p.bias && p.bias_dtype != p.y_dtype;
   if (separate_bias) q.bias = nullptr;
-  if (p.k > 0 && LtGemm::supports(q)) {
-    Status st = lt_->run(q, stream_);
-    if (st.is_ok()) {
-      if (!separate_bias) return Status::ok();
-      return check_launch(launch_bias_add(p.y, p.y_dtype, p.ld_y, p.bias, p.bias_dtype, p.m, p.n, stream_), "bias_add");
-    }
-    if (st.code() != ErrorCode::kUnsupported) return st;
+  if (p.k <= 0 || !LtGemm::supports(q)) return unsupported("cuBLASLt: shape");
+  FRUGAL_RETURN_IF_ERROR(lt_->run(q, stream_));
+  if (!separate_bias) return Status::ok();
+  return check_launch(launch_bias_add(p.y, p.y_dtype, p.ld_y, p.bias, p.bias_dtype, p.m, p.n, stream_), "bias_add");
+}
+
+Result<bool> CudaBackend::small_m_prefers_lt(const ops::MatmulParams& p) {
+  static const char* force = std::getenv("FRUGAL_SMALL_M");
+  if (force && std::strcmp(force, "gemv") == 0) return false;
+  ops::MatmulParams probe = p;
+  probe.bias = p.bias && p.bias_dtype != p.y_dtype ? nullptr : p.bias;
+  if (p.k <= 0 || !LtGemm::supports(probe)) return false;
+  if (force && std::strcmp(force, "lt") == 0) return true;
+  const SmallMKey key{p.m, p.n, p.k, p.ld_x, p.ld_y, static_cast<int>(p.y_dtype), p.bias != nullptr, p.accumulate};
+  if (auto it = small_m_choice_.find(key); it != small_m_choice_.end()) return it->second;
+  if (capturing_) return false;  // not measured before the capture: keep the GEMV
+  // Time both on a scratch output (the real y may be accumulated into).
+  const size_t y_bytes = static_cast<size_t>(dtype_bytes(p.y_dtype, (p.m - 1) * p.ld_y + p.n));
+  void* y = nullptr;
+  if (cudaMalloc(&y, y_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
   }
-  return check_launch(launch_matmul_generic(p, stream_), "matmul_generic");
+  ops::MatmulParams q = p;
+  q.y = y;
+  q.accumulate = false;
+  cudaEvent_t ev[3];
+  for (auto& e : ev) cudaEventCreate(&e);
+  constexpr int kReps = 5;
+  float ms_gemv = 0, ms_lt = 0;
+  Status st = Status::ok();
+  for (int pass = 0; pass < 2 && st.is_ok(); ++pass) {  // pass 0 warms up both
+    cudaEventRecord(ev[0], stream_);
+    for (int r = 0; r < kReps && st.is_ok(); ++r) st = check_launch(launch_gemv(q, stream_), "gemv");
+    cudaEventRecord(ev[1], stream_);
+    for (int r = 0; r < kReps && st.is_ok(); ++r) st = run_lt(q);
+    cudaEventRecord(ev[2], stream_);
+    cudaEventSynchronize(ev[2]);
+    cudaEventElapsedTime(&ms_gemv, ev[0], ev[1]);
+    cudaEventElapsedTime(&ms_lt, ev[1], ev[2]);
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  cudaFree(y);
+  FRUGAL_RETURN_IF_ERROR(st);
+  const bool lt = ms_lt < ms_gemv;
+  small_m_choice_.emplace(key, lt);
+  FRUGAL_LOG_DEBUG("cuda matmul m={} n={} k={}: gemv {:.1f} us, cuBLASLt {:.1f} us -> {}", p.m, p.n, p.k,
+                   1000.0 * ms_gemv / kReps, 1000.0 * ms_lt / kReps, lt ? "cuBLASLt" : "gemv");
+  return lt;
 }
 
 Status CudaBackend::rope(const ops::RopeParams& p) {

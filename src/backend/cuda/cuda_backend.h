@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <string>
 
 #include "backend/cuda/sampling.h"
@@ -74,6 +76,8 @@ class CudaBackend final : public ops::Backend {
  private:
   CudaBackend() = default;
   Status check_launch(cudaError_t e, const char* op);
+  Status run_lt(const ops::MatmulParams& p);
+  Result<bool> small_m_prefers_lt(const ops::MatmulParams& p);
   Result<void*> scratch(size_t nbytes);
 
   int device_ = 0;
@@ -82,6 +86,9 @@ class CudaBackend final : public ops::Backend {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<LtGemm> lt_;
   std::unique_ptr<GraphCache> graphs_;
+  // (m, n, k, ld_x, ld_y, y dtype, bias, accumulate) -> cuBLASLt measured faster than the GEMV
+  using SmallMKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, bool>;
+  std::map<SmallMKey, bool> small_m_choice_;
   std::atomic<int64_t> graph_bytes_{0};
   void* scratch_ = nullptr;  // grown on demand outside captures
   size_t scratch_bytes_ = 0;

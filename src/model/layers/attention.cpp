@@ -2,6 +2,8 @@
 
 #include "model/layers/linear.h"
 
+#include <cstdint>
+
 namespace frugal::model::layers {
 
 Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaShape& shape,
@@ -11,18 +13,30 @@ Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaS
   const int64_t hidden = w.q.in;
   const int64_t q_dim = static_cast<int64_t>(shape.n_head) * shape.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(shape.n_head_kv) * shape.head_dim;
-  FRUGAL_RETURN_IF_ERROR(linear(b, w.q, act, x, hidden, s.q, q_dim, n, false));
-  FRUGAL_RETURN_IF_ERROR(linear(b, w.k, act, x, hidden, s.k, kv_dim, n, false));
-  FRUGAL_RETURN_IF_ERROR(linear(b, w.v, act, x, hidden, s.v, kv_dim, n, false));
+  // Fused: one matmul writes rows [q | k | v] (leading dimension q_dim + 2 kv_dim).
+  void* q = s.q;
+  void* k = s.k;
+  void* v = s.v;
+  int64_t ld_q = q_dim, ld_kv = kv_dim;
+  if (w.qkv) {
+    ld_q = ld_kv = q_dim + 2 * kv_dim;
+    FRUGAL_RETURN_IF_ERROR(linear(b, *w.qkv, act, x, hidden, s.q, ld_q, n, false));
+    k = static_cast<uint8_t*>(s.q) + dtype_bytes(act, q_dim);
+    v = static_cast<uint8_t*>(s.q) + dtype_bytes(act, q_dim + kv_dim);
+  } else {
+    FRUGAL_RETURN_IF_ERROR(linear(b, w.q, act, x, hidden, q, q_dim, n, false));
+    FRUGAL_RETURN_IF_ERROR(linear(b, w.k, act, x, hidden, k, kv_dim, n, false));
+    FRUGAL_RETURN_IF_ERROR(linear(b, w.v, act, x, hidden, v, kv_dim, n, false));
+  }
   FRUGAL_RETURN_IF_ERROR(b->rope(ops::RopeParams{
-      .q = s.q, .k = s.k, .act_dtype = act, .positions = step.positions, .inv_freq = step.inv_freq,
-      .n_tokens = n, .ld_q = q_dim, .ld_k = kv_dim, .n_head = shape.n_head, .n_head_kv = shape.n_head_kv,
+      .q = q, .k = k, .act_dtype = act, .positions = step.positions, .inv_freq = step.inv_freq,
+      .n_tokens = n, .ld_q = ld_q, .ld_k = ld_kv, .n_head = shape.n_head, .n_head_kv = shape.n_head_kv,
       .head_dim = shape.head_dim, .rotary_dim = shape.rotary_dim, .attention_factor = 1.0f}));
   FRUGAL_RETURN_IF_ERROR(b->kv_write(ops::KvWriteParams{
-      .cache = cache, .k = s.k, .v = s.v, .act_dtype = act, .ld_k = kv_dim, .ld_v = kv_dim,
+      .cache = cache, .k = k, .v = v, .act_dtype = act, .ld_k = ld_kv, .ld_v = ld_kv,
       .slot_mapping = step.slot_mapping, .n_tokens = n}));
   FRUGAL_RETURN_IF_ERROR(b->attention(ops::AttentionParams{
-      .cache = cache, .q = s.q, .out = s.out, .act_dtype = act, .ld_q = q_dim, .ld_out = q_dim,
+      .cache = cache, .q = q, .out = s.out, .act_dtype = act, .ld_q = ld_q, .ld_out = q_dim,
       .n_seqs = step.n_seqs, .n_tokens = static_cast<int32_t>(n), .q_start = step.q_start,
       .ctx_len = step.ctx_len, .block_tables = step.block_tables,
       .max_blocks_per_seq = step.max_blocks_per_seq, .max_ctx_len = step.max_ctx_len,

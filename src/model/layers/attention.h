@@ -2,6 +2,8 @@
 // paged attention, o_proj added into the residual stream.
 #pragma once
 
+#include <optional>
+
 #include "model/weights.h"
 #include "ops/backend.h"
 
@@ -12,6 +14,7 @@ struct GqaWeights {
   Linear k;  // [n_head_kv * head_dim, hidden]
   Linear v;  // [n_head_kv * head_dim, hidden]
   Linear o;  // [hidden, n_head * head_dim]
+  std::optional<Linear> qkv;  // q, k, v back to back in memory: one matmul (fuse_rows)
 };
 
 struct GqaShape {
@@ -39,7 +42,7 @@ struct StepInputs {
 
 // Scratch activations, each with room for n_tokens rows.
 struct GqaScratch {
-  void* q;    // [n_tokens, n_head * head_dim]
+  void* q;    // [n_tokens, n_head * head_dim]; with fused qkv: [n_tokens, (n_head + 2 n_head_kv) * head_dim]
   void* k;    // [n_tokens, n_head_kv * head_dim]
   void* v;    // [n_tokens, n_head_kv * head_dim]
   void* out;  // [n_tokens, n_head * head_dim]
