@@ -34,7 +34,13 @@ for step in "$@"; do
         --prefill-lens 512 --batches 8,32,64,256 --decode-prompt-len 512 --decode-tokens 128 --reps 2 --warmup 1 \
         --num-prompts 1000 --input-len 128 --output-len 128 --max-num-seqs 256 --max-num-batched-tokens 8192 \
         --ceiling-gbps 4259 --ceiling-tflops 790 --json "$OUT/bench_7b_sweep.json" >"$OUT/bench_sweep.txt" 2>&1
-      echo "bench sweep: rc $?" >>"$TABLE"; tail -12 "$OUT/bench_sweep.txt" >>"$TABLE" ;;
+      echo "bench sweep: rc $?" >>"$TABLE"; tail -12 "$OUT/bench_sweep.txt" >>"$TABLE"
+      "$FRUGAL" bench offline --dummy-weights /tmp/q7b/config.json --device cuda --gpu h200 \
+        --prefill-lens 2048 --batches 1 --decode-tokens 16 --reps 1 --warmup 0 \
+        --num-prompts 1000 --input-len 1024 --output-len 128 --max-num-seqs 256 --max-num-batched-tokens 8192 \
+        --ceiling-gbps 4259 --ceiling-tflops 790 --json "$OUT/bench_7b_1024.json" >"$OUT/bench_1024.txt" 2>&1
+      echo "bench 1024/128: rc $?" >>"$TABLE"; grep -E "throughput|per step" "$OUT/bench_1024.txt" >>"$TABLE"
+      grep -h "per step" "$OUT/bench_b1.txt" "$OUT/bench_sweep.txt" >>"$TABLE" ;;
     ttft)
       python3 scripts/gpu/make_7b_checkpoint.py data/catalog/models/deepseek-r1-distill-qwen-7b.json /tmp/q7b_ckpt \
         >"$OUT/ttft.txt" 2>&1
