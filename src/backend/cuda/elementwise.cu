@@ -1,6 +1,11 @@
 // Row and elementwise ops: embedding, fused residual RMSNorm, RoPE, SiLU-mul, gather, KV write,
-// bias add. All are memory-bound and tiny next to the GEMVs, so they favour one simple
-// dtype-generic kernel each over vectorized per-dtype variants.
+// bias add. Each has one simple dtype-generic kernel; RMSNorm, RoPE and SiLU-mul also have a
+// bf16 path with 16-byte accesses (and RoPE's sin/cos computed once per token), because at
+// prefill sizes the generic ones ran at a third of memory bandwidth (a 2048-token 7B prefill
+// spent 7 ms in them). Both paths compute the same float expressions.
+#include <algorithm>
+#include <cstdint>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -146,6 +151,130 @@ __global__ void fill_uniform_kernel(void* dst, DType t, int64_t n, uint64_t seed
   }
 }
 
+// ---- bf16 paths: 8 elements (16 bytes) per access ----
+__device__ __forceinline__ void unpack8(const uint4& u, float f[8]) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float2 x = __bfloat1622float2(h[e]);
+    f[2 * e] = x.x;
+    f[2 * e + 1] = x.y;
+  }
+}
+
+__device__ __forceinline__ uint4 pack8(const float f[8]) {
+  uint4 u;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) h[e] = __floats2bfloat162_rn(f[2 * e], f[2 * e + 1]);
+  return u;
+}
+
+bool aligned(const void* ptr, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0; }
+
+// One block per row, VPT 8-element vectors per thread held in registers between the two passes.
+template <int VPT>
+__global__ void rms_norm_bf16_kernel(ops::RmsNormParams p) {
+  pdl_wait();
+  __shared__ float red[32];
+  const int64_t r = blockIdx.x;
+  const int nvec = static_cast<int>(p.dim / 8);
+  const auto* x = static_cast<const __nv_bfloat16*>(p.x) + r * p.ld_x;
+  auto* res = static_cast<__nv_bfloat16*>(p.residual) + (p.residual ? r * p.ld_res : 0);
+  float v[VPT][8];
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const int idx = threadIdx.x + k * blockDim.x;
+    if (idx >= nvec) continue;
+    unpack8(*reinterpret_cast<const uint4*>(x + idx * 8), v[k]);
+    if (p.residual) {
+      float rv[8];
+      unpack8(*reinterpret_cast<const uint4*>(res + idx * 8), rv);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[k][e] = __bfloat162float(__float2bfloat16(v[k][e] + rv[e]));
+      *reinterpret_cast<uint4*>(res + idx * 8) = pack8(v[k]);
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss += v[k][e] * v[k][e];
+  }
+  ss = block_sum(ss, red);
+  const float inv = rsqrtf(ss / static_cast<float>(p.dim) + p.eps);
+  const auto* w = static_cast<const __nv_bfloat16*>(p.weight);
+  auto* y = static_cast<__nv_bfloat16*>(p.y) + r * p.ld_y;
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const int idx = threadIdx.x + k * blockDim.x;
+    if (idx >= nvec) continue;
+    float wf[8], o[8];
+    unpack8(*reinterpret_cast<const uint4*>(w + idx * 8), wf);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] = v[k][e] * inv * wf[e];
+    *reinterpret_cast<uint4*>(y + idx * 8) = pack8(o);
+  }
+}
+
+bool rms_norm_bf16_ok(const ops::RmsNormParams& p) {
+  return p.act_dtype == DType::kBF16 && p.weight_dtype == DType::kBF16 && p.dim % 8 == 0 && p.dim / 8 <= 4 * 1024 &&
+         p.ld_x % 8 == 0 && p.ld_y % 8 == 0 && (!p.residual || p.ld_res % 8 == 0) && aligned(p.x, 16) &&
+         aligned(p.y, 16) && aligned(p.weight, 16) && (!p.residual || aligned(p.residual, 16));
+}
+
+// One block per token: cos/sin of each rotated pair once (shared by every head), then pairs of
+// adjacent rotated elements (bf16x2) of every q and k head.
+__global__ void rope_bf16_kernel(ops::RopeParams p) {
+  pdl_wait();
+  extern __shared__ float sc[];  // [half] cos, [half] sin
+  const int64_t tok = blockIdx.x;
+  const int half = p.rotary_dim / 2;
+  const float pos = static_cast<float>(p.positions[tok]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    float s, c;
+    sincosf(pos * p.inv_freq[i], &s, &c);  // fp32 angle, as HF computes it
+    sc[i] = c * p.attention_factor;
+    sc[half + i] = s * p.attention_factor;
+  }
+  __syncthreads();
+  const int per_head = half / 2;
+  const int n_items = (p.n_head + p.n_head_kv) * per_head;
+  for (int w = threadIdx.x; w < n_items; w += blockDim.x) {
+    const int head = w / per_head, i = (w - head * per_head) * 2;
+    const bool is_q = head < p.n_head;
+    auto* base = static_cast<__nv_bfloat16*>(is_q ? p.q : p.k) + tok * (is_q ? p.ld_q : p.ld_k) +
+                 static_cast<int64_t>(is_q ? head : head - p.n_head) * p.head_dim;
+    const float2 x0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(base + i));
+    const float2 x1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(base + i + half));
+    const float c0 = sc[i], c1 = sc[i + 1], s0 = sc[half + i], s1 = sc[half + i + 1];
+    *reinterpret_cast<__nv_bfloat162*>(base + i) = __floats2bfloat162_rn(x0.x * c0 - x1.x * s0, x0.y * c1 - x1.y * s1);
+    *reinterpret_cast<__nv_bfloat162*>(base + i + half) =
+        __floats2bfloat162_rn(x1.x * c0 + x0.x * s0, x1.y * c1 + x0.y * s1);
+  }
+}
+
+bool rope_bf16_ok(const ops::RopeParams& p) {
+  return p.act_dtype == DType::kBF16 && p.q != nullptr && p.k != nullptr && p.rotary_dim % 4 == 0 &&
+         p.head_dim % 2 == 0 && p.ld_q % 2 == 0 && p.ld_k % 2 == 0 && aligned(p.q, 4) && aligned(p.k, 4);
+}
+
+// grid (vectors of a row / threads, n_tokens).
+__global__ void silu_mul_bf16_kernel(ops::SiluMulParams p) {
+  pdl_wait();
+  const int64_t t = blockIdx.y;
+  const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (v * 8 >= p.dim) return;
+  float g[8], u[8], o[8];
+  unpack8(*reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.gate) + t * p.ld_gate + v * 8), g);
+  unpack8(*reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.up) + t * p.ld_up + v * 8), u);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) o[e] = g[e] / (1.f + __expf(-g[e])) * u[e];
+  *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.out) + t * p.ld_out + v * 8) = pack8(o);
+}
+
+bool silu_mul_bf16_ok(const ops::SiluMulParams& p) {
+  return p.act_dtype == DType::kBF16 && p.dim % 8 == 0 && p.ld_gate % 8 == 0 && p.ld_up % 8 == 0 &&
+         p.ld_out % 8 == 0 && p.n_tokens <= 65535 && aligned(p.gate, 16) && aligned(p.up, 16) && aligned(p.out, 16);
+}
+
 int row_threads(int64_t dim) {
   if (dim >= 1024) return 1024;
   if (dim >= 512) return 512;
@@ -163,11 +292,23 @@ cudaError_t launch_embedding(const ops::EmbeddingParams& p, cudaStream_t stream)
 
 cudaError_t launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return cudaSuccess;
+  if (rms_norm_bf16_ok(p)) {
+    const int64_t nvec = p.dim / 8;
+    const int vpt = nvec <= 1024 ? 1 : nvec <= 2048 ? 2 : 4;
+    const int threads = static_cast<int>(std::max<int64_t>(32, ceil_div(ceil_div(nvec, vpt), 32) * 32));
+    const unsigned rows = static_cast<unsigned>(p.rows);
+    if (vpt == 1) return launch_kernel(rms_norm_bf16_kernel<1>, rows, threads, 0, stream, p);
+    if (vpt == 2) return launch_kernel(rms_norm_bf16_kernel<2>, rows, threads, 0, stream, p);
+    return launch_kernel(rms_norm_bf16_kernel<4>, rows, threads, 0, stream, p);
+  }
   return launch_kernel(rms_norm_kernel, static_cast<unsigned>(p.rows), row_threads(p.dim), 0, stream, p);
 }
 
 cudaError_t launch_rope(const ops::RopeParams& p, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
+  if (rope_bf16_ok(p) && p.n_tokens <= 0x7fffffff)
+    return launch_kernel(rope_bf16_kernel, static_cast<unsigned>(p.n_tokens), 256,
+                         static_cast<size_t>(p.rotary_dim) * sizeof(float), stream, p);
   dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head + p.n_head_kv));
   int threads = p.rotary_dim / 2 >= 64 ? 64 : 32;
   return launch_kernel(rope_kernel, grid, threads, 0, stream, p);
@@ -175,6 +316,10 @@ cudaError_t launch_rope(const ops::RopeParams& p, cudaStream_t stream) {
 
 cudaError_t launch_silu_mul(const ops::SiluMulParams& p, cudaStream_t stream) {
   if (p.n_tokens * p.dim == 0) return cudaSuccess;
+  if (silu_mul_bf16_ok(p)) {
+    const dim3 grid(static_cast<unsigned>(ceil_div(p.dim / 8, kThreads)), static_cast<unsigned>(p.n_tokens));
+    return launch_kernel(silu_mul_bf16_kernel, grid, kThreads, 0, stream, p);
+  }
   return launch_kernel(silu_mul_kernel, grid_for(p.n_tokens * p.dim, kThreads), kThreads, 0, stream, p);
 }
 
