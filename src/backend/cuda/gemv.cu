@@ -3,6 +3,8 @@
 // rows; each lane streams 16-byte chunks of them (8 bf16) with loads that skip L1 so the small
 // x rows, re-read by every warp, stay cached there. U chunks per lane are issued before any is
 // used to keep enough bytes in flight to saturate HBM.
+#include <cstdlib>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -90,6 +92,17 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(ops::MatmulParams p) 
   }
 }
 
+// Loads in flight per lane for m = 1 on matrices that fit in one wave of warps (qkv, o):
+// there every warp's whole row is a few rounds of HBM latency, so more loads per round pay;
+// FRUGAL_GEMV_U=4|8 overrides.
+int small_matrix_u() {
+  static int u = [] {
+    const char* e = std::getenv("FRUGAL_GEMV_U");
+    return e && std::atoi(e) == 4 ? 4 : 8;
+  }();
+  return u;
+}
+
 template <int M>
 cudaError_t launch_m(const ops::MatmulParams& p, cudaStream_t stream) {
   // Two rows per warp halve the L1 traffic for x once it dominates (m >= 3).
@@ -97,6 +110,10 @@ cudaError_t launch_m(const ops::MatmulParams& p, cudaStream_t stream) {
   constexpr int U = R == 1 ? 4 : 2;  // 8 per lane measured slower on the k = 18944 shape
   const int64_t rows_per_block = kWarps * R;
   const unsigned grid = static_cast<unsigned>(ceil_div(p.n, rows_per_block));
+  if constexpr (M == 1) {
+    if (p.n <= 8192 && p.k <= 8192 && small_matrix_u() == 8)
+      return launch_kernel(gemv_kernel<M, R, 8>, grid, kWarps * 32, 0, stream, p);
+  }
   return launch_kernel(gemv_kernel<M, R, U>, grid, kWarps * 32, 0, stream, p);
 }
 
