@@ -43,6 +43,11 @@ Status check_itl_probe(const ItlProbeOptions& o, const runtime::EngineOptions& e
   if (o.window < 1) return invalid_argument("--itl-window: expected >= 1");
   if (o.warmup_tokens < 0) return invalid_argument("--itl-warmup-tokens: expected >= 0");
   if (!(o.max_ratio > 0)) return invalid_argument("--itl-max-ratio: expected > 0");
+  if (!eo.enable_chunked_prefill && o.long_prompt + o.window > eo.max_num_batched_tokens - o.batch) {
+    return invalid_argument("--itl-long-prompt " + std::to_string(o.long_prompt) +
+                            " cannot be computed in one step next to the decoders with --no-chunked-prefill; raise "
+                            "--max-num-batched-tokens to >= " + std::to_string(o.long_prompt + o.window + o.batch));
+  }
   if (int64_t{o.long_prompt} + o.window + 1 > max_model_len) {
     return invalid_argument("--itl-long-prompt " + std::to_string(o.long_prompt) + " + --itl-window " +
                             std::to_string(o.window) + " + 1 exceeds the model's context of " +
@@ -60,6 +65,16 @@ Status check_itl_probe(const ItlProbeOptions& o, const runtime::EngineOptions& e
 Result<nlohmann::json> run_itl_probe(runtime::Engine& engine, StepRecorder& steps, const ItlProbeOptions& o,
                                      const runtime::EngineOptions& eo, SplitMix64& rng) {
   FRUGAL_RETURN_IF_ERROR(check_itl_probe(o, eo, engine.max_model_len()));
+  // A preemption would stall the decoders and distort every figure: the probe needs its whole
+  // KV demand resident at once.
+  const int64_t bs = eo.block_size;
+  const int64_t decoder_blocks = (int64_t{o.prompt_len} + decoder_max_tokens(o, eo) + bs - 1) / bs;
+  const int64_t need_blocks = o.batch * decoder_blocks + (int64_t{o.long_prompt} + o.window + 1 + bs - 1) / bs;
+  const int64_t pool_blocks = engine.stats().kv_blocks_total;
+  if (need_blocks > pool_blocks) {
+    return invalid_argument("--itl-probe needs " + std::to_string(need_blocks) + " KV blocks resident, the pool has " +
+                            std::to_string(pool_blocks) + " (raise --num-kv-blocks or run the probe separately)");
+  }
   const int32_t vocab = engine.vocab_size();
   const size_t b = static_cast<size_t>(o.batch);
   const size_t long_i = b;  // the long request is the last record

@@ -132,6 +132,14 @@ Status check_options(const OfflineOptions& o) {
     if (o.input_len < 1) return invalid_argument("--input-len: expected >= 1, got " + std::to_string(o.input_len));
     if (o.output_len < 1) return invalid_argument("--output-len: expected >= 1, got " + std::to_string(o.output_len));
     if (o.throughput_reps < 1) return invalid_argument("--throughput-reps: expected >= 1");
+    // With chunked prefill any prompt is split under the step budget; without it, a prompt
+    // (and, after a preemption, its outputs) must be computed in one step.
+    const int64_t kv = int64_t{o.input_len} + o.output_len - 1;
+    if (!o.engine.enable_chunked_prefill && kv > o.engine.max_num_batched_tokens) {
+      return invalid_argument("--input-len + --output-len - 1 = " + std::to_string(kv) +
+                              " exceeds --max-num-batched-tokens " + std::to_string(o.engine.max_num_batched_tokens) +
+                              " with --no-chunked-prefill");
+    }
   }
   return Status::ok();
 }

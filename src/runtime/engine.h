@@ -123,7 +123,7 @@ struct EngineOptions {
   // Called ON THE ENGINE THREAD after every executed step (a non-empty batch), with the stats
   // as of the end of that step (finished sequences already released). For benchmarks that need
   // every step's KV usage and fragmentation; must be cheap and must not call into the engine.
-  std::function<void(const EngineStats&)> step_observer;
+  std::function<void(const EngineStats&)> step_observer = nullptr;
 };
 
 class Engine {
