@@ -170,6 +170,7 @@ Result<nlohmann::json> run_mixed_load(runtime::Engine& engine, StepRecorder& ste
   j["output_range"] = {o.output.lo, o.output.hi};
   j["length_dist"] = length_dist_name(o.dist);
   j["rate"] = o.rate;
+  j["arrival_span_s"] = n > 0 ? arrival.back() : 0.0;  // when the last request was due
   j["block_size"] = block_size;
   j["input_tokens"] = input_tokens;
   j["output_tokens_requested"] = output_requested;

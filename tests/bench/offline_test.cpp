@@ -89,6 +89,21 @@ TEST(BenchOffline, MixedLoadFragmentationMatchesBlockArithmetic) {
   EXPECT_FALSE(m["pass"].get<bool>());
 }
 
+TEST(BenchOffline, MixedLoadAtARateSpreadsTheArrivals) {
+  OfflineOptions o = base_options();
+  o.mixed.num_prompts = 12;
+  o.mixed.input = {.lo = 16, .hi = 64};
+  o.mixed.output = {.lo = 1, .hi = 8};
+  o.mixed.rate = 400;  // mean gap 2.5 ms: the last of 12 is due after ~27 ms
+  auto r = run_offline(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const auto& m = (*r)["mixed"];
+  EXPECT_EQ(m["completed"].get<int64_t>(), 12);
+  EXPECT_EQ(m["failed"].get<int64_t>(), 0);
+  EXPECT_GT(m["arrival_span_s"].get<double>(), 0.0);
+  EXPECT_GE(m["seconds"].get<double>(), m["arrival_span_s"].get<double>());
+}
+
 nlohmann::json run_probe(int32_t chunk) {
   OfflineOptions o = base_options();
   o.engine.max_prefill_chunk_tokens = chunk;
