@@ -81,14 +81,6 @@ Result<nlohmann::json> run_itl_probe(runtime::Engine& engine, StepRecorder& step
   RequestLog log(b + 1);
   const runtime::EngineStats before = engine.stats();
   steps.start();
-  for (size_t i = 0; i < b; ++i) {
-    runtime::GenerateRequest req;
-    req.prompt = random_prompt(rng, o.prompt_len, vocab);
-    req.sampling.temperature = 0;
-    req.sampling.max_tokens = decoder_max_tokens(o, eo);
-    req.sampling.ignore_eos = true;
-    FRUGAL_RETURN_IF_ERROR(log.submit(engine, i, std::move(req)));
-  }
   auto cancel_all = [&] {
     for (const RequestRecord& r : log.snapshot()) {
       if (r.id != 0 && !r.finished) engine.cancel(r.id);
@@ -109,6 +101,14 @@ Result<nlohmann::json> run_itl_probe(runtime::Engine& engine, StepRecorder& step
     }
     return internal_error("--itl-probe: " + what + why);
   };
+  for (size_t i = 0; i < b; ++i) {
+    runtime::GenerateRequest req;
+    req.prompt = random_prompt(rng, o.prompt_len, vocab);
+    req.sampling.temperature = 0;
+    req.sampling.max_tokens = decoder_max_tokens(o, eo);
+    req.sampling.ignore_eos = true;
+    if (Status st = log.submit(engine, i, std::move(req)); !st.is_ok()) return fail("submitting decoder " + std::to_string(i));
+  }
   // Steady state: every decoder past its warmup and a full "before" window.
   const size_t need_before = static_cast<size_t>(o.warmup_tokens + o.window + 1);
   if (!log.wait_until([&](const std::vector<RequestRecord>& rs) {
