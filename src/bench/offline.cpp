@@ -2,14 +2,17 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
+#include <limits>
+#include <memory>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "bench/request_log.h"
 #include "bench/stats.h"
+#include "bench/step_recorder.h"
+#include "bench/workload.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "kv/kv_layout.h"
@@ -19,72 +22,37 @@
 namespace frugal::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0, Clock::time_point t) {
-  return std::chrono::duration<double>(t - t0).count();
-}
-
-// Per-request token arrival times, filled from the engine thread's callbacks.
-struct Tracker {
-  struct Req {
-    Clock::time_point submitted;
-    std::vector<Clock::time_point> token_times;
-    runtime::FinishReason finish = runtime::FinishReason::kNone;
-    std::string error;
-  };
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<Req> reqs;
-  int done = 0;
-};
-
 // Submits all prompts at once and waits for every request to finish.
-Result<std::vector<Tracker::Req>> run_requests(runtime::Engine& engine,
-                                               const std::vector<std::vector<int32_t>>& prompts,
-                                               int32_t max_tokens) {
-  Tracker tr;
-  tr.reqs.resize(prompts.size());
+Result<std::vector<RequestRecord>> run_requests(runtime::Engine& engine,
+                                                const std::vector<std::vector<int32_t>>& prompts,
+                                                int32_t max_tokens) {
+  RequestLog log(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     runtime::GenerateRequest req;
     req.prompt = prompts[i];
     req.sampling.temperature = 0;
     req.sampling.max_tokens = max_tokens;
     req.sampling.ignore_eos = true;
-    {
-      std::lock_guard<std::mutex> lk(tr.mu);
-      tr.reqs[i].submitted = Clock::now();
+    Status st = log.submit(engine, i, std::move(req));
+    if (!st.is_ok()) {
+      log.wait_until([](const std::vector<RequestRecord>& rs) {
+        return std::all_of(rs.begin(), rs.end(), [](const RequestRecord& r) { return r.id == 0 || r.finished; });
+      });
+      return st.with_context("bench: submitting request " + std::to_string(i));
     }
-    auto id = engine.submit(std::move(req), [&tr, i](const runtime::RequestOutput& out) {
-      auto now = Clock::now();
-      std::lock_guard<std::mutex> lk(tr.mu);
-      auto& r = tr.reqs[i];
-      for (size_t t = 0; t < out.tokens.size(); ++t) r.token_times.push_back(now);
-      if (out.finish != runtime::FinishReason::kNone) {
-        r.finish = out.finish;
-        if (!out.error.is_ok()) r.error = out.error.to_string();
-        ++tr.done;
-        tr.cv.notify_all();
-      }
-    });
-    if (!id.is_ok()) return id.status().with_context("bench: submitting request " + std::to_string(i));
   }
-  std::unique_lock<std::mutex> lk(tr.mu);
-  tr.cv.wait(lk, [&] { return tr.done == static_cast<int>(prompts.size()); });
-  for (size_t i = 0; i < tr.reqs.size(); ++i) {
-    if (tr.reqs[i].finish == runtime::FinishReason::kError)
-      return internal_error("bench: request " + std::to_string(i) + " failed: " + tr.reqs[i].error);
+  log.wait_all_finished();
+  std::vector<RequestRecord> reqs = log.snapshot();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (reqs[i].finish == runtime::FinishReason::kError)
+      return internal_error("bench: request " + std::to_string(i) + " failed: " + reqs[i].error);
   }
-  return std::move(tr.reqs);
+  return reqs;
 }
 
 std::vector<std::vector<int32_t>> random_prompts(SplitMix64& rng, int n, int len, int32_t vocab) {
   std::vector<std::vector<int32_t>> ps(static_cast<size_t>(n));
-  for (auto& p : ps) {
-    p.resize(static_cast<size_t>(len));
-    // Avoid the lowest ids (often special tokens); unique random prompts defeat prefix caching.
-    for (auto& t : p) t = static_cast<int32_t>(3 + rng.next() % static_cast<uint64_t>(std::max(1, vocab - 3)));
-  }
+  for (auto& p : ps) p = random_prompt(rng, len, vocab);
   return ps;
 }
 
@@ -143,17 +111,81 @@ double measure_host_copy_gbps(int64_t bytes, int reps) {
   for (int r = 0; r < reps; ++r) {
     auto t0 = Clock::now();
     std::memcpy(b.data(), a.data(), static_cast<size_t>(bytes));
-    double s = seconds_since(t0, Clock::now());
+    double s = seconds_between(t0, Clock::now());
     rates.push_back(2.0 * static_cast<double>(bytes) / s / 1e9);
   }
   return median(rates);
 }
 
+namespace {
+
+// Flag checks that need no engine; the message names the flag.
+Status check_options(const OfflineOptions& o) {
+  for (int32_t len : o.prefill_lens)
+    if (len < 0) return invalid_argument("--prefill-lens: expected lengths >= 1 (0 skips), got " + std::to_string(len));
+  for (int32_t b : o.batches)
+    if (b < 0) return invalid_argument("--batches: expected batch sizes >= 1 (0 skips), got " + std::to_string(b));
+  if (o.reps < 1) return invalid_argument("--reps: expected >= 1, got " + std::to_string(o.reps));
+  if (o.warmup < 0) return invalid_argument("--warmup: expected >= 0, got " + std::to_string(o.warmup));
+  if (o.num_prompts < 0) return invalid_argument("--num-prompts: expected >= 0");
+  if (o.num_prompts > 0) {
+    if (o.input_len < 1) return invalid_argument("--input-len: expected >= 1, got " + std::to_string(o.input_len));
+    if (o.output_len < 1) return invalid_argument("--output-len: expected >= 1, got " + std::to_string(o.output_len));
+    if (o.throughput_reps < 1) return invalid_argument("--throughput-reps: expected >= 1");
+    // With chunked prefill any prompt is split under the step budget; without it, a prompt
+    // (and, after a preemption, its outputs) must be computed in one step.
+    const int64_t kv = int64_t{o.input_len} + o.output_len - 1;
+    if (!o.engine.enable_chunked_prefill && kv > o.engine.max_num_batched_tokens) {
+      return invalid_argument("--input-len + --output-len - 1 = " + std::to_string(kv) +
+                              " exceeds --max-num-batched-tokens " + std::to_string(o.engine.max_num_batched_tokens) +
+                              " with --no-chunked-prefill");
+    }
+  }
+  return Status::ok();
+}
+
+// Checks that need the engine's context length: a request the engine would cut short or refuse.
+Status check_lengths(const OfflineOptions& o, int32_t max_model_len) {
+  const auto over = [&](int64_t n, const std::string& what) -> Status {
+    if (n <= max_model_len) return Status::ok();
+    return invalid_argument(what + " = " + std::to_string(n) + " tokens exceeds the model's context of " +
+                            std::to_string(max_model_len) + " (--max-model-len)");
+  };
+  for (int32_t len : o.prefill_lens) FRUGAL_RETURN_IF_ERROR(over(int64_t{len} + 1, "--prefill-lens entry + 1"));
+  if (std::any_of(o.batches.begin(), o.batches.end(), [](int32_t b) { return b > 0; })) {
+    FRUGAL_RETURN_IF_ERROR(over(int64_t{o.decode_prompt_len} + o.decode_tokens, "--decode-prompt-len + --decode-tokens"));
+  }
+  if (o.num_prompts > 0) FRUGAL_RETURN_IF_ERROR(over(int64_t{o.input_len} + o.output_len, "--input-len + --output-len"));
+  if (o.mixed.num_prompts > 0) FRUGAL_RETURN_IF_ERROR(check_mixed_load(o.mixed, max_model_len));
+  FRUGAL_RETURN_IF_ERROR(check_itl_probe(o.itl, o.engine, max_model_len));
+  return Status::ok();
+}
+
+nlohmann::json rate_json(std::span<const double> xs) {
+  if (xs.size() < 2) return {{"median", xs.empty() ? 0.0 : xs[0]}, {"ci95", nullptr}};
+  Estimate e = estimate(xs, Statistic::kMedian);
+  return {{"median", e.value}, {"ci95", {e.ci95.lo, e.ci95.hi}}};
+}
+
+}  // namespace
+
 Result<nlohmann::json> run_offline(const OfflineOptions& o) {
+  FRUGAL_RETURN_IF_ERROR(check_options(o));
+  // Range and shape checks before the (slow) model load; context checks once it is loaded.
+  if (o.mixed.num_prompts > 0) FRUGAL_RETURN_IF_ERROR(check_mixed_load(o.mixed, std::numeric_limits<int32_t>::max()));
+  FRUGAL_RETURN_IF_ERROR(check_itl_probe(o.itl, o.engine, std::numeric_limits<int32_t>::max()));
   nlohmann::json j;
   auto t_start = Clock::now();
-  FRUGAL_ASSIGN_OR_RETURN(auto engine, runtime::create_engine(o.engine));
-  double startup_s = seconds_since(t_start, Clock::now());
+  // Every executed step's stats go to the recorder (the mixed load and the ITL probe read them).
+  auto recorder = std::make_shared<StepRecorder>();
+  runtime::EngineOptions eo = o.engine;
+  eo.step_observer = [recorder, outer = o.engine.step_observer](const runtime::EngineStats& s) {
+    recorder->on_step(s);
+    if (outer) outer(s);
+  };
+  FRUGAL_ASSIGN_OR_RETURN(auto engine, runtime::create_engine(eo));
+  double startup_s = seconds_between(t_start, Clock::now());
+  FRUGAL_RETURN_IF_ERROR(check_lengths(o, engine->max_model_len()));
   const DType kv_dtype = o.engine.device.rfind("cuda", 0) == 0 ? DType::kBF16 : DType::kF32;
   FRUGAL_ASSIGN_OR_RETURN(ModelCost mc, model_cost(o.engine, kv_dtype));
   const int32_t vocab = engine->vocab_size();
@@ -163,11 +195,12 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   // Prefill: one request of `len` tokens, max_tokens 1; time to its first token.
   nlohmann::json prefill = nlohmann::json::array();
   for (int32_t len : o.prefill_lens) {
+    if (len == 0) continue;
     std::vector<double> tps;
     for (int r = 0; r < o.warmup + o.reps; ++r) {
       auto prompts = random_prompts(rng, 1, len, vocab);
       FRUGAL_ASSIGN_OR_RETURN(auto reqs, run_requests(*engine, prompts, 1));
-      double t = seconds_since(reqs[0].submitted, reqs[0].token_times.at(0));
+      double t = seconds_between(reqs[0].submitted, reqs[0].token_times.at(0));
       if (r >= o.warmup) tps.push_back(len / t);
     }
     Estimate e = estimate(tps, Statistic::kMedian);
@@ -182,6 +215,7 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   // Decode: B requests decoding together; rate over the window where all B are decoding.
   nlohmann::json decode = nlohmann::json::array();
   for (int32_t b : o.batches) {
+    if (b == 0) continue;
     std::vector<double> tps;
     for (int r = 0; r < o.warmup + o.reps; ++r) {
       auto prompts = random_prompts(rng, b, o.decode_prompt_len, vocab);
@@ -194,7 +228,7 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
       int64_t n = 0;
       for (auto& q : reqs)
         for (auto& t : q.token_times) n += (t > t0 && t <= t1) ? 1 : 0;
-      double s = seconds_since(t0, t1);
+      double s = seconds_between(t0, t1);
       if (r >= o.warmup && s > 0 && n > 0) tps.push_back(static_cast<double>(n) / s);
     }
     if (tps.empty()) continue;
@@ -212,20 +246,40 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   }
   j["decode"] = decode;
 
+  // Throughput: num_prompts requests submitted at once, timed from the first submit to the
+  // last finish; input tokens count as processed (prefix caching cannot help random prompts).
   if (o.num_prompts > 0) {
-    auto prompts = random_prompts(rng, o.num_prompts, o.input_len, vocab);
-    auto t0 = Clock::now();
-    FRUGAL_ASSIGN_OR_RETURN(auto reqs, run_requests(*engine, prompts, o.output_len));
-    double s = seconds_since(t0, Clock::now());
-    int64_t out_tokens = 0;
-    for (auto& q : reqs) out_tokens += static_cast<int64_t>(q.token_times.size());
-    double in_tokens = static_cast<double>(o.num_prompts) * o.input_len;
+    std::vector<double> out_rate, total_rate, req_rate, secs;
+    for (int r = 0; r < o.throughput_reps; ++r) {
+      auto prompts = random_prompts(rng, o.num_prompts, o.input_len, vocab);
+      auto t0 = Clock::now();
+      FRUGAL_ASSIGN_OR_RETURN(auto reqs, run_requests(*engine, prompts, o.output_len));
+      double s = seconds_between(t0, Clock::now());
+      int64_t out_tokens = 0;
+      for (auto& q : reqs) out_tokens += static_cast<int64_t>(q.token_times.size());
+      double in_tokens = static_cast<double>(o.num_prompts) * o.input_len;
+      secs.push_back(s);
+      out_rate.push_back(static_cast<double>(out_tokens) / s);
+      total_rate.push_back((in_tokens + static_cast<double>(out_tokens)) / s);
+      req_rate.push_back(o.num_prompts / s);
+    }
+    // Scalars are medians over the repetitions (what older readers of this JSON expect); the
+    // *_est objects add the 95% bootstrap CI when there are at least two repetitions.
     j["throughput"] = {{"num_prompts", o.num_prompts}, {"input_len", o.input_len}, {"output_len", o.output_len},
-                       {"seconds", s}, {"output_tok_per_s", out_tokens / s},
-                       {"total_tok_per_s", (in_tokens + static_cast<double>(out_tokens)) / s},
-                       {"requests_per_s", o.num_prompts / s}};
+                       {"reps", o.throughput_reps}, {"seconds", median(secs)},
+                       {"output_tok_per_s", median(out_rate)}, {"total_tok_per_s", median(total_rate)},
+                       {"requests_per_s", median(req_rate)}, {"output_tok_per_s_est", rate_json(out_rate)},
+                       {"total_tok_per_s_est", rate_json(total_rate)}, {"output_tok_per_s_reps", out_rate},
+                       {"total_tok_per_s_reps", total_rate}};
     results.push_back({{"kind", "throughput"}, {"input_len", o.input_len}, {"output_len", o.output_len},
-                       {"output_tok_per_s", out_tokens / s}});
+                       {"output_tok_per_s", median(out_rate)}});
+  }
+
+  if (o.mixed.num_prompts > 0) {
+    FRUGAL_ASSIGN_OR_RETURN(j["mixed"], run_mixed_load(*engine, *recorder, o.mixed, o.engine.block_size, rng));
+  }
+  if (o.itl.batch > 0) {
+    FRUGAL_ASSIGN_OR_RETURN(j["itl_probe"], run_itl_probe(*engine, *recorder, o.itl, o.engine, rng));
   }
 
   auto st = engine->stats();
@@ -233,7 +287,8 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   j["memory"] = {{"weights_bytes", mem.weights_bytes}, {"kv_pool_bytes", mem.kv_pool_bytes},
                  {"workspace_bytes", mem.workspace_bytes}, {"graphs_bytes", mem.graphs_bytes}};
   j["engine_stats"] = {{"kv_fragmentation", st.kv_fragmentation}, {"preemptions", st.preemptions},
-                       {"prefix_cache_hits", st.prefix_cache_hits}, {"steps", st.steps}};
+                       {"prefix_cache_hits", st.prefix_cache_hits}, {"steps", st.steps},
+                       {"kv_blocks_total", st.kv_blocks_total}};
   j["startup_s"] = startup_s;
   j["model"] = o.engine.model_dir;
   j["device"] = o.engine.device;
@@ -243,6 +298,14 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   j["kv_dtype"] = dtype_name(kv_dtype);
   j["decode_prompt_len"] = o.decode_prompt_len;
   j["decode_tokens"] = o.decode_tokens;
+  j["seed"] = o.seed;
+  j["reps"] = o.reps;
+  j["warmup"] = o.warmup;
+  j["engine"] = {{"max_num_seqs", o.engine.max_num_seqs}, {"max_num_batched_tokens", o.engine.max_num_batched_tokens},
+                 {"max_model_len", engine->max_model_len()}, {"block_size", o.engine.block_size},
+                 {"num_kv_blocks", st.kv_blocks_total}, {"enable_chunked_prefill", o.engine.enable_chunked_prefill},
+                 {"max_prefill_chunk_tokens", o.engine.max_prefill_chunk_tokens},
+                 {"enable_prefix_caching", o.engine.enable_prefix_caching}};
   j["ceilings"] = {{"mem_gbps", o.ceilings.mem_gbps}, {"tflops", o.ceilings.tflops}, {"source", o.ceilings.source}};
   j["bytes_per_decode_step_weights"] = mc.step_weight_bytes;
   j["kv_bytes_per_token"] = mc.kv_bytes_per_token;
@@ -253,8 +316,51 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
 
 namespace {
 std::string fmt_est(const nlohmann::json& e) {
+  if (e["ci95"].is_null()) return fmt::format("{:.1f}", e["median"].get<double>());
   return fmt::format("{:.1f} [{:.1f}, {:.1f}]", e["median"].get<double>(), e["ci95"][0].get<double>(),
                      e["ci95"][1].get<double>());
+}
+
+const char* verdict(const nlohmann::json& x) { return x["pass"].get<bool>() ? "PASS" : "FAIL"; }
+
+std::string fmt_throughput(const nlohmann::json& t) {
+  return fmt::format("{} prompts {}/{}, {} rep(s): {} output tok/s, {} total tok/s",
+                     t["num_prompts"].get<int>(), t["input_len"].get<int>(), t["output_len"].get<int>(),
+                     t["reps"].get<int>(), fmt_est(t["output_tok_per_s_est"]), fmt_est(t["total_tok_per_s_est"]));
+}
+
+std::string fmt_mixed(const nlohmann::json& m) {
+  const auto& f = m["fragmentation"];
+  return fmt::format(
+      "{} prompts, in {}-{} out {}-{} ({}), pool {} blocks (demand {:.2f}x): completed {}, failed {}, "
+      "length mismatches {}; preemptions {}, max waiting {}; KV peak {:.1f}%, mean {:.1f}%; fragmentation "
+      "max {:.2f}%, while waiting {:.2f}%, mean {:.2f}% (checked {:.2f}% <= {:.1f}%); {:.1f} output tok/s, "
+      "{:.1f} total tok/s: {}",
+      m["num_prompts"].get<int>(), m["input_range"][0].get<int>(), m["input_range"][1].get<int>(),
+      m["output_range"][0].get<int>(), m["output_range"][1].get<int>(), m["length_dist"].get<std::string>(),
+      m["kv_blocks_total"].get<int64_t>(), m["demand_over_pool"].get<double>(), m["completed"].get<int64_t>(),
+      m["failed"].get<int64_t>(), m["output_len_mismatches"].get<int64_t>(), m["preemptions"].get<int64_t>(),
+      m["max_waiting"].get<int64_t>(), 100 * m["kv_used_peak_fraction"].get<double>(),
+      100 * m["kv_used_mean_fraction"].get<double>(), 100 * f["max"].get<double>(),
+      100 * f["max_while_waiting"].get<double>(), 100 * f["time_weighted_mean"].get<double>(),
+      100 * f["checked"].get<double>(), 100 * f["threshold"].get<double>(), m["output_tok_per_s"].get<double>(),
+      m["total_tok_per_s"].get<double>(), verdict(m));
+}
+
+std::string fmt_itl(const nlohmann::json& p) {
+  const auto& b = p["itl_before_ms"];
+  const auto& d = p["itl_during_ms"];
+  const auto& a = p["itl_after_ms"];
+  return fmt::format(
+      "{} decoding + one {}-token prompt (chunk {}): ITL before {:.2f} ms; during median {:.2f} / p90 {:.2f} / "
+      "max {:.2f} ms = x{:.2f} / x{:.2f} / x{:.2f}; after {:.2f} ms; long prefill {:.3f} s in {} steps; "
+      "preemptions {}: {} (median x{:.2f} <= {:.1f}; max: {})",
+      p["batch"].get<int>(), p["long_prompt"].get<int>(), p["chunk_tokens_effective"].get<int>(),
+      b["median"].get<double>(), d["median"].get<double>(), d["p90"].get<double>(), d["max"].get<double>(),
+      p["ratio_median"].get<double>(), p["ratio_p90"].get<double>(), p["ratio_max"].get<double>(),
+      a.contains("median") ? a["median"].get<double>() : 0.0, p["long_prefill_s"].get<double>(),
+      p["prefill_steps"].get<int64_t>(), p["preemptions"].get<int64_t>(), verdict(p), p["ratio_median"].get<double>(),
+      p["max_ratio"].get<double>(), p["pass_strict"].get<bool>() ? "PASS" : "FAIL");
 }
 }  // namespace
 
@@ -273,12 +379,9 @@ std::string format_offline_table(const nlohmann::json& j) {
     os << fmt::format("{:<10} {:>8} {:>32} {:>7.1f} GB/s {:>9.1f}%\n", "decode", fmt::format("b={}", d["batch"].get<int>()),
                       fmt_est(d["tok_per_s"]), d["achieved_gbps"].get<double>(),
                       100 * d["bandwidth_fraction_of_ceiling"].get<double>());
-  if (j.contains("throughput")) {
-    const auto& t = j["throughput"];
-    os << fmt::format("throughput {} prompts {}/{}: {:.1f} output tok/s, {:.1f} total tok/s\n",
-                      t["num_prompts"].get<int>(), t["input_len"].get<int>(), t["output_len"].get<int>(),
-                      t["output_tok_per_s"].get<double>(), t["total_tok_per_s"].get<double>());
-  }
+  if (j.contains("throughput")) os << "throughput " << fmt_throughput(j["throughput"]) << "\n";
+  if (j.contains("mixed")) os << "mixed      " << fmt_mixed(j["mixed"]) << "\n";
+  if (j.contains("itl_probe")) os << "itl probe  " << fmt_itl(j["itl_probe"]) << "\n";
   const auto& m = j["memory"];
   os << fmt::format("memory: weights {:.1f} MiB, KV pool {:.1f} MiB, workspace {:.1f} MiB, graphs {:.1f} MiB; KV fragmentation {:.2f}%\n",
                     m["weights_bytes"].get<double>() / 1048576, m["kv_pool_bytes"].get<double>() / 1048576,
@@ -296,6 +399,15 @@ std::string format_offline_markdown(const nlohmann::json& j) {
   for (const auto& d : j["decode"])
     os << fmt::format("| decode | batch {} | {} | {:.1f} GB/s | {:.1f}% |\n", d["batch"].get<int>(), fmt_est(d["tok_per_s"]),
                       d["achieved_gbps"].get<double>(), 100 * d["bandwidth_fraction_of_ceiling"].get<double>());
+  if (j.contains("throughput")) {
+    const auto& t = j["throughput"];
+    os << fmt::format("| throughput (output) | {} x {}/{} | {} | - | - |\n", t["num_prompts"].get<int>(),
+                      t["input_len"].get<int>(), t["output_len"].get<int>(), fmt_est(t["output_tok_per_s_est"]));
+    os << fmt::format("| throughput (input + output) | {} x {}/{} | {} | - | - |\n", t["num_prompts"].get<int>(),
+                      t["input_len"].get<int>(), t["output_len"].get<int>(), fmt_est(t["total_tok_per_s_est"]));
+  }
+  if (j.contains("mixed")) os << "\n**mixed load**: " << fmt_mixed(j["mixed"]) << "\n";
+  if (j.contains("itl_probe")) os << "\n**ITL probe**: " << fmt_itl(j["itl_probe"]) << "\n";
   return os.str();
 }
 

@@ -1,6 +1,8 @@
 // `frugal bench offline`: in-process engine benchmarks (prefill, decode by batch size,
 // throughput over many prompts), each repeated and reported as a median with a 95% CI,
-// with achieved bandwidth / FLOP rate against the device's ceilings.
+// with achieved bandwidth / FLOP rate against the device's ceilings; plus two checks of the
+// batching engine: a mixed-length load against a small KV pool (mixed_load.h) and an
+// inter-token-latency probe around a long prefill (itl_probe.h). docs/bench_offline.md.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/itl_probe.h"
+#include "bench/mixed_load.h"
 #include "core/status.h"
 #include "runtime/engine.h"
 
@@ -22,16 +26,19 @@ struct Ceilings {
 
 struct OfflineOptions {
   runtime::EngineOptions engine;
-  std::vector<int32_t> prefill_lens{128, 2048};
+  std::vector<int32_t> prefill_lens{128, 2048};  // a 0 entry is skipped (so "0" skips the run)
   int32_t decode_prompt_len = 128;
   int32_t decode_tokens = 256;
-  std::vector<int32_t> batches{1};
+  std::vector<int32_t> batches{1};  // a 0 entry is skipped
   int32_t reps = 5;
   int32_t warmup = 1;
   // Throughput run: num_prompts prompts submitted at once (0 = skip).
   int32_t num_prompts = 0;
   int32_t input_len = 128;
   int32_t output_len = 128;
+  int32_t throughput_reps = 1;  // timed repetitions of the throughput run (CIs when > 1)
+  MixedLoadOptions mixed;
+  ItlProbeOptions itl;
   uint64_t seed = 1;
   Ceilings ceilings;
   std::string gpu_name;      // for cost and the calibration schema

@@ -72,6 +72,47 @@ void register_bench(CLI::App& app) {
   off->add_option("--max-num-batched-tokens", a->o.engine.max_num_batched_tokens)->capture_default_str();
   off->add_option("--num-kv-blocks", a->o.engine.num_kv_blocks);
   off->add_option("--gpu-memory-utilization", a->o.engine.gpu_memory_utilization)->capture_default_str();
+  off->add_option("--throughput-reps", a->o.throughput_reps, "timed repetitions of the throughput run")
+      ->capture_default_str();
+  off->add_option("--max-model-len", a->o.engine.max_model_len, "context cap (0 = the model's)");
+  off->add_option("--max-prefill-chunk-tokens", a->o.engine.max_prefill_chunk_tokens,
+                  "cap on one sequence's prefill chunk per step (0 = only the step budget)")
+      ->capture_default_str();
+  off->add_flag_function("--no-chunked-prefill", [a](int64_t) { a->o.engine.enable_chunked_prefill = false; },
+                         "a prompt is computed in one step or waits");
+  off->add_flag_function("--no-prefix-caching", [a](int64_t) { a->o.engine.enable_prefix_caching = false; });
+  // Mixed-length load (issue 5, acceptance 4; docs/bench_offline.md).
+  off->add_option("--mixed-prompts", a->o.mixed.num_prompts, "mixed load: requests submitted (0 = skip)");
+  off->add_option_function<std::vector<int32_t>>(
+         "--mixed-input-range", [a](const std::vector<int32_t>& v) { a->o.mixed.input = {.lo = v.at(0), .hi = v.at(1)}; },
+         "mixed load: prompt lengths MIN,MAX (default 16,4096)")
+      ->delimiter(',')
+      ->expected(2);
+  off->add_option_function<std::vector<int32_t>>(
+         "--mixed-output-range", [a](const std::vector<int32_t>& v) { a->o.mixed.output = {.lo = v.at(0), .hi = v.at(1)}; },
+         "mixed load: output lengths MIN,MAX (default 1,1024), enforced with ignore_eos")
+      ->delimiter(',')
+      ->expected(2);
+  off->add_option_function<std::string>(
+      "--mixed-dist",
+      [a](const std::string& name) {
+        auto d = bench::parse_length_dist(name);
+        if (!d.is_ok()) throw CLI::ValidationError("--mixed-dist", d.status().to_string());
+        a->o.mixed.dist = *d;
+      },
+      "mixed load: uniform (default) | log-uniform");
+  off->add_option("--mixed-rate", a->o.mixed.rate, "mixed load: requests/s, Poisson (0 = all at once)");
+  off->add_option("--mixed-max-fragmentation", a->o.mixed.max_fragmentation, "mixed load: pass threshold")
+      ->capture_default_str();
+  // Inter-token latency around a long prefill (issue 5, acceptance 5).
+  off->add_option("--itl-probe", a->o.itl.batch, "ITL probe: decoding sequences (0 = skip)");
+  off->add_option("--itl-prompt-len", a->o.itl.prompt_len, "ITL probe: the decoders' prompt length")
+      ->capture_default_str();
+  off->add_option("--itl-long-prompt", a->o.itl.long_prompt, "ITL probe: the long prompt")->capture_default_str();
+  off->add_option("--itl-window", a->o.itl.window, "ITL probe: samples per decoder before / after")
+      ->capture_default_str();
+  off->add_option("--itl-warmup-tokens", a->o.itl.warmup_tokens)->capture_default_str();
+  off->add_option("--itl-max-ratio", a->o.itl.max_ratio, "ITL probe: pass threshold")->capture_default_str();
   off->add_option("--seed", a->o.seed)->capture_default_str();
   off->add_option("--gpu", a->o.gpu_name, "GPU catalog name (for cost and calibration)");
   off->add_option("--ceiling-gbps", a->ceiling_gbps, "memory bandwidth ceiling, GB/s");

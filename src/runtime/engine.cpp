@@ -103,7 +103,7 @@ class EngineImpl final : public Engine {
   void drain_inbox();
   Status step();
   void fail_batch(const sched::ScheduledBatch& batch, const Status& st);
-  void publish_stats();
+  EngineStats publish_stats();  // returns the snapshot it published
 
   EngineOptions opts_;
   BackendHandle backend_;
@@ -455,7 +455,8 @@ Status EngineImpl::step() {
   std::unordered_map<uint64_t, const sched::FinishedSeq*> fin;
   for (const auto& f : *finished) fin.emplace(f.id, &f);
   // Stats first, so a caller that sees its final output also sees its blocks released.
-  publish_stats();
+  const EngineStats snapshot = publish_stats();
+  if (opts_.step_observer) opts_.step_observer(snapshot);
 
   for (auto& [id, gt] : emitted) {
     auto it = live_.find(id);
@@ -479,7 +480,7 @@ Status EngineImpl::step() {
   return Status::ok();
 }
 
-void EngineImpl::publish_stats() {
+EngineStats EngineImpl::publish_stats() {
   auto s = sched_->stats();
   int64_t inbox_size;
   {
@@ -503,6 +504,7 @@ void EngineImpl::publish_stats() {
   stats_.forward_s = forward_s_;
   stats_.prepare_s = model_->prepare_seconds();
   stats_.output_s = output_s_;
+  return stats_;
 }
 
 void EngineImpl::thread_main() {

@@ -120,6 +120,10 @@ struct EngineOptions {
   // min_p or logprobs are always sampled on the host from their downloaded logits row.
   std::string sampling = "auto";
   bool graphs = true;           // replay decode steps as step graphs where the backend has them
+  // Called ON THE ENGINE THREAD after every executed step (a non-empty batch), with the stats
+  // as of the end of that step (finished sequences already released). For benchmarks that need
+  // every step's KV usage and fragmentation; must be cheap and must not call into the engine.
+  std::function<void(const EngineStats&)> step_observer = nullptr;
 };
 
 class Engine {

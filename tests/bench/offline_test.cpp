@@ -1,0 +1,198 @@
+// `frugal bench offline`'s batching checks (issue 5, acceptance 4 and 5), scaled down to the
+// embedded stories260K model on the CPU and run in-process through bench::run_offline:
+//  - the mixed-length load completes every request with its exact output length although the KV
+//    pool holds a fraction of the demand (so requests had to wait), and its fragmentation figures
+//    match block arithmetic done by hand for a case small enough to follow step by step;
+//  - the ITL probe measures positive latencies, splits the long prompt into the configured
+//    chunks (one step per chunk) and completes the long request;
+//  - the throughput run's total rate counts input and output tokens; bad flags are refused.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "bench/offline.h"
+#include "test_paths.h"
+
+namespace frugal::bench {
+namespace {
+
+OfflineOptions base_options() {
+  OfflineOptions o;
+  o.engine.model_dir = frugal::testing::source_root() + "/models/stories260K";
+  o.engine.device = "cpu";
+  o.engine.threads = 2;
+  o.prefill_lens = {};
+  o.batches = {};
+  o.reps = 1;
+  o.warmup = 0;
+  return o;
+}
+
+TEST(BenchOffline, MixedLoadWaitsInsteadOfFailingWithASmallPool) {
+  OfflineOptions o = base_options();
+  o.engine.num_kv_blocks = 24;  // 384 token slots; the largest request needs 17 blocks
+  o.mixed.num_prompts = 24;
+  o.mixed.input = {.lo = 16, .hi = 200};
+  o.mixed.output = {.lo = 1, .hi = 64};
+  auto r = run_offline(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const auto& m = (*r)["mixed"];
+  EXPECT_EQ(m["failed"].get<int64_t>(), 0) << m["errors"].dump();
+  EXPECT_EQ(m["completed"].get<int64_t>(), 24);
+  EXPECT_EQ(m["output_len_mismatches"].get<int64_t>(), 0);
+  EXPECT_EQ(m["output_tokens"].get<int64_t>(), m["output_tokens_requested"].get<int64_t>());
+  EXPECT_EQ(m["kv_blocks_total"].get<int64_t>(), 24);
+  // The pool could not hold everything at once, and the requests did wait for it.
+  EXPECT_GT(m["demand_over_pool"].get<double>(), 3.0);
+  EXPECT_GT(m["max_waiting"].get<int64_t>(), 0);
+  EXPECT_GT(m["kv_used_peak_fraction"].get<double>(), 0.5);
+  EXPECT_LE(m["kv_used_peak_blocks"].get<int64_t>(), 24);
+  EXPECT_GT(m["steps"].get<int64_t>(), 24);
+  const auto& f = m["fragmentation"];
+  EXPECT_GE(f["max"].get<double>(), f["max_while_waiting"].get<double>());
+  EXPECT_GE(f["max"].get<double>(), f["mean"].get<double>());
+  EXPECT_GT(f["max"].get<double>(), 0.0);  // lengths are not multiples of 16 everywhere
+  EXPECT_LE(f["max"].get<double>(), 1.0);
+  EXPECT_GT(f["steps_while_waiting"].get<int64_t>(), 0);
+  EXPECT_EQ(f["checked"].get<double>(), f["max_while_waiting"].get<double>());
+  EXPECT_EQ(m["pass"].get<bool>(), f["checked"].get<double>() <= 0.04);
+  EXPECT_GT(m["total_tok_per_s"].get<double>(), m["output_tok_per_s"].get<double>());
+}
+
+// One request, prompt 20, 5 outputs, block size 16. After step 1 its KV holds the 20 prompt
+// tokens in 2 blocks (32 slots): 12 empty. Steps 2-4 each add the previous output: 21, 22, 23.
+// Step 5 samples the 5th token and frees the request, leaving no block in use.
+TEST(BenchOffline, MixedLoadFragmentationMatchesBlockArithmetic) {
+  OfflineOptions o = base_options();
+  o.mixed.num_prompts = 1;
+  o.mixed.input = {.lo = 20, .hi = 20};
+  o.mixed.output = {.lo = 5, .hi = 5};
+  auto r = run_offline(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const auto& m = (*r)["mixed"];
+  EXPECT_EQ(m["completed"].get<int64_t>(), 1);
+  EXPECT_EQ(m["output_tokens"].get<int64_t>(), 5);
+  EXPECT_EQ(m["steps"].get<int64_t>(), 5);
+  EXPECT_EQ(m["kv_used_peak_blocks"].get<int64_t>(), 2);
+  EXPECT_EQ(m["demand_kv_tokens"].get<int64_t>(), 24);
+  EXPECT_EQ(m["demand_blocks"].get<int64_t>(), 2);
+  const auto& f = m["fragmentation"];
+  EXPECT_EQ(f["steps_sampled"].get<int64_t>(), 4);
+  EXPECT_DOUBLE_EQ(f["max"].get<double>(), 12.0 / 32.0);
+  EXPECT_DOUBLE_EQ(f["mean"].get<double>(), (12.0 + 11.0 + 10.0 + 9.0) / 4.0 / 32.0);
+  const double tw = f["time_weighted_mean"].get<double>();
+  EXPECT_GE(tw, 9.0 / 32.0);
+  EXPECT_LE(tw, 12.0 / 32.0);
+  // Nothing waited, so the verdict is over all steps, and 37.5% is far above 4%.
+  EXPECT_EQ(f["steps_while_waiting"].get<int64_t>(), 0);
+  EXPECT_EQ(f["checked_over"].get<std::string>(), "all steps");
+  EXPECT_FALSE(m["pass"].get<bool>());
+}
+
+TEST(BenchOffline, MixedLoadAtARateSpreadsTheArrivals) {
+  OfflineOptions o = base_options();
+  o.mixed.num_prompts = 12;
+  o.mixed.input = {.lo = 16, .hi = 64};
+  o.mixed.output = {.lo = 1, .hi = 8};
+  o.mixed.rate = 400;  // mean gap 2.5 ms: the last of 12 is due after ~27 ms
+  auto r = run_offline(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const auto& m = (*r)["mixed"];
+  EXPECT_EQ(m["completed"].get<int64_t>(), 12);
+  EXPECT_EQ(m["failed"].get<int64_t>(), 0);
+  EXPECT_GT(m["arrival_span_s"].get<double>(), 0.0);
+  EXPECT_GE(m["seconds"].get<double>(), m["arrival_span_s"].get<double>());
+}
+
+nlohmann::json run_probe(int32_t chunk) {
+  OfflineOptions o = base_options();
+  o.engine.max_prefill_chunk_tokens = chunk;
+  o.itl.batch = 8;
+  o.itl.prompt_len = 8;
+  o.itl.long_prompt = 300;
+  o.itl.warmup_tokens = 4;
+  o.itl.window = 8;
+  auto r = run_offline(o);
+  EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+  return r.is_ok() ? (*r)["itl_probe"] : nlohmann::json();
+}
+
+TEST(BenchOffline, ItlProbeSplitsTheLongPromptIntoChunks) {
+  const nlohmann::json p = run_probe(32);
+  ASSERT_TRUE(p.is_object());
+  EXPECT_EQ(p["chunk_tokens_effective"].get<int>(), 32);
+  EXPECT_EQ(p["prefill_steps"].get<int64_t>(), 10);  // ceil(300 / 32)
+  EXPECT_EQ(p["preemptions"].get<int64_t>(), 0);
+  const auto& b = p["itl_before_ms"];
+  const auto& d = p["itl_during_ms"];
+  const auto& a = p["itl_after_ms"];
+  EXPECT_EQ(b["n"].get<int64_t>(), 8 * 8);
+  EXPECT_EQ(a["n"].get<int64_t>(), 8 * 8);
+  EXPECT_EQ(d["n"].get<int64_t>(), 8 * 10);  // one token per decoder per prefill step
+  EXPECT_GT(b["median"].get<double>(), 0.0);
+  EXPECT_GT(d["median"].get<double>(), 0.0);
+  EXPECT_GE(d["max"].get<double>(), d["p90"].get<double>());
+  EXPECT_GT(p["long_prefill_s"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(p["ratio_median"].get<double>(), d["median"].get<double>() / b["median"].get<double>());
+  EXPECT_EQ(p["pass"].get<bool>(), p["ratio_median"].get<double>() <= 2.0);
+}
+
+TEST(BenchOffline, ItlProbeWithoutAChunkCapPrefillsInOneStep) {
+  const nlohmann::json p = run_probe(0);
+  ASSERT_TRUE(p.is_object());
+  EXPECT_EQ(p["prefill_steps"].get<int64_t>(), 1);
+  EXPECT_EQ(p["itl_during_ms"]["n"].get<int64_t>(), 8);
+}
+
+TEST(BenchOffline, ThroughputCountsInputAndOutputTokens) {
+  OfflineOptions o = base_options();
+  o.num_prompts = 16;
+  o.input_len = 32;
+  o.output_len = 8;
+  o.throughput_reps = 3;
+  auto r = run_offline(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const auto& t = (*r)["throughput"];
+  EXPECT_EQ(t["output_tok_per_s_reps"].size(), 3u);
+  ASSERT_TRUE(t["output_tok_per_s_est"]["ci95"].is_array());
+  EXPECT_LE(t["output_tok_per_s_est"]["ci95"][0].get<double>(), t["output_tok_per_s"].get<double>());
+  EXPECT_GE(t["output_tok_per_s_est"]["ci95"][1].get<double>(), t["output_tok_per_s"].get<double>());
+  // Every rep produced all 16 x 8 outputs, so total / output = (32 + 8) / 8 in each rep.
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_NEAR(t["total_tok_per_s_reps"][i].get<double>() / t["output_tok_per_s_reps"][i].get<double>(), 5.0, 1e-9);
+  }
+}
+
+TEST(BenchOffline, BadFlagsAreRefusedWithTheirNames) {
+  OfflineOptions o = base_options();
+  o.mixed.num_prompts = 4;
+  o.mixed.input = {.lo = 100, .hi = 50};
+  auto r = run_offline(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().to_string().find("--mixed-input-range"), std::string::npos) << r.status().to_string();
+
+  o = base_options();
+  o.mixed.num_prompts = 4;
+  o.mixed.input = {.lo = 16, .hi = 500};  // + 64 outputs > stories260K's 512-token context
+  o.mixed.output = {.lo = 1, .hi = 64};
+  r = run_offline(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().to_string().find("context"), std::string::npos) << r.status().to_string();
+
+  o = base_options();
+  o.engine.max_num_seqs = 8;
+  o.itl.batch = 8;
+  r = run_offline(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().to_string().find("--max-num-seqs"), std::string::npos) << r.status().to_string();
+
+  o = base_options();
+  o.num_prompts = 2;
+  o.input_len = 1024;  // beyond the 512-token context
+  r = run_offline(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().to_string().find("--input-len"), std::string::npos) << r.status().to_string();
+}
+
+}  // namespace
+}  // namespace frugal::bench
