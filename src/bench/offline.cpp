@@ -288,7 +288,9 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
                  {"workspace_bytes", mem.workspace_bytes}, {"graphs_bytes", mem.graphs_bytes}};
   j["engine_stats"] = {{"kv_fragmentation", st.kv_fragmentation}, {"preemptions", st.preemptions},
                        {"prefix_cache_hits", st.prefix_cache_hits}, {"steps", st.steps},
-                       {"kv_blocks_total", st.kv_blocks_total}};
+                       {"kv_blocks_total", st.kv_blocks_total}, {"graph_steps", st.graph_steps},
+                       {"schedule_s", st.schedule_s}, {"forward_s", st.forward_s}, {"prepare_s", st.prepare_s},
+                       {"output_s", st.output_s}};
   j["startup_s"] = startup_s;
   j["model"] = o.engine.model_dir;
   j["device"] = o.engine.device;
@@ -387,6 +389,14 @@ std::string format_offline_table(const nlohmann::json& j) {
                     m["weights_bytes"].get<double>() / 1048576, m["kv_pool_bytes"].get<double>() / 1048576,
                     m["workspace_bytes"].get<double>() / 1048576, m["graphs_bytes"].get<double>() / 1048576,
                     100 * j["engine_stats"]["kv_fragmentation"].get<double>());
+  const auto& es = j["engine_stats"];
+  if (es.contains("schedule_s") && es["steps"].get<int64_t>() > 0) {
+    const double us = 1e6 / es["steps"].get<double>();
+    os << fmt::format("engine: {} steps ({} from graphs); per step: schedule {:.0f} us, forward {:.0f} us (inputs {:.0f} us), "
+                      "outputs {:.0f} us\n",
+                      es["steps"].get<int64_t>(), es["graph_steps"].get<int64_t>(), es["schedule_s"].get<double>() * us,
+                      es["forward_s"].get<double>() * us, es["prepare_s"].get<double>() * us, es["output_s"].get<double>() * us);
+  }
   return os.str();
 }
 

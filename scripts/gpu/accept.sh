@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The engine-level acceptance runs on the GPU machine, one frugal invocation each, JSON and
+# logs under $OUT, a short table last (docs/perf). Steps (any subset, in order):
+#   issue4   batch-1 decode (128 in / 256 out) and 2048-token prefill       (~40 s)
+#   sweep    decode at 1/8/32/64/256 (512 in / 128 out), 1000 x 128/128      (~90 s)
+#   long     1000 x 1024/128 throughput                                     (~100 s)
+#   mixed    500 mixed-length requests (16-4096 in, 1-1024 out) vs a 16,384-block pool
+#   itl      64 decoders + a 10,000-token prompt, chunk caps 256 and 512
+#   kernels  the kernel-level micro-benchmark (cuda_kernel_bench)
+# Needs a built build-gpu (scripts/gpu/check.sh build).
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+OUT="${OUT:-/tmp/frugal-out}"
+mkdir -p "$OUT" /tmp/q7b
+BUILD_DIR="${BUILD_DIR:-build-gpu}"
+python3 -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['config'], open(sys.argv[2],'w'), indent=1)" \
+  data/catalog/models/deepseek-r1-distill-qwen-7b.json /tmp/q7b/config.json
+F=("$BUILD_DIR/src/cli/frugal" bench offline --dummy-weights /tmp/q7b/config.json --device cuda --gpu h200
+   --ceiling-gbps 4259 --ceiling-tflops 790)
+TABLE="$OUT/accept_summary.txt"
+: >"$TABLE"
+run() {  # name, args...
+  local name=$1; shift
+  local t0=$SECONDS
+  "${F[@]}" "$@" --json "$OUT/$name.json" --markdown "$OUT/$name.md" >"$OUT/$name.txt" 2>&1
+  local rc=$?
+  echo "== $name: rc $rc ($((SECONDS - t0)) s)" >>"$TABLE"
+  grep -vE "^ceilings|^bench  " "$OUT/$name.txt" | tail -12 >>"$TABLE"
+}
+for step in "$@"; do
+  case "$step" in
+    issue4) run issue4 --prefill-lens 2048 --batches 1 --decode-prompt-len 128 --decode-tokens 256 --reps 5 --warmup 1 ;;
+    sweep) run sweep --prefill-lens 512 --reps 2 --warmup 1 --batches 8,32,64,256 --decode-prompt-len 512 \
+             --decode-tokens 128 --num-prompts 1000 --input-len 128 --output-len 128 --throughput-reps 2 \
+             --max-num-seqs 256 --max-num-batched-tokens 8192 ;;
+    long) run long --prefill-lens 1024 --reps 1 --warmup 1 --batches 0 --num-prompts 1000 --input-len 1024 \
+            --output-len 128 --throughput-reps 2 --max-num-seqs 256 --max-num-batched-tokens 8192 ;;
+    mixed) run mixed --prefill-lens 0 --batches 0 --mixed-prompts 500 --mixed-input-range 16,4096 \
+             --mixed-output-range 1,1024 --num-kv-blocks 16384 ;;
+    itl) for c in 256 512; do
+           run "itl_$c" --prefill-lens 2048 --reps 1 --warmup 1 --batches 0 --itl-probe 64 --itl-long-prompt 10000 \
+             --max-prefill-chunk-tokens "$c"
+         done ;;
+    kernels) "$BUILD_DIR/tests/cuda/cuda_kernel_bench" >"$OUT/kernels.txt" 2>&1
+             echo "== kernels: rc $?" >>"$TABLE"; grep -E "7B|gemv m=1 |gemm m=2048|attn prefill" "$OUT/kernels.txt" >>"$TABLE" ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
+done
+echo "===== accept summary ====="
+cat "$TABLE"
