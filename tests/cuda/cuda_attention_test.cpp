@@ -92,6 +92,23 @@ TEST(CudaAttention, PrefillLongOneSequence) {
   check_attention({{{600, 600}}, 4, 4, 128});
 }
 
+// Prefill chunks late in long prompts: the kernel splits the keys (contexts > 4096) and the
+// combine merges the splits; decoders in the same step, a sliding window, head dim 64.
+TEST(CudaAttention, PrefillChunkOverLongContextSplitsKeys) {
+  check_attention({{{256, 9000}}, 28, 4, 128});
+  check_attention({{{1, 700}, {130, 6100}, {1, 33}, {64, 4200}}, 28, 4, 128});
+  check_attention({{{100, 5000}, {3, 20}}, 14, 2, 64, 3000});
+}
+
+// A large decode batch with one long context (as 64 short decoders plus a finished 10k prompt):
+// splits are capped in length, so the long sequence gets many while the others exit early.
+TEST(CudaAttention, DecodeLargeBatchOneLongContext) {
+  std::vector<SeqSpec> seqs;
+  for (int i = 0; i < 64; ++i) seqs.push_back({1, 100 + 9 * i});
+  seqs.push_back({1, 10000});
+  check_attention({seqs, 28, 4, 128, 0, DType::kBF16, 16384 - 10000});
+}
+
 TEST(CudaAttention, DecodeSplitKv) {
   check_attention({{{1, 1}, {1, 300}, {1, 2500}}, 28, 4, 128});
 }

@@ -3,6 +3,8 @@
 // are gathered through the block table into shared memory; S = QK^T and O += PV run on tensor
 // cores (mma.sync m16n8k16 bf16, fp32 accumulate) with the online softmax in registers.
 // The P accumulator fragment is reused directly as the A operand of PV (no shared round trip).
+#include <algorithm>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -113,8 +115,19 @@ __device__ __forceinline__ void load_kv_tile(const ops::AttentionParams& p, cons
   cp_async_commit();
 }
 
+// Split along the keys (grid.z = split, kv_chunk keys each, a multiple of kBlockK): each split
+// writes its unnormalized output rows and (max, sum) to part_o / part_ml for
+// attention_combine_kernel; with one split the block writes the normalized output itself.
+struct PrefillSplit {
+  int kv_chunk;
+  int n_splits;
+  float* part_o;    // [n_tokens, n_head, n_splits, D]
+  float2* part_ml;  // [n_tokens, n_head, n_splits]
+};
+
 template <int D>
-__global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::AttentionParams p, float scale_log2) {
+__global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::AttentionParams p, float scale_log2,
+                                                                     PrefillSplit sp) {
   pdl_wait();
   constexpr int SD = D + kPad;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -142,6 +155,19 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
   const int key_lo = p.sliding_window > 0 ? max(0, first_pos - p.sliding_window + 1) : 0;
   const int key_end = last_pos + 1;
 
+  // This split's keys: [kb_first, kb_end), tiles aligned to kBlockK (kv_chunk is a multiple).
+  const int split = blockIdx.z;
+  int kb_first = (key_lo / kBlockK) * kBlockK, kb_end = key_end;
+  if (sp.n_splits > 1) {
+    kb_first = max(kb_first, split * sp.kv_chunk);
+    kb_end = min(kb_end, (split + 1) * sp.kv_chunk);
+    if (kb_first >= kb_end) {  // nothing here: mark the split empty for every row of the tile
+      for (int r = threadIdx.x; r < n_valid; r += kThreads)
+        sp.part_ml[(static_cast<int64_t>(q0 + i0 + r) * p.n_head + head) * sp.n_splits + split] = make_float2(-INFINITY, 0.f);
+      return;
+    }
+  }
+
   load_q_tile<D>(p, sq, q0 + i0, n_valid, head);
   __syncthreads();
   uint32_t qf[D / 16][4];
@@ -156,11 +182,12 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
 
   float o[D / 8][4] = {};
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-  const int kb0 = (key_lo / kBlockK) * kBlockK;
-  load_kv_tile<D>(p, table, stage_k(0), stage_k(0) + kBlockK * SD, kb0, key_end, kvh);
-  for (int kb = kb0, stage = 0; kb < key_end; kb += kBlockK, stage ^= 1) {
-    if (kb + kBlockK < key_end) {
-      load_kv_tile<D>(p, table, stage_k(stage ^ 1), stage_k(stage ^ 1) + kBlockK * SD, kb + kBlockK, key_end, kvh);
+  // Keys past kb_end inside the last tile are zero-filled; they lie past the causal diagonal
+  // (kb_end < key_end only at a split boundary, which is tile-aligned).
+  load_kv_tile<D>(p, table, stage_k(0), stage_k(0) + kBlockK * SD, kb_first, kb_end, kvh);
+  for (int kb = kb_first, stage = 0; kb < kb_end; kb += kBlockK, stage ^= 1) {
+    if (kb + kBlockK < kb_end) {
+      load_kv_tile<D>(p, table, stage_k(stage ^ 1), stage_k(stage ^ 1) + kBlockK * SD, kb + kBlockK, kb_end, kvh);
       cp_async_wait<1>();  // this tile's group is done, the next one may still be in flight
     } else {
       cp_async_wait<0>();
@@ -240,6 +267,20 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
     l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 1);
     l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 2);
   }
+  if (sp.n_splits > 1) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp * 16 + g + 8 * h;
+      if (r >= n_valid) continue;
+      const int64_t row = (static_cast<int64_t>(q0 + i0 + r) * p.n_head + head) * sp.n_splits + split;
+      if (tq == 0) sp.part_ml[row] = l_run[h] > 0.f ? make_float2(m_run[h], l_run[h]) : make_float2(-INFINITY, 0.f);
+      float* prow = sp.part_o + row * D + 2 * tq;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt)
+        *reinterpret_cast<float2*>(prow + dt * 8) = make_float2(o[dt][2 * h], o[dt][2 * h + 1]);
+    }
+    return;
+  }
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -255,7 +296,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
 }
 
 template <int D>
-cudaError_t launch_d(const ops::AttentionParams& p, cudaStream_t stream) {
+cudaError_t launch_d(const ops::AttentionParams& p, const PrefillSplit& sp, cudaStream_t stream) {
   const int smem = (kBlockQ + 4 * kBlockK) * (D + kPad) * 2;
   static bool configured = false;  // the attribute is per function, set once per process
   if (!configured) {
@@ -266,9 +307,11 @@ cudaError_t launch_d(const ops::AttentionParams& p, cudaStream_t stream) {
   }
   // Upper bound on tiles: each sequence adds at most one partial tile.
   const unsigned tiles = static_cast<unsigned>((p.n_tokens + kBlockQ - 1) / kBlockQ + p.n_seqs);
-  dim3 grid(tiles, static_cast<unsigned>(p.n_head));
+  dim3 grid(tiles, static_cast<unsigned>(p.n_head), static_cast<unsigned>(sp.n_splits));
   const float scale_log2 = p.scale * 1.4426950408889634f;
-  return launch_kernel(attention_prefill_kernel<D>, grid, kThreads, smem, stream, p, scale_log2);
+  cudaError_t e = launch_kernel(attention_prefill_kernel<D>, grid, kThreads, smem, stream, p, scale_log2, sp);
+  if (e != cudaSuccess || sp.n_splits == 1) return e;
+  return launch_attention_combine(p, sp.n_splits, sp.part_o, sp.part_ml, stream);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -283,9 +326,34 @@ bool attention_prefill_supported(const ops::AttentionParams& p) {
          c.n_head_kv > 0 && p.n_head % c.n_head_kv == 0;
 }
 
-cudaError_t launch_attention_prefill(const ops::AttentionParams& p, cudaStream_t stream) {
+// Long contexts (a prefill chunk late in a long prompt) are split into key ranges of about
+// kSplitKeys, so no block walks more keys than a 2048-token prefill's longest tile does;
+// partials are capped at kMaxPartialBytes.
+constexpr int64_t kSplitAbove = 4096, kSplitKeys = 2048, kMaxPartialBytes = int64_t{256} << 20;
+
+int attention_prefill_splits(const ops::AttentionParams& p) {
+  if (p.max_ctx_len <= kSplitAbove) return 1;
+  int64_t n = ceil_div(p.max_ctx_len, kSplitKeys);
+  const int64_t per_split = static_cast<int64_t>(p.n_tokens) * p.n_head * (p.cache.head_dim + 2) * 4;
+  n = std::min<int64_t>(n, kMaxPartialBytes / std::max<int64_t>(1, per_split));
+  return n < 2 ? 1 : static_cast<int>(std::min<int64_t>(n, 1024));
+}
+
+size_t attention_prefill_scratch_bytes(const ops::AttentionParams& p, int n_splits) {
+  if (n_splits <= 1) return 0;
+  return static_cast<size_t>(p.n_tokens) * p.n_head * n_splits * (p.cache.head_dim + 2) * sizeof(float);
+}
+
+cudaError_t launch_attention_prefill(const ops::AttentionParams& p, int n_splits, void* partials, cudaStream_t stream) {
   if (p.n_tokens == 0 || p.n_seqs == 0) return cudaSuccess;
-  return p.cache.head_dim == 64 ? launch_d<64>(p, stream) : launch_d<128>(p, stream);
+  PrefillSplit sp{0, 1, nullptr, nullptr};
+  if (n_splits > 1 && partials != nullptr) {
+    sp.n_splits = n_splits;
+    sp.kv_chunk = static_cast<int>(ceil_div(ceil_div(p.max_ctx_len, n_splits), kBlockK) * kBlockK);
+    sp.part_o = static_cast<float*>(partials);
+    sp.part_ml = reinterpret_cast<float2*>(sp.part_o + static_cast<size_t>(p.n_tokens) * p.n_head * n_splits * p.cache.head_dim);
+  }
+  return p.cache.head_dim == 64 ? launch_d<64>(p, sp, stream) : launch_d<128>(p, sp, stream);
 }
 
 }  // namespace frugal::cuda

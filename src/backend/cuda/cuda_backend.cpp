@@ -269,7 +269,14 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     }
     return check_launch(launch_attention_decode(p, n_splits, partials, stream_), "attention_decode");
   }
-  if (attention_prefill_supported(p)) return check_launch(launch_attention_prefill(p, stream_), "attention_prefill");
+  if (attention_prefill_supported(p)) {
+    const int n_splits = attention_prefill_splits(p);
+    void* partials = nullptr;
+    if (size_t bytes = attention_prefill_scratch_bytes(p, n_splits); bytes > 0) {
+      FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
+    }
+    return check_launch(launch_attention_prefill(p, n_splits, partials, stream_), "attention_prefill");
+  }
   if (!is_float_act(p.act_dtype) || !is_float_act(p.cache.cache_dtype))
     return unsupported("cuda attention: act " + dt(p.act_dtype) + ", cache " + dt(p.cache.cache_dtype));
   return check_launch(launch_attention_generic(p, stream_), "attention_generic");

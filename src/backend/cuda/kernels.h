@@ -44,7 +44,15 @@ cudaError_t launch_matmul_generic(const ops::MatmulParams& p, cudaStream_t strea
 // Attention over the paged cache (attention_prefill.cu, attention_decode.cu).
 // Prefill: FlashAttention-2 with mma.sync bf16 tensor cores; bf16 q/cache, head_dim 64 or 128.
 bool attention_prefill_supported(const ops::AttentionParams& p);
-cudaError_t launch_attention_prefill(const ops::AttentionParams& p, cudaStream_t stream);
+// Splits along the keys for long contexts (1 = none); partials must hold
+// attention_prefill_scratch_bytes(p, n_splits) bytes when n_splits > 1.
+int attention_prefill_splits(const ops::AttentionParams& p);
+size_t attention_prefill_scratch_bytes(const ops::AttentionParams& p, int n_splits);
+cudaError_t launch_attention_prefill(const ops::AttentionParams& p, int n_splits, void* partials, cudaStream_t stream);
+// Merges per-split partials ([n_tokens, n_head, n_splits, D] unnormalized outputs and
+// (max in log2 units, sum) pairs) into p.out; shared by the split decode and prefill kernels.
+cudaError_t launch_attention_combine(const ops::AttentionParams& p, int n_splits, float* part_o, float2* part_ml,
+                                     cudaStream_t stream);
 // Decode: split-KV (FlashDecoding) partials then a combine. Correct for any n_q per sequence,
 // fast when it is 1. partials must hold attention_decode_scratch_bytes(p) bytes.
 int attention_decode_splits(const ops::AttentionParams& p, int n_sms);
