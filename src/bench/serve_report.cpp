@@ -268,13 +268,13 @@ std::string format_serve_table(const json& rep) {
                       fv(t["requests_per_s"]), fv(t["output_tokens_per_s"], "{:.1f}"), fv(t["total_tokens_per_s"], "{:.1f}"),
                       r["token_count_source"].get<std::string>(), r["input_tokens"].get<int64_t>(),
                       r["output_tokens"].get<int64_t>());
-    os << fmt::format("{:<9} {:>26} {:>26} {:>26} {:>26}\n", "ms", "mean [95% CI]", "median [95% CI]", "P90 [95% CI]",
+    os << fmt::format("{:<5} {:>30} {:>30} {:>30} {:>30}\n", "ms", "mean [95% CI]", "median [95% CI]", "P90 [95% CI]",
                       "P99 [95% CI]");
     for (const char* m : {"ttft", "tpot", "itl", "e2e"}) {
       const json& s = r["latency_ms"][m];
       std::string name = m;
       std::transform(name.begin(), name.end(), name.begin(), ::toupper);
-      os << fmt::format("{:<9} {:>26} {:>26} {:>26} {:>26}\n", name, est(s["mean"]), est(s["median"]), est(s["p90"]),
+      os << fmt::format("{:<5} {:>30} {:>30} {:>30} {:>30}\n", name, est(s["mean"]), est(s["median"]), est(s["p90"]),
                         est(s["p99"]));
     }
     const json& g = r["goodput"];

@@ -61,6 +61,10 @@ std::string svg_line_chart(const PlotSpec& spec, const std::vector<PlotSeries>& 
   }
   if (!std::isfinite(x0)) x0 = 0, x1 = 1, y1 = 1;
   if (y1 <= y0) y1 = y0 + 1;
+  if (auto yt = ticks(y0, y1); yt.size() >= 2) {  // end the axis on a tick
+    double step = yt[1] - yt[0];
+    y1 = std::ceil(y1 / step - 1e-9) * step;
+  }
   auto fx = [&](double x) { return spec.log_x ? std::log2(x) : x; };
   double fx0 = fx(x0), fx1 = fx(x1);
   if (fx1 <= fx0) fx0 -= 0.5, fx1 += 0.5;

@@ -119,7 +119,9 @@ TEST_F(BenchServeE2e, SweepAgainstFrugalServe) {
     EXPECT_EQ(run["goodput"]["slo_ms"]["ttft"], 60000.0);
     EXPECT_EQ(run["goodput"]["requests_meeting_slo"], kPrompts);  // a minute is met by every request
     EXPECT_TRUE(run["errors"]["by_kind"].is_object());
-    if (run["max_concurrency"] == 1) EXPECT_EQ(run["peak_concurrency"], 1);
+    if (run["max_concurrency"] == 1) {
+      EXPECT_EQ(run["peak_concurrency"], 1);
+    }
   }
   // The other outputs exist and carry the runs.
   std::ifstream csv(dir_ / "out.csv");
