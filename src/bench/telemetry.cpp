@@ -3,6 +3,9 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <type_traits>
 #include <condition_variable>
 
 namespace frugal::bench {
@@ -27,9 +30,13 @@ constexpr int kClockMem = 2;
 class NvmlSource : public TelemetrySource {
  public:
   static std::unique_ptr<NvmlSource> open(std::string* reason) {
-    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    // $FRUGAL_NVML_LIBRARY: a driver library outside the loader's path (WSL keeps it in
+    // /usr/lib/wsl/lib), or a stand-in for tests.
+    const char* env = std::getenv("FRUGAL_NVML_LIBRARY");
+    const std::string path = env && *env ? env : "libnvidia-ml.so.1";
+    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-      *reason = "libnvidia-ml.so.1 not found (no NVIDIA driver): " + std::string(dlerror());
+      *reason = path + " not found (no NVIDIA driver): " + std::string(dlerror());
       return nullptr;
     }
     std::unique_ptr<NvmlSource> s(new NvmlSource(lib));

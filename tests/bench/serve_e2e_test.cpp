@@ -42,8 +42,9 @@ class BenchServeE2e : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server_->port()); }
-  CommandResult bench(const std::string& args) {
-    return run_command(frugal_binary() + " bench serve --url " + url() + " " + args, std::chrono::seconds(120));
+  CommandResult bench(const std::string& args) { return bench_env("", args); }
+  CommandResult bench_env(const std::string& env, const std::string& args) {
+    return run_command(env + " " + frugal_binary() + " bench serve --url " + url() + " " + args, std::chrono::seconds(120));
   }
   static json read_json(const fs::path& p) {
     std::ifstream f(p);
@@ -72,7 +73,8 @@ TEST_F(BenchServeE2e, SweepAgainstFrugalServe) {
   constexpr double kPrice = 2.5;
   constexpr int kGpus = 2;
   const std::string d = dir_.string();
-  CommandResult r = bench("--model stories260K --num-prompts " + std::to_string(kPrompts) + " --input-len 8 --output-len " +
+  // GPU telemetry through the NVML stand-in (tests/bench/fake_nvml.c): energy per 1M tokens.
+  CommandResult r = bench_env("FRUGAL_NVML_LIBRARY=" + std::string(FRUGAL_FAKE_NVML), "--model stories260K --num-prompts " + std::to_string(kPrompts) + " --input-len 8 --output-len " +
                           std::to_string(kOut) + " --request-rate 50,inf --max-concurrency 1,4 --seed 3" +
                           " --price-per-hour 2.5 --gpus 2 --slo-ttft-ms 60000 --json " + d + "/out.json --csv " + d +
                           "/out.csv --markdown " + d + "/out.md --svg-dir " + d + "/svg");
@@ -112,9 +114,14 @@ TEST_F(BenchServeE2e, SweepAgainstFrugalServe) {
     EXPECT_NEAR(cost["usd_per_1m_output_tokens"].get<double>(), usd_per_s * 1e6 / out_tps, 1e-9 * usd_per_s * 1e6 / out_tps);
     EXPECT_NEAR(cost["usd_per_1m_total_tokens"].get<double>(), usd_per_s * 1e6 / total_tps, 1e-9 * usd_per_s * 1e6 / total_tps);
     EXPECT_NEAR(cost["output_tokens_per_s_per_usd_per_hour"].get<double>(), out_tps / (kPrice * kGpus), 1e-9 * out_tps);
-    // No GPU here: no energy, and telemetry says why instead of failing.
-    EXPECT_TRUE(cost.contains("kwh_per_1m_output_tokens"));
-    EXPECT_TRUE(run["telemetry"].contains("available"));
+    // Energy: what the telemetry measured over the output tokens counted.
+    const json& tel = run["telemetry"];
+    ASSERT_TRUE(tel["available"].get<bool>()) << tel.dump();
+    EXPECT_EQ(tel["devices"].size(), 2u);
+    const double energy = tel["energy_j"].get<double>();
+    EXPECT_GT(energy, 0);
+    EXPECT_NEAR(cost["joules_per_1m_output_tokens"].get<double>(), energy / (kPrompts * kOut) * 1e6, 1e-9 * energy * 1e6);
+    EXPECT_NEAR(cost["kwh_per_1m_output_tokens"].get<double>(), energy / (kPrompts * kOut) * 1e6 / 3.6e6, 1e-9 * energy);
     EXPECT_TRUE(run["goodput"]["requests_meeting_slo"].is_number());
     EXPECT_EQ(run["goodput"]["slo_ms"]["ttft"], 60000.0);
     EXPECT_EQ(run["goodput"]["requests_meeting_slo"], kPrompts);  // a minute is met by every request
@@ -168,6 +175,31 @@ TEST_F(BenchServeE2e, ChatWithTokenizerAndJsonl) {
   json j = read_json(dir_ / "g.json");
   EXPECT_EQ(j["runs"][0]["requests"]["completed"], 4);
   EXPECT_EQ(j["runs"][0]["output_tokens"], 4 * 8);
+}
+
+TEST_F(BenchServeE2e, WithoutNvmlTelemetrySaysWhy) {
+  CommandResult r = bench_env("FRUGAL_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1",
+                              "--num-prompts 2 --output-len 4 --price-per-hour 1 --json " + (dir_ / "n.json").string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  json j = read_json(dir_ / "n.json");
+  const json& run = j["runs"][0];
+  EXPECT_FALSE(run["telemetry"]["available"].get<bool>());
+  EXPECT_FALSE(run["telemetry"]["reason"].get<std::string>().empty());
+  EXPECT_TRUE(run["cost"]["kwh_per_1m_output_tokens"].is_null());
+  EXPECT_TRUE(run["cost"]["usd_per_1m_output_tokens"].is_number());
+}
+
+TEST_F(BenchServeE2e, OfflineBenchRecordsTelemetry) {
+  const std::string out = (dir_ / "offline.json").string();
+  CommandResult r = run_command("FRUGAL_NVML_LIBRARY=" + std::string(FRUGAL_FAKE_NVML) + " " + frugal_binary() +
+                                    " bench offline --device cpu --threads 1 --prefill-lens 8 --batches 1 --decode-prompt-len 4"
+                                    " --decode-tokens 4 --reps 1 --warmup 0 --json " + out,
+                                std::chrono::seconds(120));
+  ASSERT_EQ(r.status, 0) << r.output;
+  json j = read_json(out);
+  ASSERT_TRUE(j.contains("telemetry"));
+  EXPECT_TRUE(j["telemetry"]["available"].get<bool>());
+  EXPECT_EQ(j["telemetry"]["devices"][0]["name"], "Fake GPU 0");
 }
 
 TEST_F(BenchServeE2e, BadInputsExitNonZeroNamingTheProblem) {

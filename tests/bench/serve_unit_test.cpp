@@ -1,6 +1,8 @@
 // Pieces of `frugal bench serve` that need no server: SSE parsing, URLs, arrivals, datasets,
 // cost and soak arithmetic, telemetry summaries (expected values computed by hand here).
 #include <cmath>
+#include <cstdlib>
+#include <thread>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -311,6 +313,47 @@ TEST(BenchTelemetry, SamplerWithAScriptedSourceAndWithout) {
   none.start();
   none.stop();
   EXPECT_EQ(none.summary(), (json{{"available", false}, {"reason", "no NVML here"}}));
+}
+
+TEST(BenchTelemetry, NvmlThroughDlopenOfAStandIn) {
+  ::setenv("FRUGAL_NVML_LIBRARY", FRUGAL_FAKE_NVML, 1);
+  auto s = TelemetrySampler::with_nvml(std::chrono::milliseconds(20));
+  ::unsetenv("FRUGAL_NVML_LIBRARY");
+  ASSERT_TRUE(s->available()) << s->summary().dump();
+  EXPECT_EQ(s->device_names(), (std::vector<std::string>{"Fake GPU 0", "Fake GPU 1"}));
+  s->start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  s->stop();
+  json j = s->summary();
+  ASSERT_EQ(j["devices"].size(), 2u);
+  double energy = 0;
+  for (int i = 0; i < 2; ++i) {
+    const json& d = j["devices"][i];
+    EXPECT_EQ(d["temperature_c"]["max"], 60 + i);
+    EXPECT_EQ(d["power_w"]["mean"], 250.0 + 50 * i);  // the stand-in reports mW
+    EXPECT_EQ(d["sm_clock_mhz"]["min"], 1980);
+    EXPECT_EQ(d["mem_clock_mhz"]["max"], 2619);
+    EXPECT_EQ(d["memory_used_gib"]["mean"], 10.0);
+    EXPECT_EQ(d["gpu_util_pct"]["mean"], 97);
+    // The counter advances 1 J per read: n samples span n - 1 J.
+    EXPECT_EQ(d["energy_source"], "energy counter");
+    EXPECT_EQ(d["energy_j"], d["n_samples"].get<double>() - 1);
+    energy += d["energy_j"].get<double>();
+    EXPECT_GE(d["n_samples"].get<int>(), 3);
+  }
+  EXPECT_EQ(j["energy_j"], energy);
+  EXPECT_EQ(j["power_w_mean"], 550.0);
+}
+
+TEST(BenchTelemetry, MissingNvmlIsReportedNotFatal) {
+  ::setenv("FRUGAL_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+  auto s = TelemetrySampler::with_nvml(std::chrono::milliseconds(20));
+  ::unsetenv("FRUGAL_NVML_LIBRARY");
+  s->start();
+  s->stop();
+  json j = s->summary();
+  EXPECT_FALSE(j["available"].get<bool>());
+  EXPECT_NE(j["reason"].get<std::string>().find("/nonexistent/libnvidia-ml.so.1"), std::string::npos);
 }
 
 TEST(BenchTelemetry, NvmlAbsentOrPresentNeverFails) {
