@@ -156,6 +156,13 @@ Result<json> run_serve_bench(const ServeBenchOptions& o) {
     if (c < 0) return invalid_argument("--max-concurrency must be >= 1 (0 = unlimited), got " + std::to_string(c));
   }
   if (o.duration_s < 0) return invalid_argument(fmt::format("--duration must be > 0 seconds, got {:g}", o.duration_s));
+  for (double r : o.request_rates) {
+    for (int32_t c : o.max_concurrency) {
+      if (o.duration_s > 0 && std::isinf(r) && c == 0) {
+        return invalid_argument("--duration with --request-rate inf needs a --max-concurrency (else requests never stop coming)");
+      }
+    }
+  }
   if (o.duration_s == 0 && o.num_prompts < 1) return invalid_argument("--num-prompts must be >= 1, got " + std::to_string(o.num_prompts));
   if (o.timeout_s <= 0) return invalid_argument(fmt::format("--timeout must be > 0 seconds, got {:g}", o.timeout_s));
   if (o.n < 1) return invalid_argument("--n must be >= 1, got " + std::to_string(o.n));

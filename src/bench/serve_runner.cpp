@@ -29,7 +29,7 @@ class Load {
     const bool timed = o_.duration_s > 0;
     const bool paced = o_.request_rate > 0 && std::isfinite(o_.request_rate);
     SplitMix64 rng(o_.seed ^ 0x61727269766c);
-    t0_ = Clock::now();
+    t0_ = last_end_ = Clock::now();
     const auto end = t0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.duration_s));
     auto next = t0_;
     asio::steady_timer pace(ioc_);
@@ -144,6 +144,9 @@ Result<LoadResult> run_load(const LoadOptions& o, const std::vector<BenchPrompt>
   }
   if (o.max_concurrency < 0) return invalid_argument("--max-concurrency must be >= 1 (or 0 for unlimited)");
   if (o.duration_s <= 0 && o.num_prompts < 1) return invalid_argument("--num-prompts must be >= 1 (or give --duration)");
+  if (o.duration_s > 0 && !(o.request_rate > 0 && std::isfinite(o.request_rate)) && o.max_concurrency == 0) {
+    return invalid_argument("--duration with --request-rate inf needs a --max-concurrency (else requests never stop coming)");
+  }
   asio::io_context ioc(1);
   tcp::resolver resolver(ioc);
   boost::system::error_code ec;

@@ -84,7 +84,8 @@ int run_bench_serve(BenchServeArgs& a) {
   const nlohmann::json& rep = *r;
   std::fputs(bench::format_serve_table(rep).c_str(), stdout);
   bool ok = true;
-  if (!a.json_path.empty()) ok &= write_file(a.json_path, rep.dump(2) + "\n");
+  // Server messages quoted in errors may end inside a UTF-8 character: replace, never throw.
+  if (!a.json_path.empty()) ok &= write_file(a.json_path, rep.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   if (!a.csv_path.empty()) ok &= write_file(a.csv_path, bench::format_serve_csv(rep));
   if (!a.markdown_path.empty()) ok &= write_file(a.markdown_path, bench::format_serve_markdown(rep));
   if (!a.svg_dir.empty()) {

@@ -287,6 +287,9 @@ TEST(BenchServeFake, BadInputsNameWhatIsWrong) {
   bad.dataset = "/nonexistent/prompts.jsonl";
   expect_error(bad, "/nonexistent/prompts.jsonl");
   bad = o;
+  bad.duration_s = 5;  // rate inf, unlimited concurrency: would never stop
+  expect_error(bad, "--max-concurrency");
+  bad = o;
   bad.endpoint = "/v1/embeddings";
   expect_error(bad, "--endpoint");
   bad = o;
