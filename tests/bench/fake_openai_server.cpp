@@ -52,6 +52,11 @@ std::vector<std::string> FakeOpenAiServer::bodies() {
   return bodies_;
 }
 
+std::vector<std::string> FakeOpenAiServer::authorizations() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return authorizations_;
+}
+
 void FakeOpenAiServer::accept_loop() {
   while (!stop_) {
     boost::system::error_code ec;
@@ -82,6 +87,7 @@ void FakeOpenAiServer::serve(tcp::socket sock) {
       {
         std::lock_guard<std::mutex> lk(mu_);
         bodies_.push_back(req.body());
+        authorizations_.emplace_back(req[http::field::authorization]);
       }
       ScriptedResponse r = handler_(req.body());
       asio::write(sock, asio::buffer(r.head), ec);

@@ -36,6 +36,7 @@ class FakeOpenAiServer {
   ~FakeOpenAiServer();
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::vector<std::string> bodies();  // POST bodies received
+  std::vector<std::string> authorizations();  // their Authorization headers
   int max_concurrent() const { return max_concurrent_; }
 
  private:
@@ -48,7 +49,7 @@ class FakeOpenAiServer {
   std::atomic<bool> stop_{false};
   std::atomic<int> concurrent_{0}, max_concurrent_{0};
   std::mutex mu_;
-  std::vector<std::string> bodies_;
+  std::vector<std::string> bodies_, authorizations_;
   std::vector<std::thread> conns_;
   std::thread accept_thread_;
 };

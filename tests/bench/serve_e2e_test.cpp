@@ -179,9 +179,14 @@ TEST_F(BenchServeE2e, ChatWithTokenizerAndJsonl) {
 
 TEST_F(BenchServeE2e, WithoutNvmlTelemetrySaysWhy) {
   CommandResult r = bench_env("FRUGAL_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1",
-                              "--num-prompts 2 --output-len 4 --price-per-hour 1 --json " + (dir_ / "n.json").string());
+                              "--num-prompts 2 --output-len 4 --price-per-hour 1 --api-key sk-secret-42 --json " +
+                                  (dir_ / "n.json").string());
   ASSERT_EQ(r.status, 0) << r.output;
   json j = read_json(dir_ / "n.json");
+  // The command line is recorded, the key is not.
+  const std::string cmd = j["config"]["command_line"].get<std::string>();
+  EXPECT_NE(cmd.find("--api-key ***"), std::string::npos) << cmd;
+  EXPECT_EQ(cmd.find("sk-secret-42"), std::string::npos) << cmd;
   const json& run = j["runs"][0];
   EXPECT_FALSE(run["telemetry"]["available"].get<bool>());
   EXPECT_FALSE(run["telemetry"]["reason"].get<std::string>().empty());

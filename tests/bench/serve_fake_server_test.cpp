@@ -206,6 +206,34 @@ TEST(BenchServeFake, StreamCutBeforeDone) {
   EXPECT_EQ((*r)["runs"][0]["errors"]["by_kind"]["incomplete_stream"], 2);
 }
 
+TEST(BenchServeFake, SlowServerTimesOut) {
+  FakeOpenAiServer server([](const std::string&) {
+    ScriptedResponse r;
+    r.first_pause = std::chrono::milliseconds(700);
+    r.writes = {text_chunk("late"), kDone};
+    return r;
+  });
+  auto o = options(server, 2);
+  o.timeout_s = 0.15;
+  auto r = run_serve_bench(o);
+  ASSERT_TRUE(r.is_ok());
+  const json& run = (*r)["runs"][0];
+  EXPECT_EQ(run["errors"]["by_kind"]["timeout"], 2);
+  for (const auto& q : run["per_request"]) EXPECT_LT(q["e2e_ms"].get<double>(), 600);
+}
+
+TEST(BenchServeFake, ApiKeyIsSentAsBearer) {
+  FakeOpenAiServer server([](const std::string&) {
+    ScriptedResponse r;
+    r.writes = {text_chunk("a"), kDone};
+    return r;
+  });
+  auto o = options(server, 2);
+  o.api_key = "sk-test-123";
+  run_ok(o);
+  EXPECT_EQ(server.authorizations(), (std::vector<std::string>{"Bearer sk-test-123", "Bearer sk-test-123"}));
+}
+
 TEST(BenchServeFake, TimingsFollowTheServersPauses) {
   FakeOpenAiServer server([](const std::string&) {
     ScriptedResponse r;
