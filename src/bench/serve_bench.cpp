@@ -101,6 +101,95 @@ Result<ServerInfo> probe_server(const Url& url, const std::map<std::string, std:
   }
   return info;
 }
+Status validate(const ServeBenchOptions& o) {
+  for (double r : o.request_rates) {
+    if (!(r > 0)) return invalid_argument(fmt::format("--request-rate must be > 0 or inf, got {:g}", r));
+  }
+  for (int32_t c : o.max_concurrency) {
+    if (c < 0) return invalid_argument("--max-concurrency must be >= 1 (0 = unlimited), got " + std::to_string(c));
+  }
+  if (o.duration_s < 0) return invalid_argument(fmt::format("--duration must be > 0 seconds, got {:g}", o.duration_s));
+  for (double r : o.request_rates) {
+    for (int32_t c : o.max_concurrency) {
+      if (o.duration_s > 0 && std::isinf(r) && c == 0) {
+        return invalid_argument("--duration with --request-rate inf needs a --max-concurrency (else requests never stop coming)");
+      }
+    }
+  }
+  if (o.duration_s == 0 && o.num_prompts < 1) return invalid_argument("--num-prompts must be >= 1, got " + std::to_string(o.num_prompts));
+  if (o.timeout_s <= 0) return invalid_argument(fmt::format("--timeout must be > 0 seconds, got {:g}", o.timeout_s));
+  if (o.n < 1) return invalid_argument("--n must be >= 1, got " + std::to_string(o.n));
+  if (o.slo.ttft_ms < 0 || o.slo.tpot_ms < 0 || o.slo.e2e_ms < 0) return invalid_argument("SLOs (--slo-*-ms) must be >= 0");
+  if (o.telemetry_interval_ms < 10) {
+    return invalid_argument("--telemetry-interval-ms must be >= 10, got " + std::to_string(o.telemetry_interval_ms));
+  }
+  return Status::ok();
+}
+
+Result<std::vector<BenchPrompt>> load_prompts(const ServeBenchOptions& o, const Tokenizer* tok, Endpoint ep) {
+  const int32_t n_needed = o.duration_s > 0 ? std::max(o.num_prompts, 1000) : o.num_prompts;
+  if (o.dataset == "random") {
+    RandomDatasetOptions ro = o.random;
+    ro.num_prompts = n_needed;
+    ro.seed = o.seed;
+    return random_dataset(ro, tok, ep);
+  }
+  return jsonl_dataset(o.dataset, o.prompt_field, o.random.output_len, n_needed, tok, ep);
+}
+
+struct RunContext {
+  Url url;
+  Endpoint endpoint;
+  ServerInfo server;
+  CostSpec cost;
+  json extra_body;
+  size_t distinct_prompts = 0;
+  std::vector<std::string> devices;
+  std::string started_at;
+};
+
+// The exact configuration, for the report.
+json config_json(const ServeBenchOptions& o, const RunContext& c) {
+  json rates = json::array(), concs = json::array();
+  for (double r : o.request_rates) rates.push_back(std::isfinite(r) ? json(r) : json("inf"));
+  for (int32_t n : o.max_concurrency) concs.push_back(n > 0 ? json(n) : json(nullptr));
+  json config = {
+      {"schema", "frugal bench serve v1"},
+      {"url", c.url.to_string()},
+      {"endpoint", endpoint_path(c.endpoint)},
+      {"model", c.server.model},
+      {"server_header", c.server.server_header},
+      {"server_models", c.server.models},
+      {"dataset", o.dataset},
+      {"prompt_field", o.prompt_field},
+      {"tokenizer", o.tokenizer_dir.empty() ? json(nullptr) : json(o.tokenizer_dir)},
+      {"random", {{"input_len", o.random.input_len}, {"output_len", o.random.output_len},
+                  {"range_ratio", o.random.range_ratio}, {"fallback_vocab", o.random.fallback_vocab}}},
+      {"output_len", o.random.output_len},
+      {"num_prompts", o.num_prompts},
+      {"distinct_prompts", c.distinct_prompts},
+      {"duration_s", o.duration_s > 0 ? json(o.duration_s) : json(nullptr)},
+      {"request_rates", rates},
+      {"max_concurrency", concs},
+      {"seed", o.seed},
+      {"timeout_s", o.timeout_s},
+      {"temperature", o.temperature},
+      {"n", o.n},
+      {"ignore_eos", o.ignore_eos},
+      {"include_usage", o.include_usage},
+      {"extra_body", c.extra_body},
+      {"slo_ms", {{"ttft", o.slo.ttft_ms}, {"tpot", o.slo.tpot_ms}, {"e2e", o.slo.e2e_ms}}},
+      {"gpu", o.gpu.empty() ? json(nullptr) : json(c.cost.gpu)},
+      {"gpus", o.gpus},
+      {"price_usd_per_hour_total", c.cost.usd_per_hour > 0 ? json(c.cost.usd_per_hour) : json(nullptr)},
+      {"devices", c.devices},
+      {"host", host_name()},
+      {"frugal_version", FRUGAL_VERSION},
+      {"command_line", o.command_line},
+      {"started_at", c.started_at},
+  };
+  return config;
+}
 }  // namespace
 
 Result<std::vector<double>> parse_rates(const std::string& s) {
@@ -149,24 +238,7 @@ Result<json> run_serve_bench(const ServeBenchOptions& o) {
   const std::string started_at = utc_now();
   FRUGAL_ASSIGN_OR_RETURN(Url url, parse_url(o.url));
   FRUGAL_ASSIGN_OR_RETURN(Endpoint ep, parse_endpoint(o.endpoint));
-  for (double r : o.request_rates) {
-    if (!(r > 0)) return invalid_argument(fmt::format("--request-rate must be > 0 or inf, got {:g}", r));
-  }
-  for (int32_t c : o.max_concurrency) {
-    if (c < 0) return invalid_argument("--max-concurrency must be >= 1 (0 = unlimited), got " + std::to_string(c));
-  }
-  if (o.duration_s < 0) return invalid_argument(fmt::format("--duration must be > 0 seconds, got {:g}", o.duration_s));
-  for (double r : o.request_rates) {
-    for (int32_t c : o.max_concurrency) {
-      if (o.duration_s > 0 && std::isinf(r) && c == 0) {
-        return invalid_argument("--duration with --request-rate inf needs a --max-concurrency (else requests never stop coming)");
-      }
-    }
-  }
-  if (o.duration_s == 0 && o.num_prompts < 1) return invalid_argument("--num-prompts must be >= 1, got " + std::to_string(o.num_prompts));
-  if (o.timeout_s <= 0) return invalid_argument(fmt::format("--timeout must be > 0 seconds, got {:g}", o.timeout_s));
-  if (o.n < 1) return invalid_argument("--n must be >= 1, got " + std::to_string(o.n));
-  if (o.slo.ttft_ms < 0 || o.slo.tpot_ms < 0 || o.slo.e2e_ms < 0) return invalid_argument("SLOs (--slo-*-ms) must be >= 0");
+  FRUGAL_RETURN_IF_ERROR(validate(o));
   FRUGAL_ASSIGN_OR_RETURN(CostSpec cost, cost_spec(o));
   json extra = json::object();
   if (!o.extra_body.empty()) {
@@ -179,17 +251,7 @@ Result<json> run_serve_bench(const ServeBenchOptions& o) {
     if (!t.is_ok()) return t.status().with_context("--tokenizer " + o.tokenizer_dir);
     tok = std::move(t).value();
   }
-  std::vector<BenchPrompt> prompts;
-  const int32_t n_needed = o.duration_s > 0 ? std::max(o.num_prompts, 1000) : o.num_prompts;
-  if (o.dataset == "random") {
-    RandomDatasetOptions ro = o.random;
-    ro.num_prompts = n_needed;
-    ro.seed = o.seed;
-    FRUGAL_ASSIGN_OR_RETURN(prompts, random_dataset(ro, tok.get(), ep));
-  } else {
-    FRUGAL_ASSIGN_OR_RETURN(prompts, jsonl_dataset(o.dataset, o.prompt_field, o.random.output_len, n_needed, tok.get(), ep));
-  }
-
+  FRUGAL_ASSIGN_OR_RETURN(std::vector<BenchPrompt> prompts, load_prompts(o, tok.get(), ep));
   std::map<std::string, std::string> headers;
   if (!o.api_key.empty()) headers["Authorization"] = "Bearer " + o.api_key;
   FRUGAL_ASSIGN_OR_RETURN(ServerInfo server, probe_server(url, headers, o.model));
@@ -218,44 +280,8 @@ Result<json> run_serve_bench(const ServeBenchOptions& o) {
     }
   }
 
-  json rates = json::array(), concs = json::array();
-  for (double r : o.request_rates) rates.push_back(std::isfinite(r) ? json(r) : json("inf"));
-  for (int32_t c : o.max_concurrency) concs.push_back(c > 0 ? json(c) : json(nullptr));
-  json config = {
-      {"schema", "frugal bench serve v1"},
-      {"url", url.to_string()},
-      {"endpoint", endpoint_path(ep)},
-      {"model", server.model},
-      {"server_header", server.server_header},
-      {"server_models", server.models},
-      {"dataset", o.dataset},
-      {"prompt_field", o.prompt_field},
-      {"tokenizer", o.tokenizer_dir.empty() ? json(nullptr) : json(o.tokenizer_dir)},
-      {"random", {{"input_len", o.random.input_len}, {"output_len", o.random.output_len},
-                  {"range_ratio", o.random.range_ratio}, {"fallback_vocab", o.random.fallback_vocab}}},
-      {"output_len", o.random.output_len},
-      {"num_prompts", o.num_prompts},
-      {"distinct_prompts", prompts.size()},
-      {"duration_s", o.duration_s > 0 ? json(o.duration_s) : json(nullptr)},
-      {"request_rates", rates},
-      {"max_concurrency", concs},
-      {"seed", o.seed},
-      {"timeout_s", o.timeout_s},
-      {"temperature", o.temperature},
-      {"n", o.n},
-      {"ignore_eos", o.ignore_eos},
-      {"include_usage", o.include_usage},
-      {"extra_body", extra},
-      {"slo_ms", {{"ttft", o.slo.ttft_ms}, {"tpot", o.slo.tpot_ms}, {"e2e", o.slo.e2e_ms}}},
-      {"gpu", o.gpu.empty() ? json(nullptr) : json(cost.gpu)},
-      {"gpus", o.gpus},
-      {"price_usd_per_hour_total", cost.usd_per_hour > 0 ? json(cost.usd_per_hour) : json(nullptr)},
-      {"devices", devices},
-      {"host", host_name()},
-      {"frugal_version", FRUGAL_VERSION},
-      {"command_line", o.command_line},
-      {"started_at", started_at},
-  };
+  json config = config_json(o, {.url = url, .endpoint = ep, .server = server, .cost = cost, .extra_body = extra,
+                                .distinct_prompts = prompts.size(), .devices = devices, .started_at = started_at});
   return json{{"config", config}, {"runs", runs}};
 }
 

@@ -324,6 +324,74 @@ std::string format_serve_table(const json& rep) {
   return os.str();
 }
 
+namespace {
+// One run's section of the markdown report: every figure of the run.
+void markdown_run(std::ostringstream& os, const json& r) {
+  os << fmt::format("\n## {}\n\n", r["label"].get<std::string>());
+  os << fmt::format("{} requests sent, {} completed, {} failed in {} s (peak concurrency {}); {} input and {} output tokens "
+                    "(counted from {}).\n\n",
+                    r["requests"]["sent"].get<int64_t>(), r["requests"]["completed"].get<int64_t>(),
+                    r["requests"]["failed"].get<int64_t>(), fv(r["duration_s"], "{:.3f}"), r["peak_concurrency"].get<int>(),
+                    r["input_tokens"].get<int64_t>(), r["output_tokens"].get<int64_t>(),
+                    r["token_count_source"].get<std::string>());
+  os << "| latency (ms) | n | mean [95% CI] | median [95% CI] | P90 [95% CI] | P99 [95% CI] | min | max | stddev |\n"
+        "|---|---|---|---|---|---|---|---|---|\n";
+  for (const char* m : {"ttft", "tpot", "itl", "e2e"}) {
+    const json& x = r["latency_ms"][m];
+    std::string name = m;
+    std::transform(name.begin(), name.end(), name.begin(), ::toupper);
+    os << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", name, x["n"].get<int64_t>(), est(x["mean"]),
+                      est(x["median"]), est(x["p90"]), est(x["p99"]), fv(x["min"]), fv(x["max"]), fv(x["stddev"]));
+  }
+  const json& g = r["goodput"];
+  os << fmt::format("\nGoodput (SLO ttft {} ms, tpot {} ms, e2e {} ms): {} requests, {} of those sent, {} req/s.\n",
+                    fv(g["slo_ms"]["ttft"], "{:g}"), fv(g["slo_ms"]["tpot"], "{:g}"), fv(g["slo_ms"]["e2e"], "{:g}"),
+                    g["requests_meeting_slo"].get<int64_t>(), fv(g["fraction"], "{:.3f}"), fv(g["requests_per_s"]));
+  if (r["cost"].is_object()) {
+    os << "\n| cost | value |\n|---|---|\n";
+    for (const auto& [key, v] : r["cost"].items()) {
+      os << fmt::format("| {} | {} |\n", key, v.is_number() ? fmt::format("{:.6g}", v.get<double>()) : v.is_string() ? v.get<std::string>() : "-");
+    }
+  }
+  const json& tel = r["telemetry"];
+  if (tel.is_object() && tel.value("available", false)) {
+    os << "\n| GPU | power W min/mean/max | temp C max | SM MHz mean | mem MHz mean | memory GiB max | util % mean | energy J |\n"
+          "|---|---|---|---|---|---|---|---|\n";
+    auto f = [](const json& d, const char* k, const char* s) { return d[k].is_object() ? fv(d[k][s], "{:.0f}") : std::string("-"); };
+    for (const json& d : tel["devices"]) {
+      os << fmt::format("| {} | {}/{}/{} | {} | {} | {} | {} | {} | {} |\n", d["name"].get<std::string>(), f(d, "power_w", "min"),
+                        f(d, "power_w", "mean"), f(d, "power_w", "max"), f(d, "temperature_c", "max"),
+                        f(d, "sm_clock_mhz", "mean"), f(d, "mem_clock_mhz", "mean"),
+                        d["memory_used_gib"].is_object() ? fv(d["memory_used_gib"]["max"], "{:.1f}") : "-",
+                        f(d, "gpu_util_pct", "mean"), fv(d["energy_j"], "{:.0f}"));
+    }
+  } else if (tel.is_object()) {
+    os << "\nGPU telemetry unavailable: " << tel.value("reason", "") << "\n";
+  }
+  if (r["errors"]["total"].get<int64_t>() > 0) {
+    os << "\n| error kind | count |\n|---|---|\n";
+    for (const auto& [kind, n] : r["errors"]["by_kind"].items()) os << fmt::format("| {} | {} |\n", kind, n.get<int64_t>());
+  }
+  if (r.contains("soak")) {
+    const json& sk = r["soak"];
+    os << "\n| window (s) | completed | errors | req/s | out tok/s | TTFT median ms | TPOT median ms | E2E median ms |\n"
+          "|---|---|---|---|---|---|---|---|\n";
+    for (const json& w : sk["windows"]) {
+      os << fmt::format("| {:g}-{:g} | {} | {} | {} | {} | {} | {} | {} |\n", w["start_s"].get<double>(), w["end_s"].get<double>(),
+                        w["completed"].get<int64_t>(), w["errors"].get<int64_t>(), fv(w["requests_per_s"]),
+                        fv(w["output_tokens_per_s"], "{:.1f}"), fv(w["ttft_ms_median"]), fv(w["tpot_ms_median"]),
+                        fv(w["e2e_ms_median"]));
+    }
+    os << fmt::format("\nDrift last vs first window: output tok/s {}, TTFT {}, TPOT {}, E2E {}; slope per minute: output tok/s {}, "
+                      "E2E ms {}; {} requests finished after the duration.\n",
+                      fv(sk["drift_last_vs_first"]["output_tokens_per_s"], "{:+.3f}"), fv(sk["drift_last_vs_first"]["ttft_ms_median"], "{:+.3f}"),
+                      fv(sk["drift_last_vs_first"]["tpot_ms_median"], "{:+.3f}"), fv(sk["drift_last_vs_first"]["e2e_ms_median"], "{:+.3f}"),
+                      fv(sk["slope_per_minute"]["output_tokens_per_s"]), fv(sk["slope_per_minute"]["e2e_ms_median"]),
+                      sk["drained_after_duration"].get<int64_t>());
+  }
+}
+}  // namespace
+
 std::string format_serve_markdown(const json& rep) {
   std::ostringstream os;
   const json& c = rep["config"];
@@ -349,70 +417,7 @@ std::string format_serve_markdown(const json& rep) {
                       est(l["e2e"]["median"]), fv(l["e2e"]["p99"]["value"]), fv(r["goodput"]["fraction"], "{:.3f}"),
                       cost("usd_per_1m_output_tokens"), cost("usd_per_1m_total_tokens"), cost("kwh_per_1m_output_tokens"));
   }
-  for (const json& r : rep["runs"]) {
-    os << fmt::format("\n## {}\n\n", r["label"].get<std::string>());
-    os << fmt::format("{} requests sent, {} completed, {} failed in {} s (peak concurrency {}); {} input and {} output tokens "
-                      "(counted from {}).\n\n",
-                      r["requests"]["sent"].get<int64_t>(), r["requests"]["completed"].get<int64_t>(),
-                      r["requests"]["failed"].get<int64_t>(), fv(r["duration_s"], "{:.3f}"), r["peak_concurrency"].get<int>(),
-                      r["input_tokens"].get<int64_t>(), r["output_tokens"].get<int64_t>(),
-                      r["token_count_source"].get<std::string>());
-    os << "| latency (ms) | n | mean [95% CI] | median [95% CI] | P90 [95% CI] | P99 [95% CI] | min | max | stddev |\n"
-          "|---|---|---|---|---|---|---|---|---|\n";
-    for (const char* m : {"ttft", "tpot", "itl", "e2e"}) {
-      const json& x = r["latency_ms"][m];
-      std::string name = m;
-      std::transform(name.begin(), name.end(), name.begin(), ::toupper);
-      os << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", name, x["n"].get<int64_t>(), est(x["mean"]),
-                        est(x["median"]), est(x["p90"]), est(x["p99"]), fv(x["min"]), fv(x["max"]), fv(x["stddev"]));
-    }
-    const json& g = r["goodput"];
-    os << fmt::format("\nGoodput (SLO ttft {} ms, tpot {} ms, e2e {} ms): {} requests, {} of those sent, {} req/s.\n",
-                      fv(g["slo_ms"]["ttft"], "{:g}"), fv(g["slo_ms"]["tpot"], "{:g}"), fv(g["slo_ms"]["e2e"], "{:g}"),
-                      g["requests_meeting_slo"].get<int64_t>(), fv(g["fraction"], "{:.3f}"), fv(g["requests_per_s"]));
-    if (r["cost"].is_object()) {
-      os << "\n| cost | value |\n|---|---|\n";
-      for (const auto& [key, v] : r["cost"].items()) {
-        os << fmt::format("| {} | {} |\n", key, v.is_number() ? fmt::format("{:.6g}", v.get<double>()) : v.is_string() ? v.get<std::string>() : "-");
-      }
-    }
-    const json& tel = r["telemetry"];
-    if (tel.is_object() && tel.value("available", false)) {
-      os << "\n| GPU | power W min/mean/max | temp C max | SM MHz mean | mem MHz mean | memory GiB max | util % mean | energy J |\n"
-            "|---|---|---|---|---|---|---|---|\n";
-      auto f = [](const json& d, const char* k, const char* s) { return d[k].is_object() ? fv(d[k][s], "{:.0f}") : std::string("-"); };
-      for (const json& d : tel["devices"]) {
-        os << fmt::format("| {} | {}/{}/{} | {} | {} | {} | {} | {} | {} |\n", d["name"].get<std::string>(), f(d, "power_w", "min"),
-                          f(d, "power_w", "mean"), f(d, "power_w", "max"), f(d, "temperature_c", "max"),
-                          f(d, "sm_clock_mhz", "mean"), f(d, "mem_clock_mhz", "mean"),
-                          d["memory_used_gib"].is_object() ? fv(d["memory_used_gib"]["max"], "{:.1f}") : "-",
-                          f(d, "gpu_util_pct", "mean"), fv(d["energy_j"], "{:.0f}"));
-      }
-    } else if (tel.is_object()) {
-      os << "\nGPU telemetry unavailable: " << tel.value("reason", "") << "\n";
-    }
-    if (r["errors"]["total"].get<int64_t>() > 0) {
-      os << "\n| error kind | count |\n|---|---|\n";
-      for (const auto& [kind, n] : r["errors"]["by_kind"].items()) os << fmt::format("| {} | {} |\n", kind, n.get<int64_t>());
-    }
-    if (r.contains("soak")) {
-      const json& sk = r["soak"];
-      os << "\n| window (s) | completed | errors | req/s | out tok/s | TTFT median ms | TPOT median ms | E2E median ms |\n"
-            "|---|---|---|---|---|---|---|---|\n";
-      for (const json& w : sk["windows"]) {
-        os << fmt::format("| {:g}-{:g} | {} | {} | {} | {} | {} | {} | {} |\n", w["start_s"].get<double>(), w["end_s"].get<double>(),
-                          w["completed"].get<int64_t>(), w["errors"].get<int64_t>(), fv(w["requests_per_s"]),
-                          fv(w["output_tokens_per_s"], "{:.1f}"), fv(w["ttft_ms_median"]), fv(w["tpot_ms_median"]),
-                          fv(w["e2e_ms_median"]));
-      }
-      os << fmt::format("\nDrift last vs first window: output tok/s {}, TTFT {}, TPOT {}, E2E {}; slope per minute: output tok/s {}, "
-                        "E2E ms {}; {} requests finished after the duration.\n",
-                        fv(sk["drift_last_vs_first"]["output_tokens_per_s"], "{:+.3f}"), fv(sk["drift_last_vs_first"]["ttft_ms_median"], "{:+.3f}"),
-                        fv(sk["drift_last_vs_first"]["tpot_ms_median"], "{:+.3f}"), fv(sk["drift_last_vs_first"]["e2e_ms_median"], "{:+.3f}"),
-                        fv(sk["slope_per_minute"]["output_tokens_per_s"]), fv(sk["slope_per_minute"]["e2e_ms_median"]),
-                        sk["drained_after_duration"].get<int64_t>());
-    }
-  }
+  for (const json& r : rep["runs"]) markdown_run(os, r);
   return os.str();
 }
 

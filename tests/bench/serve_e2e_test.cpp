@@ -44,7 +44,9 @@ class BenchServeE2e : public ::testing::Test {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server_->port()); }
   CommandResult bench(const std::string& args) { return bench_env("", args); }
   CommandResult bench_env(const std::string& env, const std::string& args) {
-    return run_command(env + " " + frugal_binary() + " bench serve --url " + url() + " " + args, std::chrono::seconds(120));
+    // A stalled stream shows up as a timeout error in the report, well before the command limit.
+    return run_command(env + " " + frugal_binary() + " bench serve --timeout 30 --url " + url() + " " + args,
+                       std::chrono::seconds(120));
   }
   static json read_json(const fs::path& p) {
     std::ifstream f(p);
