@@ -142,7 +142,7 @@ json min_mean_max(const std::vector<GpuSample>& ss, double GpuSample::*field) {
 std::unique_ptr<TelemetrySource> open_nvml(std::string* reason) { return NvmlSource::open(reason); }
 
 json summarize_device(const std::string& name, const std::vector<GpuSample>& ss) {
-  json d = {{"name", name}, {"n_samples", ss.size()}};
+  json d = {{"name", name}, {"n_samples", ss.size()}, {"span_s", ss.empty() ? 0.0 : ss.back().t_s - ss.front().t_s}};
   d["temperature_c"] = min_mean_max(ss, &GpuSample::temperature_c);
   d["power_w"] = min_mean_max(ss, &GpuSample::power_w);
   d["sm_clock_mhz"] = min_mean_max(ss, &GpuSample::sm_clock_mhz);

@@ -291,7 +291,7 @@ TEST(BenchServeFake, PoissonRateSpacesRequests) {
   // 39 exponential gaps of mean 5 ms: their sum is ~195 ms (Gamma(39, 5 ms), sd ~31 ms).
   double span = starts.back() - starts.front();
   EXPECT_GT(span, 0.195 - 5 * 0.031);
-  EXPECT_LT(span, 0.195 + 5 * 0.031 + 0.1);
+  EXPECT_LT(span, 0.195 + 5 * 0.031 + 0.3);  // + scheduling slack on a busy machine
 }
 
 TEST(BenchServeFake, BadInputsNameWhatIsWrong) {
