@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "bench/offline.h"
+#include "bench/telemetry.h"
 #include "cli/commands.h"
 
 namespace frugal::cli {
@@ -33,7 +34,11 @@ int run_bench_offline(BenchOfflineArgs& a) {
     o.ceilings.mem_gbps = bench::measure_host_copy_gbps(1ll << 28, 5);
     o.ceilings.source = "measured host memcpy";
   }
+  auto telemetry = bench::TelemetrySampler::with_nvml();
+  telemetry->start();
   auto r = bench::run_offline(o);
+  telemetry->stop();
+  if (r.is_ok()) (*r)["telemetry"] = telemetry->summary();
   if (!r.is_ok()) {
     std::fprintf(stderr, "frugal bench: %s\n", r.status().to_string().c_str());
     return 1;
@@ -121,6 +126,7 @@ void register_bench(CLI::App& app) {
   off->add_option("--json", a->json_path, "write every figure as JSON");
   off->add_option("--markdown", a->markdown_path, "write a markdown table");
   off->callback([a] { set_exit_code(run_bench_offline(*a)); });
+  register_bench_serve(*bench);
 }
 
 }  // namespace frugal::cli

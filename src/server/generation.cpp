@@ -32,11 +32,15 @@ class Mailbox : public std::enable_shared_from_this<Mailbox> {
       events_.push_back(std::move(e));
     }
     if (!wake_posted_.exchange(true)) {
-      asio::post(timer_.get_executor(), [self = shared_from_this()] { self->timer_.cancel(); });
+      // Expire the timer rather than cancel a wait: the handler may not be waiting yet (the
+      // wait can start after a suspension), and a wait started on an expired timer completes
+      // at once, so no wake-up is lost. take() re-arms it, on the same strand.
+      asio::post(timer_.get_executor(), [self = shared_from_this()] { self->timer_.expires_at(Clock::time_point::min()); });
     }
   }
   std::vector<Event> take() {
     wake_posted_.store(false);
+    timer_.expires_at(Clock::time_point::max());
     std::vector<Event> out;
     std::lock_guard<std::mutex> lock(mu_);
     out.swap(events_);
@@ -46,10 +50,7 @@ class Mailbox : public std::enable_shared_from_this<Mailbox> {
     std::lock_guard<std::mutex> lock(mu_);
     return events_.empty();
   }
-  asio::steady_timer& timer() {
-    timer_.expires_at(Clock::time_point::max());
-    return timer_;
-  }
+  asio::steady_timer& timer() { return timer_; }
 
  private:
   std::mutex mu_;
