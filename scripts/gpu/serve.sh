@@ -47,13 +47,14 @@ bench() {  # name, args...
     --svg-dir "$RES/svg_$name" >"$RES/$name.txt" 2>&1
   echo "== $name: rc $? ($((SECONDS - t0)) s)" >>"$TABLE"
   tail -25 "$RES/$name.txt" >>"$TABLE"
+  tar czf "$OUT/serve_results.tgz" -C "$RES" .  # after every run: a time-limited call keeps what finished
 }
 
 if start_server; then
   bench warmup --num-prompts 128 --max-concurrency 64 --input-len 128 --output-len 128
   bench c64 --num-prompts 640 --max-concurrency 64 --input-len 128 --output-len 128
-  bench rates --num-prompts 300 --request-rate 8,32 --input-len 128 --output-len 128 --slo-ttft-ms 500 --slo-tpot-ms 50
-  bench sweep_low --num-prompts 24 --max-concurrency 1,4 --input-len 128 --output-len 128
+  bench rates --num-prompts 240 --request-rate 8,32 --input-len 128 --output-len 128 --slo-ttft-ms 500 --slo-tpot-ms 50
+  bench sweep_low --num-prompts 16 --max-concurrency 1,4 --input-len 128 --output-len 128
   bench sweep --num-prompts 512 --max-concurrency 16,64,128,256 --input-len 128 --output-len 128
   bench soak --duration "$SOAK_S" --request-rate 24 --max-concurrency 128 --input-len 128 --output-len 128 \
     --range-ratio 0.5
