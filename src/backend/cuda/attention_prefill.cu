@@ -4,6 +4,7 @@
 // cores (mma.sync m16n8k16 bf16, fp32 accumulate) with the online softmax in registers.
 // The P accumulator fragment is reused directly as the A operand of PV (no shared round trip).
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -331,8 +332,18 @@ bool attention_prefill_supported(const ops::AttentionParams& p) {
 // partials are capped at kMaxPartialBytes.
 constexpr int64_t kSplitAbove = 4096, kSplitKeys = 2048, kMaxPartialBytes = int64_t{256} << 20;
 
+// Off unless FRUGAL_PREFILL_SPLIT=1: its first GPU run failed the new long-context test
+// (CudaAttention.PrefillChunkOverLongContextSplitsKeys), not yet debugged on the device.
+bool prefill_split_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("FRUGAL_PREFILL_SPLIT");
+    return e != nullptr && e[0] == '1';
+  }();
+  return on;
+}
+
 int attention_prefill_splits(const ops::AttentionParams& p) {
-  if (p.max_ctx_len <= kSplitAbove) return 1;
+  if (p.max_ctx_len <= kSplitAbove || !prefill_split_enabled()) return 1;
   int64_t n = ceil_div(p.max_ctx_len, kSplitKeys);
   const int64_t per_split = static_cast<int64_t>(p.n_tokens) * p.n_head * (p.cache.head_dim + 2) * 4;
   n = std::min<int64_t>(n, kMaxPartialBytes / std::max<int64_t>(1, per_split));
