@@ -304,6 +304,7 @@ class LlamaModel final : public Model {
     int64_t total = 0;
     for (int64_t s : sizes) total += (s + 255) / 256 * 256;
     FRUGAL_ASSIGN_OR_RETURN(arena_, ops::DeviceBuffer::create(backend_, static_cast<size_t>(total)));
+    workspace_bytes_ = total;
     uint8_t* p = arena_.as<uint8_t>();
     void* ptrs[12];
     for (size_t i = 0; i < sizes.size(); ++i) {

@@ -52,6 +52,8 @@ class Model {
   const LoadOptions& options() const { return opts_; }
   ops::Backend* backend() const { return backend_; }
   int64_t weight_bytes() const { return weights_->bytes(); }
+  // Device bytes of the step workspace (activations, logits, step inputs), fixed at load.
+  int64_t workspace_bytes() const { return workspace_bytes_; }
   int32_t max_context() const { return max_context_; }
 
   // Runs one step; writes each logits row (f32, [batch.logits_rows.size(), vocab]) to the host.
@@ -98,6 +100,7 @@ class Model {
   int64_t eager_steps_ = 0;
   double prepare_s_ = 0;
   int32_t fused_matmuls_ = 0;
+  int64_t workspace_bytes_ = 0;
 
  private:
   bool graphs_enabled_ = true;

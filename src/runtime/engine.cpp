@@ -198,6 +198,7 @@ Status EngineImpl::init(const EngineOptions& o) {
                                                                         pool_.get()));
   sched_ = std::make_unique<sched::Scheduler>(std::move(s));
   memory_.weights_bytes = model_->weight_bytes();
+  memory_.workspace_bytes = model_->workspace_bytes();
   memory_.kv_pool_bytes = kv_->bytes();
   stats_.kv_blocks_total = n_blocks;
   FRUGAL_LOG_INFO("engine: {} on {}, {} KV blocks of {} tokens ({:.1f} MiB), max_model_len {}", o.model_dir,

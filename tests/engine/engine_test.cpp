@@ -315,6 +315,19 @@ TEST(Engine, CancelReleasesBlocksWithinAStep) {
   EXPECT_EQ((*e)->stats().running, 0);
 }
 
+// Memory report: the KV pool from the config's shape (2 x layers x kv heads x head dim per token,
+// in the backend's activation dtype), a non-empty step workspace, weights as loaded.
+TEST(Engine, ReportsMemory) {
+  auto e = create_engine(base_options());
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  const MemoryReport m = (*e)->memory();
+  // stories260K: 5 layers, 4 kv heads of 64 / 8 = 8 dims; f32 on the CPU, bf16 on CUDA.
+  const int64_t elem = std::string(kDevice) == "cpu" ? 4 : 2;
+  EXPECT_EQ(m.kv_pool_bytes, int64_t{512} * 16 * 2 * 5 * 4 * 8 * elem);
+  EXPECT_GT(m.workspace_bytes, 0);
+  EXPECT_GT(m.weights_bytes, 0);
+}
+
 TEST(Engine, RefusesBadRequestsWithClearErrors) {
   auto e = create_engine(base_options());
   ASSERT_TRUE(e.is_ok()) << e.status().to_string();
