@@ -55,6 +55,16 @@ struct Live {
   bool first_output_sent = false;
 };
 
+// One row of a step's logits: the sequence it belongs to and, after the model ran, its token
+// (device sampling) or its logits on the host (host sampling).
+struct StepRow {
+  uint64_t id;
+  size_t logits_row;
+  Live* live;
+  GeneratedToken gt;
+  float* logits = nullptr;
+};
+
 // Whether a request needs the host sampler (the device sample op has no penalties, min_p or
 // logprobs).
 bool needs_host_sampling(const SamplingParams& p) {
@@ -102,6 +112,8 @@ class EngineImpl final : public Engine {
   void thread_main();
   void drain_inbox();
   Status step();
+  Status run_model(const model::ForwardBatch& fb, std::vector<StepRow>& rows);
+  Status emit(std::vector<StepRow>& rows);
   void fail_batch(const sched::ScheduledBatch& batch, const Status& st);
   EngineStats publish_stats();  // returns the snapshot it published
 
@@ -320,116 +332,47 @@ void EngineImpl::fail_batch(const sched::ScheduledBatch& batch, const Status& st
   }
 }
 
-Status EngineImpl::step() {
-  using SteadyClock = std::chrono::steady_clock;
-  const auto t_begin = SteadyClock::now();
-  sched::ScheduledBatch batch = sched_->schedule();
-  if (batch.empty()) return Status::ok();
-  // Flatten the batch into the varlen ForwardBatch layout.
+// The varlen ForwardBatch layout of a scheduled batch (owns the arrays the batch views).
+struct StepLayout {
   std::vector<int32_t> tokens, positions, q_start{0}, ctx_len, slots, logit_rows, tables;
   int32_t max_blocks = 0;
-  for (const auto& s : batch.seqs) max_blocks = std::max<int32_t>(max_blocks, static_cast<int32_t>(s.block_table.size()));
-  tables.assign(batch.seqs.size() * static_cast<size_t>(max_blocks), 0);
-  for (size_t i = 0; i < batch.seqs.size(); ++i) {
-    const auto& s = batch.seqs[i];
-    for (size_t t = 0; t < s.token_ids.size(); ++t) {
-      tokens.push_back(s.token_ids[t]);
-      positions.push_back(s.start_pos + static_cast<int32_t>(t));
-      slots.push_back(s.slot_mapping[t]);
-    }
-    q_start.push_back(static_cast<int32_t>(tokens.size()));
-    ctx_len.push_back(s.context_len);
-    std::copy(s.block_table.begin(), s.block_table.end(), tables.begin() + static_cast<int64_t>(i) * max_blocks);
-    if (s.needs_logits) logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
-  }
-  model::ForwardBatch fb{.tokens = tokens, .positions = positions, .q_start = q_start, .ctx_len = ctx_len,
-                         .block_tables = tables, .max_blocks_per_seq = max_blocks, .slot_mapping = slots,
-                         .logits_rows = logit_rows};
-  const int64_t vocab = model_->config().vocab_size;
-  // One row per sequence that finished its prompt / produced a token this step.
-  struct Row {
-    uint64_t id;
-    size_t logits_row;
-    Live* live;
-    GeneratedToken gt;
-    const float* logits = nullptr;  // set for rows sampled on the host
-  };
-  std::vector<Row> rows;
-  {
-    size_t r = 0;
-    for (const auto& s : batch.seqs) {
-      if (!s.needs_logits) continue;
-      auto it = live_.find(s.id);
-      if (it != live_.end()) rows.push_back({s.id, r, &it->second, {}});
-      ++r;
-    }
-  }
-  Status st;
-  const auto t_forward = SteadyClock::now();
-  if (device_sampling_) {
-    const size_t R = logit_rows.size();
-    temp_.assign(R, 0.f);
-    top_p_.assign(R, 1.f);
-    top_k_.assign(R, 0);
-    seeds_.assign(R, 0);
-    ids_.assign(R, 0);
-    host_rows_.clear();
-    for (const Row& rw : rows) {
-      const Live& l = *rw.live;
-      if (l.host_sampling) {
-        host_rows_.push_back(static_cast<int32_t>(rw.logits_row));
-        continue;
-      }
-      temp_[rw.logits_row] = l.sampling.temperature;
-      top_p_[rw.logits_row] = l.sampling.top_p;
-      top_k_[rw.logits_row] = l.sampling.top_k;
-      seeds_[rw.logits_row] = mix64(l.seed + 0x9e3779b97f4a7c15ull * (l.output.size() + 1));
-    }
-    logits_.resize(host_rows_.size() * static_cast<size_t>(vocab));
-    st = model_->forward_sample(fb, *kv_, {.temperature = temp_, .top_k = top_k_, .top_p = top_p_, .seeds = seeds_},
-                                ids_.data(), host_rows_, logits_.data());
-    size_t h = 0;
-    for (Row& rw : rows) {
-      if (rw.live->host_sampling) {
-        rw.logits = logits_.data() + (h++) * static_cast<size_t>(vocab);
-      } else {
-        rw.gt.token = ids_[rw.logits_row];
-      }
-    }
-  } else {
-    logits_.resize(logit_rows.size() * static_cast<size_t>(vocab));
-    st = model_->forward(fb, *kv_, logits_.data());
-    for (Row& rw : rows) rw.logits = logits_.data() + rw.logits_row * static_cast<size_t>(vocab);
-  }
-  const auto t_output = SteadyClock::now();
-  schedule_s_ += std::chrono::duration<double>(t_forward - t_begin).count();
-  forward_s_ += std::chrono::duration<double>(t_output - t_forward).count();
-  if (!st.is_ok()) {
-    // Drop every sequence of the batch; the scheduler still needs its step completed.
-    std::vector<sched::SampledToken> none;
-    for (const auto& s : batch.seqs) (void)sched_->cancel(s.id);
-    (void)sched_->on_step_done(none);
-    fail_batch(batch, st);
-    return st;
-  }
-  struct OutputTimer {
-    double& acc;
-    SteadyClock::time_point t0;
-    ~OutputTimer() { acc += std::chrono::duration<double>(SteadyClock::now() - t0).count(); }
-  } output_timer{output_s_, t_output};
 
-  // Host sampling, rows in parallel (each request's sampler is independent; at batch 256 x
-  // 152k vocab this matters).
-  std::vector<Row*> host;
-  for (Row& rw : rows)
+  explicit StepLayout(const sched::ScheduledBatch& batch) {
+    for (const auto& s : batch.seqs) max_blocks = std::max<int32_t>(max_blocks, static_cast<int32_t>(s.block_table.size()));
+    tables.assign(batch.seqs.size() * static_cast<size_t>(max_blocks), 0);
+    for (size_t i = 0; i < batch.seqs.size(); ++i) {
+      const auto& s = batch.seqs[i];
+      for (size_t t = 0; t < s.token_ids.size(); ++t) {
+        tokens.push_back(s.token_ids[t]);
+        positions.push_back(s.start_pos + static_cast<int32_t>(t));
+        slots.push_back(s.slot_mapping[t]);
+      }
+      q_start.push_back(static_cast<int32_t>(tokens.size()));
+      ctx_len.push_back(s.context_len);
+      std::copy(s.block_table.begin(), s.block_table.end(), tables.begin() + static_cast<int64_t>(i) * max_blocks);
+      if (s.needs_logits) logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
+    }
+  }
+  model::ForwardBatch view() const {
+    return {.tokens = tokens, .positions = positions, .q_start = q_start, .ctx_len = ctx_len,
+            .block_tables = tables, .max_blocks_per_seq = max_blocks, .slot_mapping = slots,
+            .logits_rows = logit_rows};
+  }
+};
+
+// Samples the rows whose logits came to the host, in parallel (each request's sampler is
+// independent; at batch 256 x 152k vocab this matters), with logprobs of the raw logits.
+void sample_on_host(std::vector<StepRow>& rows, int64_t vocab) {
+  std::vector<StepRow*> host;
+  for (StepRow& rw : rows)
     if (rw.logits != nullptr) host.push_back(&rw);
   ThreadPool::global().parallel_for(static_cast<int64_t>(host.size()), 1, [&](int64_t r0, int64_t r1) {
     std::vector<float> logprobs;
     for (int64_t r = r0; r < r1; ++r) {
-      Row& rw = *host[static_cast<size_t>(r)];
+      StepRow& rw = *host[static_cast<size_t>(r)];
       Live& l = *rw.live;
       // The sampler applies penalties in place: sample from the row the step owns.
-      std::span<float> lg(const_cast<float*>(rw.logits), static_cast<size_t>(vocab));
+      std::span<float> lg(rw.logits, static_cast<size_t>(vocab));
       if (l.sampling.top_logprobs >= 0) log_softmax(lg, logprobs);
       rw.gt.token = l.sampler->sample(lg, l.prompt, l.output);
       if (l.sampling.top_logprobs < 0) continue;
@@ -444,6 +387,90 @@ Status EngineImpl::step() {
       for (int k = 0; k < n; ++k) rw.gt.top.push_back({idx[static_cast<size_t>(k)], logprobs[static_cast<size_t>(idx[static_cast<size_t>(k)])]});
     }
   });
+}
+
+Status EngineImpl::step() {
+  using SteadyClock = std::chrono::steady_clock;
+  const auto t_begin = SteadyClock::now();
+  sched::ScheduledBatch batch = sched_->schedule();
+  if (batch.empty()) return Status::ok();
+  const StepLayout layout(batch);
+  // One row per sequence that finished its prompt / produced a token this step.
+  std::vector<StepRow> rows;
+  {
+    size_t r = 0;
+    for (const auto& s : batch.seqs) {
+      if (!s.needs_logits) continue;
+      auto it = live_.find(s.id);
+      if (it != live_.end()) rows.push_back({s.id, r, &it->second, {}});
+      ++r;
+    }
+  }
+  const auto t_forward = SteadyClock::now();
+  Status st = run_model(layout.view(), rows);
+  const auto t_output = SteadyClock::now();
+  schedule_s_ += std::chrono::duration<double>(t_forward - t_begin).count();
+  forward_s_ += std::chrono::duration<double>(t_output - t_forward).count();
+  if (!st.is_ok()) {
+    // Drop every sequence of the batch; the scheduler still needs its step completed.
+    std::vector<sched::SampledToken> none;
+    for (const auto& s : batch.seqs) (void)sched_->cancel(s.id);
+    (void)sched_->on_step_done(none);
+    fail_batch(batch, st);
+    return st;
+  }
+  sample_on_host(rows, model_->config().vocab_size);
+  st = emit(rows);
+  output_s_ += std::chrono::duration<double>(SteadyClock::now() - t_output).count();
+  return st;
+}
+
+// Runs the model: with device sampling, ids for every row and logits only for the rows that
+// need the host sampler; otherwise logits for every row. Sets each row's token or logits.
+Status EngineImpl::run_model(const model::ForwardBatch& fb, std::vector<StepRow>& rows) {
+  const int64_t vocab = model_->config().vocab_size;
+  if (!device_sampling_) {
+    logits_.resize(fb.logits_rows.size() * static_cast<size_t>(vocab));
+    FRUGAL_RETURN_IF_ERROR(model_->forward(fb, *kv_, logits_.data()));
+    for (StepRow& rw : rows) rw.logits = logits_.data() + rw.logits_row * static_cast<size_t>(vocab);
+    return Status::ok();
+  }
+  const size_t R = fb.logits_rows.size();
+  temp_.assign(R, 0.f);  // rows of sequences no longer live sample greedily and are dropped
+  top_p_.assign(R, 1.f);
+  top_k_.assign(R, 0);
+  seeds_.assign(R, 0);
+  ids_.assign(R, 0);
+  host_rows_.clear();
+  for (const StepRow& rw : rows) {
+    const Live& l = *rw.live;
+    if (l.host_sampling) {
+      host_rows_.push_back(static_cast<int32_t>(rw.logits_row));
+      continue;
+    }
+    temp_[rw.logits_row] = l.sampling.temperature;
+    top_p_[rw.logits_row] = l.sampling.top_p;
+    top_k_[rw.logits_row] = l.sampling.top_k;
+    seeds_[rw.logits_row] = mix64(l.seed + 0x9e3779b97f4a7c15ull * (l.output.size() + 1));
+  }
+  logits_.resize(host_rows_.size() * static_cast<size_t>(vocab));
+  FRUGAL_RETURN_IF_ERROR(model_->forward_sample(
+      fb, *kv_, {.temperature = temp_, .top_k = top_k_, .top_p = top_p_, .seeds = seeds_}, ids_.data(), host_rows_,
+      logits_.data()));
+  size_t h = 0;
+  for (StepRow& rw : rows) {
+    if (rw.live->host_sampling) {
+      rw.logits = logits_.data() + (h++) * static_cast<size_t>(vocab);
+    } else {
+      rw.gt.token = ids_[rw.logits_row];
+    }
+  }
+  return Status::ok();
+}
+
+// Completes the step in the scheduler, publishes stats, then hands each request its token
+// (eos / stop tokens are not emitted) and final state.
+Status EngineImpl::emit(std::vector<StepRow>& rows) {
   std::vector<sched::SampledToken> sampled;
   std::unordered_map<uint64_t, GeneratedToken> emitted;
   for (auto& rw : rows) {
@@ -467,7 +494,7 @@ Status EngineImpl::step() {
     out.prompt_tokens = static_cast<int32_t>(it->second.prompt.size());
     auto f = fin.find(id);
     const bool stop_token = f != fin.end() && f->second->reason != sched::FinishReason::kLength;
-    if (!stop_token) out.tokens.push_back(std::move(gt));  // eos / stop tokens are not emitted
+    if (!stop_token) out.tokens.push_back(std::move(gt));
     if (f != fin.end()) {
       out.finish = stop_token ? FinishReason::kStop : FinishReason::kLength;
       out.cached_prompt_tokens = std::max(0, f->second->n_cached_prompt);
