@@ -18,6 +18,7 @@
 #include "kv/kv_layout.h"
 #include "model/arch.h"
 #include "model/config.h"
+#include "tools/plan/kv_geometry.h"
 
 namespace frugal::bench {
 namespace {
@@ -85,12 +86,8 @@ Result<ModelCost> model_cost(const runtime::EngineOptions& eo, DType kv_dtype) {
     if (s.role == model::TensorRole::kLinear || s.role == model::TensorRole::kLmHead || tied_embedding)
       mc.linear_params += s.shape.numel();
   }
-  kv::KvGeometry g{.n_layers = static_cast<int32_t>(c.num_hidden_layers),
-                   .n_head_kv = static_cast<int32_t>(c.num_key_value_heads),
-                   .head_dim_k = static_cast<int32_t>(c.head_dim),
-                   .dtype = kv_dtype,
-                   .block_size = eo.block_size};
-  mc.kv_bytes_per_token = kv::bytes_per_token(g);
+  // The planner's KV shape (MLA latent caches included), one rank.
+  mc.kv_bytes_per_token = kv::bytes_per_token(tools::kv_geometry(c, kv_dtype, 1, eo.block_size));
   mc.n_layers = c.num_hidden_layers;
   mc.q_dim = c.num_attention_heads * c.head_dim;
   return mc;
