@@ -158,8 +158,9 @@ TEST_P(EngineBatchInvariance, GreedyOutputsIdenticalAcrossBatchingModes) {
   auto [together, st_together] = run_mode(base(), false);
   EXPECT_EQ(together, expected) << "batching changed greedy outputs";
   EXPECT_GT(st_together.prefix_cache_hits, 0) << "the shared prefix should hit the cache";
-  if (std::string(kDevice) != "cpu" && GetParam() == "device")
+  if (std::string(kDevice) != "cpu" && GetParam() == "device") {
     EXPECT_GT(st_together.graph_steps, 0) << "decode steps should replay graphs";
+  }
 
   EngineOptions eager = base();
   eager.graphs = false;

@@ -85,8 +85,9 @@ class Golden : public ::testing::TestWithParam<std::tuple<std::string, std::stri
     return ops::make_ref_backend();
   }
   void expect_fused(const Model& m) const {
-    if (std::get<1>(GetParam()) == "cpuarena")
+    if (std::get<1>(GetParam()) == "cpuarena") {
       EXPECT_EQ(m.fused_matmuls(), 2 * m.config().num_hidden_layers) << "q/k/v and gate/up should run fused";
+    }
   }
 };
 

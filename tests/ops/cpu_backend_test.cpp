@@ -104,9 +104,15 @@ TEST(CpuBackendErrors, RopeRotaryDim) {
 TEST(CpuBackendIsa, FrugalIsaCapsKernels) {
   auto b = make_cpu_backend();
   const char* cap = std::getenv("FRUGAL_ISA");
-  if (cap && std::strcmp(cap, "scalar") == 0) EXPECT_EQ(b->name(), "cpu-scalar");
-  if (cap && std::strcmp(cap, "avx2") == 0 && cpu_features().avx2) EXPECT_EQ(b->name(), "cpu-avx2");
-  if (!cap && cpu_features().avx512f && cpu_features().avx512bw) EXPECT_EQ(b->name(), "cpu-avx512");
+  if (cap && std::strcmp(cap, "scalar") == 0) {
+    EXPECT_EQ(b->name(), "cpu-scalar");
+  }
+  if (cap && std::strcmp(cap, "avx2") == 0 && cpu_features().avx2) {
+    EXPECT_EQ(b->name(), "cpu-avx2");
+  }
+  if (!cap && cpu_features().avx512f && cpu_features().avx512bw) {
+    EXPECT_EQ(b->name(), "cpu-avx512");
+  }
   std::printf("  kernels: %s\n", b->name().c_str());
 }
 

@@ -31,7 +31,9 @@ TEST(PlanEngineTest, WeightBytesEqualWhatTheEngineLoads) {
     ASSERT_TRUE(s.is_ok());
     // The planner's bf16 figure is 2 bytes per parameter; checkpoints are stored in torch_dtype.
     EXPECT_EQ((*m)->weight_bytes(), dtype_bytes((*m)->config().torch_dtype, s->total_params)) << d.path();
-    if ((*m)->config().torch_dtype == DType::kBF16) EXPECT_EQ((*m)->weight_bytes(), s->total_bytes) << d.path();
+    if ((*m)->config().torch_dtype == DType::kBF16) {
+      EXPECT_EQ((*m)->weight_bytes(), s->total_bytes) << d.path();
+    }
     ++checked;
   }
   EXPECT_GE(checked, 6);

@@ -24,7 +24,9 @@ void expect_error(const HttpResult& r, int status, const std::string& type = "")
   const json& e = j["error"];
   EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty());
   EXPECT_TRUE(e.contains("type") && e.contains("param") && e.contains("code")) << r.body;
-  if (!type.empty()) EXPECT_EQ(e["type"], type);
+  if (!type.empty()) {
+    EXPECT_EQ(e["type"], type);
+  }
 }
 
 TEST(HttpErrors, MalformedJsonWrongTypesOutOfRange) {
