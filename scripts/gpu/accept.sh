@@ -14,8 +14,8 @@ cd "$ROOT"
 OUT="${OUT:-/tmp/frugal-out}"
 mkdir -p "$OUT" /tmp/q7b
 BUILD_DIR="${BUILD_DIR:-build-gpu}"
-python3 -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['config'], open(sys.argv[2],'w'), indent=1)" \
-  data/catalog/models/deepseek-r1-distill-qwen-7b.json /tmp/q7b/config.json
+source scripts/gpu/lib.sh
+catalog_config deepseek-r1-distill-qwen-7b /tmp/q7b
 F=("$BUILD_DIR/src/cli/frugal" bench offline --dummy-weights /tmp/q7b/config.json --device cuda --gpu h200
    --ceiling-gbps 4259 --ceiling-tflops 790)
 TABLE="$OUT/accept_summary.txt"

@@ -14,11 +14,7 @@ FRUGAL="$BUILD_DIR/src/cli/frugal"
 [ $# -gt 0 ] || set -- build test bench ttft
 TABLE="$OUT/full_summary.txt"
 : >"$TABLE"
-catalog_config() {  # $1 catalog name, $2 out dir
-  mkdir -p "$2"
-  python3 -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['config'], open(sys.argv[2],'w'), indent=1)" \
-    "data/catalog/models/$1.json" "$2/config.json"
-}
+source scripts/gpu/lib.sh
 for step in "$@"; do
   case "$step" in
     build|test) bash scripts/gpu/check.sh "$step" >"$OUT/check_$step.txt" 2>&1; echo "$step: rc $?" >>"$TABLE"

