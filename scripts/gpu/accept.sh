@@ -5,7 +5,7 @@
 #   sweep    decode at 1/8/32/64/256 (512 in / 128 out), 1000 x 128/128      (~90 s)
 #   long     1000 x 1024/128 throughput                                     (~100 s)
 #   mixed    500 mixed-length requests (16-4096 in, 1-1024 out) vs a 16,384-block pool
-#   itl      64 decoders + a 10,000-token prompt, chunk caps 256 and 512
+#   itl      64 decoders + a 10,000-token prompt (ITL_CHUNKS, default "default")
 #   kernels  the kernel-level micro-benchmark (cuda_kernel_bench)
 # Needs a built build-gpu (scripts/gpu/check.sh build).
 set -uo pipefail
@@ -38,9 +38,14 @@ for step in "$@"; do
             --output-len 128 --throughput-reps 2 --max-num-seqs 256 --max-num-batched-tokens 8192 ;;
     mixed) run mixed --prefill-lens 0 --batches 0 --mixed-prompts 500 --mixed-input-range 16,4096 \
              --mixed-output-range 1,1024 --num-kv-blocks 16384 ;;
-    itl) for c in 256 512; do
-           run "itl_$c" --prefill-lens 2048 --reps 1 --warmup 1 --batches 0 --itl-probe 64 --itl-long-prompt 10000 \
-             --max-prefill-chunk-tokens "$c"
+    # ITL_CHUNKS: "default" (the engine's long-prefill chunking) and/or long-prefill chunk sizes;
+    # ":nosplit" runs that point with the prefill key split off (FRUGAL_PREFILL_SPLIT=0).
+    itl) for spec in ${ITL_CHUNKS:-default}; do
+           c=${spec%%:*}; args=(); split=1
+           [ "$c" = default ] || args=(--long-prefill-chunk-tokens "$c")
+           [ "$spec" = "${spec%:nosplit}" ] || split=0
+           FRUGAL_PREFILL_SPLIT=$split \
+             run "itl_${spec/:/_}" --prefill-lens 0 --batches 0 --itl-probe 64 --itl-long-prompt 10000 "${args[@]}"
          done ;;
     kernels) "$BUILD_DIR/tests/cuda/cuda_kernel_bench" >"$OUT/kernels.txt" 2>&1
              echo "== kernels: rc $?" >>"$TABLE"; grep -E "7B|gemv m=1 |gemm m=2048|attn prefill" "$OUT/kernels.txt" >>"$TABLE" ;;

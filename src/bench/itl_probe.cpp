@@ -12,6 +12,8 @@ int32_t effective_chunk(const ItlProbeOptions& o, const runtime::EngineOptions& 
   if (!eo.enable_chunked_prefill) return o.long_prompt;
   int32_t c = std::max(1, eo.max_num_batched_tokens - o.batch);
   if (eo.max_prefill_chunk_tokens > 0) c = std::min(c, eo.max_prefill_chunk_tokens);
+  if (o.batch > 0 && eo.long_prefill_chunk_tokens > 0 && o.long_prompt > eo.long_prefill_token_threshold)
+    c = std::min(c, eo.long_prefill_chunk_tokens);
   return c;
 }
 
@@ -194,6 +196,8 @@ Result<nlohmann::json> run_itl_probe(runtime::Engine& engine, StepRecorder& step
   j["window"] = o.window;
   j["chunked_prefill"] = eo.enable_chunked_prefill;
   j["max_prefill_chunk_tokens"] = eo.max_prefill_chunk_tokens;
+  j["long_prefill_token_threshold"] = eo.long_prefill_token_threshold;
+  j["long_prefill_chunk_tokens"] = eo.long_prefill_chunk_tokens;
   j["chunk_tokens_effective"] = effective_chunk(o, eo);
   j["prefill_steps"] = k_first - k_admit + 1;
   j["long_prefill_s"] = seconds_between(t_sub, t_first);

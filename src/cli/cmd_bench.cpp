@@ -83,6 +83,12 @@ void register_bench(CLI::App& app) {
   off->add_option("--max-prefill-chunk-tokens", a->o.engine.max_prefill_chunk_tokens,
                   "cap on one sequence's prefill chunk per step (0 = only the step budget)")
       ->capture_default_str();
+  off->add_option("--long-prefill-token-threshold", a->o.engine.long_prefill_token_threshold,
+                  "prompts longer than this are prefilled in small chunks while others decode")
+      ->capture_default_str();
+  off->add_option("--long-prefill-chunk-tokens", a->o.engine.long_prefill_chunk_tokens,
+                  "their chunk per step next to decodes (0 = off)")
+      ->capture_default_str();
   off->add_flag_function("--no-chunked-prefill", [a](int64_t) { a->o.engine.enable_chunked_prefill = false; },
                          "a prompt is computed in one step or waits");
   off->add_flag_function("--no-prefix-caching", [a](int64_t) { a->o.engine.enable_prefix_caching = false; });

@@ -97,6 +97,12 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-num-seqs", e.max_num_seqs, "sequences per batch")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "tokens per engine step")->capture_default_str();
   cmd->add_option("--max-model-len", e.max_model_len, "context length (0: the model's)");
+  cmd->add_option("--long-prefill-token-threshold", e.long_prefill_token_threshold,
+                  "prompts longer than this are prefilled in small chunks while others decode")
+      ->capture_default_str();
+  cmd->add_option("--long-prefill-chunk-tokens", e.long_prefill_chunk_tokens,
+                  "their chunk per step next to decodes (0: off, only the step budget)")
+      ->capture_default_str();
   cmd->add_option("--gpu-memory-utilization", e.gpu_memory_utilization, "fraction of GPU memory to use")->capture_default_str();
   cmd->add_option("--num-kv-blocks", e.num_kv_blocks, "KV cache blocks (0: size from memory)");
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "disable prefix caching");

@@ -206,7 +206,9 @@ Status EngineImpl::init(const EngineOptions& o) {
                                                                          .max_num_seqs = o.max_num_seqs,
                                                                          .enable_chunked_prefill = o.enable_chunked_prefill,
                                                                          .max_model_len = max_model_len_,
-                                                                         .max_prefill_chunk_tokens = o.max_prefill_chunk_tokens},
+                                                                         .max_prefill_chunk_tokens = o.max_prefill_chunk_tokens,
+                                                                         .long_prefill_token_threshold = o.long_prefill_token_threshold,
+                                                                         .long_prefill_chunk_tokens = o.long_prefill_chunk_tokens},
                                                                         pool_.get()));
   sched_ = std::make_unique<sched::Scheduler>(std::move(s));
   memory_.weights_bytes = model_->weight_bytes();

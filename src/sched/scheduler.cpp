@@ -30,6 +30,10 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& config, kv::BlockPool
                             ") must be >= max_num_seqs (" + std::to_string(config.max_num_seqs) + ")");
   }
   if (config.max_model_len < 0) return invalid_argument("SchedulerConfig.max_model_len: expected >= 0");
+  if (config.long_prefill_token_threshold < 0 || config.long_prefill_chunk_tokens < 0) {
+    return invalid_argument("SchedulerConfig.long_prefill_token_threshold and long_prefill_chunk_tokens: expected >= 0 "
+                            "(chunk 0 = off)");
+  }
   if (config.max_prefill_chunk_tokens < 0) {
     return invalid_argument("SchedulerConfig.max_prefill_chunk_tokens: expected >= 0 (0 = no cap)");
   }
@@ -81,6 +85,7 @@ ScheduledBatch Scheduler::schedule() {
   preempted_this_step_ = false;
   int32_t budget = config_.max_num_batched_tokens;
   schedule_running(batch, budget, /*decodes=*/true);
+  step_has_decodes_ = !batch.seqs.empty();  // only decodes so far
   schedule_running(batch, budget, /*decodes=*/false);
   // Admitting right after a preemption would only hand the freed blocks to a newer request.
   if (!preempted_this_step_) admit_waiting(batch, budget);
@@ -100,7 +105,7 @@ void Scheduler::schedule_running(ScheduledBatch& batch, int32_t& budget, bool de
     if (seq->status != SeqStatus::kRunning || seq->scheduled_step == step_ + 1) continue;
     const int32_t left = seq->n_uncomputed();
     if ((left == 1) != decodes) continue;
-    const int32_t n_new = chunk_tokens(left, budget);
+    const int32_t n_new = chunk_tokens(*seq, left, budget);
     if (!reserve(seq, seq->n_computed + n_new, batch)) continue;  // it preempted itself
     emit(seq, n_new, 0, batch, budget);
   }
@@ -115,7 +120,7 @@ void Scheduler::admit_waiting(ScheduledBatch& batch, int32_t& budget) {
     const std::vector<kv::BlockId> hits = pool_->match_prefix(lookup);
     const int32_t n_hit = static_cast<int32_t>(hits.size()) * bs;
     const int32_t left = seq->n_tokens() - n_hit;
-    const int32_t n_new = chunk_tokens(left, budget);
+    const int32_t n_new = chunk_tokens(*seq, left, budget);
     if (n_new < left && !config_.enable_chunked_prefill) return;
     if (!pool_->attach(seq->table, hits, n_hit + n_new)) return;  // FCFS: nobody overtakes the head
     if (pool_->prefix_caching()) {
@@ -134,11 +139,14 @@ void Scheduler::admit_waiting(ScheduledBatch& batch, int32_t& budget) {
 }
 
 // Tokens to compute this step for a sequence with `left` uncomputed tokens. Without chunked
-// prefill the cap does not apply: a prompt runs whole or waits.
-int32_t Scheduler::chunk_tokens(int32_t left, int32_t budget) const {
+// prefill the caps do not apply: a prompt runs whole or waits.
+int32_t Scheduler::chunk_tokens(const Sequence& seq, int32_t left, int32_t budget) const {
   int32_t n = std::min(left, budget);
-  if (config_.enable_chunked_prefill && config_.max_prefill_chunk_tokens > 0) {
-    n = std::min(n, config_.max_prefill_chunk_tokens);
+  if (!config_.enable_chunked_prefill) return n;
+  if (config_.max_prefill_chunk_tokens > 0) n = std::min(n, config_.max_prefill_chunk_tokens);
+  if (step_has_decodes_ && config_.long_prefill_chunk_tokens > 0 &&
+      seq.n_tokens() > config_.long_prefill_token_threshold) {
+    n = std::min(n, config_.long_prefill_chunk_tokens);
   }
   return n;
 }

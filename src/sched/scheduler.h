@@ -36,6 +36,14 @@ struct SchedulerConfig {
   // Tokens of one sequence's prefill chunk per step; 0 = only the step budget limits it. A small
   // value (e.g. 512) bounds how much one long prompt slows the decodes that share its steps.
   int32_t max_prefill_chunk_tokens = 0;
+  // In a step that carries decodes, a prompt of more than long_prefill_token_threshold tokens
+  // is computed at most long_prefill_chunk_tokens per step, so one long prompt cannot stretch
+  // the running requests' inter-token latency (a 10k prompt next to 64 decodes); in a step
+  // without decodes only the budget (and max_prefill_chunk_tokens) limit it, which keeps its
+  // time to first token short. Shorter prompts are not limited: many of them still fill the
+  // step budget together. long_prefill_chunk_tokens = 0 turns this off.
+  int32_t long_prefill_token_threshold = 1024;
+  int32_t long_prefill_chunk_tokens = 128;
 };
 
 struct SchedulerStats {
@@ -95,8 +103,9 @@ class Scheduler {
   Scheduler(const SchedulerConfig& config, kv::BlockPool* pool) : config_(config), pool_(pool) {}
 
   void schedule_running(ScheduledBatch& batch, int32_t& budget, bool decodes);
+  bool step_has_decodes_ = false;  // the batch being scheduled carries at least one decode
   void admit_waiting(ScheduledBatch& batch, int32_t& budget);
-  int32_t chunk_tokens(int32_t left, int32_t budget) const;
+  int32_t chunk_tokens(const Sequence& seq, int32_t left, int32_t budget) const;
   bool reserve(Sequence* seq, int32_t n_tokens, ScheduledBatch& batch);
   void preempt(Sequence* victim, ScheduledBatch& batch);
   void emit(Sequence* seq, int32_t n_new, int32_t n_prefix_hit, ScheduledBatch& batch, int32_t& budget);

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 
 namespace frugal::cuda::testing {
@@ -92,13 +93,30 @@ TEST(CudaAttention, PrefillLongOneSequence) {
   check_attention({{{600, 600}}, 4, 4, 128});
 }
 
-// Prefill chunks late in long prompts (contexts > 4096), decoders in the same step, a sliding
-// window, head dim 64. With FRUGAL_PREFILL_SPLIT=1 the kernel splits the keys and the combine
-// merges the splits (that path failed this test on its first GPU run and is off by default).
+// Prefill chunks late in long prompts (contexts > 2048), decoders in the same step, a sliding
+// window, head dim 64: with few query tiles the kernel splits the keys and the combine merges
+// the splits. Each case runs with the split on (the default) and off.
+void check_split_and_whole(const AttnCase& c) {
+  for (bool split : {true, false}) {
+    SCOPED_TRACE(split ? "prefill key split on" : "prefill key split off");
+    set_prefill_split_enabled(split);
+    check_attention(c);
+  }
+  set_prefill_split_enabled(true);
+}
+
 TEST(CudaAttention, PrefillChunkOverLongContextSplitsKeys) {
-  check_attention({{{256, 9000}}, 28, 4, 128});
-  check_attention({{{1, 700}, {130, 6100}, {1, 33}, {64, 4200}}, 28, 4, 128});
-  check_attention({{{100, 5000}, {3, 20}}, 14, 2, 64, 3000});
+  check_split_and_whole({{{256, 9000}}, 7, 1, 128});
+  check_split_and_whole({{{1, 700}, {130, 6100}, {1, 33}, {64, 4200}}, 14, 2, 128});
+  check_split_and_whole({{{100, 5000}, {3, 20}}, 14, 2, 64, 3000});
+}
+
+// The ITL probe's mixed step: 64 decoders and a 128-token chunk at the end of a 10k prompt.
+TEST(CudaAttention, PrefillChunkNextToManyDecodes) {
+  std::vector<SeqSpec> seqs;
+  for (int i = 0; i < 64; ++i) seqs.push_back({1, 130 + 3 * i});
+  seqs.push_back({128, 10000});
+  check_split_and_whole({seqs, 7, 1, 128});
 }
 
 // A large decode batch with one long context (as 64 short decoders plus a finished 10k prompt):

@@ -76,6 +76,46 @@ TEST(SchedulerTimeline, PrefillChunkCap) {
   t.expect_clean_end();
 }
 
+// Long prompts next to decodes (threshold 8, chunk 4): B (20 tokens) gets 4 tokens per step
+// while A decodes, C (8 tokens, not long) is computed whole in the same step, and once A is
+// done B's last 8 tokens run in one step (no decodes to protect).
+//   step 1: A 3 (prompt)   step 2: A decode, B 4, C 8 (C done)   steps 3-4: A decode, B 4
+//   step 5: B 8 (alone)    step 6: B decode
+TEST(SchedulerTimeline, LongPromptSmallChunksOnlyNextToDecodes) {
+  Timeline t({.max_num_batched_tokens = 32, .max_num_seqs = 4, .long_prefill_token_threshold = 8,
+              .long_prefill_chunk_tokens = 4},
+             {.n_blocks = 64, .block_size = 4, .enable_prefix_caching = false});
+  t.run({
+      {.step = 1, .arrivals = {{A, tokens(1, 3), max_tokens(4)}}, .scheduled = {{A, 3}}},
+      {.step = 2,
+       .arrivals = {{B, tokens(100, 20), max_tokens(2)}, {C, tokens(200, 8), max_tokens(1)}},
+       .scheduled = {{A, 1}, {B, 4}, {C, 8}},
+       .finished = {C}},
+      {.step = 3, .scheduled = {{A, 1}, {B, 4}}},
+      {.step = 4, .scheduled = {{A, 1}, {B, 4}}, .finished = {A}},
+      {.step = 5, .scheduled = {{B, 8}}},
+      {.step = 6, .scheduled = {{B, 1}}, .finished = {B}},
+  });
+  t.expect_clean_end();
+}
+
+// The same arrivals with long_prefill_chunk_tokens 0 (off): B takes what the budget leaves.
+TEST(SchedulerTimeline, LongPromptChunkingOff) {
+  Timeline t({.max_num_batched_tokens = 32, .max_num_seqs = 4, .long_prefill_token_threshold = 8,
+              .long_prefill_chunk_tokens = 0},
+             {.n_blocks = 64, .block_size = 4, .enable_prefix_caching = false});
+  t.run({
+      {.step = 1, .arrivals = {{A, tokens(1, 3), max_tokens(4)}}, .scheduled = {{A, 3}}},
+      {.step = 2,
+       .arrivals = {{B, tokens(100, 20), max_tokens(2)}, {C, tokens(200, 8), max_tokens(1)}},
+       .scheduled = {{A, 1}, {B, 20}, {C, 8}},
+       .finished = {C}},
+      {.step = 3, .scheduled = {{A, 1}, {B, 1}}, .finished = {B}},
+      {.step = 4, .scheduled = {{A, 1}}, .finished = {A}},
+  });
+  t.expect_clean_end();
+}
+
 // max_num_seqs 2: C waits until A and B (3 outputs each) finish, although tokens are left.
 TEST(SchedulerTimeline, SequenceLimit) {
   Timeline t({.max_num_batched_tokens = 10, .max_num_seqs = 2},

@@ -303,14 +303,20 @@ __global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(ops:
   const int t = blockIdx.x, h = blockIdx.y;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row0 = (static_cast<int64_t>(t) * p.n_head + h) * a.n_splits;
+  // A sum of -1 flags a row its prefill block already finished (attention_prefill.cu).
+  __shared__ int s_done;
+  if (threadIdx.x == 0) s_done = 0;
+  __syncthreads();
   float m = -INFINITY;
   for (int s = threadIdx.x; s < a.n_splits; s += kCombineThreads) {
     const float2 ml = a.part_ml[row0 + s];
+    if (ml.y < 0.f) s_done = 1;
     wts[s] = ml.y > 0.f ? ml.x : -INFINITY;  // an empty split holds no values
     wl[s] = ml.y;
     m = fmaxf(m, wts[s]);
   }
-  m = block_max(m, red);
+  m = block_max(m, red);  // syncs: s_done is final
+  if (s_done) return;
   float l = 0.f;
   for (int s = threadIdx.x; s < a.n_splits; s += kCombineThreads) {
     const float ms = wts[s];

@@ -157,15 +157,28 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
   const int key_end = last_pos + 1;
 
   // This split's keys: [kb_first, kb_end), tiles aligned to kBlockK (kv_chunk is a multiple).
+  // A tile whose keys all lie in one split (a decoder, a short prompt) is finished by that
+  // split's block, which writes the output itself and flags the rows (sum -1) so the combine
+  // leaves them alone; its other splits are empty.
   const int split = blockIdx.z;
   int kb_first = (key_lo / kBlockK) * kBlockK, kb_end = key_end;
+  bool write_final = sp.n_splits == 1;
   if (sp.n_splits > 1) {
-    kb_first = max(kb_first, split * sp.kv_chunk);
-    kb_end = min(kb_end, (split + 1) * sp.kv_chunk);
-    if (kb_first >= kb_end) {  // nothing here: mark the split empty for every row of the tile
+    const int s_lo = kb_first / sp.kv_chunk, s_hi = (key_end - 1) / sp.kv_chunk;
+    bool empty;
+    if (s_lo == s_hi) {
+      write_final = split == s_lo;
+      empty = !write_final;
+    } else {
+      kb_first = max(kb_first, split * sp.kv_chunk);
+      kb_end = min(kb_end, (split + 1) * sp.kv_chunk);
+      empty = kb_first >= kb_end;
+    }
+    if (empty || write_final) {
+      const float2 mark = empty ? make_float2(-INFINITY, 0.f) : make_float2(0.f, -1.f);
       for (int r = threadIdx.x; r < n_valid; r += kThreads)
-        sp.part_ml[(static_cast<int64_t>(q0 + i0 + r) * p.n_head + head) * sp.n_splits + split] = make_float2(-INFINITY, 0.f);
-      return;
+        sp.part_ml[(static_cast<int64_t>(q0 + i0 + r) * p.n_head + head) * sp.n_splits + split] = mark;
+      if (empty) return;
     }
   }
 
@@ -268,7 +281,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
     l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 1);
     l_run[h] += __shfl_xor_sync(0xffffffffu, l_run[h], 2);
   }
-  if (sp.n_splits > 1) {
+  if (!write_final) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = warp * 16 + g + 8 * h;
@@ -327,23 +340,34 @@ bool attention_prefill_supported(const ops::AttentionParams& p) {
          c.n_head_kv > 0 && p.n_head % c.n_head_kv == 0;
 }
 
-// Long contexts (a prefill chunk late in a long prompt) are split into key ranges of about
-// kSplitKeys, so no block walks more keys than a 2048-token prefill's longest tile does;
-// partials are capped at kMaxPartialBytes.
-constexpr int64_t kSplitAbove = 4096, kSplitKeys = 2048, kMaxPartialBytes = int64_t{256} << 20;
+// A chunk late in a long prompt has few query tiles, each walking the whole context: 128
+// queries over 10k keys are 2 tiles x 28 heads = 56 blocks of 156 key tiles on 132 SMs. Such
+// steps split the keys into ranges of kSplitKeys so every SM gets work and no block walks more
+// keys than a 1024-token prompt's longest tile. Launches with many query tiles already fill
+// the GPU (and would only add partial traffic): only those under kSplitMaxBlocksPerSm full
+// tiles per SM split (decoders' one-row tiles are not counted: they finish in one split and
+// skip the combine). Partials are capped at kMaxPartialBytes.
+constexpr int64_t kSplitAbove = 2048, kSplitKeys = 1024, kSplitMaxBlocksPerSm = 4;
+constexpr int64_t kMaxPartialBytes = int64_t{256} << 20;
 
-// Off unless FRUGAL_PREFILL_SPLIT=1: its first GPU run failed the new long-context test
-// (CudaAttention.PrefillChunkOverLongContextSplitsKeys), not yet debugged on the device.
+namespace {
+int g_split_mode = -1;  // -1: unset (read FRUGAL_PREFILL_SPLIT), 0 off, 1 on
+}  // namespace
+
 bool prefill_split_enabled() {
-  static const bool on = [] {
+  if (g_split_mode < 0) {
     const char* e = std::getenv("FRUGAL_PREFILL_SPLIT");
-    return e != nullptr && e[0] == '1';
-  }();
-  return on;
+    g_split_mode = (e != nullptr && e[0] == '0') ? 0 : 1;
+  }
+  return g_split_mode == 1;
 }
 
-int attention_prefill_splits(const ops::AttentionParams& p) {
+void set_prefill_split_enabled(bool on) { g_split_mode = on ? 1 : 0; }
+
+int attention_prefill_splits(const ops::AttentionParams& p, int n_sms) {
   if (p.max_ctx_len <= kSplitAbove || !prefill_split_enabled()) return 1;
+  const int64_t blocks = ceil_div(p.n_tokens, kBlockQ) * p.n_head;
+  if (blocks >= kSplitMaxBlocksPerSm * std::max(1, n_sms)) return 1;
   int64_t n = ceil_div(p.max_ctx_len, kSplitKeys);
   const int64_t per_split = static_cast<int64_t>(p.n_tokens) * p.n_head * (p.cache.head_dim + 2) * 4;
   n = std::min<int64_t>(n, kMaxPartialBytes / std::max<int64_t>(1, per_split));

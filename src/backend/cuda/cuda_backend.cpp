@@ -270,7 +270,7 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     return check_launch(launch_attention_decode(p, n_splits, partials, stream_), "attention_decode");
   }
   if (attention_prefill_supported(p)) {
-    const int n_splits = attention_prefill_splits(p);
+    const int n_splits = attention_prefill_splits(p, n_sms_);
     void* partials = nullptr;
     if (size_t bytes = attention_prefill_scratch_bytes(p, n_splits); bytes > 0) {
       FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));

@@ -44,9 +44,12 @@ cudaError_t launch_matmul_generic(const ops::MatmulParams& p, cudaStream_t strea
 // Attention over the paged cache (attention_prefill.cu, attention_decode.cu).
 // Prefill: FlashAttention-2 with mma.sync bf16 tensor cores; bf16 q/cache, head_dim 64 or 128.
 bool attention_prefill_supported(const ops::AttentionParams& p);
-// Splits along the keys for long contexts (1 = none); partials must hold
-// attention_prefill_scratch_bytes(p, n_splits) bytes when n_splits > 1.
-int attention_prefill_splits(const ops::AttentionParams& p);
+// Splits along the keys for long contexts with few query tiles (1 = none); partials must hold
+// attention_prefill_scratch_bytes(p, n_splits) bytes when n_splits > 1. On unless
+// FRUGAL_PREFILL_SPLIT=0 or set_prefill_split_enabled(false) (tests compare both paths).
+int attention_prefill_splits(const ops::AttentionParams& p, int n_sms);
+bool prefill_split_enabled();
+void set_prefill_split_enabled(bool on);
 size_t attention_prefill_scratch_bytes(const ops::AttentionParams& p, int n_splits);
 cudaError_t launch_attention_prefill(const ops::AttentionParams& p, int n_splits, void* partials, cudaStream_t stream);
 // Merges per-split partials ([n_tokens, n_head, n_splits, D] unnormalized outputs and
