@@ -359,6 +359,14 @@ class LlamaModel final : public Model {
         .n_tokens = b.n_tokens(), .n_seqs = b.n_seqs(), .positions = d + o_pos, .slot_mapping = d + o_slots,
         .q_start = d + o_qs, .ctx_len = d + o_ctx, .block_tables = d + o_tab,
         .max_blocks_per_seq = b.max_blocks_per_seq, .max_ctx_len = max_ctx_len, .inv_freq = ws_.inv_freq};
+    // Leading one-token sequences (the scheduler puts decodes first): a hint for mixed steps.
+    int32_t n_dec = 0, dec_ctx = 0;
+    while (n_dec < b.n_seqs() && b.q_start[static_cast<size_t>(n_dec) + 1] - b.q_start[static_cast<size_t>(n_dec)] == 1) {
+      dec_ctx = std::max(dec_ctx, b.ctx_len[static_cast<size_t>(n_dec)]);
+      ++n_dec;
+    }
+    sb.in.n_decode_seqs = n_dec;
+    sb.in.decode_max_ctx_len = dec_ctx;
     sb.tokens = d + o_tokens;
     sb.logit_rows = d + o_rows;
     sb.n_rows = static_cast<int64_t>(b.logits_rows.size());

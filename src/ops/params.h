@@ -130,6 +130,11 @@ struct AttentionParams {
   int32_t n_head;
   int32_t sliding_window;       // 0 = none
   float scale;                  // usually 1/sqrt(head_dim)
+  // Layout hint for mixed steps (0 = none): sequences [0, n_decode_seqs) have exactly one new
+  // token each (tokens [0, n_decode_seqs)), and decode_max_ctx_len bounds their ctx_len. A
+  // backend may run them with its decode kernel and the rest with its prefill kernel.
+  int32_t n_decode_seqs = 0;
+  int32_t decode_max_ctx_len = 0;
 };
 
 // out[t, j] = silu(gate[t, j]) * up[t, j]    gate/up/out: [n_tokens, dim] with row strides

@@ -1,7 +1,7 @@
 // cuda_kernel_bench: what the CUDA backend's kernels achieve on this GPU against its measured
 // ceilings. Measures device time only (CUDA events), excluding host launch gaps where kernels
 // run back to back. Weights rotate through enough copies to defeat the L2 cache, as the layers
-// of a real model do. Usage: cuda_kernel_bench [--quick]
+// of a real model do. Usage: cuda_kernel_bench [--quick | --mixed (the mixed-step part only)]
 #include "cuda_bench.h"
 
 #include <cstring>
@@ -151,6 +151,85 @@ void bench_attention(CudaBackend* b, double ceiling, Table* table) {
   }
 }
 
+// A mixed step of the ITL probe (issue 5): 64 decoders plus one chunk late in a 10k prompt.
+// Per layer: the four 7B GEMMs at the step's m (against m = 64, decode alone), and the
+// attention through the prefill kernel alone, with the key split, and with the decoders
+// handed to the decode kernel (n_decode_seqs).
+void bench_mixed(CudaBackend* b, Table* table) {
+  for (int64_t m : {64, 128, 192, 320}) {
+    double total_us = 0;
+    Timing sum{};
+    for (const Shape& s : kShapes) {
+      if (s.n > 100000) continue;
+      const int64_t w_elems = s.n * s.k;
+      const int copies = static_cast<int>(std::max<int64_t>(1, (int64_t{512} << 20) / (w_elems * 2)));
+      std::vector<void*> ws;
+      for (int c = 0; c < copies; ++c) ws.push_back(random_buffer(b, DType::kBF16, w_elems, 300 + c));
+      void* x = random_buffer(b, DType::kBF16, m * s.k, 8);
+      void* y = b->alloc(static_cast<size_t>(m * s.n * 2)).value();
+      ops::MatmulParams p{x, DType::kBF16, s.k, ws[0], DType::kBF16, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+      Timing t = time_op(b->stream(), 20, 10, [&](int i) {
+        p.w = ws[static_cast<size_t>(i % copies)];
+        (void)b->matmul(p);
+      });
+      total_us += t.median_us;
+      sum.median_us += t.median_us;
+      sum.lo_us += t.lo_us;
+      sum.hi_us += t.hi_us;
+      for (void* w : ws) b->free(w);
+      b->free(x);
+      b->free(y);
+    }
+    const double gbs = 2.0 * 233.0e6 / (total_us * 1e3);
+    table->add({"mixed: layer GEMMs m=" + std::to_string(m) + " (x28 = " + std::to_string(static_cast<int>(28 * total_us / 1000 + 0.5)) + " ms)",
+                sum, gbs, "GB/s", -1});
+  }
+  const int n_dec = 64, bs = 16, n_kv = 4, hd = 128, n_head = 28, long_ctx = 10000;
+  for (int chunk : {64, 128, 256}) {
+    std::vector<int> n_new, ctx;
+    for (int i = 0; i < n_dec; ++i) {
+      n_new.push_back(1);
+      ctx.push_back(150 + 2 * i);
+    }
+    n_new.push_back(chunk);
+    ctx.push_back(long_ctx);
+    const int n_seqs = n_dec + 1, max_blocks = (long_ctx + bs - 1) / bs, n_blocks = n_seqs * max_blocks;
+    const int64_t cache_elems = int64_t{n_blocks} * bs * n_kv * hd;
+    void* kc = random_buffer(b, DType::kBF16, cache_elems, 21);
+    void* vc = random_buffer(b, DType::kBF16, cache_elems, 22);
+    const int n_tok = n_dec + chunk;
+    void* q = random_buffer(b, DType::kBF16, int64_t{n_tok} * n_head * hd, 23);
+    void* out = b->alloc(static_cast<size_t>(n_tok) * n_head * hd * 2).value();
+    std::vector<int32_t> q_start(1, 0), tables(static_cast<size_t>(n_blocks));
+    for (int x : n_new) q_start.push_back(q_start.back() + x);
+    for (int i = 0; i < n_blocks; ++i) tables[static_cast<size_t>(i)] = (i * 7919) % n_blocks;
+    std::vector<void*> owned{kc, vc, q, out};
+    auto up = [&](const std::vector<int32_t>& v) {
+      void* d = b->alloc(v.size() * 4).value();
+      (void)b->upload(d, v.data(), v.size() * 4);
+      owned.push_back(d);
+      return static_cast<const int32_t*>(d);
+    };
+    ops::AttentionParams p{{kc, vc, DType::kBF16, n_blocks, bs, n_kv, hd}, q, out, DType::kBF16, int64_t{n_head} * hd,
+                           int64_t{n_head} * hd, n_seqs, n_tok, up(q_start), up(ctx), up(tables), max_blocks, long_ctx,
+                           n_head, 0, 1.f / std::sqrt(128.f)};
+    (void)b->reserve_scratch(256u << 20);
+    struct Variant { const char* name; bool split; bool hint; };
+    for (Variant v : {Variant{"prefill kernel", false, false}, Variant{"+ key split", true, false},
+                      Variant{"+ decoders to decode kernel", true, true}}) {
+      set_prefill_split_enabled(v.split);
+      p.n_decode_seqs = v.hint ? n_dec : 0;
+      p.decode_max_ctx_len = v.hint ? 150 + 2 * (n_dec - 1) : 0;
+      Timing t = time_op(b->stream(), 20, 5, [&](int) { (void)b->attention(p); });
+      const double flops = 4.0 * hd * n_head * (double(chunk) * (long_ctx - chunk) + double(chunk) * chunk / 2);
+      table->add({"mixed: attn 64 dec + chunk " + std::to_string(chunk) + "@10k " + v.name, t,
+                  flops / (t.median_us * 1e6), "TFLOP/s", -1});
+    }
+    set_prefill_split_enabled(true);
+    for (void* d : owned) b->free(d);
+  }
+}
+
 }  // namespace
 }  // namespace frugal::cuda::bench
 
@@ -158,6 +237,7 @@ int main(int argc, char** argv) {
   using namespace frugal::cuda;
   using namespace frugal::cuda::bench;
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool mixed_only = argc > 1 && std::strcmp(argv[1], "--mixed") == 0;
   auto b = CudaBackend::create(0);
   if (!b.is_ok()) {
     std::fprintf(stderr, "%s\n", b.status().to_string().c_str());
@@ -165,11 +245,17 @@ int main(int argc, char** argv) {
   }
   auto lt = LtGemm::create(32u << 20);
   Table table;
+  if (mixed_only) {
+    bench_mixed(b->get(), &table);
+    table.print();
+    return 0;
+  }
   const double ceiling = measure_copy_ceiling(b->get(), &table);
   bench_gemv(b->get(), lt->get(), ceiling, &table, quick);
   bench_gemm(b->get(), &table);
   bench_attention(b->get(), ceiling, &table);
   bench_model_7b(b->get(), ceiling, &table);
+  bench_mixed(b->get(), &table);
   table.print();
   return 0;
 }

@@ -358,7 +358,7 @@ __global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(ops:
     float o = 0.f;
 #pragma unroll
     for (int ww = 0; ww < W; ++ww) o += sacc[ww * D + threadIdx.x];
-    static_cast<__nv_bfloat16*>(p.out)[static_cast<int64_t>(t) * p.ld_out + h * D + threadIdx.x] =
+    static_cast<__nv_bfloat16*>(p.out)[static_cast<int64_t>(t + p.q_start[0]) * p.ld_out + h * D + threadIdx.x] =
         __float2bfloat16(l > 0.f ? o / l : 0.f);
   }
 }

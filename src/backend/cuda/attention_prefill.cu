@@ -142,6 +142,9 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
   const int head = blockIdx.y;
   const int kvh = head / (p.n_head / p.cache.n_head_kv);
   const int q0 = p.q_start[seq], n_q = p.q_start[seq + 1] - q0, ctx = p.ctx_len[seq];
+  // Partial rows count from the launch's first token (q_start may be offset past decoders
+  // that another kernel handles); out rows are absolute.
+  const int pr0 = q0 - p.q_start[0];
   const int i0 = tile * kBlockQ;
   const int n_valid = min(kBlockQ, n_q - i0);
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
@@ -177,7 +180,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
     if (empty || write_final) {
       const float2 mark = empty ? make_float2(-INFINITY, 0.f) : make_float2(0.f, -1.f);
       for (int r = threadIdx.x; r < n_valid; r += kThreads)
-        sp.part_ml[(static_cast<int64_t>(q0 + i0 + r) * p.n_head + head) * sp.n_splits + split] = mark;
+        sp.part_ml[(static_cast<int64_t>(pr0 + i0 + r) * p.n_head + head) * sp.n_splits + split] = mark;
       if (empty) return;
     }
   }
@@ -286,7 +289,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
     for (int h = 0; h < 2; ++h) {
       const int r = warp * 16 + g + 8 * h;
       if (r >= n_valid) continue;
-      const int64_t row = (static_cast<int64_t>(q0 + i0 + r) * p.n_head + head) * sp.n_splits + split;
+      const int64_t row = (static_cast<int64_t>(pr0 + i0 + r) * p.n_head + head) * sp.n_splits + split;
       if (tq == 0) sp.part_ml[row] = l_run[h] > 0.f ? make_float2(m_run[h], l_run[h]) : make_float2(-INFINITY, 0.f);
       float* prow = sp.part_o + row * D + 2 * tq;
 #pragma unroll

@@ -269,6 +269,33 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     }
     return check_launch(launch_attention_decode(p, n_splits, partials, stream_), "attention_decode");
   }
+  // A mixed step (decodes first, then prefill chunks): the decode kernel takes the decoders
+  // (the prefill kernel would give each one a 64-row tile of which one row is used) and the
+  // prefill kernel the chunks. Both write disjoint rows of out; scratch is reserved once for
+  // the larger of the two, and the stream orders their use of it.
+  if (!decode && p.n_decode_seqs > 0 && p.n_decode_seqs < p.n_seqs && attention_decode_supported(p) &&
+      attention_prefill_supported(p)) {
+    const int n_dec = p.n_decode_seqs;
+    ops::AttentionParams d = p;
+    d.n_seqs = n_dec;
+    d.n_tokens = n_dec;
+    if (p.decode_max_ctx_len > 0) d.max_ctx_len = p.decode_max_ctx_len;
+    ops::AttentionParams f = p;
+    f.n_seqs = p.n_seqs - n_dec;
+    f.n_tokens = p.n_tokens - n_dec;
+    f.q_start = p.q_start + n_dec;
+    f.ctx_len = p.ctx_len + n_dec;
+    f.block_tables = p.block_tables + static_cast<int64_t>(n_dec) * p.max_blocks_per_seq;
+    f.n_decode_seqs = 0;
+    const int d_splits = attention_decode_splits(d, n_sms_), f_splits = attention_prefill_splits(f, n_sms_);
+    const size_t bytes = std::max(attention_decode_scratch_bytes(d, d_splits), attention_prefill_scratch_bytes(f, f_splits));
+    void* partials = nullptr;
+    if (bytes > 0) {
+      FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
+    }
+    FRUGAL_RETURN_IF_ERROR(check_launch(launch_attention_decode(d, d_splits, partials, stream_), "attention_decode"));
+    return check_launch(launch_attention_prefill(f, f_splits, partials, stream_), "attention_prefill");
+  }
   if (attention_prefill_supported(p)) {
     const int n_splits = attention_prefill_splits(p, n_sms_);
     void* partials = nullptr;

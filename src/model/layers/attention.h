@@ -38,6 +38,9 @@ struct StepInputs {
   int32_t max_blocks_per_seq = 0;
   int32_t max_ctx_len = 0;
   const float* inv_freq = nullptr;        // [rotary_dim / 2]
+  // Leading sequences with one new token each, and their longest context (ops::AttentionParams).
+  int32_t n_decode_seqs = 0;
+  int32_t decode_max_ctx_len = 0;
 };
 
 // Scratch activations, each with room for n_tokens rows.
