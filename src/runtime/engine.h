@@ -117,7 +117,7 @@ struct EngineOptions {
   // Prompts longer than the threshold get at most long_prefill_chunk_tokens per step while
   // decodes share the step (sched::SchedulerConfig; chunk 0 = off).
   int32_t long_prefill_token_threshold = 1024;
-  int32_t long_prefill_chunk_tokens = 128;
+  int32_t long_prefill_chunk_tokens = 64;
   int32_t max_queue = 4096;     // waiting requests beyond this are refused (kResourceExhausted)
   // Where tokens are sampled: "auto" (on the device for device backends, else on the host),
   // "device" (the backend's sample op wherever it has one) or "host". Requests with penalties,

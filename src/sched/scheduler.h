@@ -43,7 +43,7 @@ struct SchedulerConfig {
   // time to first token short. Shorter prompts are not limited: many of them still fill the
   // step budget together. long_prefill_chunk_tokens = 0 turns this off.
   int32_t long_prefill_token_threshold = 1024;
-  int32_t long_prefill_chunk_tokens = 128;
+  int32_t long_prefill_chunk_tokens = 64;
 };
 
 struct SchedulerStats {

@@ -26,10 +26,17 @@ struct AttnCase {
   int sliding_window = 0;
   DType act = DType::kBF16;
   int max_ctx_slack = 0;  // max_ctx_len above the true max (as a captured graph passes)
-  bool decode_hint = false;  // pass n_decode_seqs for the leading one-token sequences (mixed step)
 };
 
-void check_attention(const AttnCase& c) {
+// How the backend is asked: prefill key split on or off; n_decode_seqs passed for the leading
+// one-token sequences (a mixed step: they go to the decode kernel) or not.
+struct Variant {
+  bool split = true;
+  bool decode_hint = false;
+};
+
+// Every variant against one reference run (the reference is the slow part).
+void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {Variant{}}) {
   SCOPED_TRACE(::testing::Message() << "n_head=" << c.n_head << " n_kv=" << c.n_kv << " hd=" << c.head_dim
                                     << " window=" << c.sliding_window << " act=" << dtype_name(c.act)
                                     << " n_seqs=" << c.seqs.size());
@@ -65,14 +72,7 @@ void check_attention(const AttnCase& c) {
                          q.dev, out.dev, c.act, ld_q, ld_out, n_seqs, n_tokens,
                          di(q_start), di(ctx_len), di(tables), max_blocks, max_ctx + c.max_ctx_slack,
                          c.n_head, c.sliding_window, 1.f / std::sqrt(static_cast<float>(c.head_dim))};
-  if (c.decode_hint) {
-    while (p.n_decode_seqs < n_seqs && c.seqs[static_cast<size_t>(p.n_decode_seqs)].n_new == 1) {
-      p.decode_max_ctx_len = std::max(p.decode_max_ctx_len, c.seqs[static_cast<size_t>(p.n_decode_seqs)].ctx);
-      ++p.n_decode_seqs;
-    }
-  }
-  ASSERT_TRUE(backend()->attention(p).is_ok());
-  std::vector<uint8_t> want = out.host;
+  std::vector<uint8_t> want(out.host.size());
   ops::AttentionParams r = p;
   r.cache.k_cache = kc.host.data();
   r.cache.v_cache = vc.host.data();
@@ -82,13 +82,28 @@ void check_attention(const AttnCase& c) {
   r.ctx_len = ctx_len.data();
   r.block_tables = tables.data();
   ops::ref::attention(r);
-  // Each sequence against its own scale: a short context's rows are larger and carry larger
-  // absolute rounding error (bf16 probabilities) than a long context's averaged ones.
-  for (int s = 0; s < n_seqs; ++s) {
-    std::vector<bool> mask(static_cast<size_t>(out.n));
-    for (int64_t t = q_start[static_cast<size_t>(s)]; t < q_start[static_cast<size_t>(s) + 1]; ++t)
-      for (int64_t j = 0; j < int64_t{c.n_head} * c.head_dim; ++j) mask[static_cast<size_t>(t * ld_out + j)] = true;
-    expect_close(out, want, c.act == DType::kF32 ? 1e-4f : 2e-2f, "attention seq " + std::to_string(s), mask);
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(::testing::Message() << "prefill key split " << (v.split ? "on" : "off")
+                                      << (v.decode_hint ? ", decoders to the decode kernel" : ""));
+    out.fill_nan();
+    out.to_device();
+    p.n_decode_seqs = p.decode_max_ctx_len = 0;
+    while (v.decode_hint && p.n_decode_seqs < n_seqs && c.seqs[static_cast<size_t>(p.n_decode_seqs)].n_new == 1) {
+      p.decode_max_ctx_len = std::max(p.decode_max_ctx_len, c.seqs[static_cast<size_t>(p.n_decode_seqs)].ctx);
+      ++p.n_decode_seqs;
+    }
+    set_prefill_split_enabled(v.split);
+    const Status st = backend()->attention(p);
+    set_prefill_split_enabled(true);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    // Each sequence against its own scale: a short context's rows are larger and carry larger
+    // absolute rounding error (bf16 probabilities) than a long context's averaged ones.
+    for (int s = 0; s < n_seqs; ++s) {
+      std::vector<bool> mask(static_cast<size_t>(out.n));
+      for (int64_t t = q_start[static_cast<size_t>(s)]; t < q_start[static_cast<size_t>(s) + 1]; ++t)
+        for (int64_t j = 0; j < int64_t{c.n_head} * c.head_dim; ++j) mask[static_cast<size_t>(t * ld_out + j)] = true;
+      expect_close(out, want, c.act == DType::kF32 ? 1e-4f : 2e-2f, "attention seq " + std::to_string(s), mask);
+    }
   }
 }
 
@@ -106,30 +121,22 @@ TEST(CudaAttention, PrefillLongOneSequence) {
 
 // Prefill chunks late in long prompts (contexts > 2048), decoders in the same step, a sliding
 // window, head dim 64: with few query tiles the kernel splits the keys and the combine merges
-// the splits. Each case runs with the split on (the default) and off.
-void check_split_and_whole(const AttnCase& c) {
-  for (bool split : {true, false}) {
-    SCOPED_TRACE(split ? "prefill key split on" : "prefill key split off");
-    set_prefill_split_enabled(split);
-    check_attention(c);
-  }
-  set_prefill_split_enabled(true);
-}
+// the splits. Each case runs with the split on (the default) and off, and where decoders lead
+// the batch, with them handed to the decode kernel.
+const std::vector<Variant> kAllPaths = {{true, false}, {false, false}, {true, true}};
 
 TEST(CudaAttention, PrefillChunkOverLongContextSplitsKeys) {
-  check_split_and_whole({{{256, 9000}}, 7, 1, 128});
-  check_split_and_whole({{{1, 700}, {130, 6100}, {1, 33}, {64, 4200}}, 14, 2, 128});
-  check_split_and_whole({{{1, 700}, {1, 3000}, {130, 6100}, {1, 33}, {64, 4200}}, 14, 2, 128, 0, DType::kBF16, 0, true});
-  check_split_and_whole({{{100, 5000}, {3, 20}}, 14, 2, 64, 3000});
+  check_attention({{{128, 6000}}, 7, 1, 128}, kAllPaths);
+  check_attention({{{1, 700}, {1, 3000}, {70, 5100}, {1, 33}, {64, 4200}}, 7, 1, 128}, kAllPaths);
+  check_attention({{{100, 5000}, {3, 20}}, 14, 2, 64, 3000}, kAllPaths);
 }
 
-// The ITL probe's mixed step: 64 decoders and a 128-token chunk at the end of a 10k prompt.
+// The ITL probe's mixed step: 64 decoders and a 64-token chunk at the end of a 9k prompt.
 TEST(CudaAttention, PrefillChunkNextToManyDecodes) {
   std::vector<SeqSpec> seqs;
   for (int i = 0; i < 64; ++i) seqs.push_back({1, 130 + 3 * i});
-  seqs.push_back({128, 10000});
-  check_split_and_whole({seqs, 7, 1, 128});
-  check_split_and_whole({seqs, 7, 1, 128, 0, DType::kBF16, 0, true});  // decoders to the decode kernel
+  seqs.push_back({64, 9000});
+  check_attention({seqs, 7, 1, 128}, kAllPaths);
 }
 
 // A large decode batch with one long context (as 64 short decoders plus a finished 10k prompt):

@@ -313,15 +313,41 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
 }
 
 template <int D>
-cudaError_t launch_d(const ops::AttentionParams& p, const PrefillSplit& sp, cudaStream_t stream) {
-  const int smem = (kBlockQ + 4 * kBlockK) * (D + kPad) * 2;
+constexpr int smem_bytes() {
+  return (kBlockQ + 4 * kBlockK) * (D + kPad) * 2;
+}
+
+template <int D>
+cudaError_t configure() {
   static bool configured = false;  // the attribute is per function, set once per process
   if (!configured) {
     cudaError_t e = cudaFuncSetAttribute(attention_prefill_kernel<D>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<D>());
     if (e != cudaSuccess) return e;
     configured = true;
   }
+  return cudaSuccess;
+}
+
+// Blocks of the kernel resident per SM (cached: the query is host work).
+template <int D>
+int resident_blocks() {
+  static int n = 0;
+  if (n == 0) {
+    int b = 0;
+    if (configure<D>() != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_prefill_kernel<D>, kThreads, smem_bytes<D>()) != cudaSuccess ||
+        b < 1)
+      b = 1;
+    n = b;
+  }
+  return n;
+}
+
+template <int D>
+cudaError_t launch_d(const ops::AttentionParams& p, const PrefillSplit& sp, cudaStream_t stream) {
+  const int smem = smem_bytes<D>();
+  if (cudaError_t e = configure<D>(); e != cudaSuccess) return e;
   // Upper bound on tiles: each sequence adds at most one partial tile.
   const unsigned tiles = static_cast<unsigned>((p.n_tokens + kBlockQ - 1) / kBlockQ + p.n_seqs);
   dim3 grid(tiles, static_cast<unsigned>(p.n_head), static_cast<unsigned>(sp.n_splits));
@@ -345,12 +371,13 @@ bool attention_prefill_supported(const ops::AttentionParams& p) {
 
 // A chunk late in a long prompt has few query tiles, each walking the whole context: 128
 // queries over 10k keys are 2 tiles x 28 heads = 56 blocks of 156 key tiles on 132 SMs. Such
-// steps split the keys into ranges of kSplitKeys so every SM gets work and no block walks more
-// keys than a 1024-token prompt's longest tile. Launches with many query tiles already fill
-// the GPU (and would only add partial traffic): only those under kSplitMaxBlocksPerSm full
-// tiles per SM split (decoders' one-row tiles are not counted: they finish in one split and
-// skip the combine). Partials are capped at kMaxPartialBytes.
-constexpr int64_t kSplitAbove = 2048, kSplitKeys = 1024, kSplitMaxBlocksPerSm = 4;
+// steps split the keys. The split count minimizes (waves of resident blocks) x (key tiles per
+// split), fewer splits on ties: 10 splits of 64 queries x 28 heads are 280 blocks, two waves
+// of 264 slots, as slow as 20 splits; 9 splits fit one wave. Launches with many query tiles
+// already fill the GPU (and would only add partial traffic): only those under
+// kSplitMaxBlocksPerSm full tiles per SM split (decoders' one-row tiles are not counted: they
+// finish in one split and skip the combine). Partials are capped at kMaxPartialBytes.
+constexpr int64_t kSplitAbove = 2048, kMinSplitKeys = 256, kSplitMaxBlocksPerSm = 4;
 constexpr int64_t kMaxPartialBytes = int64_t{256} << 20;
 
 namespace {
@@ -371,10 +398,19 @@ int attention_prefill_splits(const ops::AttentionParams& p, int n_sms) {
   if (p.max_ctx_len <= kSplitAbove || !prefill_split_enabled()) return 1;
   const int64_t blocks = ceil_div(p.n_tokens, kBlockQ) * p.n_head;
   if (blocks >= kSplitMaxBlocksPerSm * std::max(1, n_sms)) return 1;
-  int64_t n = ceil_div(p.max_ctx_len, kSplitKeys);
+  const int64_t slots = int64_t{std::max(1, n_sms)} * (p.cache.head_dim == 64 ? resident_blocks<64>() : resident_blocks<128>());
+  const int64_t key_tiles = ceil_div(p.max_ctx_len, kBlockK);
   const int64_t per_split = static_cast<int64_t>(p.n_tokens) * p.n_head * (p.cache.head_dim + 2) * 4;
-  n = std::min<int64_t>(n, kMaxPartialBytes / std::max<int64_t>(1, per_split));
-  return n < 2 ? 1 : static_cast<int>(std::min<int64_t>(n, 1024));
+  const int64_t n_max = std::min<int64_t>({ceil_div(p.max_ctx_len, kMinSplitKeys), kMaxPartialBytes / std::max<int64_t>(1, per_split), 1024});
+  int64_t best = 1, best_cost = ceil_div(blocks, slots) * key_tiles;
+  for (int64_t n = 2; n <= n_max; ++n) {
+    const int64_t cost = ceil_div(blocks * n, slots) * ceil_div(key_tiles, n);
+    if (cost < best_cost) {
+      best = n;
+      best_cost = cost;
+    }
+  }
+  return static_cast<int>(best);
 }
 
 size_t attention_prefill_scratch_bytes(const ops::AttentionParams& p, int n_splits) {
