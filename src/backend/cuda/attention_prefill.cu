@@ -375,8 +375,7 @@ bool attention_prefill_supported(const ops::AttentionParams& p) {
 // split), fewer splits on ties: 10 splits of 64 queries x 28 heads are 280 blocks, two waves
 // of 264 slots, as slow as 20 splits; 9 splits fit one wave. Launches with many query tiles
 // already fill the GPU (and would only add partial traffic): only those under
-// kSplitMaxBlocksPerSm full tiles per SM split (decoders' one-row tiles are not counted: they
-// finish in one split and skip the combine). Partials are capped at kMaxPartialBytes.
+// kSplitMaxBlocksPerSm tiles per SM split. Partials are capped at kMaxPartialBytes.
 constexpr int64_t kSplitAbove = 2048, kMinSplitKeys = 256, kSplitMaxBlocksPerSm = 4;
 constexpr int64_t kMaxPartialBytes = int64_t{256} << 20;
 
@@ -396,7 +395,10 @@ void set_prefill_split_enabled(bool on) { g_split_mode = on ? 1 : 0; }
 
 int attention_prefill_splits(const ops::AttentionParams& p, int n_sms) {
   if (p.max_ctx_len <= kSplitAbove || !prefill_split_enabled()) return 1;
-  const int64_t blocks = ceil_div(p.n_tokens, kBlockQ) * p.n_head;
+  // Query tiles: exact for one sequence; each further sequence may add a partial tile. Many
+  // one-token sequences (decoders the caller did not hand to the decode kernel) fill the GPU
+  // with tiles already, and every split would multiply their launches.
+  const int64_t blocks = (ceil_div(p.n_tokens, kBlockQ) + p.n_seqs - 1) * p.n_head;
   if (blocks >= kSplitMaxBlocksPerSm * std::max(1, n_sms)) return 1;
   const int64_t slots = int64_t{std::max(1, n_sms)} * (p.cache.head_dim == 64 ? resident_blocks<64>() : resident_blocks<128>());
   const int64_t key_tiles = ceil_div(p.max_ctx_len, kBlockK);
