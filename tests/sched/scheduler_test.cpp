@@ -116,6 +116,32 @@ TEST(SchedulerTimeline, LongPromptChunkingOff) {
   t.expect_clean_end();
 }
 
+// A chunked prompt is admitted only when its whole prompt fits next to what the running prompts
+// still need (8 blocks of 4). A (16 tokens) takes 4 tokens a step; B (24 tokens = 6 blocks)
+// would fit its first chunk at once, but its whole prompt only once A is done, so it waits
+// instead of being admitted and preempted.
+TEST(SchedulerTimeline, ChunkedAdmissionNeedsTheWholePrompt) {
+  Timeline t({.max_num_batched_tokens = 8, .max_num_seqs = 4, .max_prefill_chunk_tokens = 4},
+             {.n_blocks = 8, .block_size = 4, .enable_prefix_caching = false});
+  t.run({
+      {.step = 1, .arrivals = {{A, tokens(1, 16), max_tokens(2)}, {B, tokens(100, 24), max_tokens(2)}},
+       .scheduled = {{A, 4}}},
+      {.step = 2, .scheduled = {{A, 4}}},
+      {.step = 3, .scheduled = {{A, 4}}},
+      {.step = 4, .scheduled = {{A, 4}}},
+      {.step = 5, .scheduled = {{A, 1}}, .finished = {A}},
+      {.step = 6, .scheduled = {{B, 4}}},
+      {.step = 7, .scheduled = {{B, 4}}},
+      {.step = 8, .scheduled = {{B, 4}}},
+      {.step = 9, .scheduled = {{B, 4}}},
+      {.step = 10, .scheduled = {{B, 4}}},
+      {.step = 11, .scheduled = {{B, 4}}},
+      {.step = 12, .scheduled = {{B, 1}}, .finished = {B}},
+  });
+  EXPECT_EQ(t.sched().stats().n_preemptions, 0);
+  t.expect_clean_end();
+}
+
 // max_num_seqs 2: C waits until A and B (3 outputs each) finish, although tokens are left.
 TEST(SchedulerTimeline, SequenceLimit) {
   Timeline t({.max_num_batched_tokens = 10, .max_num_seqs = 2},
