@@ -1,6 +1,8 @@
 #include "bench/itl_probe.h"
 
 #include <algorithm>
+#include <map>
+#include <random>
 
 #include "bench/workload.h"
 
@@ -22,6 +24,51 @@ int32_t decoder_max_tokens(const ItlProbeOptions& o, const runtime::EngineOption
   const int32_t c = effective_chunk(o, eo);
   const int32_t prefill_steps = (o.long_prompt + c - 1) / c;
   return o.warmup_tokens + 2 * (o.window + 2) + 2 * prefill_steps + 64;
+}
+
+// The decoders of one step wait for the same step, so their gaps are nearly equal: the
+// independent units are steps, not gaps. Confidence intervals resample steps (each step's mean
+// gap), deterministically.
+class StepGaps {
+ public:
+  void add(int64_t step, double gap) {
+    auto& [sum, n] = by_step_[step];
+    sum += gap;
+    ++n;
+  }
+  std::vector<double> means() const {
+    std::vector<double> m;
+    for (const auto& [step, sn] : by_step_) m.push_back(sn.first / sn.second);
+    return m;
+  }
+
+ private:
+  std::map<int64_t, std::pair<double, int64_t>> by_step_;
+};
+
+double resampled_median(const std::vector<double>& xs, std::mt19937_64& rng) {
+  std::uniform_int_distribution<size_t> pick(0, xs.size() - 1);
+  std::vector<double> r(xs.size());
+  for (double& x : r) x = xs[pick(rng)];
+  return median(r);
+}
+
+// 95% percentile-bootstrap intervals of the median of `before` and `during` (step means, in
+// seconds) and of their ratio, resampling both independently.
+struct StepIntervals {
+  Interval before, during, ratio;
+};
+StepIntervals step_intervals(const std::vector<double>& before, const std::vector<double>& during) {
+  constexpr int kResamples = 2000;
+  std::mt19937_64 rng(0x17e5eedULL);
+  std::vector<double> mb, md, mr;
+  for (int i = 0; i < kResamples; ++i) {
+    mb.push_back(resampled_median(before, rng));
+    md.push_back(resampled_median(during, rng));
+    mr.push_back(md.back() / mb.back());
+  }
+  auto ci = [](std::vector<double>& v) { return Interval{percentile(v, 2.5), percentile(v, 97.5)}; };
+  return {ci(mb), ci(md), ci(mr)};
 }
 
 nlohmann::json ms_summary(std::vector<double> xs) {
@@ -165,16 +212,20 @@ Result<nlohmann::json> run_itl_probe(runtime::Engine& engine, StepRecorder& step
   if (k_admit < 0 || k_first < k_admit) return internal_error("--itl-probe: could not find the long prefill's steps");
 
   std::vector<double> itl_before, itl_during, itl_after;
+  StepGaps steps_before, steps_during;
   for (size_t i = 0; i < b; ++i) {
     const auto& tt = recs[i].token_times;
     std::vector<double> mine_before, mine_after;
+    std::vector<int64_t> mine_before_step;
     for (size_t k = static_cast<size_t>(o.warmup_tokens) + 1; k < tt.size(); ++k) {
       const double gap = seconds_between(tt[k - 1], tt[k]);
       const int64_t s = step_of(tt[k]);
       if (s < k_admit) {
         mine_before.push_back(gap);
+        mine_before_step.push_back(s);
       } else if (s <= k_first) {
         itl_during.push_back(gap);
+        steps_during.add(s, gap);
       } else if (static_cast<int32_t>(mine_after.size()) < o.window) {
         mine_after.push_back(gap);
       }
@@ -183,6 +234,7 @@ Result<nlohmann::json> run_itl_probe(runtime::Engine& engine, StepRecorder& step
     const size_t w = static_cast<size_t>(o.window);
     const size_t drop = mine_before.size() > w ? mine_before.size() - w : 0;
     itl_before.insert(itl_before.end(), mine_before.begin() + static_cast<int64_t>(drop), mine_before.end());
+    for (size_t k = drop; k < mine_before.size(); ++k) steps_before.add(mine_before_step[k], mine_before[k]);
     itl_after.insert(itl_after.end(), mine_after.begin(), mine_after.end());
   }
   if (itl_before.empty() || itl_during.empty()) return internal_error("--itl-probe: no ITL samples before or during the long prefill");
@@ -204,6 +256,13 @@ Result<nlohmann::json> run_itl_probe(runtime::Engine& engine, StepRecorder& step
   j["long_admit_to_first_token_s"] = seconds_between(samples[static_cast<size_t>(k_admit)].t, t_first);
   j["itl_before_ms"] = ms_summary(itl_before);
   j["itl_during_ms"] = ms_summary(itl_during);
+  const std::vector<double> before_steps = steps_before.means(), during_steps = steps_during.means();
+  const StepIntervals ci = step_intervals(before_steps, during_steps);
+  j["itl_before_ms"]["steps"] = before_steps.size();
+  j["itl_during_ms"]["steps"] = during_steps.size();
+  j["itl_before_ms"]["median_ci95"] = {1000 * ci.before.lo, 1000 * ci.before.hi};
+  j["itl_during_ms"]["median_ci95"] = {1000 * ci.during.lo, 1000 * ci.during.hi};
+  j["ratio_median_ci95"] = {ci.ratio.lo, ci.ratio.hi};
   j["itl_after_ms"] = ms_summary(itl_after);
   j["ratio_median"] = med_during / med_before;
   j["ratio_p90"] = percentile(itl_during, 90) / med_before;

@@ -352,11 +352,12 @@ std::string fmt_itl(const nlohmann::json& p) {
   const auto& a = p["itl_after_ms"];
   return fmt::format(
       "{} decoding + one {}-token prompt (chunk {}): ITL before {:.2f} ms; during median {:.2f} / p90 {:.2f} / "
-      "max {:.2f} ms = x{:.2f} / x{:.2f} / x{:.2f}; after {:.2f} ms; long prefill {:.3f} s in {} steps; "
+      "max {:.2f} ms = x{:.2f} [{:.2f}, {:.2f}] / x{:.2f} / x{:.2f}; after {:.2f} ms; long prefill {:.3f} s in {} steps; "
       "preemptions {}: {} (median x{:.2f} <= {:.1f}; max: {})",
       p["batch"].get<int>(), p["long_prompt"].get<int>(), p["chunk_tokens_effective"].get<int>(),
       b["median"].get<double>(), d["median"].get<double>(), d["p90"].get<double>(), d["max"].get<double>(),
-      p["ratio_median"].get<double>(), p["ratio_p90"].get<double>(), p["ratio_max"].get<double>(),
+      p["ratio_median"].get<double>(), p["ratio_median_ci95"][0].get<double>(), p["ratio_median_ci95"][1].get<double>(),
+      p["ratio_p90"].get<double>(), p["ratio_max"].get<double>(),
       a.contains("median") ? a["median"].get<double>() : 0.0, p["long_prefill_s"].get<double>(),
       p["prefill_steps"].get<int64_t>(), p["preemptions"].get<int64_t>(), verdict(p), p["ratio_median"].get<double>(),
       p["max_ratio"].get<double>(), p["pass_strict"].get<bool>() ? "PASS" : "FAIL");

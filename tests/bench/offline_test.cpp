@@ -129,6 +129,16 @@ TEST(BenchOffline, ItlProbeSplitsTheLongPromptIntoChunks) {
   EXPECT_EQ(b["n"].get<int64_t>(), 8 * 8);
   EXPECT_EQ(a["n"].get<int64_t>(), 8 * 8);
   EXPECT_EQ(d["n"].get<int64_t>(), 8 * 10);  // one token per decoder per prefill step
+  // Intervals resample steps (the decoders' gaps in one step are one measurement).
+  EXPECT_EQ(d["steps"].get<int64_t>(), 10);
+  EXPECT_GE(b["steps"].get<int64_t>(), 8);
+  for (const auto* s : {&b, &d}) {
+    ASSERT_TRUE((*s)["median_ci95"].is_array());
+    EXPECT_GT((*s)["median_ci95"][0].get<double>(), 0.0);
+    EXPECT_LE((*s)["median_ci95"][0].get<double>(), (*s)["median_ci95"][1].get<double>());
+  }
+  ASSERT_TRUE(p["ratio_median_ci95"].is_array());
+  EXPECT_LE(p["ratio_median_ci95"][0].get<double>(), p["ratio_median_ci95"][1].get<double>());
   EXPECT_GT(b["median"].get<double>(), 0.0);
   EXPECT_GT(d["median"].get<double>(), 0.0);
   EXPECT_GE(d["max"].get<double>(), d["p90"].get<double>());
