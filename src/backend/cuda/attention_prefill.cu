@@ -380,7 +380,9 @@ constexpr int64_t kSplitAbove = 2048, kMinSplitKeys = 256, kSplitMaxBlocksPerSm 
 constexpr int64_t kMaxPartialBytes = int64_t{256} << 20;
 
 namespace {
-int g_split_mode = -1;  // -1: unset (read FRUGAL_PREFILL_SPLIT), 0 off, 1 on
+// -1: unset (read FRUGAL_PREFILL_SPLIT on first use), 0 off, 1 on. Process-wide; tests flip it
+// between launches on one thread (set_prefill_split_enabled), nothing else writes it.
+int g_split_mode = -1;
 }  // namespace
 
 bool prefill_split_enabled() {
