@@ -103,11 +103,11 @@ int32_t BlockPool::blocks_needed(const BlockTable& table, int32_t n_tokens) cons
   return std::max(0, blocks_for_tokens(n_tokens) - static_cast<int32_t>(table.blocks.size()));
 }
 
-bool BlockPool::can_attach(std::span<const BlockId> hits, int32_t n_tokens) const {
+bool BlockPool::can_attach(std::span<const BlockId> hits, int32_t n_tokens, int32_t keep_free) const {
   int32_t evictable_hits = 0;
   for (BlockId id : hits) evictable_hits += blocks_[id].ref_count == 0 ? 1 : 0;
   const int32_t fresh = std::max(0, blocks_for_tokens(n_tokens) - static_cast<int32_t>(hits.size()));
-  return fresh <= n_free() - evictable_hits;
+  return fresh + keep_free <= n_free() - evictable_hits;
 }
 
 bool BlockPool::attach(BlockTable& table, std::span<const BlockId> hits, int32_t n_tokens) {

@@ -84,9 +84,10 @@ class BlockPool {
   // Adds a lookup to the hit-rate counters (callers count each admission once, not each retry).
   void record_lookup(int32_t n_queried_blocks, int32_t n_hit_blocks);
 
-  // Whether an empty table could take the `hits` from match_prefix and grow to n_tokens slots:
-  // hits that sit on the evictable list stop being allocatable once taken.
-  bool can_attach(std::span<const BlockId> hits, int32_t n_tokens) const;
+  // Whether an empty table could take the `hits` from match_prefix and grow to n_tokens slots
+  // while `keep_free` allocatable blocks remain: hits that sit on the evictable list stop being
+  // allocatable once taken.
+  bool can_attach(std::span<const BlockId> hits, int32_t n_tokens, int32_t keep_free = 0) const;
   // Starts an empty table with the prefix hits (one reference each) and grows it to n_tokens
   // slots. Returns false and changes nothing when blocks run out.
   bool attach(BlockTable& table, std::span<const BlockId> hits, int32_t n_tokens);

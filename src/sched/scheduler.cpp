@@ -130,10 +130,7 @@ void Scheduler::admit_waiting(ScheduledBatch& batch, int32_t& budget) {
     const int32_t left = seq->n_tokens() - n_hit;
     const int32_t n_new = chunk_tokens(*seq, left, budget);
     if (n_new < left && !config_.enable_chunked_prefill) return;
-    int32_t evictable_hits = 0;
-    for (kv::BlockId id : hits) evictable_hits += pool_->ref_count(id) == 0 ? 1 : 0;
-    const int32_t fresh_whole = std::max(0, pool_->blocks_for_tokens(seq->n_tokens()) - static_cast<int32_t>(hits.size()));
-    if (fresh_whole + owed > pool_->n_free() - evictable_hits) return;  // FCFS: nobody overtakes the head
+    if (!pool_->can_attach(hits, seq->n_tokens(), owed)) return;  // FCFS: nobody overtakes the head
     if (!pool_->attach(seq->table, hits, n_hit + n_new)) return;
     if (pool_->prefix_caching()) {
       pool_->record_lookup(static_cast<int32_t>(lookup.size()) / bs, static_cast<int32_t>(hits.size()));

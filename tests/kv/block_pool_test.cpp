@@ -114,6 +114,10 @@ TEST(BlockPool, EvictableHitsAreNotCountedTwice) {
   EXPECT_FALSE(pool.attach(b, hits, 13));
   EXPECT_EQ(pool.ref_count(0), 0);  // the failed attach took nothing
   EXPECT_TRUE(pool.can_attach(hits, 12));
+  // 12 tokens take 1 fresh block: with 1 block to keep free nothing is left for it.
+  EXPECT_FALSE(pool.can_attach(hits, 12, /*keep_free=*/1));
+  EXPECT_TRUE(pool.can_attach({}, 4, /*keep_free=*/2));   // 1 of 3 free, 2 kept
+  EXPECT_FALSE(pool.can_attach({}, 5, /*keep_free=*/2));  // 2 + 2 > 3
   ASSERT_TRUE(pool.attach(b, hits, 12));
   EXPECT_EQ(b.blocks, (std::vector<BlockId>{0, 1, 2}));
   EXPECT_EQ(pool.n_free(), 0);
