@@ -174,6 +174,13 @@ TEST_P(EngineBatchInvariance, GreedyOutputsIdenticalAcrossBatchingModes) {
   EXPECT_EQ(uncached, expected) << "prefix caching off changed greedy outputs";
   EXPECT_EQ(st_uncached.prefix_cache_hits, 0);
 
+  EngineOptions long_chunks = base();  // prompts over 32 tokens: 8 per step while others decode
+  long_chunks.long_prefill_token_threshold = 32;
+  long_chunks.long_prefill_chunk_tokens = 8;
+  auto [chunked, st_chunked] = run_mode(long_chunks, false);
+  EXPECT_EQ(chunked, expected) << "small chunks for long prompts next to decodes changed greedy outputs";
+  EXPECT_GT(st_chunked.steps, st_together.steps) << "the long prompts were meant to take more steps";
+
   EngineOptions tiny = base();
   tiny.num_kv_blocks = 24;  // 384 token slots for 32 sequences of up to ~200 tokens
   auto [preempted, st_tiny] = run_mode(tiny, false);
