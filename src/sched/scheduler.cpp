@@ -30,9 +30,13 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& config, kv::BlockPool
                             ") must be >= max_num_seqs (" + std::to_string(config.max_num_seqs) + ")");
   }
   if (config.max_model_len < 0) return invalid_argument("SchedulerConfig.max_model_len: expected >= 0");
-  if (config.long_prefill_token_threshold < 0 || config.long_prefill_chunk_tokens < 0) {
-    return invalid_argument("SchedulerConfig.long_prefill_token_threshold and long_prefill_chunk_tokens: expected >= 0 "
-                            "(chunk 0 = off)");
+  if (config.long_prefill_token_threshold < 0) {
+    return invalid_argument("long_prefill_token_threshold (--long-prefill-token-threshold) is " +
+                            std::to_string(config.long_prefill_token_threshold) + ": expected >= 0");
+  }
+  if (config.long_prefill_chunk_tokens < 0) {
+    return invalid_argument("long_prefill_chunk_tokens (--long-prefill-chunk-tokens) is " +
+                            std::to_string(config.long_prefill_chunk_tokens) + ": expected >= 0 (0 = off)");
   }
   if (config.max_prefill_chunk_tokens < 0) {
     return invalid_argument("SchedulerConfig.max_prefill_chunk_tokens: expected >= 0 (0 = no cap)");

@@ -22,6 +22,12 @@ TEST(SchedulerApi, ConfigValidation) {
   EXPECT_FALSE(Scheduler::create({}, nullptr).is_ok());
   EXPECT_FALSE(Scheduler::create({.max_num_batched_tokens = 8, .max_num_seqs = 9}, &pool).is_ok());
   EXPECT_TRUE(Scheduler::create({.max_num_batched_tokens = 8, .max_num_seqs = 8}, &pool).is_ok());
+  auto bad_chunk = Scheduler::create({.long_prefill_chunk_tokens = -1}, &pool);
+  ASSERT_FALSE(bad_chunk.is_ok());
+  EXPECT_NE(bad_chunk.status().message().find("--long-prefill-chunk-tokens"), std::string::npos);
+  auto bad_threshold = Scheduler::create({.long_prefill_token_threshold = -1}, &pool);
+  ASSERT_FALSE(bad_threshold.is_ok());
+  EXPECT_NE(bad_threshold.status().message().find("--long-prefill-token-threshold"), std::string::npos);
 }
 
 TEST(SchedulerApi, RejectsBadRequestsWithoutState) {
