@@ -62,7 +62,7 @@ class Tok:
         from tokenizers import Tokenizer
         self.t = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
         cfg_path = os.path.join(model_dir, "tokenizer_config.json")
-        cfg = json.load(open(cfg_path)) if os.path.exists(cfg_path) else {}
+        cfg = json.load(open(cfg_path, encoding="utf-8")) if os.path.exists(cfg_path) else {}
         self.add_bos = bool(cfg.get("add_bos_token", False))
         bos = cfg.get("bos_token")
         if isinstance(bos, dict):
@@ -79,7 +79,7 @@ class Tok:
 def load_model(model_dir):
     import torch
     import transformers
-    arch = json.load(open(os.path.join(model_dir, "config.json")))["architectures"][0]
+    arch = json.load(open(os.path.join(model_dir, "config.json"), encoding="utf-8"))["architectures"][0]
     cls = getattr(transformers, arch)
     try:
         m = cls.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
@@ -156,7 +156,7 @@ def ppl_entry(name, model_dir, tokens, ctx, bos_id, max_chunks, text_file=None, 
 
 def golden_tokens(model_dir, n, seed):
     import torch
-    vocab = json.load(open(os.path.join(model_dir, "config.json")))["vocab_size"]
+    vocab = json.load(open(os.path.join(model_dir, "config.json"), encoding="utf-8"))["vocab_size"]
     g = torch.Generator().manual_seed(seed)
     return [int(x) for x in torch.randint(3, vocab, (n,), generator=g)]
 
@@ -203,7 +203,7 @@ def mc_questions(fmt, limit_subjects, per_subject):
 
 def mc_oracle(model_dir, tok, questions):
     model, arch = load_model(model_dir)
-    n_pos = json.load(open(os.path.join(model_dir, "config.json")))["max_position_embeddings"]
+    n_pos = json.load(open(os.path.join(model_dir, "config.json"), encoding="utf-8"))["max_position_embeddings"]
     res = []
     t = time.time()
     for q in questions:
@@ -257,7 +257,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    LOG = open(os.path.join(a.out, "oracle_log.txt"), "w")
+    LOG = open(os.path.join(a.out, "oracle_log.txt"), "w", encoding="utf-8")
     log(f"eval_oracles.py {' '.join(sys.argv[1:])}")
     import torch
     import transformers
@@ -274,7 +274,7 @@ def main():
     entries = []
     ref_tok = Tok(a.model)
     wiki = os.path.join(ORACLE_DATA, "wikitext-2-test-head.txt")
-    text = open(wiki, encoding="utf-8").read()
+    text = open(wiki, encoding="utf-8", newline="").read()
     ref_ctx = 512 if not a.smoke else 128
     entries.append(ppl_entry("reference", a.model, ref_tok.encode(text, bos=True), ref_ctx,
                              ref_tok.bos_id if ref_tok.add_bos else None, max_chunks, wiki,
@@ -282,7 +282,7 @@ def main():
     st_dir = os.path.join(REPO, "models", "stories260K")
     st_tok = Tok(st_dir)
     story = os.path.join(ORACLE_DATA, "story.txt")
-    entries.append(ppl_entry("stories260K", st_dir, st_tok.encode(open(story, encoding="utf-8").read(), bos=True),
+    entries.append(ppl_entry("stories260K", st_dir, st_tok.encode(open(story, encoding="utf-8", newline="").read(), bos=True),
                              256, st_tok.bos_id if st_tok.add_bos else None, max_chunks, story))
     gold_root = os.path.join(REPO, "tests", "data", "golden")
     golds = sorted(d for d in os.listdir(gold_root) if os.path.isfile(os.path.join(gold_root, d, "config.json")))
@@ -295,7 +295,7 @@ def main():
         entries.append(ppl_entry(f"golden/{g}", d, toks, ctx, None, max_chunks,
                                  extra={"tokens_from": f"torch.randint(3, vocab, ({4 * ctx},), "
                                                        f"Generator.manual_seed({1000 + i}))"}))
-    with open(os.path.join(a.out, "ppl.json"), "w") as f:
+    with open(os.path.join(a.out, "ppl.json"), "w", encoding="utf-8") as f:
         json.dump({"format": "frugal-eval-oracle-ppl", "version": 1, "meta": meta, "entries": entries}, f)
 
     # ---- multiple choice
@@ -303,7 +303,7 @@ def main():
     qs = mc_questions("mmlu", subj, per) + mc_questions("cmmlu", subj, per)
     hf_tokenizer_check(a.model, ref_tok, [q["context"] for q in qs[:4]] + [text[:2000], " A", " B"])
     res = mc_oracle(a.model, ref_tok, qs)
-    with open(os.path.join(a.out, "mc.json"), "w") as f:
+    with open(os.path.join(a.out, "mc.json"), "w", encoding="utf-8") as f:
         json.dump({"format": "frugal-eval-oracle-mc", "version": 1, "meta": meta, "model_dir": a.model_name,
                    "shots": 5, "questions": res}, f, ensure_ascii=False)
     for fn in ("ppl.json", "mc.json"):

@@ -11,7 +11,9 @@
 # Put it back into the repo with scripts/eval/install_reference.sh FILES_DIR (see its header).
 #
 #   OUT=... bash scripts/gpu/reference.sh [all|train|oracles]     (MINUTES=4: training wall budget)
-# `oracles` alone uses MODEL (default models/reference-qwen2-20m, i.e. a model already in the repo).
+# `train` = smoke runs + training (ships the model); `oracles` alone (a later call) uses MODEL, by
+# default the model the `train` call left in /tmp/frugal-reference on the same warm machine, else
+# models/reference-qwen2-20m (a model already in the repo). `all` = train + oracles (~8 min).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -19,13 +21,17 @@ OUT="${OUT:-/tmp/frugal-out}"
 MINUTES="${MINUTES:-4}"
 STAGE="${1:-all}"
 mkdir -p "$OUT"
-W="$(mktemp -d /tmp/reference.XXXXXX)"
+# A fixed work dir, so that `oracles` in a later call on the same (warm) machine finds the model.
+W="${WORK:-/tmp/frugal-reference}"
+mkdir -p "$W"
 T0=$(date +%s)
 say() { echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
 
 pack() {
   say "packing into $OUT"
-  if [ -f "$W/reference-qwen2-20m/config.json" ]; then
+  if [ "$STAGE" = oracles ]; then
+    :  # the model was shipped by the `train` call
+  elif [ -f "$W/reference-qwen2-20m/config.json" ]; then
     mkdir -p "$OUT/reference-qwen2-20m"
     cp "$W"/reference-qwen2-20m/*.safetensors "$OUT/reference-qwen2-20m/" 2>/dev/null
     (cd "$W/reference-qwen2-20m" && ls | grep -v '\.safetensors$' | tar czf "$OUT/reference-meta.tar.gz" -T -)
@@ -60,7 +66,9 @@ run() {  # run NAME CMD...: logs the exit status, keeps going
   return "$rc"
 }
 
+case "$STAGE" in all|train|oracles) ;; *) echo "usage: reference.sh [all|train|oracles]"; exit 2 ;; esac
 if [ "$STAGE" = all ] || [ "$STAGE" = train ]; then
+  rm -rf "$W/smoke-model" "$W/smoke-oracle" "$W/reference-qwen2-20m" "$W/eval_oracle"
   run smoke-train python3 scripts/gpu/train_reference.py --smoke --out "$W/smoke-model" \
     || { say "smoke training failed: stopping"; exit 1; }
   run smoke-oracles python3 scripts/gpu/eval_oracles.py --smoke --model "$W/smoke-model" --out "$W/smoke-oracle" \
@@ -70,7 +78,11 @@ if [ "$STAGE" = all ] || [ "$STAGE" = train ]; then
   MODEL="$W/reference-qwen2-20m"
 fi
 if [ "$STAGE" = all ] || [ "$STAGE" = oracles ]; then
-  MODEL="${MODEL:-models/reference-qwen2-20m}"
+  if [ -z "${MODEL:-}" ]; then
+    MODEL=models/reference-qwen2-20m
+    [ -f "$W/reference-qwen2-20m/config.json" ] && MODEL="$W/reference-qwen2-20m"
+  fi
+  rm -rf "$W/eval_oracle"
   run oracles python3 scripts/gpu/eval_oracles.py --model "$MODEL" --out "$W/eval_oracle"
 fi
 say "finished, rc $rc_all"

@@ -188,7 +188,7 @@ def train_tokenizer(docs, vocab_size, out_dir):
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(QWEN2_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
@@ -212,7 +212,7 @@ def train_tokenizer(docs, vocab_size, out_dir):
         "errors": "replace", "model_max_length": 4096, "split_special_tokens": False,
         "tokenizer_class": "PreTrainedTokenizerFast",
     }
-    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump(cfg, f, indent=2, ensure_ascii=False)
     # Round trip through the saved file: what frugal will read.
     tok = Tokenizer.from_file(os.path.join(out_dir, "tokenizer.json"))
@@ -271,7 +271,7 @@ def main():
         if not a.smoke:
             sys.exit("hidden and intermediate sizes must be multiples of 128 (group-128 quantization)")
     os.makedirs(a.out, exist_ok=True)
-    LOG = open(os.path.join(a.out, "train_log.txt"), "w")
+    LOG = open(os.path.join(a.out, "train_log.txt"), "w", encoding="utf-8")
     log(f"train_reference.py {' '.join(sys.argv[1:])}")
 
     import numpy as np
@@ -362,17 +362,24 @@ def main():
     bad_evals = 0
     step = 0
     tokens = 0
-    train_start = time.time()
-    t_log = time.time()
-    tok_log = 0
     losses = []
     stop_reason = "budget"
     v0 = val_loss()
     log(f"step 0 val_loss {v0:.4f}")
     model.train()
+    train_start = time.time()
+    t_log = time.time()
+    tok_log = 0
+    t10 = None
     while True:
+        if step == 10:
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            t10 = time.time()
         if total_steps is None and step == 30:
-            per = (time.time() - train_start) / 30
+            if dev == "cuda":
+                torch.cuda.synchronize()
+            per = (time.time() - t10) / 20 * 1.05  # + 5% for the validation passes
             total_steps = max(a.warmup + 10, int(budget * 0.97 / per))
             log(f"timing: {per * 1000:.1f} ms/step -> cosine over {total_steps} steps")
         ts = total_steps or 10 ** 9
@@ -431,10 +438,14 @@ def main():
     model = model.to(torch.bfloat16).cpu()
     model.config.use_cache = True
     model.generation_config = GenerationConfig(bos_token_id=0, eos_token_id=[0, 2], do_sample=False)
-    model.save_pretrained(a.out, max_shard_size=int(a.max_shard_mb * 1e6))
+    # The string form is what scripts/golden/make_golden.py uses with transformers 5.17 ("300KB").
+    shard = f"{int(a.max_shard_mb * 1000)}KB"
+    model.save_pretrained(a.out, max_shard_size=shard)
     check_and_fix_shards(a.out, a.max_shard_mb * 1e6)
     for f in sorted(os.listdir(a.out)):
         log(f"  {f}: {os.path.getsize(os.path.join(a.out, f)):,} bytes")
+    weights = sum(os.path.getsize(os.path.join(a.out, f)) for f in os.listdir(a.out) if f.endswith(".safetensors"))
+    log(f"weights: {weights:,} bytes{'' if weights <= 40e6 else ' -- OVER the 40 MB target'}")
 
     # ---- samples, from the saved files, fp32 on the CPU (what the C++ test reproduces)
     samples = make_samples(a.out, a.sample_tokens)
@@ -461,7 +472,7 @@ def main():
         "total_wall_s": time.time() - T0, "output_sha256": files,
         "smoke": a.smoke,
     }
-    with open(os.path.join(a.out, "provenance.json"), "w") as f:
+    with open(os.path.join(a.out, "provenance.json"), "w", encoding="utf-8") as f:
         json.dump(prov, f, indent=2)
     write_readme(a.out, prov, cfg)
     log(f"done: val_loss {best[0]:.4f} (ppl {math.exp(best[0]):.2f}) after {step} steps, "
@@ -503,7 +514,7 @@ def check_and_fix_shards(out, limit):
         for k in g:
             wmap[k] = fn
             total += tensors[k].numel() * tensors[k].element_size()
-    with open(idx, "w") as f:
+    with open(idx, "w", encoding="utf-8") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": wmap}, f, indent=2)
     for f in sorted(os.listdir(out)):
         if f.endswith(".safetensors") and os.path.getsize(os.path.join(out, f)) > limit:
@@ -539,12 +550,12 @@ def make_samples(out, n_new):
             res.append({"prompt": p, "prompt_ids": ids, "output_ids": gen_ids,
                         "output_text": tok.decode(gen_ids, skip_special_tokens=False),
                         "margins": margins, "min_margin": min(margins) if margins else None})
-    with open(os.path.join(out, "samples.json"), "w") as f:
+    with open(os.path.join(out, "samples.json"), "w", encoding="utf-8") as f:
         json.dump({"what": "greedy decoding (argmax, stops after <|endoftext|>=0 or <|im_end|>=2), "
                            "fp32 CPU compute from the saved bf16 weights, eager attention, full "
                            "recompute each step; margins[i] = top1 - top2 logit at step i",
                    "samples": res}, f, indent=1, ensure_ascii=False)
-    with open(os.path.join(out, "samples.txt"), "w") as f:
+    with open(os.path.join(out, "samples.txt"), "w", encoding="utf-8") as f:
         for i, r in enumerate(res):
             f.write(f"=== sample {i} (min top1-top2 margin {r['min_margin']:.4f})\n")
             f.write(f"prompt: {json.dumps(r['prompt'], ensure_ascii=False)}\n")
@@ -579,7 +590,7 @@ GSM8K 1001-1319 are held out.
 `train_log.txt` is the run's log, `provenance.json` its hashes and versions, `samples.txt`/`samples.json`
 greedy continuations computed with PyTorch (fp32, CPU) from these files.
 """
-    with open(os.path.join(out, "README.md"), "w") as f:
+    with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
         f.write(txt)
 
 
