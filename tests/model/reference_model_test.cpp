@@ -8,6 +8,7 @@
 // FRUGAL_REFERENCE_MODEL overrides the model directory.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -160,9 +161,10 @@ TEST(ReferenceModel, GreedyMatchesPyTorchSamples) {
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   const json samples = read_json(model_dir() + "/samples.json").at("samples");
   ASSERT_FALSE(samples.empty());
-  // PyTorch (fp32, CPU) and frugal round differently, so a step whose top-2 logits are nearly tied
-  // may go either way; compare up to the first such step (margins[i]: top1 - top2 at step i).
-  constexpr double kTie = 0.02;
+  // PyTorch (fp32, CPU) and frugal round differently (their log-probs differ by ~3e-5 on this
+  // model, see TeacherForcedLogprobsMatchPyTorch), so a step whose top-2 logits are within 1e-3 may
+  // go either way; compare up to the first such step (margins[i]: top1 - top2 at step i).
+  constexpr double kTie = 1e-3;
   int compared = 0, total = 0;
   for (const auto& s : samples) {
     const auto prompt = ids_of(s["prompt_ids"]);
@@ -184,6 +186,7 @@ TEST(ReferenceModel, GreedyMatchesPyTorchSamples) {
   }
   // Most steps must be comparable, or the check says little.
   EXPECT_GE(compared * 2, total) << compared << " of " << total << " greedy steps compared";
+  std::printf("greedy: %d of %d PyTorch steps compared, all equal\n", compared, total);
 }
 
 TEST(ReferenceModel, TeacherForcedLogprobsMatchPyTorch) {
@@ -235,7 +238,8 @@ TEST(ReferenceModel, TeacherForcedLogprobsMatchPyTorch) {
     }
   }
   ASSERT_EQ(n, entry["n_scored"].get<int64_t>());
-  EXPECT_LE(max_diff, 2e-3) << "largest per-token log-prob difference";
+  EXPECT_LE(max_diff, 1e-3) << "largest per-token log-prob difference";
+  std::printf("teacher-forced: %lld tokens, max |log-prob diff| %.3g\n", static_cast<long long>(n), max_diff);
   const double ppl = std::exp(nll / static_cast<double>(n));
   const double ppl_ref = entry["ppl"].get<double>();
   EXPECT_NEAR(std::exp(nll_ref / static_cast<double>(n)), ppl_ref, 1e-6 * ppl_ref) << "ppl.json is inconsistent";
