@@ -3,29 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
-
-#include "core/mapped_file.h"
 #include "model/families.h"
 
 namespace frugal::model {
 namespace {
-
-using nlohmann::json;
-
-// transformers >= 5 writes rope settings as rope_parameters {rope_type, rope_theta, ...};
-// map them onto the older rope_scaling / rope_theta fields the parser reads.
-void normalize_rope_parameters(json& j) {
-  auto rp = j.find("rope_parameters");
-  if (rp == j.end() || !rp->is_object()) return;
-  if (!j.contains("rope_theta") && rp->contains("rope_theta")) j["rope_theta"] = (*rp)["rope_theta"];
-  const bool has_scaling = j.contains("rope_scaling") && !j["rope_scaling"].is_null();
-  if (!has_scaling && rp->value("rope_type", std::string("default")) != "default") {
-    json s = *rp;
-    s.erase("rope_theta");
-    j["rope_scaling"] = s;
-  }
-}
 
 // max_position_embeddings, or for dynamic NTK scaling (which exists to run past it) that
 // times the scaling factor.
@@ -46,18 +27,6 @@ FamilyFactory family_factory(Family f) {
   return nullptr;
 }
 
-Result<ModelConfig> read_model_config(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const std::string file = fs::is_directory(path, ec) ? path + "/config.json" : path;
-  FRUGAL_ASSIGN_OR_RETURN(std::string text, read_file(file));
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return corrupt(file + ": not valid JSON");
-  if (!j.is_object()) return corrupt(file + ": not a JSON object");
-  normalize_rope_parameters(j);
-  return parse_model_config(j, file);
-}
-
 Model::~Model() = default;
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, ops::Backend* backend,
@@ -70,7 +39,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, ops::Backend
   const std::string dir = is_dir ? path : fs::path(path).parent_path().string();
   const std::string config_file = is_dir ? path + "/config.json" : path;
   ModelParts parts;
-  FRUGAL_ASSIGN_OR_RETURN(parts.config, read_model_config(config_file));
+  FRUGAL_ASSIGN_OR_RETURN(parts.config, load_model_config(config_file));
   FRUGAL_ASSIGN_OR_RETURN(const ArchInfo* arch, arch_for(parts.config, config_file));
   FamilyFactory factory = family_factory(arch->family);
   if (!arch->runnable || !factory)

@@ -109,8 +109,4 @@ class Model {
   std::vector<uint8_t> tap_staging_;
 };
 
-// Reads config.json (a file or a directory holding one), accepting transformers 5's
-// rope_parameters in place of rope_scaling / rope_theta.
-Result<ModelConfig> read_model_config(const std::string& path);
-
 }  // namespace frugal::model

@@ -19,6 +19,7 @@
 #include "model/kv_storage.h"
 #include "model/model.h"
 #include "runtime/backends.h"
+#include "runtime/kv_sizing.h"
 #include "runtime/sampler.h"
 #include "sched/scheduler.h"
 
@@ -174,12 +175,7 @@ Status EngineImpl::init(const EngineOptions& o) {
   }
 
   // KV pool: an explicit block count, else a fraction of free device memory, else a host budget.
-  DType kv_dtype = backend_.backend->activation_dtype();
-  kv::KvGeometry g{.n_layers = static_cast<int32_t>(cfg.num_hidden_layers),
-                   .n_head_kv = static_cast<int32_t>(cfg.num_key_value_heads),
-                   .head_dim_k = static_cast<int32_t>(cfg.head_dim),
-                   .dtype = kv_dtype,
-                   .block_size = o.block_size};
+  const kv::KvGeometry g = engine_kv_geometry(cfg, engine_kv_dtype(*backend_.backend), o.block_size);
   int64_t n_blocks = o.num_kv_blocks;
   if (n_blocks <= 0) {
     size_t free_b = 0, total_b = 0;
@@ -194,10 +190,7 @@ Status EngineImpl::init(const EngineOptions& o) {
     int64_t cap = static_cast<int64_t>(o.max_num_seqs) * ((max_model_len_ + o.block_size - 1) / o.block_size) + 1;
     n_blocks = std::min(n_blocks, cap);
   }
-  FRUGAL_ASSIGN_OR_RETURN(kv_, model::KvStorage::create(backend_.backend.get(), cfg,
-                                                        {.n_blocks = static_cast<int32_t>(n_blocks),
-                                                         .block_size = o.block_size,
-                                                         .dtype = kv_dtype}));
+  FRUGAL_ASSIGN_OR_RETURN(kv_, model::KvStorage::create(backend_.backend.get(), g, static_cast<int32_t>(n_blocks)));
   FRUGAL_ASSIGN_OR_RETURN(kv::BlockPool pool, kv::BlockPool::create({.n_blocks = static_cast<int32_t>(n_blocks),
                                                                       .block_size = o.block_size,
                                                                       .enable_prefix_caching = o.enable_prefix_caching}));

@@ -13,7 +13,7 @@ namespace frugal::model {
 namespace {
 
 ModelConfig config_of(const std::string& path) {
-  auto c = read_model_config(path);
+  auto c = load_model_config(path);
   EXPECT_TRUE(c.is_ok()) << c.status().to_string();
   return c.is_ok() ? *c : ModelConfig{};
 }
