@@ -223,30 +223,33 @@ TEST(RunnerGraphs, LlamaReplayMatchesEager) {
     (*m)->set_graphs_enabled(graphs == 1);
     auto kv = KvStorage::create(&backend, (*m)->config(), {.n_blocks = 8, .block_size = 4});
     ASSERT_TRUE(kv.is_ok());
-    // Two sequences: prompts {1, 5, 9} and {1, 4}, then three greedy decode steps each.
-    std::vector<int32_t> last = {9, 4}, len = {3, 2};
-    const std::vector<int32_t> t0 = {0, 1}, t1 = {4, 5};
+    // Three sequences (a decode bucket of 4: one padded row), blocks {0, 1}, {2, 3}, {4, 5};
+    // prompts {1, 5, 9}, {1, 4}, {2}, then three greedy decode steps each.
+    const std::vector<int32_t> prompts[3] = {{1, 5, 9}, {1, 4}, {2}}, tables[3] = {{0, 1}, {2, 3}, {4, 5}};
+    std::vector<int32_t> len = {3, 2, 1};
     StepBatch b;
     b.reset(2);
-    const std::vector<int32_t> pr0 = {1, 5, 9}, pr1 = {1, 4}, s0 = {0, 1, 2}, s1 = {16, 17};
-    b.add_seq(pr0, 0, 3, t0, s0, true);
-    b.add_seq(pr1, 0, 2, t1, s1, true);
+    for (int s = 0; s < 3; ++s) {
+      std::vector<int32_t> slots;
+      for (int32_t p = 0; p < len[static_cast<size_t>(s)]; ++p) slots.push_back(8 * s + p);
+      b.add_seq(prompts[s], 0, len[static_cast<size_t>(s)], tables[s], slots, true);
+    }
     for (int step = 0; step < 4; ++step) {
-      b.temperature = {0.f, 0.f};
-      b.top_k = {0, 0};
-      b.top_p = {1.f, 1.f};
-      b.seeds = {1, 2};
-      std::vector<int32_t> ids(2);
-      const std::vector<int32_t> host_rows = {0, 1};
-      std::vector<float> host(2 * 32);
+      b.temperature.assign(3, 0.f);
+      b.top_k.assign(3, 0);
+      b.top_p.assign(3, 1.f);
+      b.seeds.assign(3, 1);
+      std::vector<int32_t> ids(3);
+      const std::vector<int32_t> host_rows = {0, 1, 2};
+      std::vector<float> host(3 * 32);
       ASSERT_TRUE((*m)->forward_sample(b, **kv, ids.data(), host_rows, host.data()).is_ok());
       ids_of[graphs].insert(ids_of[graphs].end(), ids.begin(), ids.end());
       logits_of[graphs].insert(logits_of[graphs].end(), host.begin(), host.end());
       b.reset(2);
-      for (int s = 0; s < 2; ++s) {
-        const std::vector<int32_t> tok = {ids[static_cast<size_t>(s)]}, slot = {(s == 0 ? 0 : 16) + len[static_cast<size_t>(s)]};
-        b.add_seq(tok, len[static_cast<size_t>(s)], len[static_cast<size_t>(s)] + 1, s == 0 ? t0 : t1, slot, true);
-        ++len[static_cast<size_t>(s)];
+      for (int s = 0; s < 3; ++s) {
+        const int32_t n = len[static_cast<size_t>(s)]++;
+        const std::vector<int32_t> tok = {ids[static_cast<size_t>(s)]}, slot = {8 * s + n};
+        b.add_seq(tok, n, n + 1, tables[s], slot, true);
       }
     }
     if (graphs == 1) {
