@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "core/status.h"
 #include "model/forward_batch.h"
 
 namespace frugal::model {
@@ -48,8 +49,10 @@ struct StepBatch {
 
   // Appends a sequence computing `new_tokens` at positions start_pos, start_pos + 1, ...,
   // with ctx_len cached tokens after the step; `wants_logits` asks for its last token's logits.
+  // `table` has at most max_blocks_per_seq entries, `slots` one per new token.
   void add_seq(std::span<const int32_t> new_tokens, int32_t start_pos, int32_t seq_ctx_len,
                std::span<const int32_t> table, std::span<const int32_t> slots, bool wants_logits) {
+    FRUGAL_CHECK(table.size() <= static_cast<size_t>(max_blocks_per_seq) && slots.size() == new_tokens.size());
     for (size_t t = 0; t < new_tokens.size(); ++t) {
       tokens.push_back(new_tokens[t]);
       positions.push_back(start_pos + static_cast<int32_t>(t));
