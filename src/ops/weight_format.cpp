@@ -32,6 +32,15 @@ const char* zero_name(ZeroPoint z) {
   return "?";
 }
 
+const char* act_quant_name(ActivationQuant a) {
+  switch (a) {
+    case ActivationQuant::kNone: return "none";
+    case ActivationQuant::kDynamicPerToken: return "dynamic_per_token";
+    case ActivationQuant::kDynamicPerGroup: return "dynamic_per_group";
+  }
+  return "?";
+}
+
 bool is_dense_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 
 }  // namespace
@@ -58,6 +67,7 @@ std::string weight_format_name(const WeightFormat& f) {
   if (f.scale_dtype != d.scale_dtype) s += std::string(" scales=") + dtype_name(f.scale_dtype);
   if (f.zero != d.zero) s += std::string(" zero=") + zero_name(f.zero) + "(" + dtype_name(f.zero_dtype) + ")";
   if (f.act_order) s += " act_order";
+  if (f.act_quant != d.act_quant) s += std::string(" act_quant=") + act_quant_name(f.act_quant);
   return s;
 }
 
@@ -77,8 +87,9 @@ Status check_weight_format(const WeightFormat& f, const char* what) {
       const WeightFormat d = dense_format(f.dtype);
       // scale_dtype and zero_dtype mean nothing without scales and zero points.
       if (f.packing != d.packing || f.layout != d.layout || f.group_k != d.group_k || f.group_n != d.group_n ||
-          f.zero != d.zero || f.act_order != d.act_order)
-        return invalid_argument(prefix(what, f) + ": dense weights have no packing, groups, zero points or act order");
+          f.zero != d.zero || f.act_order != d.act_order || f.act_quant != d.act_quant)
+        return invalid_argument(prefix(what, f) +
+                                ": dense weights have no packing, groups, zero points, act order or activation quantization");
       return {};
     }
   }

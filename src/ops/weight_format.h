@@ -13,6 +13,7 @@
 //   int4 GPTQ i4      int32_along_k  in_out  128     1       [k/g, n]    stored_minus_one yes (g_idx [k])
 //   fp8 tensor f8e4m3 none           out_in  0       0       [1]         none             no
 //   fp8 block f8e4m3  none           out_in  128     128     [n/128, k/128] none          no
+//                                                                (W8A8: act_quant per token or per 128-group)
 //   nf4      i4       nibbles_along_k out_in 64      1       [n, k/64]   none             no
 //
 // No STL here: included by .cu files (through ops/params.h). CUDA code is C++17.
@@ -48,6 +49,13 @@ enum class WeightLayout : uint8_t {
   kInOut,  // [k, n] row-major: AutoAWQ / GPTQ `qweight`
 };
 
+// Activations quantized on the fly for W8A8 kernels (FP8 E4M3 with dynamic scales).
+enum class ActivationQuant : uint8_t {
+  kNone,             // weight-only: x stays in the activation dtype (W8A16, W4A16, dense)
+  kDynamicPerToken,  // one scale per token row of x
+  kDynamicPerGroup,  // one scale per group_k inputs of each token row (DeepSeek-V3: 128)
+};
+
 // Zero points of asymmetric integer schemes: W = (q - z) * scale.
 enum class ZeroPoint : uint8_t {
   kNone,            // symmetric: W = q * scale (q signed, or offset by half the range)
@@ -64,16 +72,17 @@ struct WeightFormat {
   // output channel when group_n = 1); group_n = 0: all of n (with group_k = 0, per tensor).
   int32_t group_k = 0;
   int32_t group_n = 0;
-  DType scale_dtype = DType::kF32;  // WeightView::scales
+  DType scale_dtype = DType::kF32;  // WeightView::scales, one per block, laid out like the weight
   ZeroPoint zero = ZeroPoint::kNone;
-  DType zero_dtype = DType::kI4;    // WeightView::zeros (packed like `packing` when i4)
+  DType zero_dtype = DType::kI4;    // WeightView::zeros; i4 zeros are 8 per int32 along n (AWQ and GPTQ qzeros)
   bool act_order = false;           // WeightView::g_idx [k] gives each input's group (GPTQ desc_act)
+  ActivationQuant act_quant = ActivationQuant::kNone;
 };
 
 inline bool operator==(const WeightFormat& a, const WeightFormat& b) {
   return a.scheme == b.scheme && a.dtype == b.dtype && a.packing == b.packing && a.layout == b.layout &&
          a.group_k == b.group_k && a.group_n == b.group_n && a.scale_dtype == b.scale_dtype && a.zero == b.zero &&
-         a.zero_dtype == b.zero_dtype && a.act_order == b.act_order;
+         a.zero_dtype == b.zero_dtype && a.act_order == b.act_order && a.act_quant == b.act_quant;
 }
 inline bool operator!=(const WeightFormat& a, const WeightFormat& b) { return !(a == b); }
 

@@ -73,6 +73,10 @@ TEST(WeightFormat, DenseWithQuantizationFieldsIsRefusedByName) {
     st = b->matmul(p);
     EXPECT_TRUE(mentions(st, "zero=stored(i4)")) << b->name() << ": " << st.to_string();
     p.w.format = dense_format(DType::kF32);
+    p.w.format.act_quant = ActivationQuant::kDynamicPerToken;
+    st = b->matmul(p);
+    EXPECT_TRUE(mentions(st, "act_quant=dynamic_per_token")) << b->name() << ": " << st.to_string();
+    p.w.format = dense_format(DType::kF32);
     const float scale = 1.0f;
     p.w.scales = &scale;
     st = b->matmul(p);

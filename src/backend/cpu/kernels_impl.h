@@ -234,7 +234,12 @@ inline void store_row(DType t, void* dst, const float* src, int64_t n) {
 void kv_write(const ops::KvWriteParams& p, int64_t t0, int64_t t1) {
   const auto& c = p.cache;
   const int64_t row = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
-  const int64_t esize = c.cache_dtype == DType::kF32 ? 4 : 2;
+  int64_t esize = 0;
+  switch (c.cache_dtype) {
+    case DType::kF32: esize = 4; break;
+    case DType::kBF16: esize = 2; break;  // store_row writes bf16 for every cache dtype but f32
+    case DType::kF16: FRUGAL_CPU_NON_FLOAT_DTYPES: unreachable_dtype("kv_write", c.cache_dtype);
+  }
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t slot = p.slot_mapping[t];
     if (slot < 0) continue;
