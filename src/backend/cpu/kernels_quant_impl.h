@@ -144,8 +144,13 @@ inline void decode_block(const QuantWeightView& w, int64_t r, int64_t b, F* out)
   if constexpr (K == CodeKind::kF8) decode_f8(row + b * kB, out);
 }
 
-inline float scale_of(const QuantWeightView& w, int64_t r, int64_t b) {
-  return w.scale[(r / w.row_block) * w.n_groups + (b * kB) / w.group];
+// Scales of internal row r: one per group (no divisions in the inner loops: blocks are walked
+// group by group, blocks_per_group at a time; the last group may be shorter).
+inline const float* scale_row(const QuantWeightView& w, int64_t r) {
+  return w.scale + (r / w.row_block) * w.n_groups;
+}
+inline int64_t blocks_per_group(const QuantWeightView& w) {
+  return w.group >= w.k ? w.k_pad / kB : w.group / kB;
 }
 
 // ---------------------------------------------------------------- GEMV
@@ -163,19 +168,25 @@ inline void gemv_tile(const QuantMatmulArgs& a, const float* x, int64_t r0, floa
   F acc[M][R];
   for (int i = 0; i < M; ++i)
     for (int r = 0; r < R; ++r) acc[i][r] = Vec::zero();
-  const int64_t n_blocks = w.k_pad / kB;
-  for (int64_t b = 0; b < n_blocks; ++b) {
+  const int64_t n_blocks = w.k_pad / kB, bpg = blocks_per_group(w);
+  const float* srow[R];
+  for (int r = 0; r < R; ++r) srow[r] = scale_row(w, r0 + r);
+  for (int64_t g = 0, b0 = 0; b0 < n_blocks; ++g, b0 += bpg) {
+    const int64_t b1 = b0 + bpg < n_blocks ? b0 + bpg : n_blocks;
+    F s[R];
+    for (int r = 0; r < R; ++r) s[r] = Vec::set1(srow[r][g]);
+    for (int64_t b = b0; b < b1; ++b) {
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      F wv[kVpb];
-      decode_block<K, kIdentity>(w, r0 + r, b, wv);
-      const F s = Vec::set1(scale_of(w, r0 + r, b));
+      for (int r = 0; r < R; ++r) {
+        F wv[kVpb];
+        decode_block<K, kIdentity>(w, r0 + r, b, wv);
 #pragma GCC unroll 4
-      for (int v = 0; v < kVpb; ++v) {
-        const F ws = Vec::mul(wv[v], s);
+        for (int v = 0; v < kVpb; ++v) {
+          const F ws = Vec::mul(wv[v], s[r]);
 #pragma GCC unroll 4
-        for (int i = 0; i < M; ++i)
-          acc[i][r] = Vec::fma(Vec::load(x + i * a.ld_x + b * kB + v * kW), ws, acc[i][r]);
+          for (int i = 0; i < M; ++i)
+            acc[i][r] = Vec::fma(Vec::load(x + i * a.ld_x + b * kB + v * kW), ws, acc[i][r]);
+        }
       }
     }
   }
@@ -252,15 +263,19 @@ void gemv(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
 
 template <CodeKind K, bool kIdentity>
 void dequant_typed(const QuantWeightView& w, int64_t r0, int64_t r1, float* out) {
-  const int64_t n_blocks = w.k_pad / kB;
+  const int64_t n_blocks = w.k_pad / kB, bpg = blocks_per_group(w);
   for (int64_t r = r0; r < r1; ++r) {
     float* dst = out + (r - r0) * w.k_pad;
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      F wv[kVpb];
-      decode_block<K, kIdentity>(w, r, b, wv);
-      const F s = Vec::set1(scale_of(w, r, b));
-      const F off = Vec::set1(w.offset ? w.offset[r * w.n_groups + (b * kB) / w.group] : 0.0f);
-      for (int v = 0; v < kVpb; ++v) Vec::store(dst + b * kB + v * kW, Vec::fma(wv[v], s, off));
+    const float* srow = scale_row(w, r);
+    for (int64_t g = 0, b0 = 0; b0 < n_blocks; ++g, b0 += bpg) {
+      const int64_t b1 = b0 + bpg < n_blocks ? b0 + bpg : n_blocks;
+      const F s = Vec::set1(srow[g]);
+      const F off = Vec::set1(w.offset ? w.offset[r * w.n_groups + g] : 0.0f);
+      for (int64_t b = b0; b < b1; ++b) {
+        F wv[kVpb];
+        decode_block<K, kIdentity>(w, r, b, wv);
+        for (int v = 0; v < kVpb; ++v) Vec::store(dst + b * kB + v * kW, Vec::fma(wv[v], s, off));
+      }
     }
   }
 }
