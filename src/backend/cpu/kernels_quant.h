@@ -21,6 +21,13 @@ struct QuantMatmulArgs {
   int64_t m;
   bool accumulate;
   quant::QuantWeightView w;
+  // For gemv_i8 only: x quantized to int8 per 32-column block (|q| <= 127), zero-padded to a
+  // multiple of 64 columns, and the block scales laid out per pair of blocks as 16 floats
+  // (8 x scale of block 2t, then 8 x scale of block 2t + 1): x ~= xq * scale.
+  const int8_t* xq;
+  int64_t ld_xq;
+  const float* xd16;   // [m][ld_xd16]
+  int64_t ld_xd16;
 };
 
 struct QuantKernelTable {
@@ -29,10 +36,15 @@ struct QuantKernelTable {
   void (*gemv)(const QuantMatmulArgs& a, int64_t n0, int64_t n1);
   // out[r - r0][0:k_pad] = dequantized internal row r (scale and offset applied), r in [r0, r1).
   void (*dequant_rows)(const quant::QuantWeightView& w, int64_t r0, int64_t r1, float* out);
+  // Null, or GEMV on int8 activations with integer dot products (AVX-512 VNNI) for kQ8 and
+  // identity-coded kQ4 weights; needs QuantMatmulArgs::xq / xd16. Error: x is rounded to int8
+  // per 32-block, |dx| <= amax(block) / 254 per element.
+  void (*gemv_i8)(const QuantMatmulArgs& a, int64_t n0, int64_t n1);
 };
 
 const QuantKernelTable& scalar_quant_kernels();
 const QuantKernelTable& avx2_quant_kernels();
 const QuantKernelTable& avx512_quant_kernels();
+const QuantKernelTable& avx512_vnni_quant_kernels();  // avx512 + gemv_i8
 
 }  // namespace frugal::cpu

@@ -8,4 +8,5 @@
 
 namespace frugal::cpu {
 const QuantKernelTable& avx512_quant_kernels() { return avx512::quantk::table(); }
+const QuantKernelTable& avx512_vnni_quant_kernels() { return avx512::quantk::table_vnni(); }
 }  // namespace frugal::cpu

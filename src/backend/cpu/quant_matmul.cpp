@@ -1,6 +1,7 @@
 #include "backend/cpu/quant_matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -22,7 +23,7 @@ bool has_avx2() {
 
 // The dense table of the same ISA, for the GEMM path on dequantized blocks.
 const KernelTable& dense_for(const QuantKernelTable& q) {
-  if (std::strcmp(q.isa, "avx512") == 0) return avx512_kernels();
+  if (std::strncmp(q.isa, "avx512", 6) == 0) return avx512_kernels();
   if (std::strcmp(q.isa, "avx2") == 0) return avx2_kernels();
   return scalar_kernels();
 }
@@ -39,6 +40,7 @@ std::vector<float>& thread_scratch(size_t n) {
 }  // namespace
 
 const QuantKernelTable& best_quant_kernels() {
+  if (has_avx512() && cpu_features().avx512_vnni) return avx512_vnni_quant_kernels();
   if (has_avx512()) return avx512_quant_kernels();
   if (has_avx2()) return avx2_quant_kernels();
   return scalar_quant_kernels();
@@ -51,11 +53,16 @@ Result<const QuantKernelTable*> quant_kernels_for(const char* isa) {
     if (!has_avx2()) return unsupported("quant kernels: this CPU has no avx2+fma+f16c");
     return &avx2_quant_kernels();
   }
+  if (s == "avx512_vnni") {
+    if (!has_avx512() || !cpu_features().avx512_vnni)
+      return unsupported("quant kernels: this CPU has no avx512 vnni");
+    return &avx512_vnni_quant_kernels();
+  }
   if (s == "avx512") {
     if (!has_avx512()) return unsupported("quant kernels: this CPU has no avx512f/bw/vl");
     return &avx512_quant_kernels();
   }
-  return invalid_argument("quant kernels: unknown isa '" + s + "' (avx512, avx2 or scalar)");
+  return invalid_argument("quant kernels: unknown isa '" + s + "' (avx512_vnni, avx512, avx2 or scalar)");
 }
 
 Status quant_matmul(ThreadPool& pool, const QuantMatmulRequest& r) {
@@ -95,11 +102,46 @@ Status quant_matmul(ThreadPool& pool, const QuantMatmulRequest& r, const QuantKe
   }
   QuantMatmulArgs a{.x = xp.data(), .ld_x = kp, .xsum = xsum.empty() ? nullptr : xsum.data(),
                     .bias = r.bias, .y = r.y, .ld_y = r.ld_y, .m = r.m,
-                    .accumulate = r.accumulate, .w = w.view()};
+                    .accumulate = r.accumulate, .w = w.view(), .xq = nullptr, .ld_xq = 0,
+                    .xd16 = nullptr, .ld_xd16 = 0};
+
+  const bool int8_x = kt.gemv_i8 != nullptr && !r.exact_activations && r.m <= kGemvMaxTokens &&
+                      (w.kind == quant::CodeKind::kQ8 || (w.kind == quant::CodeKind::kQ4 && a.w.lut_is_identity));
+  std::vector<int8_t> xq;
+  std::vector<float> xd16;
+  if (int8_x) {
+    // Symmetric int8 per 32-column block of x (llama.cpp's Q8_0 activations); the 16-float
+    // scale pairs match the lanes of one 64-byte integer dot (blocks 2t and 2t + 1).
+    const int64_t n_blocks = kp / quant::kBlock, n_pairs = (n_blocks + 1) / 2;
+    const int64_t ld_xq = n_pairs * 64, ld_xd = n_pairs * 16;
+    xq.assign(static_cast<size_t>(r.m * ld_xq), 0);
+    xd16.assign(static_cast<size_t>(r.m * ld_xd), 0.0f);
+    for (int64_t i = 0; i < r.m; ++i)
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        const float* src = xp.data() + i * kp + b * quant::kBlock;
+        float amax = 0;
+        for (int j = 0; j < quant::kBlock; ++j) amax = std::max(amax, std::fabs(src[j]));
+        const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+        int8_t* dst = xq.data() + i * ld_xq + b * quant::kBlock;
+        for (int j = 0; j < quant::kBlock; ++j)
+          dst[j] = static_cast<int8_t>(std::lrint(std::clamp(src[j] * inv, -127.0f, 127.0f)));
+        float* ds = xd16.data() + i * ld_xd + (b / 2) * 16 + (b % 2) * 8;
+        for (int l = 0; l < 8; ++l) ds[l] = d;
+      }
+    a.xq = xq.data();
+    a.ld_xq = ld_xq;
+    a.xd16 = xd16.data();
+    a.ld_xd16 = ld_xd;
+  }
 
   if (r.m <= kGemvMaxTokens) {
     const int64_t grain = std::max<int64_t>(16, kMinWorkPerThread / std::max<int64_t>(1, kp * r.m));
-    pool.parallel_for(w.n, grain, [&](int64_t n0, int64_t n1) { kt.gemv(a, n0, n1); });
+    pool.parallel_for(w.n, grain, [&](int64_t n0, int64_t n1) {
+      if (int8_x)
+        kt.gemv_i8(a, n0, n1);
+      else
+        kt.gemv(a, n0, n1);
+    });
     return Status::ok();
   }
   // GEMM: dequantize kGemmRows rows to f32, then the dense kernel of the same ISA on them.

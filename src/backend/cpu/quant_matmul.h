@@ -26,11 +26,14 @@ struct QuantMatmulRequest {
   int64_t ld_y = 0;
   int64_t m = 0;
   bool accumulate = false;
+  // Decode (m <= 8) of INT8 / INT4 weights may round x to int8 per 32-block for integer dot
+  // products where the CPU has them (AVX-512 VNNI); true keeps x in f32.
+  bool exact_activations = false;
 };
 
 // The best quant kernel table this CPU runs, capped by FRUGAL_ISA like the dense kernels.
 const QuantKernelTable& best_quant_kernels();
-// "avx512" / "avx2" / "scalar"; error if unknown or not supported by this CPU.
+// "avx512_vnni" / "avx512" / "avx2" / "scalar"; error if unknown or not supported by this CPU.
 Result<const QuantKernelTable*> quant_kernels_for(const char* isa);
 
 Status quant_matmul(ThreadPool& pool, const QuantMatmulRequest& r);
