@@ -71,8 +71,10 @@ double kld_topk(const TopK& ref, std::span<const float> q) {
   if (std::isfinite(ref.log_rest)) {
     const double rq = rest_mass(q, ref.ids);
     // Q puts no mass outside P's top-k: the KL is infinite in exact arithmetic; floor r_Q at
-    // the smallest normal double so the number stays finite and large.
-    const double lrq = std::log(std::max(rq, std::numeric_limits<double>::min()));
+    // the smallest normal float so the number stays finite and large.
+    // Rounded to float as the stored log_rest is, so that a model against its own reference
+    // gives exactly 0.
+    const double lrq = static_cast<float>(std::log(std::max(rq, static_cast<double>(std::numeric_limits<float>::min()))));
     kl += std::exp(static_cast<double>(ref.log_rest)) * (ref.log_rest - lrq);
   }
   return kl;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/log.h"
 #include "eval/kld.h"
 #include "eval/logits_file.h"
 
@@ -44,9 +45,10 @@ Result<ScoringModel> load_scoring_model(const std::string& model_dir, const std:
   model::LoadOptions lo{.max_batch_tokens = ctx, .max_seqs = 1, .max_logit_rows = ctx,
                         .max_context = n_blocks * kBlock, .block_size = kBlock};
   FRUGAL_ASSIGN_OR_RETURN(m.model, model::Model::load(model_dir, m.backend.backend.get(), lo));
+  // Allowed (dynamic RoPE scaling is made for it), but rarely meant.
   if (m.model->config().max_position_embeddings < ctx)
-    return invalid_argument("--ctx " + std::to_string(ctx) + ": longer than the model's max_position_embeddings (" +
-                            std::to_string(m.model->config().max_position_embeddings) + ")");
+    FRUGAL_LOG_WARN("eval: --ctx {} is longer than {}'s max_position_embeddings ({})", ctx, model_dir,
+                    m.model->config().max_position_embeddings);
   FRUGAL_ASSIGN_OR_RETURN(m.kv, model::KvStorage::create(m.backend.backend.get(), m.model->config(),
                                                          {.n_blocks = n_blocks, .block_size = kBlock}));
   return m;

@@ -5,7 +5,7 @@
 
 namespace frugal::eval {
 
-Status write_json_file(const std::string& path, const nlohmann::json& j) {
+Status write_json_file(const std::string& path, const nlohmann::ordered_json& j) {
   std::ofstream f(path);
   if (!f) return io_error(path + ": cannot create the file");
   f << j.dump(1) << "\n";
@@ -15,7 +15,7 @@ Status write_json_file(const std::string& path, const nlohmann::json& j) {
 
 namespace {
 
-std::string cell(const nlohmann::json& v) {
+std::string cell(const nlohmann::ordered_json& v) {
   if (v.is_null()) return "";
   if (v.is_string()) {
     const std::string s = v.get<std::string>();
@@ -39,7 +39,7 @@ std::string cell(const nlohmann::json& v) {
 }  // namespace
 
 Status write_csv_file(const std::string& path, const std::vector<std::string>& header,
-                      const std::vector<nlohmann::json>& rows) {
+                      const std::vector<nlohmann::ordered_json>& rows) {
   std::ofstream f(path);
   if (!f) return io_error(path + ": cannot create the file");
   for (size_t i = 0; i < header.size(); ++i) f << (i ? "," : "") << header[i];
