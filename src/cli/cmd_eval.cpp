@@ -27,7 +27,7 @@
 namespace frugal::cli {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
 struct CommonArgs {
