@@ -18,7 +18,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRUGAL
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address" >/dev/null
 cmake --build "$build" --target "${targets[@]}" -j"${FUZZ_JOBS:-2}"
 
-shared="$root/../shared/data"
+shared="$root/tests/data/shared"
 mkdir -p "$build/crashes"
 status=0
 for t in "${targets[@]}"; do
