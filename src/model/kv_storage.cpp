@@ -27,13 +27,16 @@ Result<std::unique_ptr<KvStorage>> KvStorage::create(ops::Backend* backend, cons
 ops::KvCacheLayer KvStorage::layer(int32_t i) const {
   const auto& g = layout_.geometry;
   auto* base = arena_.as<uint8_t>();
+  const bool scales = kv::has_scale_tensors(g.dtype);
   return ops::KvCacheLayer{.k_cache = base + kv::tensor_offset(layout_, i, kv::KvTensor::kK),
                            .v_cache = base + kv::tensor_offset(layout_, i, kv::KvTensor::kV),
                            .cache_dtype = g.dtype,
                            .n_blocks = layout_.n_blocks,
                            .block_size = g.block_size,
                            .n_head_kv = g.n_head_kv,
-                           .head_dim = g.head_dim_k};
+                           .head_dim = g.head_dim_k,
+                           .k_scales = scales ? reinterpret_cast<float*>(base + kv::tensor_offset(layout_, i, kv::KvTensor::kKScale)) : nullptr,
+                           .v_scales = scales ? reinterpret_cast<float*>(base + kv::tensor_offset(layout_, i, kv::KvTensor::kVScale)) : nullptr};
 }
 
 }  // namespace frugal::model

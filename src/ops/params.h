@@ -86,6 +86,9 @@ struct RopeParams {
 
 // Paged KV cache for one layer: k_cache and v_cache are [n_blocks, block_size, n_head_kv,
 // head_dim] in cache_dtype. A token's slot is block_id * block_size + offset.
+// Quantized caches (ops/kv_quant.h): int8 also has k_scales and v_scales, one f32 per
+// (slot, kv head), [n_blocks * block_size, n_head_kv]; fp8 e4m3 has the per-layer scalars
+// k_scale and v_scale (a stored element is x / scale).
 struct KvCacheLayer {
   void* k_cache;
   void* v_cache;
@@ -94,6 +97,10 @@ struct KvCacheLayer {
   int32_t block_size;
   int32_t n_head_kv;
   int32_t head_dim;
+  float* k_scales = nullptr;  // int8 only
+  float* v_scales = nullptr;  // int8 only
+  float k_scale = 1.0f;       // fp8 only
+  float v_scale = 1.0f;       // fp8 only
 };
 
 // Writes the new tokens' k and v into their slots. slot_mapping[t] < 0 skips token t.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "ops/kv_quant.h"
 #include "ops/weight_format_check.h"
 
 namespace frugal::ops::ref {
@@ -31,7 +32,12 @@ void store(DType t, void* base, int64_t i, float v) {
     case DType::kF16: static_cast<uint16_t*>(base)[i] = f32_to_f16(v); return;
     case DType::kF8E4M3: static_cast<uint8_t*>(base)[i] = f32_to_f8e4m3(v); return;
     case DType::kF64: static_cast<double*>(base)[i] = v; return;
-    case DType::kI8: case DType::kI4: case DType::kI32: case DType::kI64: case DType::kU8:
+    case DType::kI8: {  // round half to even, saturating; NaN stores 0
+      const float q = std::isnan(v) ? 0.0f : std::nearbyint(std::clamp(v, -128.0f, 127.0f));
+      static_cast<int8_t*>(base)[i] = static_cast<int8_t>(q);
+      return;
+    }
+    case DType::kI4: case DType::kI32: case DType::kI64: case DType::kU8:
     case DType::kBool:
       break;
   }
@@ -121,16 +127,53 @@ void rope(const RopeParams& p) {
   if (p.k) rope_rows(p.k, p.act_dtype, p.n_tokens, p.ld_k, p.n_head_kv, p);
 }
 
+namespace {
+
+// One kv head's row of the new token t (k or v) into its cache slot, quantized per ops/kv_quant.h.
+void write_kv_row(const KvCacheLayer& c, DType act, const void* src, int64_t src_off, void* cache, float* scales,
+                  float layer_scale, int64_t slot, int h) {
+  const int64_t row = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
+  const int64_t dst = slot * row + static_cast<int64_t>(h) * c.head_dim;
+  if (c.cache_dtype == DType::kI8) {
+    float amax = 0;
+    for (int e = 0; e < c.head_dim; ++e) amax = std::max(amax, std::fabs(load(act, src, src_off + e)));
+    const float scale = kv_int8_scale(amax);
+    scales[slot * c.n_head_kv + h] = scale;
+    for (int e = 0; e < c.head_dim; ++e)
+      static_cast<int8_t*>(cache)[dst + e] = kv_int8_quantize(load(act, src, src_off + e), scale);
+    return;
+  }
+  if (c.cache_dtype == DType::kF8E4M3) {
+    for (int e = 0; e < c.head_dim; ++e)
+      static_cast<uint8_t*>(cache)[dst + e] = kv_f32_to_e4m3(load(act, src, src_off + e) / layer_scale);
+    return;
+  }
+  for (int e = 0; e < c.head_dim; ++e) store(c.cache_dtype, cache, dst + e, load(act, src, src_off + e));
+}
+
+}  // namespace
+
+float kv_load(const KvCacheLayer& c, bool value, int64_t slot, int h, int e) {
+  const void* cache = value ? c.v_cache : c.k_cache;
+  const int64_t i = (slot * c.n_head_kv + h) * c.head_dim + e;
+  switch (c.cache_dtype) {
+    case DType::kI8: return static_cast<const int8_t*>(cache)[i] * (value ? c.v_scales : c.k_scales)[slot * c.n_head_kv + h];
+    case DType::kF8E4M3: return kv_e4m3_to_f32(static_cast<const uint8_t*>(cache)[i]) * (value ? c.v_scale : c.k_scale);
+    default: return load(c.cache_dtype, cache, i);
+  }
+}
+
 void kv_write(const KvWriteParams& p) {
   const auto& c = p.cache;
-  const int64_t row = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     int32_t slot = p.slot_mapping[t];
     if (slot < 0) continue;
     FRUGAL_CHECK(slot < c.n_blocks * c.block_size);
-    for (int64_t j = 0; j < row; ++j) {
-      store(c.cache_dtype, c.k_cache, slot * row + j, load(p.act_dtype, p.k, t * p.ld_k + j));
-      store(c.cache_dtype, c.v_cache, slot * row + j, load(p.act_dtype, p.v, t * p.ld_v + j));
+    for (int h = 0; h < c.n_head_kv; ++h) {
+      write_kv_row(c, p.act_dtype, p.k, t * p.ld_k + static_cast<int64_t>(h) * c.head_dim, c.k_cache, c.k_scales,
+                   c.k_scale, slot, h);
+      write_kv_row(c, p.act_dtype, p.v, t * p.ld_v + static_cast<int64_t>(h) * c.head_dim, c.v_cache, c.v_scales,
+                   c.v_scale, slot, h);
     }
   }
 }
@@ -138,7 +181,6 @@ void kv_write(const KvWriteParams& p) {
 void attention(const AttentionParams& p) {
   const auto& c = p.cache;
   const int group = p.n_head / c.n_head_kv;
-  const int64_t kv_row = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
   std::vector<double> scores, acc(static_cast<size_t>(c.head_dim));
   for (int s = 0; s < p.n_seqs; ++s) {
     const int q0 = p.q_start[s], n_q = p.q_start[s + 1] - p.q_start[s];
@@ -157,7 +199,7 @@ void attention(const AttentionParams& p) {
           double d = 0;
           for (int e = 0; e < c.head_dim; ++e)
             d += static_cast<double>(load(p.act_dtype, p.q, t * p.ld_q + h * c.head_dim + e)) *
-                 load(c.cache_dtype, c.k_cache, slot * kv_row + kvh * c.head_dim + e);
+                 kv_load(c, false, slot, kvh, e);
           scores[static_cast<size_t>(j)] = d * p.scale;
           mx = std::max(mx, scores[static_cast<size_t>(j)]);
         }
@@ -167,8 +209,7 @@ void attention(const AttentionParams& p) {
           double w = std::exp(scores[static_cast<size_t>(j)] - mx);
           sum += w;
           int64_t slot = static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size;
-          for (int e = 0; e < c.head_dim; ++e)
-            acc[static_cast<size_t>(e)] += w * load(c.cache_dtype, c.v_cache, slot * kv_row + kvh * c.head_dim + e);
+          for (int e = 0; e < c.head_dim; ++e) acc[static_cast<size_t>(e)] += w * kv_load(c, true, slot, kvh, e);
         }
         for (int e = 0; e < c.head_dim; ++e)
           store(p.act_dtype, p.out, t * p.ld_out + h * c.head_dim + e, static_cast<float>(acc[static_cast<size_t>(e)] / sum));

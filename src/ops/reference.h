@@ -18,5 +18,8 @@ float sample_uniform(uint64_t seed, uint64_t id);
 // Element access helpers for any float dtype (f32, f16, bf16, f8_e4m3).
 float load(DType t, const void* base, int64_t i);
 void store(DType t, void* base, int64_t i, float v);
+// Element e of kv head h at `slot` of the K (value = false) or V cache, dequantized for fp8 and
+// int8 caches (ops/kv_quant.h).
+float kv_load(const KvCacheLayer& c, bool value, int64_t slot, int h, int e);
 
 }  // namespace frugal::ops::ref

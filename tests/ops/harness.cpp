@@ -134,40 +134,85 @@ void OpCases::rope() {
 }
 
 void OpCases::kv_write() {
-  for (DType cache_t : {DType::kF32, DType::kBF16})
+  for (DType cache_t : {DType::kF32, DType::kBF16, DType::kF8E4M3, DType::kI8})
     for (int32_t head_dim : {64, 12})
       for (int32_t block_size : {4, 5}) {
         const int32_t n_blocks = 6, n_head_kv = 2, n_tokens = 7;
         const int64_t row = int64_t{n_head_kv} * head_dim, gap = head_dim == 12 ? 3 : 0;
+        const bool int8 = cache_t == DType::kI8, fp8 = cache_t == DType::kF8E4M3;
         const std::string what = "kv_write cache=" + tag(cache_t) + " head_dim=" + std::to_string(head_dim) +
                                  " block_size=" + std::to_string(block_size);
         HostMat k(act(), n_tokens, row, row + gap), v(act(), n_tokens, row, row + gap);
         k.fill_random(rng_, 1.0f);
         v.fill_random(rng_, 1.0f);
+        if (head_dim == 12)  // an all-zero head row: int8 scale 0, reads back as zeros
+          for (int e = 0; e < head_dim; ++e) k.set(0, e, 0.0f);
+        if (fp8)  // past e4m3's 448 once scaled by 1/k_scale: saturates
+          k.set(1, 0, 300.0f);
         const int64_t n_slots = int64_t{n_blocks} * block_size;
         HostMat kc(cache_t, n_slots, row, row), vc(cache_t, n_slots, row, row);
-        kc.fill_random(rng_, 1.0f);
-        vc.fill_random(rng_, 1.0f);
+        kc.fill_random(rng_, int8 ? 100.0f : 1.0f);
+        vc.fill_random(rng_, int8 ? 100.0f : 1.0f);
+        HostMat ks(DType::kF32, n_slots, n_head_kv, n_head_kv), vs = ks;  // int8 scales
+        ks.fill_random(rng_, 1.0f);
+        vs.fill_random(rng_, 1.0f);
         std::vector<int32_t> slots(static_cast<size_t>(n_slots));
         std::iota(slots.begin(), slots.end(), 0);
         std::shuffle(slots.begin(), slots.end(), rng_);
         slots.resize(n_tokens);
         slots[3] = -1;  // a padding token: skipped
         auto dk = upload(k), dv = upload(v), dkc = upload(kc), dvc = upload(vc), dslots = upload(slots);
+        auto dks = upload(ks), dvs = upload(vs);
         ops::KvWriteParams p{
             .cache = {.k_cache = dkc->ptr(), .v_cache = dvc->ptr(), .cache_dtype = cache_t, .n_blocks = n_blocks,
-                      .block_size = block_size, .n_head_kv = n_head_kv, .head_dim = head_dim},
+                      .block_size = block_size, .n_head_kv = n_head_kv, .head_dim = head_dim,
+                      .k_scales = int8 ? static_cast<float*>(dks->ptr()) : nullptr,
+                      .v_scales = int8 ? static_cast<float*>(dvs->ptr()) : nullptr,
+                      .k_scale = fp8 ? 0.5f : 1.0f, .v_scale = fp8 ? 0.0625f : 1.0f},
             .k = dk->ptr(), .v = dv->ptr(), .act_dtype = act(), .ld_k = k.ld, .ld_v = v.ld,
             .slot_mapping = static_cast<const int32_t*>(dslots->ptr()), .n_tokens = n_tokens};
         if (!ran(backend()->kv_write(p), ops::OpKind::kKvWrite, "cache=" + tag(cache_t), what)) continue;
         HostMat got_k = download(*dkc, kc), got_v = download(*dvc, vc), want_k = kc, want_v = vc;
+        HostMat got_ks = download(*dks, ks), got_vs = download(*dvs, vs), want_ks = ks, want_vs = vs;
         p.cache.k_cache = want_k.data(), p.cache.v_cache = want_v.data(), p.k = k.data(), p.v = v.data();
+        if (int8) p.cache.k_scales = static_cast<float*>(want_ks.data()), p.cache.v_scales = static_cast<float*>(want_vs.data());
         p.slot_mapping = slots.data();
         ops::ref::kv_write(p);
-        // A copy with one rounding: must be exact.
+        // A copy with one rounding (or one quantization by the rule of ops/kv_quant.h): must be exact.
         EXPECT_TRUE(compare_mats(got_k, want_k, kc, 0.0, what + " (k cache)"));
         EXPECT_TRUE(compare_mats(got_v, want_v, vc, 0.0, what + " (v cache)"));
-        for (auto* b : {dk.get(), dv.get(), dkc.get(), dvc.get(), dslots.get()}) EXPECT_TRUE(b->check_guards(what));
+        EXPECT_TRUE(compare_mats(got_ks, want_ks, ks, 0.0, what + " (k scales)"));
+        EXPECT_TRUE(compare_mats(got_vs, want_vs, vs, 0.0, what + " (v scales)"));
+        if (int8 || fp8) {
+          // Independently of the reference: what the cache reads back is the input within half a
+          // quantization step (int8: scale / 2 with scale = max|row| / 127; e4m3: 2^-4 relative,
+          // 2^-10 absolute below its smallest normal, both times the layer scale; saturated at 448).
+          ops::KvCacheLayer c = p.cache;
+          c.k_cache = got_k.data(), c.v_cache = got_v.data();
+          c.k_scales = static_cast<float*>(got_ks.data()), c.v_scales = static_cast<float*>(got_vs.data());
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            if (slots[static_cast<size_t>(t)] < 0) continue;
+            for (int which = 0; which < 2; ++which) {
+              const HostMat& x = which ? v : k;
+              const float ls = which ? c.v_scale : c.k_scale;
+              for (int h = 0; h < n_head_kv; ++h) {
+                float amax = 0;
+                for (int e = 0; e < head_dim; ++e) amax = std::max(amax, std::fabs(x.get(t, h * head_dim + e)));
+                for (int e = 0; e < head_dim; ++e) {
+                  const float want = x.get(t, h * head_dim + e);
+                  const float got = ops::ref::kv_load(c, which == 1, slots[static_cast<size_t>(t)], h, e);
+                  float bound = int8 ? amax / 127.0f / 2.0f * 1.0001f
+                                     : std::max(std::fabs(want) / 16.0f, ls / 1024.0f) * 1.0001f;
+                  if (fp8 && std::fabs(want) / ls >= 448.0f) bound = std::fabs(want) - 448.0f * ls;
+                  EXPECT_LE(std::fabs(got - want), bound)
+                      << what << " token " << t << (which ? " v" : " k") << " head " << h << " elem " << e;
+                }
+              }
+            }
+          }
+        }
+        for (auto* b : {dk.get(), dv.get(), dkc.get(), dvc.get(), dslots.get(), dks.get(), dvs.get()})
+          EXPECT_TRUE(b->check_guards(what));
       }
 }
 

@@ -1,6 +1,7 @@
 // Attention over the paged KV cache: several sequences per call mixing decode, fresh prefill and
 // prefill after a cached prefix; block tables scattered over the cache; GQA groups 1, 2 and 7;
-// head_dim 64 and 128; sliding window on and off; f32 and bf16 caches. Cache slots no sequence
+// head_dim 64 and 128; sliding window on and off; f32, bf16, fp8 e4m3 and int8 caches (the
+// quantized ones hold random codes and scales; both sides read the same dequantized cache). Cache slots no sequence
 // owns hold NaN, so a kernel that reads past a context (or through an unused table entry) fails.
 #include <algorithm>
 #include <cmath>
@@ -71,8 +72,16 @@ bool AttentionRunner::run(const AttnCase& c) {
   std::vector<int32_t> tables(static_cast<size_t>(n_seqs) * max_blocks, -1), q_start{0}, ctx_len;
   const int64_t kv_row = int64_t{c.n_head_kv} * c.head_dim;
   HostMat kc(c.cache_dtype, int64_t{n_blocks} * c.block_size, kv_row, kv_row), vc = kc;
-  kc.fill_random(*rng_, 1.0f);
-  vc.fill_random(*rng_, 1.0f);
+  const bool int8 = c.cache_dtype == DType::kI8, fp8 = c.cache_dtype == DType::kF8E4M3;
+  kc.fill_random(*rng_, int8 ? 127.0f : 1.0f);
+  vc.fill_random(*rng_, int8 ? 127.0f : 1.0f);
+  // int8: per (slot, kv head) scales around 1/127, so values stay in [-1, 1]; unused slots' are NaN.
+  HostMat ks(DType::kF32, kc.rows, c.n_head_kv, c.n_head_kv), vs = ks;
+  for (int64_t r = 0; r < ks.rows; ++r)
+    for (int64_t h = 0; h < c.n_head_kv; ++h) {
+      std::uniform_real_distribution<float> dist(0.5f / 127, 1.5f / 127);
+      ks.set(r, h, dist(*rng_)), vs.set(r, h, dist(*rng_));
+    }
   std::vector<bool> owned(static_cast<size_t>(kc.rows), false);
   size_t next = 0;
   for (int32_t s = 0; s < n_seqs; ++s) {
@@ -88,6 +97,9 @@ bool AttentionRunner::run(const AttnCase& c) {
   for (int64_t slot = 0; slot < kc.rows; ++slot)
     if (!owned[static_cast<size_t>(slot)])
       for (int64_t e = 0; e < kv_row; ++e) kc.set(slot, e, NAN), vc.set(slot, e, NAN);
+  for (int64_t slot = 0; slot < kc.rows; ++slot)
+    if (!owned[static_cast<size_t>(slot)])
+      for (int64_t h = 0; h < c.n_head_kv; ++h) ks.set(slot, h, NAN), vs.set(slot, h, NAN);
   const int32_t n_tokens = q_start.back();
   const int64_t width = int64_t{c.n_head} * c.head_dim;
   HostMat q(act_, n_tokens, width, width + c.gap), out0(act_, n_tokens, width, width + c.gap);
@@ -98,9 +110,13 @@ bool AttentionRunner::run(const AttnCase& c) {
   auto dkc = h_->upload(kc.data(), kc.bytes.size()), dvc = h_->upload(vc.data(), vc.bytes.size());
   auto dqs = h_->upload(q_start.data(), q_start.size() * 4), dctx = h_->upload(ctx_len.data(), ctx_len.size() * 4);
   auto dtab = h_->upload(tables.data(), tables.size() * 4);
+  auto dks = h_->upload(ks.data(), ks.bytes.size()), dvs = h_->upload(vs.data(), vs.bytes.size());
   ops::AttentionParams p{
       .cache = {.k_cache = dkc->ptr(), .v_cache = dvc->ptr(), .cache_dtype = c.cache_dtype, .n_blocks = n_blocks,
-                .block_size = c.block_size, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim},
+                .block_size = c.block_size, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
+                .k_scales = int8 ? static_cast<float*>(dks->ptr()) : nullptr,
+                .v_scales = int8 ? static_cast<float*>(dvs->ptr()) : nullptr,
+                .k_scale = fp8 ? 0.75f : 1.0f, .v_scale = fp8 ? 1.25f : 1.0f},
       .q = dq->ptr(), .out = dout->ptr(), .act_dtype = act_, .ld_q = q.ld, .ld_out = out0.ld, .n_seqs = n_seqs,
       .n_tokens = n_tokens, .q_start = static_cast<const int32_t*>(dqs->ptr()),
       .ctx_len = static_cast<const int32_t*>(dctx->ptr()), .block_tables = static_cast<const int32_t*>(dtab->ptr()),
@@ -112,10 +128,11 @@ bool AttentionRunner::run(const AttnCase& c) {
   HostMat got = out0, want = out0;
   got.bytes = dout->download();
   p.cache.k_cache = kc.data(), p.cache.v_cache = vc.data(), p.q = q.data(), p.out = want.data();
+  if (int8) p.cache.k_scales = static_cast<float*>(ks.data()), p.cache.v_scales = static_cast<float*>(vs.data());
   p.q_start = q_start.data(), p.ctx_len = ctx_len.data(), p.block_tables = tables.data();
   ops::ref::attention(p);
   EXPECT_TRUE(compare_mats(got, want, out0, tol_, what));
-  for (auto* b : {dq.get(), dout.get(), dkc.get(), dvc.get(), dqs.get(), dctx.get(), dtab.get()})
+  for (auto* b : {dq.get(), dout.get(), dkc.get(), dvc.get(), dqs.get(), dctx.get(), dtab.get(), dks.get(), dvs.get()})
     EXPECT_TRUE(b->check_guards(what));
   return true;
 }
@@ -130,7 +147,7 @@ void OpCases::attention() {
   for (int32_t group : {1, 2, 7})
     for (int32_t head_dim : {64, 128})
       for (int32_t window : {0, 8})
-        for (DType cache_t : {DType::kF32, DType::kBF16})
+        for (DType cache_t : {DType::kF32, DType::kBF16, DType::kF8E4M3, DType::kI8})
           for (const auto& seqs : batches) {
             const AttnCase c{.seqs = seqs, .n_head = 2 * group, .n_head_kv = 2, .head_dim = head_dim,
                              .block_size = variant % 3 == 1 ? 5 : 16, .window = window, .cache_dtype = cache_t,

@@ -28,7 +28,9 @@ inline constexpr int kAttentionChunk = 32;      // keys scored per online-softma
 inline constexpr int kAttentionMaxRows = 64;    // query rows (tokens x group heads) per item
 // Floats of scratch one attention call needs per thread.
 inline int64_t attention_scratch_floats(int rows, int head_dim) {
-  return static_cast<int64_t>(rows) * (2 * head_dim + 2) + 2 * kAttentionChunk + 64;
+  // + two chunks of dequantized key and value rows (fp8 / int8 caches)
+  return static_cast<int64_t>(rows) * (2 * head_dim + 2) + 2 * kAttentionChunk + 64 +
+         2 * static_cast<int64_t>(kAttentionChunk) * head_dim;
 }
 
 // The matmul kernels of one weight format (ops/weight_format.h). The backend picks them once

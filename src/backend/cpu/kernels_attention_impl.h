@@ -94,7 +94,29 @@ struct AttnRow {
   int32_t pos;  // last key position (its own)
 };
 
-template <class L>
+// Dequantizes kv head h of `slot` (fp8 e4m3 or int8 cache) into dst[0:head_dim], as ops::ref::kv_load.
+inline void dequantize_row(const ops::KvCacheLayer& c, bool value, int64_t slot, int h, float* dst) {
+  const int64_t i = (slot * c.n_head_kv + h) * c.head_dim;
+  const void* cache = value ? c.v_cache : c.k_cache;
+  if (c.cache_dtype == DType::kI8) {
+    const float scale = (value ? c.v_scales : c.k_scales)[slot * c.n_head_kv + h];
+    const int8_t* q = static_cast<const int8_t*>(cache) + i;
+    for (int e = 0; e < c.head_dim; ++e) dst[e] = static_cast<float>(q[e]) * scale;
+    return;
+  }
+  static const auto* lut = [] {
+    static float t[256];
+    for (int b = 0; b < 256; ++b) t[b] = ops::kv_e4m3_to_f32(static_cast<uint8_t>(b));
+    return t;
+  }();
+  const float scale = value ? c.v_scale : c.k_scale;
+  const uint8_t* q = static_cast<const uint8_t*>(cache) + i;
+  for (int e = 0; e < c.head_dim; ++e) dst[e] = lut[q[e]] * scale;
+}
+
+// L loads the cache's element type; kQuant: the cache is fp8 / int8 and each chunk's rows are
+// dequantized into scratch first (L is then LoadF32 over that scratch).
+template <class L, bool kQuant = false>
 void attention_typed(const ops::AttentionParams& p, const AttentionItem& it, float* scratch) {
   using T = typename L::T;
   const auto& c = p.cache;
@@ -112,6 +134,8 @@ void attention_typed(const ops::AttentionParams& p, const AttentionItem& it, flo
   float* mx = acc + static_cast<int64_t>(n_rows) * d;
   float* sum = mx + n_rows;
   float* sc = sum + n_rows;
+  float* kq = sc + 2 * kAttentionChunk + 64;            // dequantized keys [kAttentionChunk][d]
+  float* vq = kq + static_cast<int64_t>(kAttentionChunk) * d;  // dequantized values
   AttnRow rows[kAttentionMaxRows] = {};
   for (int i = it.i0; i < it.i1; ++i) {
     const int pos = ctx - n_q + i;
@@ -134,9 +158,18 @@ void attention_typed(const ops::AttentionParams& p, const AttentionItem& it, flo
     const int c1 = c0 + kAttentionChunk <= kv_hi + 1 ? c0 + kAttentionChunk : kv_hi + 1;
     for (int j = c0; j < c1; ++j) {
       const int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
-      const int64_t off = slot * kv_row + static_cast<int64_t>(it.kv_head) * d;
-      kp[j - c0] = static_cast<const T*>(c.k_cache) + off;
-      vp[j - c0] = static_cast<const T*>(c.v_cache) + off;
+      if constexpr (kQuant) {
+        float* kr = kq + static_cast<int64_t>(j - c0) * d;
+        float* vr = vq + static_cast<int64_t>(j - c0) * d;
+        dequantize_row(c, false, slot, it.kv_head, kr);
+        dequantize_row(c, true, slot, it.kv_head, vr);
+        kp[j - c0] = kr;
+        vp[j - c0] = vr;
+      } else {
+        const int64_t off = slot * kv_row + static_cast<int64_t>(it.kv_head) * d;
+        kp[j - c0] = static_cast<const T*>(c.k_cache) + off;
+        vp[j - c0] = static_cast<const T*>(c.v_cache) + off;
+      }
     }
     for (int r = 0; r < n_rows; ++r) {
       const int jlo = rows[r].lo > c0 ? rows[r].lo : c0;
@@ -168,7 +201,10 @@ void attention(const ops::AttentionParams& p, const AttentionItem& item, float* 
   switch (p.cache.cache_dtype) {
     case DType::kBF16: return attention_typed<LoadBF16>(p, item, scratch);
     case DType::kF32: return attention_typed<LoadF32>(p, item, scratch);
-    case DType::kF16: FRUGAL_CPU_NON_FLOAT_DTYPES: break;
+    case DType::kF8E4M3:
+    case DType::kI8: return attention_typed<LoadF32, true>(p, item, scratch);
+    case DType::kF16: case DType::kI4: case DType::kI32: case DType::kI64: case DType::kU8: case DType::kBool:
+    case DType::kF64: break;
   }
   unreachable_dtype("attention", p.cache.cache_dtype);
 }

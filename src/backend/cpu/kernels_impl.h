@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "backend/cpu/kernels.h"
+#include "ops/kv_quant.h"
 
 namespace frugal::cpu::FRUGAL_CPU_ISA {
 
@@ -231,6 +232,23 @@ inline void store_row(DType t, void* dst, const float* src, int64_t n) {
   }
 }
 
+// One kv head's row into a quantized cache (fp8 e4m3 or int8), exactly as ops/kv_quant.h says.
+inline void store_quantized_row(const ops::KvCacheLayer& c, void* cache, float* scales, float layer_scale,
+                                const float* src, int64_t slot, int h) {
+  const int64_t dst = (slot * c.n_head_kv + h) * c.head_dim;
+  if (c.cache_dtype == DType::kI8) {
+    float amax = 0.0f;
+    for (int e = 0; e < c.head_dim; ++e) amax = std::fmax(amax, std::fabs(src[e]));
+    const float scale = ops::kv_int8_scale(amax);
+    scales[slot * c.n_head_kv + h] = scale;
+    auto* q = static_cast<int8_t*>(cache) + dst;
+    for (int e = 0; e < c.head_dim; ++e) q[e] = ops::kv_int8_quantize(src[e], scale);
+    return;
+  }
+  auto* q = static_cast<uint8_t*>(cache) + dst;
+  for (int e = 0; e < c.head_dim; ++e) q[e] = ops::kv_f32_to_e4m3(src[e] / layer_scale);
+}
+
 void kv_write(const ops::KvWriteParams& p, int64_t t0, int64_t t1) {
   const auto& c = p.cache;
   const int64_t row = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
@@ -238,7 +256,23 @@ void kv_write(const ops::KvWriteParams& p, int64_t t0, int64_t t1) {
   switch (c.cache_dtype) {
     case DType::kF32: esize = 4; break;
     case DType::kBF16: esize = 2; break;  // store_row writes bf16 for every cache dtype but f32
-    case DType::kF16: FRUGAL_CPU_NON_FLOAT_DTYPES: unreachable_dtype("kv_write", c.cache_dtype);
+    case DType::kF8E4M3:
+    case DType::kI8: {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t slot = p.slot_mapping[t];
+        if (slot < 0) continue;
+        const float* k = static_cast<const float*>(p.k) + t * p.ld_k;
+        const float* v = static_cast<const float*>(p.v) + t * p.ld_v;
+        for (int h = 0; h < c.n_head_kv; ++h) {
+          store_quantized_row(c, c.k_cache, c.k_scales, c.k_scale, k + static_cast<int64_t>(h) * c.head_dim, slot, h);
+          store_quantized_row(c, c.v_cache, c.v_scales, c.v_scale, v + static_cast<int64_t>(h) * c.head_dim, slot, h);
+        }
+      }
+      return;
+    }
+    case DType::kF16: case DType::kI4: case DType::kI32: case DType::kI64: case DType::kU8: case DType::kBool:
+    case DType::kF64:
+      unreachable_dtype("kv_write", c.cache_dtype);
   }
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t slot = p.slot_mapping[t];

@@ -1,5 +1,6 @@
 #include "backend/cpu/validate.h"
 
+#include <cmath>
 #include <string>
 
 #include "ops/weight_format_check.h"
@@ -38,8 +39,18 @@ Status need_ld(int64_t ld, int64_t width, const char* op, const char* field) {
 Status validate_cache(const ops::KvCacheLayer& c, const char* op) {
   FRUGAL_RETURN_IF_ERROR(need_ptr(c.k_cache, op, "cache.k_cache"));
   FRUGAL_RETURN_IF_ERROR(need_ptr(c.v_cache, op, "cache.v_cache"));
-  if (c.cache_dtype != DType::kF32 && c.cache_dtype != DType::kBF16)
-    return unsupported(std::string(op) + ": cache.cache_dtype must be f32 or bf16, got " + dtype_name(c.cache_dtype));
+  if (c.cache_dtype != DType::kF32 && c.cache_dtype != DType::kBF16 && c.cache_dtype != DType::kF8E4M3 &&
+      c.cache_dtype != DType::kI8)
+    return unsupported(std::string(op) + ": cache.cache_dtype must be f32, bf16, f8_e4m3 or i8, got " +
+                       dtype_name(c.cache_dtype));
+  if (c.cache_dtype == DType::kI8) {
+    FRUGAL_RETURN_IF_ERROR(need_ptr(c.k_scales, op, "cache.k_scales (int8 cache)"));
+    FRUGAL_RETURN_IF_ERROR(need_ptr(c.v_scales, op, "cache.v_scales (int8 cache)"));
+  }
+  if (c.cache_dtype == DType::kF8E4M3)
+    FRUGAL_RETURN_IF_ERROR(need(std::isfinite(c.k_scale) && c.k_scale > 0 && std::isfinite(c.v_scale) && c.v_scale > 0,
+                                op, "fp8 cache scales must be finite and positive (k_scale " +
+                                        std::to_string(c.k_scale) + ", v_scale " + std::to_string(c.v_scale) + ")"));
   FRUGAL_RETURN_IF_ERROR(need(c.n_blocks > 0 && c.block_size > 0 && c.n_head_kv > 0 && c.head_dim > 0, op,
                               "cache geometry must be positive (n_blocks " + str(c.n_blocks) + ", block_size " +
                                   str(c.block_size) + ", n_head_kv " + str(c.n_head_kv) + ", head_dim " +

@@ -263,6 +263,9 @@ Status CudaBackend::rope(const ops::RopeParams& p) {
 }
 
 Status CudaBackend::kv_write(const ops::KvWriteParams& p) {
+  if (p.cache.cache_dtype == DType::kF8E4M3 || p.cache.cache_dtype == DType::kI8)
+    return unsupported("cuda kv_write: KV cache dtype " + dt(p.cache.cache_dtype) +
+                       " (--kv-cache-dtype fp8/int8) is not supported on the CUDA backend yet; use bf16");
   if (!is_float_act(p.act_dtype) || !is_float_act(p.cache.cache_dtype))
     return unsupported("cuda kv_write: act " + dt(p.act_dtype) + ", cache " + dt(p.cache.cache_dtype));
   return check_launch(launch_kv_write(p, stream_), "kv_write");
@@ -316,6 +319,9 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     }
     return check_launch(launch_attention_prefill(p, n_splits, partials, stream_), "attention_prefill");
   }
+  if (p.cache.cache_dtype == DType::kF8E4M3 || p.cache.cache_dtype == DType::kI8)
+    return unsupported("cuda attention: KV cache dtype " + dt(p.cache.cache_dtype) +
+                       " (--kv-cache-dtype fp8/int8) is not supported on the CUDA backend yet; use bf16");
   if (!is_float_act(p.act_dtype) || !is_float_act(p.cache.cache_dtype))
     return unsupported("cuda attention: act " + dt(p.act_dtype) + ", cache " + dt(p.cache.cache_dtype));
   return check_launch(launch_attention_generic(p, stream_), "attention_generic");
