@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "bench/model_cost.h"
+#include "kv/kv_geometry.h"
 #include "bench/request_log.h"
 #include "bench/stats.h"
 #include "bench/step_recorder.h"
@@ -148,7 +149,10 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   FRUGAL_ASSIGN_OR_RETURN(auto engine, runtime::create_engine(eo));
   double startup_s = seconds_between(t_start, Clock::now());
   FRUGAL_RETURN_IF_ERROR(check_lengths(o, engine->max_model_len()));
-  const DType kv_dtype = o.engine.device.rfind("cuda", 0) == 0 ? DType::kBF16 : DType::kF32;
+  DType kv_dtype = o.engine.device.rfind("cuda", 0) == 0 ? DType::kBF16 : DType::kF32;
+  if (o.engine.kv_cache_dtype != "auto") {
+    FRUGAL_ASSIGN_OR_RETURN(kv_dtype, kv::parse_kv_dtype(o.engine.kv_cache_dtype));
+  }
   FRUGAL_ASSIGN_OR_RETURN(ModelCost mc, model_cost(o.engine, kv_dtype));
   const int32_t vocab = engine->vocab_size();
   SplitMix64 rng(o.seed);
@@ -260,6 +264,8 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   j["precision"] = o.precision;
   j["gpus"] = 1;
   j["kv_dtype"] = dtype_name(kv_dtype);
+  j["kv_bytes_per_token"] = mem.kv_bytes_per_token;
+  j["kv_capacity_tokens"] = mem.kv_capacity_tokens;
   j["decode_prompt_len"] = o.decode_prompt_len;
   j["decode_tokens"] = o.decode_tokens;
   j["seed"] = o.seed;

@@ -96,7 +96,7 @@ void register_plan(CLI::App& app) {
   cmd->add_flag("--int4-symmetric", args->int4_symmetric, "int4 without zero points");
   cmd->add_option("--fp8-block", args->fp8_block, "fp8 scale block (0: one scale per tensor)")->capture_default_str();
   cmd->add_option("--lm-head", args->lm_head, "lm_head storage: bf16|int8")->capture_default_str();
-  cmd->add_option("--kv-dtype", args->kv_dtype, "KV cache: bf16|fp8|int8")->capture_default_str();
+  cmd->add_option("--kv-dtype,--kv-cache-dtype", args->kv_dtype, "KV cache: bf16|fp8|int8")->capture_default_str();
   cmd->add_option("--context", args->context, "tokens per sequence (default min(4096, model max))");
   cmd->add_option("--concurrency", args->concurrency, "sequences decoding together")->capture_default_str();
   cmd->add_option("--prompt-len", args->prompt_len, "prompt length for TTFT (default min(1024, context))");

@@ -24,6 +24,7 @@ namespace {
 
 struct RunArgs {
   std::string model_dir;
+  std::string kv_cache_dtype = "auto";
   std::string prompt_ids;
   std::string prompt;
   int32_t max_tokens = 64;
@@ -115,6 +116,7 @@ Status run(const RunArgs& a) {
                             .threads = a.threads, .max_num_seqs = 1,
                             .max_num_batched_tokens = std::max<int32_t>(512, static_cast<int32_t>(prompt.size()) + 1)};
   eo.max_model_len = a.max_model_len;
+  eo.kv_cache_dtype = a.kv_cache_dtype;
   eo.num_kv_blocks = static_cast<int32_t>((std::min<int64_t>(cfg.max_position_embeddings, prompt.size() + a.max_tokens + 16) + 15) / 16 + 1);
   FRUGAL_ASSIGN_OR_RETURN(auto engine, runtime::create_engine(eo));
   runtime::SamplingParams sp = sampling_from(a, gen);
@@ -188,6 +190,8 @@ void register_run(CLI::App& app) {
   cmd->add_flag("--dummy-weights", args->dummy_weights, "random weights of the config's shape (speed work)");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating past eos");
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all)");
+  cmd->add_option("--kv-cache-dtype,--kv-dtype", args->kv_cache_dtype,
+                  "KV cache dtype: auto (activation dtype), bf16, fp8 (e4m3) or int8")->capture_default_str();
   cmd->callback([args] {
     Status st = run(*args);
     if (!st.is_ok()) {

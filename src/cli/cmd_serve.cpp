@@ -94,6 +94,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--device", e.device, "cpu | cuda | cuda:N")->capture_default_str();
   cmd->add_flag("--dummy-weights", e.dummy_weights, "random weights of the config's shape (speed work)");
   cmd->add_option("--threads", e.threads, "CPU compute threads (0 = all)");
+  cmd->add_option("--kv-cache-dtype,--kv-dtype", e.kv_cache_dtype,
+                  "KV cache dtype: auto (activation dtype), bf16, fp8 (e4m3) or int8")->capture_default_str();
   cmd->add_option("--max-num-seqs", e.max_num_seqs, "sequences per batch")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "tokens per engine step")->capture_default_str();
   cmd->add_option("--max-model-len", e.max_model_len, "context length (0: the model's)");

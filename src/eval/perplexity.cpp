@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "eval/kld.h"
 #include "eval/logits_file.h"
+#include "runtime/kv_sizing.h"
 
 namespace frugal::eval {
 namespace fs = std::filesystem;
@@ -36,7 +37,7 @@ std::vector<int32_t> chunk_input(std::span<const int32_t> tokens, const ChunkPla
 }
 
 Result<ScoringModel> load_scoring_model(const std::string& model_dir, const std::string& device, int32_t threads,
-                                        int32_t ctx) {
+                                        int32_t ctx, const std::string& kv_cache_dtype) {
   ScoringModel m;
   m.ctx = ctx;
   FRUGAL_ASSIGN_OR_RETURN(m.backend, runtime::make_backend(device, threads));
@@ -49,8 +50,9 @@ Result<ScoringModel> load_scoring_model(const std::string& model_dir, const std:
   if (m.model->config().max_position_embeddings < ctx)
     FRUGAL_LOG_WARN("eval: --ctx {} is longer than {}'s max_position_embeddings ({})", ctx, model_dir,
                     m.model->config().max_position_embeddings);
+  FRUGAL_ASSIGN_OR_RETURN(const DType kv_dtype, runtime::engine_kv_dtype(*m.backend.backend, kv_cache_dtype));
   FRUGAL_ASSIGN_OR_RETURN(m.kv, model::KvStorage::create(m.backend.backend.get(), m.model->config(),
-                                                         {.n_blocks = n_blocks, .block_size = kBlock}));
+                                                         {.n_blocks = n_blocks, .block_size = kBlock, .dtype = kv_dtype}));
   return m;
 }
 

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "kv/block_pool.h"
+#include "kv/kv_geometry.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
 #include "model/step_batch.h"
@@ -176,7 +177,8 @@ Status EngineImpl::init(const EngineOptions& o) {
   }
 
   // KV pool: an explicit block count, else a fraction of free device memory, else a host budget.
-  const kv::KvGeometry g = engine_kv_geometry(cfg, engine_kv_dtype(*backend_.backend), o.block_size);
+  FRUGAL_ASSIGN_OR_RETURN(const DType kv_dtype, engine_kv_dtype(*backend_.backend, o.kv_cache_dtype));
+  const kv::KvGeometry g = engine_kv_geometry(cfg, kv_dtype, o.block_size);
   int64_t n_blocks = o.num_kv_blocks;
   if (n_blocks <= 0) {
     size_t free_b = 0, total_b = 0;
@@ -208,9 +210,13 @@ Status EngineImpl::init(const EngineOptions& o) {
   memory_.weights_bytes = model_->weight_bytes();
   memory_.workspace_bytes = model_->workspace_bytes();
   memory_.kv_pool_bytes = kv_->bytes();
+  memory_.kv_dtype = kv::kv_dtype_label(kv_dtype);
+  memory_.kv_bytes_per_token = kv::bytes_per_token(g);
+  memory_.kv_capacity_tokens = n_blocks * o.block_size;
   stats_.kv_blocks_total = n_blocks;
-  FRUGAL_LOG_INFO("engine: {} on {}, {} KV blocks of {} tokens ({:.1f} MiB), max_model_len {}", o.model_dir,
-                  backend_.backend->name(), n_blocks, o.block_size, kv_->bytes() / 1048576.0, max_model_len_);
+  FRUGAL_LOG_INFO("engine: {} on {}, {} KV blocks of {} tokens ({} KV, {} B/token, {:.1f} MiB), max_model_len {}",
+                  o.model_dir, backend_.backend->name(), n_blocks, o.block_size, memory_.kv_dtype,
+                  memory_.kv_bytes_per_token, kv_->bytes() / 1048576.0, max_model_len_);
   thread_ = std::thread([this] { thread_main(); });
   return Status::ok();
 }

@@ -103,6 +103,9 @@ struct EngineStats {
 struct MemoryReport {
   int64_t weights_bytes = 0;
   int64_t kv_pool_bytes = 0;
+  std::string kv_dtype;             // the KV cache dtype (kv::kv_dtype_label: bf16, fp8, int8, f32)
+  int64_t kv_bytes_per_token = 0;   // kv::bytes_per_token of the pool's geometry, scales included
+  int64_t kv_capacity_tokens = 0;   // tokens the pool holds: n_blocks * block_size
   int64_t workspace_bytes = 0;
   int64_t graphs_bytes = 0;
 };
@@ -116,6 +119,9 @@ struct EngineOptions {
   int32_t max_num_batched_tokens = 8192;
   int32_t max_model_len = 0;    // 0 = the model's max_position_embeddings
   int32_t block_size = 16;
+  // KV cache element type: "auto" (the activation dtype: f32 on the CPU, bf16 on CUDA), "bf16",
+  // "fp8" (e4m3, per-layer scales) or "int8" (per token and kv head scales); docs/kv_cache.md.
+  std::string kv_cache_dtype = "auto";
   int32_t num_kv_blocks = 0;    // 0 = size from memory (gpu_memory_utilization / cpu budget)
   double gpu_memory_utilization = 0.90;
   int64_t cpu_kv_budget_bytes = 1ll << 30;
