@@ -139,6 +139,9 @@ struct AttentionParams {
   int32_t n_head;
   int32_t sliding_window;       // 0 = none
   float scale;                  // usually 1/sqrt(head_dim)
+  // With sliding_window > 0: positions < sink_tokens are attended too (StreamingLLM's attention
+  // sinks, --kv-sinks), so query p sees [0, sink_tokens) and (p - sliding_window, p].
+  int32_t sink_tokens = 0;
   // Layout hint for mixed steps (0 = none): sequences [0, n_decode_seqs) have exactly one new
   // token each (tokens [0, n_decode_seqs)), and decode_max_ctx_len bounds their ctx_len. A
   // backend may run them with its decode kernel and the rest with its prefill kernel.

@@ -194,7 +194,10 @@ void attention(const AttentionParams& p) {
         const int kvh = h / group;
         scores.assign(static_cast<size_t>(pos + 1), 0.0);
         double mx = -INFINITY;
-        for (int j = lo; j <= pos; ++j) {
+        const int sinks = p.sliding_window > 0 ? std::min(p.sink_tokens, lo) : 0;
+        auto visible = [&](int j) { return j >= lo || j < sinks; };
+        for (int j = 0; j <= pos; ++j) {
+          if (!visible(j)) continue;
           int64_t slot = static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size;
           double d = 0;
           for (int e = 0; e < c.head_dim; ++e)
@@ -205,7 +208,8 @@ void attention(const AttentionParams& p) {
         }
         double sum = 0;
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int j = lo; j <= pos; ++j) {
+        for (int j = 0; j <= pos; ++j) {
+          if (!visible(j)) continue;
           double w = std::exp(scores[static_cast<size_t>(j)] - mx);
           sum += w;
           int64_t slot = static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size;

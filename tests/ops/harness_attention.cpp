@@ -24,6 +24,7 @@ struct SeqSpec {
 struct AttnCase {
   std::vector<SeqSpec> seqs;
   int32_t n_head, n_head_kv, head_dim, block_size, window;
+  int32_t sinks;  // attention sinks (with window > 0)
   DType cache_dtype;
   int64_t gap;  // extra elements per q/out row
 
@@ -31,7 +32,7 @@ struct AttnCase {
     std::string s = "attention seqs=";
     for (const auto& q : seqs) s += "(" + std::to_string(q.n_q) + "/" + std::to_string(q.ctx) + ")";
     return s + " heads=" + std::to_string(n_head) + "/" + std::to_string(n_head_kv) + " head_dim=" +
-           std::to_string(head_dim) + " block=" + std::to_string(block_size) + " window=" + std::to_string(window) +
+           std::to_string(head_dim) + " block=" + std::to_string(block_size) + " window=" + std::to_string(window) + " sinks=" + std::to_string(sinks) +
            " cache=" + dtype_name(cache_dtype) + " gap=" + std::to_string(gap);
   }
 };
@@ -122,8 +123,10 @@ bool AttentionRunner::run(const AttnCase& c) {
       .ctx_len = static_cast<const int32_t*>(dctx->ptr()), .block_tables = static_cast<const int32_t*>(dtab->ptr()),
       .max_blocks_per_seq = max_blocks,
       .max_ctx_len = *std::max_element(ctx_len.begin(), ctx_len.end()), .n_head = c.n_head,
-      .sliding_window = c.window, .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
-  if (!h_->ran(backend_->attention(p), ops::OpKind::kAttention, std::string("cache=") + dtype_name(c.cache_dtype), what))
+      .sliding_window = c.window, .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+      .sink_tokens = c.sinks};
+  if (!h_->ran(backend_->attention(p), ops::OpKind::kAttention,
+               std::string("cache=") + dtype_name(c.cache_dtype) + (c.sinks > 0 ? " sinks" : ""), what))
     return false;
   HostMat got = out0, want = out0;
   got.bytes = dout->download();
@@ -150,7 +153,9 @@ void OpCases::attention() {
         for (DType cache_t : {DType::kF32, DType::kBF16, DType::kF8E4M3, DType::kI8})
           for (const auto& seqs : batches) {
             const AttnCase c{.seqs = seqs, .n_head = 2 * group, .n_head_kv = 2, .head_dim = head_dim,
-                             .block_size = variant % 3 == 1 ? 5 : 16, .window = window, .cache_dtype = cache_t,
+                             .block_size = variant % 3 == 1 ? 5 : 16, .window = window,
+                             .sinks = window > 0 && variant % 4 < 2 ? (variant % 4 == 0 ? 3 : 40) : 0,
+                             .cache_dtype = cache_t,
                              .gap = variant++ % 2 ? 8 : 0};
             AttentionRunner runner(this, backend(), act(), act_tol(), &rng_);
             runner.run(c);

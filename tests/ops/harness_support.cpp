@@ -21,6 +21,11 @@ const SupportTable* support_table_for(const std::string& name) {
       {ops::OpKind::kKvWrite, std::string("cache=") + dtype_name(DType::kI8), "no CUDA int8 KV cache kernels yet"},
       {ops::OpKind::kAttention, std::string("cache=") + dtype_name(DType::kF8E4M3), "no CUDA fp8 KV cache kernels yet"},
       {ops::OpKind::kAttention, std::string("cache=") + dtype_name(DType::kI8), "no CUDA int8 KV cache kernels yet"},
+      // Attention sinks (--kv-sinks) have no CUDA kernel path yet, whatever the cache dtype.
+      {ops::OpKind::kAttention, std::string("cache=") + dtype_name(DType::kF32) + " sinks", "no CUDA attention sinks yet"},
+      {ops::OpKind::kAttention, std::string("cache=") + dtype_name(DType::kBF16) + " sinks", "no CUDA attention sinks yet"},
+      {ops::OpKind::kAttention, std::string("cache=") + dtype_name(DType::kF8E4M3) + " sinks", "no CUDA attention sinks yet"},
+      {ops::OpKind::kAttention, std::string("cache=") + dtype_name(DType::kI8) + " sinks", "no CUDA attention sinks yet"},
   });
   if (name == "ref") return &kRef;
   if (name == "cpu") return &kCpu;

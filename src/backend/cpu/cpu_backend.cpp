@@ -178,7 +178,8 @@ Status CpuBackend::attention(const ops::AttentionParams& p) {
     for (int g = 0; g < p.cache.n_head_kv; ++g)
       for (int i0 = 0; i0 < n_q; i0 += tile) {
         const int i1 = std::min(n_q, i0 + tile);
-        const int64_t keys = p.sliding_window > 0 ? std::min(p.sliding_window, p.ctx_len[s]) : p.ctx_len[s] - n_q + i1;
+        const int64_t keys = p.sliding_window > 0 ? std::min(p.sliding_window + p.sink_tokens, p.ctx_len[s])
+                                                  : p.ctx_len[s] - n_q + i1;
         items.push_back({{s, g, i0, i1}, static_cast<int64_t>(i1 - i0) * keys});
       }
   }

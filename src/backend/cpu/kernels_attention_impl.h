@@ -152,10 +152,15 @@ void attention_typed(const ops::AttentionParams& p, const AttentionItem& it, flo
     }
   }
   const int kv_lo = rows[0].lo, kv_hi = rows[n_rows - 1].pos;
+  // Attention sinks: keys [0, sinks) are visited first, each row taking those below its own lo
+  // (the ones at or past lo come in the window pass below).
+  const int sinks = p.sliding_window > 0 ? (p.sink_tokens < rows[n_rows - 1].lo ? p.sink_tokens : rows[n_rows - 1].lo) : 0;
   const T* kp[kAttentionChunk];
   const T* vp[kAttentionChunk];
-  for (int c0 = kv_lo; c0 <= kv_hi; c0 += kAttentionChunk) {
-    const int c1 = c0 + kAttentionChunk <= kv_hi + 1 ? c0 + kAttentionChunk : kv_hi + 1;
+  for (int pass = sinks > 0 ? 0 : 1; pass < 2; ++pass) {
+  const int p_lo = pass == 0 ? 0 : kv_lo, p_hi = pass == 0 ? sinks - 1 : kv_hi;
+  for (int c0 = p_lo; c0 <= p_hi; c0 += kAttentionChunk) {
+    const int c1 = c0 + kAttentionChunk <= p_hi + 1 ? c0 + kAttentionChunk : p_hi + 1;
     for (int j = c0; j < c1; ++j) {
       const int64_t slot = static_cast<int64_t>(table[j / bs]) * bs + j % bs;
       if constexpr (kQuant) {
@@ -172,8 +177,10 @@ void attention_typed(const ops::AttentionParams& p, const AttentionItem& it, flo
       }
     }
     for (int r = 0; r < n_rows; ++r) {
-      const int jlo = rows[r].lo > c0 ? rows[r].lo : c0;
-      const int jhi = rows[r].pos + 1 < c1 ? rows[r].pos + 1 : c1;
+      const int r_lo = pass == 0 ? 0 : rows[r].lo;
+      const int r_hi = pass == 0 ? (sinks < rows[r].lo ? sinks : rows[r].lo) : rows[r].pos + 1;  // exclusive
+      const int jlo = r_lo > c0 ? r_lo : c0;
+      const int jhi = r_hi < c1 ? r_hi : c1;
       if (jlo >= jhi) continue;
       const float* q = qs + static_cast<int64_t>(r) * d;
       dot_keys<L>(q, kp + (jlo - c0), jhi - jlo, d, sc);
@@ -185,6 +192,7 @@ void attention_typed(const ops::AttentionParams& p, const AttentionItem& it, flo
       sum[r] = sum[r] * rescale + exp_shifted(sc, jhi - jlo, m_new);
       accumulate_values<L>(acc + static_cast<int64_t>(r) * d, rescale, sc, vp + (jlo - c0), jhi - jlo, d);
     }
+  }
   }
   for (int i = it.i0; i < it.i1; ++i) {
     const int64_t t = p.q_start[it.seq] + i;

@@ -204,6 +204,7 @@ Status validate(const ops::AttentionParams& p) {
                                   str(p.cache.n_head_kv)));
   FRUGAL_RETURN_IF_ERROR(need(p.max_blocks_per_seq > 0, op, "max_blocks_per_seq must be positive"));
   FRUGAL_RETURN_IF_ERROR(need(p.sliding_window >= 0, op, "sliding_window must be >= 0"));
+  FRUGAL_RETURN_IF_ERROR(need(p.sink_tokens >= 0, op, "sink_tokens must be >= 0"));
   const int64_t width = static_cast<int64_t>(p.n_head) * p.cache.head_dim;
   FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_q, width, op, "ld_q"));
   FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_out, width, op, "ld_out"));

@@ -319,6 +319,9 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     }
     return check_launch(launch_attention_prefill(p, n_splits, partials, stream_), "attention_prefill");
   }
+  if (p.sink_tokens > 0)
+    return unsupported("cuda attention: attention sinks (--kv-sinks " + std::to_string(p.sink_tokens) +
+                       ") are not supported on the CUDA backend yet");
   if (p.cache.cache_dtype == DType::kF8E4M3 || p.cache.cache_dtype == DType::kI8)
     return unsupported("cuda attention: KV cache dtype " + dt(p.cache.cache_dtype) +
                        " (--kv-cache-dtype fp8/int8) is not supported on the CUDA backend yet; use bf16");
