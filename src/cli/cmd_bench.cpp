@@ -78,6 +78,8 @@ void register_bench(CLI::App& app) {
   off->add_option("--num-kv-blocks", a->o.engine.num_kv_blocks);
   off->add_option("--kv-cache-dtype,--kv-dtype", a->o.engine.kv_cache_dtype,
                   "KV cache dtype: auto (activation dtype), bf16, fp8 (e4m3) or int8")->capture_default_str();
+  off->add_option("--kv-window", a->o.engine.kv_window, "attend to the last W positions only (0 = off)");
+  off->add_option("--kv-sinks", a->o.engine.kv_sinks, "with --kv-window: also attend to the first S positions");
   off->add_option("--gpu-memory-utilization", a->o.engine.gpu_memory_utilization)->capture_default_str();
   off->add_option("--throughput-reps", a->o.throughput_reps, "timed repetitions of the throughput run")
       ->capture_default_str();

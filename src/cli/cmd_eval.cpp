@@ -42,6 +42,8 @@ struct CommonArgs {
   int32_t max_num_seqs = 256;
   int32_t max_num_batched_tokens = 8192;
   std::string kv_cache_dtype = "auto";
+  int32_t kv_window = 0;
+  int32_t kv_sinks = 0;
 };
 
 void add_common(CLI::App* cmd, CommonArgs& a, bool engine) {
@@ -53,6 +55,8 @@ void add_common(CLI::App* cmd, CommonArgs& a, bool engine) {
   cmd->add_option("--csv", a.csv_path, "write the results as CSV (docs/eval.md)");
   cmd->add_option("--kv-cache-dtype,--kv-dtype", a.kv_cache_dtype,
                   "KV cache dtype: auto (activation dtype), bf16, fp8 (e4m3) or int8")->capture_default_str();
+  cmd->add_option("--kv-window", a.kv_window, "attend to the last W positions only (0 = off)");
+  cmd->add_option("--kv-sinks", a.kv_sinks, "with --kv-window: also attend to the first S positions");
   if (!engine) return;
   cmd->add_option("--tokenizer", a.tokenizer_dir, "directory with tokenizer.json (default: the model's)");
   cmd->add_flag("--dummy-weights", a.dummy_weights, "random weights of --model's config.json (speed runs)");
@@ -79,6 +83,8 @@ Result<std::unique_ptr<runtime::Engine>> make_engine(const CommonArgs& a) {
                             .max_num_batched_tokens = a.max_num_batched_tokens};
   eo.max_model_len = a.max_model_len;
   eo.kv_cache_dtype = a.kv_cache_dtype;
+  eo.kv_window = a.kv_window;
+  eo.kv_sinks = a.kv_sinks;
   eo.enable_prefix_caching = true;
   return runtime::create_engine(eo);
 }
@@ -117,7 +123,7 @@ Status run_ppl(const PplArgs& a) {
   const std::vector<int32_t> tokens = tok->encode(text, {.add_bos = bos, .parse_special = false});
   FRUGAL_ASSIGN_OR_RETURN(eval::ChunkPlan plan, eval::plan_chunks(static_cast<int64_t>(tokens.size()), a.ctx, a.stride, a.text));
   FRUGAL_ASSIGN_OR_RETURN(eval::ScoringModel m, eval::load_scoring_model(a.c.model_dir, a.c.device, a.c.threads, a.ctx,
-                                                                               a.c.kv_cache_dtype));
+                                                                               a.c.kv_cache_dtype, a.c.kv_window, a.c.kv_sinks));
   const auto t_run = Clock::now();
   eval::Progress bar("ppl", plan.n_chunks);
   FRUGAL_ASSIGN_OR_RETURN(eval::PplReport r,
@@ -172,7 +178,8 @@ Status run_kld(const KldArgs& a) {
                               ": not the same text or tokenizer");
   }
   FRUGAL_ASSIGN_OR_RETURN(eval::ScoringModel m, eval::load_scoring_model(a.c.model_dir, a.c.device, a.c.threads,
-                                                                               ref.header.ctx, a.c.kv_cache_dtype));
+                                                                               ref.header.ctx, a.c.kv_cache_dtype, a.c.kv_window,
+                                                                               a.c.kv_sinks));
   const auto t0 = Clock::now();
   eval::Progress bar("kld", ref.header.n_chunks);
   FRUGAL_ASSIGN_OR_RETURN(eval::KldReport r, eval::run_kld(m, ref, a.reference, nullptr, [&](int64_t d, int64_t) { bar.update(d); }));

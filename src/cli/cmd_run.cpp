@@ -25,6 +25,8 @@ namespace {
 struct RunArgs {
   std::string model_dir;
   std::string kv_cache_dtype = "auto";
+  int32_t kv_window = 0;
+  int32_t kv_sinks = 0;
   std::string prompt_ids;
   std::string prompt;
   int32_t max_tokens = 64;
@@ -117,6 +119,8 @@ Status run(const RunArgs& a) {
                             .max_num_batched_tokens = std::max<int32_t>(512, static_cast<int32_t>(prompt.size()) + 1)};
   eo.max_model_len = a.max_model_len;
   eo.kv_cache_dtype = a.kv_cache_dtype;
+  eo.kv_window = a.kv_window;
+  eo.kv_sinks = a.kv_sinks;
   eo.num_kv_blocks = static_cast<int32_t>((std::min<int64_t>(cfg.max_position_embeddings, prompt.size() + a.max_tokens + 16) + 15) / 16 + 1);
   FRUGAL_ASSIGN_OR_RETURN(auto engine, runtime::create_engine(eo));
   runtime::SamplingParams sp = sampling_from(a, gen);
@@ -192,6 +196,8 @@ void register_run(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all)");
   cmd->add_option("--kv-cache-dtype,--kv-dtype", args->kv_cache_dtype,
                   "KV cache dtype: auto (activation dtype), bf16, fp8 (e4m3) or int8")->capture_default_str();
+  cmd->add_option("--kv-window", args->kv_window, "attend to the last W positions only (0 = off)");
+  cmd->add_option("--kv-sinks", args->kv_sinks, "with --kv-window: also attend to the first S positions");
   cmd->callback([args] {
     Status st = run(*args);
     if (!st.is_ok()) {

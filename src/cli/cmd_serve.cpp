@@ -96,6 +96,8 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--threads", e.threads, "CPU compute threads (0 = all)");
   cmd->add_option("--kv-cache-dtype,--kv-dtype", e.kv_cache_dtype,
                   "KV cache dtype: auto (activation dtype), bf16, fp8 (e4m3) or int8")->capture_default_str();
+  cmd->add_option("--kv-window", e.kv_window, "attend to the last W positions only (0 = off)");
+  cmd->add_option("--kv-sinks", e.kv_sinks, "with --kv-window: also attend to the first S positions");
   cmd->add_option("--max-num-seqs", e.max_num_seqs, "sequences per batch")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "tokens per engine step")->capture_default_str();
   cmd->add_option("--max-model-len", e.max_model_len, "context length (0: the model's)");

@@ -37,14 +37,16 @@ std::vector<int32_t> chunk_input(std::span<const int32_t> tokens, const ChunkPla
 }
 
 Result<ScoringModel> load_scoring_model(const std::string& model_dir, const std::string& device, int32_t threads,
-                                        int32_t ctx, const std::string& kv_cache_dtype) {
+                                        int32_t ctx, const std::string& kv_cache_dtype, int32_t kv_window,
+                                        int32_t kv_sinks) {
   ScoringModel m;
   m.ctx = ctx;
   FRUGAL_ASSIGN_OR_RETURN(m.backend, runtime::make_backend(device, threads));
   constexpr int32_t kBlock = 16;
   const int32_t n_blocks = (ctx + kBlock - 1) / kBlock;
   model::LoadOptions lo{.max_batch_tokens = ctx, .max_seqs = 1, .max_logit_rows = ctx,
-                        .max_context = n_blocks * kBlock, .block_size = kBlock};
+                        .max_context = n_blocks * kBlock, .block_size = kBlock, .kv_window = kv_window,
+                        .kv_sinks = kv_sinks};
   FRUGAL_ASSIGN_OR_RETURN(m.model, model::Model::load(model_dir, m.backend.backend.get(), lo));
   // Allowed (dynamic RoPE scaling is made for it), but rarely meant.
   if (m.model->config().max_position_embeddings < ctx)

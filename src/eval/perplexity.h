@@ -48,7 +48,8 @@ struct ScoringModel {
 };
 // kv_cache_dtype: as runtime::EngineOptions::kv_cache_dtype ("auto", "bf16", "fp8", "int8").
 Result<ScoringModel> load_scoring_model(const std::string& model_dir, const std::string& device, int32_t threads,
-                                        int32_t ctx, const std::string& kv_cache_dtype = "auto");
+                                        int32_t ctx, const std::string& kv_cache_dtype = "auto", int32_t kv_window = 0,
+                                        int32_t kv_sinks = 0);
 
 // Runs `tokens` (at most ctx) as one sequence from position 0 and calls on_row(j, logprobs)
 // for each logits row j in [first, tokens.size() - 1), logprobs = log_softmax(logits row j).

@@ -98,6 +98,8 @@ struct ModelConfig {
   // Sliding window attention (Qwen2): used only when use_sliding_window is true.
   bool use_sliding_window = false;
   int64_t sliding_window = 0;
+  // Attention sinks with the sliding window (frugal's --kv-sinks; not read from config.json).
+  int64_t attention_sink_tokens = 0;
   int64_t max_window_layers = 0;
   DType torch_dtype = DType::kBF16;
   std::vector<int64_t> bos_token_ids;

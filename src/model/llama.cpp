@@ -113,6 +113,7 @@ class LlamaFamily final : public ForwardFamily {
       const LlamaLayer& l = layers_[i];
       layers::GqaShape shape = shape_;
       shape.sliding_window = l.sliding_window;
+      shape.sink_tokens = l.sliding_window > 0 ? static_cast<int32_t>(config_.attention_sink_tokens) : 0;
       // x += attn(rms_norm(x))
       FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, l.attn_norm, act, ws_.resid, ws_.xn, n, eps));
       FRUGAL_RETURN_IF_ERROR(layers::gqa_attention(be, act, l.attn, shape, step.in, kv.layer(static_cast<int32_t>(i)),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "core/log.h"
 #include "model/families.h"
 
 namespace frugal::model {
@@ -40,6 +41,21 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, ops::Backend
   const std::string config_file = is_dir ? path + "/config.json" : path;
   auto m = std::unique_ptr<Model>(new Model());
   FRUGAL_ASSIGN_OR_RETURN(m->config_, load_model_config(config_file));
+  if (opts.kv_window < 0 || opts.kv_sinks < 0)
+    return invalid_argument("load options: kv_window and kv_sinks must be >= 0");
+  if (opts.kv_sinks > 0 && opts.kv_window == 0)
+    return invalid_argument("load options: kv_sinks " + std::to_string(opts.kv_sinks) + " needs a kv_window");
+  if (opts.kv_window > 0) {
+    if (m->config_.use_sliding_window) {
+      FRUGAL_LOG_WARN("{}: the model has its own sliding window ({}); --kv-window/--kv-sinks ignored", config_file,
+                      m->config_.sliding_window);
+    } else {  // every layer: the window from the first one on
+      m->config_.use_sliding_window = true;
+      m->config_.sliding_window = opts.kv_window;
+      m->config_.max_window_layers = 0;
+      m->config_.attention_sink_tokens = opts.kv_sinks;
+    }
+  }
   const ModelConfig& config = m->config_;
   FRUGAL_ASSIGN_OR_RETURN(const ArchInfo* arch, arch_for(config, config_file));
   FamilyFactory factory = family_factory(arch->family);

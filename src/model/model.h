@@ -40,6 +40,10 @@ struct LoadOptions {
   int32_t max_logit_rows = 64;
   int32_t max_context = 0;         // 0: max_position_embeddings; sizes block tables
   int32_t block_size = 16;         // smallest block size block tables are sized for
+  // --kv-window W --kv-sinks S (docs/kv_cache.md): every layer attends to the first S and the
+  // last W positions only. A model with a native sliding window keeps its own (W, S ignored).
+  int32_t kv_window = 0;           // 0: off
+  int32_t kv_sinks = 0;            // needs kv_window > 0
 };
 
 class Model {

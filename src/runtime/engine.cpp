@@ -162,7 +162,9 @@ Status EngineImpl::init(const EngineOptions& o) {
                         .max_seqs = o.max_num_seqs,
                         .max_logit_rows = o.max_num_seqs,
                         .max_context = o.max_model_len,
-                        .block_size = o.block_size};
+                        .block_size = o.block_size,
+                        .kv_window = o.kv_window,
+                        .kv_sinks = o.kv_sinks};
   FRUGAL_ASSIGN_OR_RETURN(model_, model::Model::load(o.model_dir, backend_.backend.get(), lo));
   if (o.sampling != "auto" && o.sampling != "device" && o.sampling != "host")
     return invalid_argument("sampling: '" + o.sampling + "' is not one of auto, device, host");

@@ -122,6 +122,10 @@ struct EngineOptions {
   // KV cache element type: "auto" (the activation dtype: f32 on the CPU, bf16 on CUDA), "bf16",
   // "fp8" (e4m3, per-layer scales) or "int8" (per token and kv head scales); docs/kv_cache.md.
   std::string kv_cache_dtype = "auto";
+  // Attention over the first kv_sinks and the last kv_window positions only (model::LoadOptions;
+  // 0 = off). The pool still holds whole sequences: blocks are not yet freed behind the window.
+  int32_t kv_window = 0;
+  int32_t kv_sinks = 0;
   int32_t num_kv_blocks = 0;    // 0 = size from memory (gpu_memory_utilization / cpu budget)
   double gpu_memory_utilization = 0.90;
   int64_t cpu_kv_budget_bytes = 1ll << 30;

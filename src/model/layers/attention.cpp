@@ -41,6 +41,7 @@ Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaS
       .ctx_len = step.ctx_len, .block_tables = step.block_tables,
       .max_blocks_per_seq = step.max_blocks_per_seq, .max_ctx_len = step.max_ctx_len,
       .n_head = shape.n_head, .sliding_window = shape.sliding_window, .scale = shape.scale,
+      .sink_tokens = shape.sink_tokens,
       .n_decode_seqs = step.n_decode_seqs, .decode_max_ctx_len = step.decode_max_ctx_len}));
   return linear(b, w.o, act, s.out, q_dim, residual, hidden, n, true);
 }

@@ -23,6 +23,7 @@ struct GqaShape {
   int32_t head_dim = 0;
   int32_t rotary_dim = 0;
   int32_t sliding_window = 0;  // 0: full attention
+  int32_t sink_tokens = 0;     // with sliding_window: positions < sink_tokens are attended too
   float scale = 1.0f;
 };
 
