@@ -98,11 +98,46 @@ Result<LayerF32> read_layer(const model::SafetensorsSet& st, int64_t i) {
 
 void linear_forward(const float* x, int64_t t, const LinearF32& l, float* y) {
   const int64_t n = l.out, k = l.in;
+  // Four tokens per pass over a weight row: each weight load serves four dot products.
   ThreadPool::global().parallel_for(n, 8, [&](int64_t n0, int64_t n1) {
     for (int64_t j = n0; j < n1; ++j) {
       const float* w = l.w.data() + j * k;
       const float b = l.b.empty() ? 0.0f : l.b[j];
-      for (int64_t r = 0; r < t; ++r) y[r * n + j] = dot(x + r * k, w, k) + b;
+      int64_t r = 0;
+      for (; r + 4 <= t; r += 4) {
+        const float* x0 = x + r * k;
+        const float* x1 = x0 + k;
+        const float* x2 = x1 + k;
+        const float* x3 = x2 + k;
+        float a0[8] = {}, a1[8] = {}, a2[8] = {}, a3[8] = {};
+        int64_t i = 0;
+        for (; i + 8 <= k; i += 8)
+          for (int u = 0; u < 8; ++u) {
+            const float wv = w[i + u];
+            a0[u] += x0[i + u] * wv;
+            a1[u] += x1[i + u] * wv;
+            a2[u] += x2[i + u] * wv;
+            a3[u] += x3[i + u] * wv;
+          }
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int u = 0; u < 8; ++u) {
+          s0 += a0[u];
+          s1 += a1[u];
+          s2 += a2[u];
+          s3 += a3[u];
+        }
+        for (; i < k; ++i) {
+          s0 += x0[i] * w[i];
+          s1 += x1[i] * w[i];
+          s2 += x2[i] * w[i];
+          s3 += x3[i] * w[i];
+        }
+        y[r * n + j] = s0 + b;
+        y[(r + 1) * n + j] = s1 + b;
+        y[(r + 2) * n + j] = s2 + b;
+        y[(r + 3) * n + j] = s3 + b;
+      }
+      for (; r < t; ++r) y[r * n + j] = dot(x + r * k, w, k) + b;
     }
   });
 }

@@ -325,9 +325,9 @@ void divide_rows(LinearF32& l, const std::vector<float>& s) {
 double relative_output_error(const std::vector<float>& x, int64_t n, const std::vector<float>& xq,
                              const std::vector<float>& w, const std::vector<float>& wq, int64_t out, int64_t in) {
   int64_t ns = 0;
-  const std::vector<float> xs = subsample_rows(x, n, in, 1024, &ns);
+  const std::vector<float> xs = subsample_rows(x, n, in, 512, &ns);
   int64_t ns2 = 0;
-  const std::vector<float> xqs = xq.empty() ? xs : subsample_rows(xq, n, in, 1024, &ns2);
+  const std::vector<float> xqs = xq.empty() ? xs : subsample_rows(xq, n, in, 512, &ns2);
   LinearF32 a{.name = "", .out = out, .in = in, .w = w, .b = {}};
   LinearF32 b{.name = "", .out = out, .in = in, .w = wq, .b = {}};
   std::vector<float> ya(static_cast<size_t>(ns * out)), yb(ya.size());
