@@ -148,6 +148,7 @@ Result<HostCalibration> HostCalibration::create(const model::ModelConfig& c, con
     return unsupported("calibration: the host forward covers dense Llama/Qwen2 layers; " + c.model_type +
                        " (MoE/MLA) quantizes with --method rtn only");
   }
+  if (c.rope_scaling.type == model::RopeScalingType::kYarn) return unsupported("calibration: yarn rope scaling is not covered by the host forward");
   if (c.hidden_act != "silu") return unsupported("calibration: hidden_act \"" + c.hidden_act + "\" (expected silu)");
   if (seq_len <= 0 || tokens.size() < static_cast<size_t>(seq_len)) return invalid_argument("calibration: fewer tokens than one sequence");
   HostCalibration h;
