@@ -31,20 +31,23 @@ bool cholesky_lower(std::vector<double>& a, int64_t k) {
   return true;
 }
 
-// Inverse of a lower triangular matrix.
-std::vector<double> invert_lower(const std::vector<double>& l, int64_t k) {
-  std::vector<double> inv(static_cast<size_t>(k * k), 0.0);
+// Transposed inverse of a lower triangular matrix: inv_t[c][p] = (L^-1)[p][c] (upper), so the
+// solves and the products below read rows, not strided columns.
+std::vector<double> invert_lower_transposed(const std::vector<double>& l, int64_t k) {
+  std::vector<double> inv_t(static_cast<size_t>(k * k), 0.0);
   ThreadPool::global().parallel_for(k, 8, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {  // column c of inv: solve L x = e_c
-      inv[c * k + c] = 1.0 / l[c * k + c];
+    for (int64_t c = c0; c < c1; ++c) {  // column c of L^-1: solve L x = e_c
+      double* x = inv_t.data() + c * k;
+      x[c] = 1.0 / l[c * k + c];
       for (int64_t i = c + 1; i < k; ++i) {
+        const double* li = l.data() + i * k;
         double s = 0;
-        for (int64_t p = c; p < i; ++p) s += l[i * k + p] * inv[p * k + c];
-        inv[i * k + c] = -s / l[i * k + i];
+        for (int64_t p = c; p < i; ++p) s += li[p] * x[p];
+        x[i] = -s / li[i];
       }
     }
   });
-  return inv;
+  return inv_t;
 }
 
 std::vector<float> subsample_rows(const std::vector<float>& x, int64_t n, int64_t width, int64_t max_rows, int64_t* out_n) {
@@ -121,16 +124,19 @@ Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<floa
   for (int64_t j = 0; j < in; ++j) hp[j * in + j] += o.damp_percent * mean_diag;
   if (!cholesky_lower(hp, in)) return internal_error(tensor + ": GPTQ Hessian is not positive definite after damping");
   // H^-1 = L^-T L^-1; U = upper Cholesky factor of H^-1 (U^T U = H^-1), U[i][j] = L2[j][i].
-  const std::vector<double> linv = invert_lower(hp, in);
+  const std::vector<double> linv_t = invert_lower_transposed(hp, in);
   std::vector<double> hinv(static_cast<size_t>(in * in));
   ThreadPool::global().parallel_for(in, 4, [&](int64_t a0, int64_t a1) {
-    for (int64_t a = a0; a < a1; ++a)
+    for (int64_t a = a0; a < a1; ++a) {
+      const double* ra = linv_t.data() + a * in;
       for (int64_t b = 0; b <= a; ++b) {
+        const double* rb = linv_t.data() + b * in;
         double s = 0;
-        for (int64_t p = a; p < in; ++p) s += linv[p * in + a] * linv[p * in + b];  // (L^-T L^-1)[a][b]
+        for (int64_t p = a; p < in; ++p) s += ra[p] * rb[p];  // (L^-T L^-1)[a][b], p >= max(a, b)
         hinv[a * in + b] = s;
         hinv[b * in + a] = s;
       }
+    }
   });
   if (!cholesky_lower(hinv, in)) return internal_error(tensor + ": GPTQ inverse Hessian is not positive definite");
   auto U = [&](int64_t i, int64_t j) { return hinv[j * in + i]; };
