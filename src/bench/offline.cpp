@@ -9,16 +9,13 @@
 
 #include <fmt/format.h>
 
+#include "bench/model_cost.h"
 #include "bench/request_log.h"
 #include "bench/stats.h"
 #include "bench/step_recorder.h"
 #include "bench/workload.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
-#include "kv/kv_layout.h"
-#include "model/arch.h"
-#include "model/config.h"
-#include "tools/plan/kv_geometry.h"
 
 namespace frugal::bench {
 namespace {
@@ -59,38 +56,6 @@ std::vector<std::vector<int32_t>> random_prompts(SplitMix64& rng, int n, int len
 
 nlohmann::json estimate_json(const Estimate& e) {
   return {{"median", e.value}, {"ci95", {e.ci95.lo, e.ci95.hi}}};
-}
-
-// What one token costs: bytes of weights read per decode step (everything but an untied
-// embedding table) and FLOPs per token of the linear layers.
-struct ModelCost {
-  int64_t step_weight_bytes = 0;
-  int64_t linear_params = 0;  // params in matmuls (incl. lm_head)
-  int64_t kv_bytes_per_token = 0;
-  int64_t n_layers = 0;
-  int64_t q_dim = 0;
-  std::string name;
-};
-
-Result<ModelCost> model_cost(const runtime::EngineOptions& eo, DType kv_dtype) {
-  std::string cfg_path = eo.model_dir;
-  if (cfg_path.size() < 5 || cfg_path.substr(cfg_path.size() - 5) != ".json") cfg_path += "/config.json";
-  FRUGAL_ASSIGN_OR_RETURN(model::ModelConfig c, model::load_model_config(cfg_path));
-  ModelCost mc;
-  mc.name = cfg_path;
-  const auto specs = model::tensor_specs(c);
-  const int64_t wbytes = dtype_bytes(c.torch_dtype, 1);
-  for (const auto& s : specs) {
-    bool tied_embedding = s.role == model::TensorRole::kEmbedding && c.tie_word_embeddings;
-    if (s.role != model::TensorRole::kEmbedding || tied_embedding) mc.step_weight_bytes += s.shape.numel() * wbytes;
-    if (s.role == model::TensorRole::kLinear || s.role == model::TensorRole::kLmHead || tied_embedding)
-      mc.linear_params += s.shape.numel();
-  }
-  // The planner's KV shape (MLA latent caches included), one rank.
-  mc.kv_bytes_per_token = kv::bytes_per_token(tools::kv_geometry(c, kv_dtype, 1, eo.block_size));
-  mc.n_layers = c.num_hidden_layers;
-  mc.q_dim = c.num_attention_heads * c.head_dim;
-  return mc;
 }
 
 // Attention FLOPs of prefilling `len` tokens (QK^T and PV, causal half).

@@ -11,7 +11,7 @@
 
 #include "bench/serve_runner.h"
 #include "bench/telemetry.h"
-#include "tools/plan/catalog.h"
+#include "plan/catalog.h"
 
 #ifndef FRUGAL_VERSION
 #define FRUGAL_VERSION "unknown"
@@ -56,9 +56,9 @@ Result<CostSpec> cost_spec(const ServeBenchOptions& o) {
     return invalid_argument(fmt::format("--price-per-hour must be >= 0 USD, got {:g}", o.price_per_hour));
   }
   if (!o.gpu.empty()) {
-    const std::string dir = o.catalog_dir.empty() ? tools::default_catalog_dir() : o.catalog_dir;
-    FRUGAL_ASSIGN_OR_RETURN(auto gpus, tools::load_gpu_catalog(dir));
-    auto g = tools::find_gpu(gpus, o.gpu);
+    const std::string dir = o.catalog_dir.empty() ? plan::default_catalog_dir() : o.catalog_dir;
+    FRUGAL_ASSIGN_OR_RETURN(auto gpus, plan::load_gpu_catalog(dir));
+    auto g = plan::find_gpu(gpus, o.gpu);
     if (!g.is_ok()) return g.status().with_context("--gpu");
     c.gpu = g->name;
     c.usd_per_hour = g->price_usd_per_hour * o.gpus;

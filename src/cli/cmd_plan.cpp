@@ -1,12 +1,12 @@
-// `frugal plan`: memory, speed and cost prediction (src/tools/plan, docs/plan.md).
+// `frugal plan`: memory, speed and cost prediction (src/plan, docs/plan.md).
 #include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "tools/plan/kv_geometry.h"
-#include "tools/plan/planner.h"
+#include "kv/kv_geometry.h"
+#include "plan/planner.h"
 
 namespace frugal::cli {
 namespace {
@@ -32,14 +32,14 @@ struct PlanArgs {
   bool json = false;
 };
 
-Result<tools::PlanRequest> build_request(const PlanArgs& a) {
-  tools::PlanRequest r;
-  const std::string catalog = a.catalog.empty() ? tools::default_catalog_dir() : a.catalog;
-  FRUGAL_ASSIGN_OR_RETURN(r.model, tools::resolve_model(a.model, catalog));
-  FRUGAL_ASSIGN_OR_RETURN(auto gpus, tools::load_gpu_catalog(catalog));
-  FRUGAL_ASSIGN_OR_RETURN(r.gpu, tools::find_gpu(gpus, a.gpu));
+Result<plan::PlanRequest> build_request(const PlanArgs& a) {
+  plan::PlanRequest r;
+  const std::string catalog = a.catalog.empty() ? plan::default_catalog_dir() : a.catalog;
+  FRUGAL_ASSIGN_OR_RETURN(r.model, plan::resolve_model(a.model, catalog));
+  FRUGAL_ASSIGN_OR_RETURN(auto gpus, plan::load_gpu_catalog(catalog));
+  FRUGAL_ASSIGN_OR_RETURN(r.gpu, plan::find_gpu(gpus, a.gpu));
   r.n_gpus = a.gpus;
-  FRUGAL_ASSIGN_OR_RETURN(r.quant.precision, tools::parse_precision(a.precision));
+  FRUGAL_ASSIGN_OR_RETURN(r.quant.precision, plan::parse_precision(a.precision));
   r.quant.group_size = a.group_size;
   r.quant.int4_zero_point = !a.int4_symmetric;
   r.quant.fp8_block = a.fp8_block;
@@ -47,7 +47,9 @@ Result<tools::PlanRequest> build_request(const PlanArgs& a) {
     return invalid_argument("--lm-head: expected bf16 or int8, got '" + a.lm_head + "'");
   }
   r.quant.lm_head_int8 = a.lm_head == "int8";
-  FRUGAL_ASSIGN_OR_RETURN(r.kv_dtype, tools::parse_kv_dtype(a.kv_dtype));
+  auto kv_dtype = kv::parse_kv_dtype(a.kv_dtype);
+  if (!kv_dtype.is_ok()) return kv_dtype.status().with_context("--kv-dtype");
+  r.kv_dtype = *kv_dtype;
   r.context = a.context;
   r.concurrency = a.concurrency;
   r.prompt_len = a.prompt_len;
@@ -68,15 +70,15 @@ int run_plan(const PlanArgs& a) {
     std::fprintf(stderr, "frugal plan: %s\n", req.status().to_string().c_str());
     return 2;
   }
-  auto plan = tools::make_plan(std::move(req).value());
+  auto plan = plan::make_plan(std::move(req).value());
   if (!plan.is_ok()) {
     std::fprintf(stderr, "frugal plan: %s\n", plan.status().to_string().c_str());
     return 2;
   }
   if (a.json) {
-    std::printf("%s\n", tools::plan_to_json(*plan).dump(2).c_str());
+    std::printf("%s\n", plan::plan_to_json(*plan).dump(2).c_str());
   } else {
-    std::fputs(tools::format_plan_text(*plan).c_str(), stdout);
+    std::fputs(plan::format_plan_text(*plan).c_str(), stdout);
   }
   return 0;
 }

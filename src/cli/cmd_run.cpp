@@ -103,7 +103,7 @@ Result<std::vector<int32_t>> prompt_tokens(const RunArgs& a, const Tokenizer* to
 Status run(const RunArgs& a) {
   const bool dummy_config = a.model_dir.size() > 5 && a.model_dir.substr(a.model_dir.size() - 5) == ".json";
   const std::string dir = dummy_config ? std::filesystem::path(a.model_dir).parent_path().string() : a.model_dir;
-  FRUGAL_ASSIGN_OR_RETURN(model::ModelConfig cfg, model::read_model_config(a.model_dir));
+  FRUGAL_ASSIGN_OR_RETURN(model::ModelConfig cfg, model::load_model_config(a.model_dir));
   FRUGAL_ASSIGN_OR_RETURN(model::GenerationConfig gen, model::load_generation_config(dir, cfg));
   std::unique_ptr<Tokenizer> tok;
   if (!a.no_tokenizer && std::filesystem::exists(dir + "/tokenizer.json")) {

@@ -3,10 +3,10 @@
 #include "model/config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "core/mapped_file.h"
 
 namespace frugal::model {
 namespace {
@@ -183,15 +183,11 @@ Status parse_yarn(const Fields& r, RopeScaling& rs) {
   return Status::ok();
 }
 
-Status parse_rope_scaling(const Fields& f, ModelConfig& c) {
-  if (!f.has("rope_scaling")) return Status::ok();  // absent or null: plain RoPE
-  const json& obj = f.at("rope_scaling");
-  if (!obj.is_object()) return f.type_error("rope_scaling", "an object or null");
-  Fields r(obj, f.where() + ": rope_scaling");
-  // HF renamed "type" to "rope_type"; either may appear.
-  const char* key = r.has("rope_type") ? "rope_type" : "type";
-  FRUGAL_ASSIGN_OR_RETURN(std::string type, r.string(key));
-  RopeScaling& rs = c.rope_scaling;
+// Scaling settings in one object: `rope_scaling` (transformers < 5, where "type" or "rope_type"
+// names the kind) or `rope_parameters` (transformers 5, "rope_type", default "default").
+Status parse_rope_object(const Fields& r, const char* type_key, std::optional<std::string> type_default,
+                         RopeScaling& rs) {
+  FRUGAL_ASSIGN_OR_RETURN(std::string type, r.string(type_key, type_default));
   if (type == "default") {
     rs.type = RopeScalingType::kNone;
     return Status::ok();
@@ -205,13 +201,37 @@ Status parse_rope_scaling(const Fields& f, ModelConfig& c) {
   } else if (type == "yarn") {
     rs.type = RopeScalingType::kYarn;
   } else {
-    return unsupported(r.where() + ": field '" + key + "': unsupported rope scaling '" + type +
+    return unsupported(r.where() + ": field '" + type_key + "': unsupported rope scaling '" + type +
                        "' (supported: default, linear, dynamic, llama3, yarn)");
   }
   FRUGAL_ASSIGN_OR_RETURN(rs.factor, r.positive_number("factor"));
   if (rs.type == RopeScalingType::kLlama3) return parse_llama3(r, rs);
   if (rs.type == RopeScalingType::kYarn) return parse_yarn(r, rs);
   return Status::ok();
+}
+
+// rope_theta and the scaling: top-level rope_theta / rope_scaling where given (they win), else
+// transformers 5's rope_parameters {rope_type, rope_theta, factor, ...}.
+Status parse_rope(const Fields& f, ModelConfig& c) {
+  std::optional<Fields> params;
+  if (f.has("rope_parameters")) {
+    if (!f.at("rope_parameters").is_object()) return f.type_error("rope_parameters", "an object or null");
+    params.emplace(f.at("rope_parameters"), f.where() + ": rope_parameters");
+  }
+  if (f.has("rope_theta") || !params) {
+    FRUGAL_ASSIGN_OR_RETURN(c.rope_theta, f.positive_number("rope_theta", 10000.0));
+  } else {
+    FRUGAL_ASSIGN_OR_RETURN(c.rope_theta, params->positive_number("rope_theta", 10000.0));
+  }
+  if (f.has("rope_scaling")) {
+    const json& obj = f.at("rope_scaling");
+    if (!obj.is_object()) return f.type_error("rope_scaling", "an object or null");
+    Fields r(obj, f.where() + ": rope_scaling");
+    // HF renamed "type" to "rope_type"; either may appear.
+    return parse_rope_object(r, r.has("rope_type") ? "rope_type" : "type", std::nullopt, c.rope_scaling);
+  }
+  if (params) return parse_rope_object(*params, "rope_type", std::string("default"), c.rope_scaling);
+  return Status::ok();  // absent or null: plain RoPE
 }
 
 Status parse_heads(const Fields& f, ModelConfig& c) {
@@ -318,7 +338,6 @@ Status parse_sizes(const Fields& f, ModelConfig& c) {
   FRUGAL_ASSIGN_OR_RETURN(c.num_hidden_layers, f.positive("num_hidden_layers"));
   FRUGAL_ASSIGN_OR_RETURN(c.max_position_embeddings, f.positive("max_position_embeddings"));
   FRUGAL_ASSIGN_OR_RETURN(c.rms_norm_eps, f.positive_number("rms_norm_eps", 1e-6));
-  FRUGAL_ASSIGN_OR_RETURN(c.rope_theta, f.positive_number("rope_theta", 10000.0));
   FRUGAL_ASSIGN_OR_RETURN(c.hidden_act, f.string("hidden_act", std::string("silu")));
   return Status::ok();
 }
@@ -380,7 +399,7 @@ Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::strin
     FRUGAL_RETURN_IF_ERROR(parse_moe(f, c.moe, c.num_hidden_layers));
   }
   FRUGAL_RETURN_IF_ERROR(parse_heads(f, c));
-  FRUGAL_RETURN_IF_ERROR(parse_rope_scaling(f, c));
+  FRUGAL_RETURN_IF_ERROR(parse_rope(f, c));
   FRUGAL_RETURN_IF_ERROR(parse_flags(f, c));
   FRUGAL_RETURN_IF_ERROR(parse_quantization(f, c.quantization));
   return c;
@@ -389,13 +408,9 @@ Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::strin
 Result<ModelConfig> load_model_config(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  std::string file = path;
-  if (fs::is_directory(path, ec)) file = (fs::path(path) / "config.json").string();
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return not_found(file + ": cannot open config file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  const std::string file = fs::is_directory(path, ec) ? (fs::path(path) / "config.json").string() : path;
+  FRUGAL_ASSIGN_OR_RETURN(std::string text, read_file(file));
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return corrupt(file + ": not valid JSON");
   return parse_model_config(j, file);
 }

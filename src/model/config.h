@@ -28,6 +28,8 @@ struct RopeScaling {
   double beta_slow = 1.0;
   double mscale = 1.0;
   double mscale_all_dim = 0.0;
+
+  bool operator==(const RopeScaling&) const = default;
 };
 
 // Mixture-of-experts fields (DeepSeek-V2/V3); n_routed_experts == 0 means dense.
@@ -46,6 +48,8 @@ struct MoeConfig {
   double routed_scaling_factor = 1.0;
   // DeepSeek-V3/R1 checkpoints ship one multi-token-prediction layer beyond num_hidden_layers.
   int64_t num_nextn_predict_layers = 0;
+
+  bool operator==(const MoeConfig&) const = default;
 };
 
 // Multi-head latent attention fields (DeepSeek-V2/V3); kv_lora_rank == 0 means not MLA.
@@ -55,6 +59,8 @@ struct MlaConfig {
   int64_t qk_nope_head_dim = 0;
   int64_t qk_rope_head_dim = 0;
   int64_t v_head_dim = 0;
+
+  bool operator==(const MlaConfig&) const = default;
 };
 
 // Pre-quantized checkpoints (quantization_config), e.g. DeepSeek-V3's fp8 with 128x128 blocks.
@@ -65,6 +71,8 @@ struct QuantizationConfig {
   std::vector<int64_t> weight_block_size;  // fp8 block scales, e.g. {128, 128}
   int64_t bits = 0;          // awq/gptq
   int64_t group_size = 0;    // awq/gptq
+
+  bool operator==(const QuantizationConfig&) const = default;
 };
 
 struct ModelConfig {
@@ -100,11 +108,14 @@ struct ModelConfig {
 
   bool is_moe() const { return moe.n_routed_experts > 0; }
   bool is_mla() const { return mla.kv_lora_rank > 0; }
+  bool operator==(const ModelConfig&) const = default;
 };
 
-// Parses and validates config.json contents. `source` names the file in errors.
+// Parses and validates config.json contents. `source` names the file in errors. Rope settings
+// come from rope_theta / rope_scaling, or transformers 5's rope_parameters where those are absent.
 Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::string& source);
-// `path` is a config.json file or a model directory holding one.
+// The one config.json reader every verb uses (engine, run, plan, bench): `path` is a config.json
+// file or a model directory holding one.
 Result<ModelConfig> load_model_config(const std::string& path);
 
 // HF class names parse_model_config accepts, e.g. "Qwen2ForCausalLM".

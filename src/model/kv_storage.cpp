@@ -1,20 +1,23 @@
 #include "model/kv_storage.h"
 
+#include "kv/kv_geometry.h"
+
 namespace frugal::model {
 
 Result<std::unique_ptr<KvStorage>> KvStorage::create(ops::Backend* backend, const ModelConfig& config,
                                                      const KvStorageConfig& kv) {
-  if (config.is_mla()) return unsupported("kv storage: MLA latent caches are not supported yet");
-  if (kv.n_blocks <= 0) return invalid_argument("kv storage: n_blocks must be positive, got " + std::to_string(kv.n_blocks));
-  kv::KvGeometry g{.n_layers = static_cast<int32_t>(config.num_hidden_layers),
-                   .kind = kv::KvKind::kGqa,
-                   .n_head_kv = static_cast<int32_t>(config.num_key_value_heads),
-                   .head_dim_k = static_cast<int32_t>(config.head_dim),
-                   .head_dim_v = static_cast<int32_t>(config.head_dim),
-                   .dtype = kv.dtype.value_or(backend->activation_dtype()),
-                   .block_size = kv.block_size};
+  const kv::KvGeometry g = kv::kv_geometry(config, {.tensor_parallel = 1},
+                                           {.dtype = kv.dtype.value_or(backend->activation_dtype()),
+                                            .block_size = kv.block_size});
+  return create(backend, g, kv.n_blocks);
+}
+
+Result<std::unique_ptr<KvStorage>> KvStorage::create(ops::Backend* backend, const kv::KvGeometry& g,
+                                                     int32_t n_blocks) {
+  if (g.kind == kv::KvKind::kMla) return unsupported("kv storage: MLA latent caches are not supported yet");
+  if (n_blocks <= 0) return invalid_argument("kv storage: n_blocks must be positive, got " + std::to_string(n_blocks));
   auto s = std::unique_ptr<KvStorage>(new KvStorage());
-  FRUGAL_ASSIGN_OR_RETURN(s->layout_, kv::make_arena_layout(g, kv.n_blocks));
+  FRUGAL_ASSIGN_OR_RETURN(s->layout_, kv::make_arena_layout(g, n_blocks));
   FRUGAL_ASSIGN_OR_RETURN(s->arena_, ops::DeviceBuffer::create(backend, static_cast<size_t>(s->layout_.total_bytes)));
   // Zeroed so a stray read of an unwritten slot is finite, never NaN garbage.
   FRUGAL_RETURN_IF_ERROR(backend->memset_zero(s->arena_.data(), s->arena_.size()));

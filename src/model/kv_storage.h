@@ -1,6 +1,7 @@
-// Device storage of the paged KV cache: one arena laid out by kv/kv_layout.h, per layer
-// K and V [n_blocks, block_size, n_head_kv, head_dim]. Storage only: which blocks belong to
-// which sequence is the block pool's business (src/kv), passed to forward() as block tables.
+// Device storage of the paged KV cache: one arena laid out by kv/kv_layout.h for the geometry
+// kv/kv_geometry.h derives from the config, per layer K and V [n_blocks, block_size, n_head_kv,
+// head_dim]. Storage only: which blocks belong to which sequence is the block pool's business
+// (src/kv), passed to forward() as block tables.
 #pragma once
 
 #include <memory>
@@ -21,8 +22,13 @@ struct KvStorageConfig {
 
 class KvStorage {
  public:
+  // kv::kv_geometry(config) for one rank, in kv.dtype (default: the backend's activation dtype).
   static Result<std::unique_ptr<KvStorage>> create(ops::Backend* backend, const ModelConfig& config,
                                                    const KvStorageConfig& kv);
+  // An arena of n_blocks blocks of geometry g (its dtype and block_size included). GQA only:
+  // the kernels read K and V; MLA latent caches come with the MLA forward.
+  static Result<std::unique_ptr<KvStorage>> create(ops::Backend* backend, const kv::KvGeometry& g,
+                                                   int32_t n_blocks);
   ops::KvCacheLayer layer(int32_t i) const;
   int32_t n_layers() const { return layout_.geometry.n_layers; }
   int32_t n_blocks() const { return layout_.n_blocks; }

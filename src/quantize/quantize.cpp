@@ -17,7 +17,6 @@
 #include "core/dtype.h"
 #include "core/mapped_file.h"
 #include "model/config.h"
-#include "model/model.h"
 #include "model/safetensors.h"
 #include "quantize/host_layer.h"
 #include "quantize/methods.h"
@@ -378,7 +377,7 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
   if (cfg.contains("quantization_config")) {
     return invalid_argument(cfg_path + ": the model is already quantized (quantization_config is present); quantize a bf16/f16/f32 checkpoint");
   }
-  FRUGAL_ASSIGN_OR_RETURN(model::ModelConfig mc, model::read_model_config(cfg_path));
+  FRUGAL_ASSIGN_OR_RETURN(model::ModelConfig mc, model::parse_model_config(cfg, cfg_path));
   FRUGAL_ASSIGN_OR_RETURN(auto st, model::SafetensorsSet::open_dir(r.model_dir));
   StoredLayout sl = stored_layout_for(o, layout);
 

@@ -13,7 +13,7 @@ namespace frugal::model {
 namespace {
 
 ModelConfig config_of(const std::string& path) {
-  auto c = read_model_config(path);
+  auto c = load_model_config(path);
   EXPECT_TRUE(c.is_ok()) << c.status().to_string();
   return c.is_ok() ? *c : ModelConfig{};
 }
@@ -38,6 +38,25 @@ TEST(Arch, TableIsConsistent) {
   EXPECT_FALSE(find_arch("DeepseekV2ForCausalLM")->runnable);
   EXPECT_FALSE(find_arch("DeepseekV3ForCausalLM")->runnable);
   EXPECT_EQ(find_arch("GPT2LMHeadModel"), nullptr);
+}
+
+// Families bind weights by slot: each slot names at most one pattern per arch, and the name
+// tensor_name gives is the pattern's, with the layer / expert index filled in.
+TEST(Arch, SlotsNameOnePatternEach) {
+  for (const auto& a : all_archs()) {
+    std::set<TensorSlot> seen;
+    for (const auto& p : a.patterns) {
+      EXPECT_TRUE(seen.insert(p.slot).second) << a.hf_class << ": " << p.name;
+      std::string want(p.name);
+      if (auto i = want.find("{i}"); i != std::string::npos) want.replace(i, 3, "7");
+      if (auto e = want.find("{e}"); e != std::string::npos) want.replace(e, 3, "2");
+      EXPECT_EQ(tensor_name(a, p.slot, 7, 2), want);
+    }
+  }
+  const ArchInfo& llama = *find_arch("LlamaForCausalLM");
+  EXPECT_EQ(tensor_name(llama, TensorSlot::kAttnQ, 3), "model.layers.3.self_attn.q_proj.weight");
+  EXPECT_EQ(tensor_name(llama, TensorSlot::kOutput), "lm_head.weight");
+  EXPECT_EQ(tensor_name(llama, TensorSlot::kAttnKvB, 0), "");  // an MLA slot: not in the Llama table
 }
 
 TEST(Arch, Stories260KMatchesTheLlama2cCheckpoint) {

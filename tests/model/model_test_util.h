@@ -46,7 +46,7 @@ struct TensorEdit {
 // Writes config.json and model.safetensors for `cfg` into dir, applying `edit`.
 inline void write_model_dir(const std::string& dir, const nlohmann::json& cfg, const TensorEdit& edit = {}) {
   write_text(dir + "/config.json", cfg.dump(2));
-  auto parsed = model::read_model_config(dir + "/config.json");
+  auto parsed = model::load_model_config(dir + "/config.json");
   if (!parsed.is_ok()) throw std::runtime_error(parsed.status().to_string());
   auto specs = model::tensor_specs(*parsed);
   for (auto& e : edit.extra) specs.push_back(e);

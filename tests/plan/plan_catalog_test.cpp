@@ -8,7 +8,7 @@
 
 #include "plan_test_util.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 using testing_util::catalog_dir;
@@ -100,4 +100,4 @@ TEST(PlanCatalogTest, ModelByPathAndUnknownName) {
 }
 
 }  // namespace
-}  // namespace frugal::tools
+}  // namespace frugal::plan

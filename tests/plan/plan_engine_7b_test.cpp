@@ -5,9 +5,9 @@
 #include "model/model.h"
 #include "ops/ref_backend.h"
 #include "test_paths.h"
-#include "tools/plan/weights.h"
+#include "plan/weights.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 TEST(PlanEngineSlowTest, Dummy7bWeightBytesEqualThePlan) {
@@ -23,4 +23,4 @@ TEST(PlanEngineSlowTest, Dummy7bWeightBytesEqualThePlan) {
 }
 
 }  // namespace
-}  // namespace frugal::tools
+}  // namespace frugal::plan

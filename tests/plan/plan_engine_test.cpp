@@ -11,9 +11,9 @@
 #include "ops/ref_backend.h"
 #include "plan_test_util.h"
 #include "test_paths.h"
-#include "tools/plan/weights.h"
+#include "plan/weights.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 using testing_util::plan;
@@ -62,4 +62,4 @@ TEST(PlanEngineTest, KvBytesPerTokenEqualTheEnginePool) {
 }
 
 }  // namespace
-}  // namespace frugal::tools
+}  // namespace frugal::plan

@@ -6,9 +6,9 @@
 
 #include "model/safetensors.h"
 #include "test_paths.h"
-#include "tools/plan/weights.h"
+#include "plan/weights.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 TEST(PlanGoldenTest, WeightBytesMatchCheckpoints) {
@@ -39,4 +39,4 @@ TEST(PlanGoldenTest, WeightBytesMatchCheckpoints) {
 }
 
 }  // namespace
-}  // namespace frugal::tools
+}  // namespace frugal::plan

@@ -3,7 +3,7 @@
 
 #include "plan_test_util.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 using testing_util::plan;
@@ -91,4 +91,4 @@ TEST(PlanMemoryTest, BadRequestsNameTheOption) {
 }
 
 }  // namespace
-}  // namespace frugal::tools
+}  // namespace frugal::plan

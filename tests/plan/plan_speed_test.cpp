@@ -9,7 +9,7 @@
 
 #include "plan_test_util.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 using testing_util::plan;
@@ -148,9 +148,9 @@ TEST(PlanSpeedTest, CalibrationFileErrorsNameTheFile) {
 }
 
 }  // namespace
-}  // namespace frugal::tools
+}  // namespace frugal::plan
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 // Issue 8, acceptance 3: calibrated on what `frugal bench offline` measured on the H200, the
@@ -179,4 +179,4 @@ INSTANTIATE_TEST_SUITE_P(H200, PlanCalibrationTest,
                                            "2026-11-30-h200-q7b-calibration-input.json"));
 
 }  // namespace
-}  // namespace frugal::tools
+}  // namespace frugal::plan

@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "test_paths.h"
-#include "tools/plan/planner.h"
+#include "plan/planner.h"
 
-namespace frugal::tools::testing_util {
+namespace frugal::plan::testing_util {
 
 inline std::string catalog_dir() { return frugal::testing::source_root() + "/data/catalog"; }
 
@@ -39,4 +39,4 @@ inline Plan plan(const PlanRequest& r) {
   return p.is_ok() ? *p : Plan{};
 }
 
-}  // namespace frugal::tools::testing_util
+}  // namespace frugal::plan::testing_util

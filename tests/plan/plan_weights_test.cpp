@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "plan_test_util.h"
-#include "tools/plan/weights.h"
+#include "plan/weights.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 using testing_util::model;
@@ -122,4 +122,4 @@ TEST(PlanWeightsTest, MoeActiveParametersAndDistinctExperts) {
 }
 
 }  // namespace
-}  // namespace frugal::tools
+}  // namespace frugal::plan

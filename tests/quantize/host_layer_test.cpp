@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/model.h"
+#include "model/config.h"
 #include "model/safetensors.h"
 #include "quant_test_util.h"
 #include "quantize/host_layer.h"
@@ -29,7 +29,7 @@ class HostLayer : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HostLayer, MatchesTransformersHiddenStates) {
   const std::string dir = testing::golden_dir(GetParam());
-  auto cfg = model::read_model_config(dir);
+  auto cfg = model::load_model_config(dir);
   ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
   auto st = model::SafetensorsSet::open_dir(dir);
   auto ref = model::SafetensorsSet::open_file(dir + "/reference.safetensors");
@@ -55,7 +55,7 @@ TEST_P(HostLayer, MatchesTransformersHiddenStates) {
 INSTANTIATE_TEST_SUITE_P(Golden, HostLayer, ::testing::Values("qwen2", "qwen2_tied", "llama3_rope", "llama_linear_rope"));
 
 TEST(HostLayer, RefusesMoeAndMla) {
-  auto cfg = model::read_model_config(testing::golden_dir("deepseek_v2"));
+  auto cfg = model::load_model_config(testing::golden_dir("deepseek_v2"));
   ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
   auto st = model::SafetensorsSet::open_dir(testing::golden_dir("deepseek_v2"));
   ASSERT_TRUE(st.is_ok());

@@ -1,4 +1,4 @@
-#include "tools/plan/calibration.h"
+#include "plan/calibration.h"
 
 #include <algorithm>
 #include <fstream>
@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "tools/plan/plan_format.h"
+#include "plan/plan_format.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 using json = nlohmann::json;
@@ -184,4 +184,4 @@ CalibrationReport calibrate(const SpeedModel& m, const BenchResults& bench) {
   return r;
 }
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

@@ -1,9 +1,9 @@
-#include "tools/plan/plan_format.h"
+#include "plan/plan_format.h"
 
 #include <cmath>
 #include <cstdio>
 
-namespace frugal::tools {
+namespace frugal::plan {
 
 std::string with_commas(int64_t v) {
   std::string digits = std::to_string(v < 0 ? -v : v);
@@ -40,4 +40,4 @@ std::string seconds(double s) {
   return fixed(s, 2) + " s";
 }
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

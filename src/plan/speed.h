@@ -16,10 +16,10 @@
 
 #include "core/dtype.h"
 #include "model/config.h"
-#include "tools/plan/catalog.h"
-#include "tools/plan/weights.h"
+#include "plan/catalog.h"
+#include "plan/weights.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 
 // Defaults: PERFORMANCE.md's H200 measurements. A cuBLAS GEMV chain reaches 3.59 of 4.8 TB/s
 // datasheet (0.75); the bf16 GEMM chain of a 2k prefill 628 of 989 TFLOP/s (0.63, less
@@ -81,4 +81,4 @@ SpeedModel make_speed_model(const model::ModelConfig& c, const WeightSummary& w,
                             int n_gpus, double kv_bytes_per_token_rank, WeightPrecision p,
                             const Efficiency& eff);
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

@@ -1,8 +1,8 @@
-#include "tools/plan/speed.h"
+#include "plan/speed.h"
 
 #include <algorithm>
 
-namespace frugal::tools {
+namespace frugal::plan {
 
 ComputePeak compute_peak(const GpuSpec& gpu, WeightPrecision p) {
   switch (p) {
@@ -87,4 +87,4 @@ double SpeedModel::prefill_seconds_per_token(int64_t prompt_len) const {
   return (std::max(t_compute, t_mem) + t_comm) / c;
 }
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

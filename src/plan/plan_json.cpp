@@ -1,10 +1,10 @@
 // --json: every figure of the plan, plus the arithmetic lines.
 #include <nlohmann/json.hpp>
 
-#include "tools/plan/kv_geometry.h"
-#include "tools/plan/planner.h"
+#include "kv/kv_geometry.h"
+#include "plan/planner.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 using json = nlohmann::json;
@@ -31,7 +31,7 @@ json request_json(const PlanRequest& r) {
           {"int4_zero_point", r.quant.int4_zero_point},
           {"fp8_block", r.quant.fp8_block},
           {"lm_head_int8", r.quant.lm_head_int8},
-          {"kv_dtype", kv_dtype_label(r.kv_dtype)},
+          {"kv_dtype", kv::kv_dtype_label(r.kv_dtype)},
           {"context", r.context},
           {"concurrency", r.concurrency},
           {"prompt_len", r.prompt_len},
@@ -148,4 +148,4 @@ json plan_to_json(const Plan& p) {
   return j;
 }
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "tools/plan/speed.h"
+#include "plan/speed.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 
 struct BenchPoint {
   std::string kind;  // "decode" | "prefill"
@@ -48,4 +48,4 @@ struct CalibrationReport {
 // bandwidth bound, and prefill_mfu to prefill points. Factors without data keep their value.
 CalibrationReport calibrate(const SpeedModel& m, const BenchResults& bench);
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates the worked-example tables of docs/plan.md by running the real `frugal plan --json`.
 
-usage: python3 src/tools/plan/plan_tables.py BUILD_DIR/src/cli/frugal > tables.md
+usage: python3 src/plan/plan_tables.py BUILD_DIR/src/cli/frugal > tables.md
 """
 import json
 import subprocess

@@ -1,9 +1,9 @@
-#include "tools/plan/weights.h"
+#include "plan/weights.h"
 
 #include <cmath>
 #include <map>
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 using model::TensorRole;
@@ -145,4 +145,4 @@ Result<WeightSummary> summarize_weights(const model::ModelConfig& c, const Quant
   return s;
 }
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

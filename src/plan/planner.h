@@ -12,12 +12,12 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
-#include "tools/plan/calibration.h"
-#include "tools/plan/catalog.h"
-#include "tools/plan/speed.h"
-#include "tools/plan/weights.h"
+#include "plan/calibration.h"
+#include "plan/catalog.h"
+#include "plan/speed.h"
+#include "plan/weights.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 
 // Memory the engine needs besides weights and KV (per GPU). The defaults mirror
 // runtime::EngineOptions (0.90 utilization, 8192 batched tokens, 16-token blocks).
@@ -120,4 +120,4 @@ Result<Plan> make_plan(PlanRequest req);
 std::string format_plan_text(const Plan& p);
 nlohmann::json plan_to_json(const Plan& p);
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

@@ -1,12 +1,12 @@
-#include "tools/plan/planner.h"
+#include "plan/planner.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "tools/plan/kv_geometry.h"
-#include "tools/plan/plan_format.h"
+#include "kv/kv_geometry.h"
+#include "plan/plan_format.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 constexpr int64_t kMaxSweep = 4096;  // largest batch the concurrency sweep and crossover look at
@@ -89,10 +89,11 @@ MemoryPlan memory_plan(const PlanRequest& r, const WeightSummary& w, int n, std:
                gib(m.overhead_bytes),
            gib(m.kv_budget_bytes), m.kv_budget_bytes);
 
-  const kv::KvGeometry g = kv_geometry(c, r.kv_dtype, n, r.over.block_size);
+  const kv::KvCacheOptions kv_opts{.dtype = r.kv_dtype, .block_size = r.over.block_size};
+  const kv::KvGeometry g = kv::kv_geometry(c, {.tensor_parallel = n}, kv_opts);
   m.kv_bytes_per_token = kv::bytes_per_token(g);
-  m.kv_bytes_per_token_model = kv::bytes_per_token(kv_geometry(c, r.kv_dtype, 1, r.over.block_size));
-  const std::string dt = kv_dtype_label(r.kv_dtype);
+  m.kv_bytes_per_token_model = kv::bytes_per_token(kv::kv_geometry(c, {.tensor_parallel = 1}, kv_opts));
+  const std::string dt = kv::kv_dtype_label(r.kv_dtype);
   const std::string per_layer = with_commas(kv::bytes_per_token_per_layer(g));
   if (c.is_mla()) {
     add_step(steps, "memory", "KV bytes per token", "layers x (kv_lora_rank + qk_rope_head_dim) x " + dt + " (+ scales)",
@@ -212,4 +213,4 @@ Result<Plan> make_plan(PlanRequest req) {
   return p;
 }
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

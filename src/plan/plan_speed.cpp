@@ -2,10 +2,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tools/plan/plan_format.h"
-#include "tools/plan/planner.h"
+#include "plan/plan_format.h"
+#include "plan/planner.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 constexpr int64_t kMaxSweep = 4096;
@@ -119,4 +119,4 @@ CostPlan cost_plan(const PlanRequest& r, const SpeedPlan& s, std::vector<PlanSte
   return c;
 }
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

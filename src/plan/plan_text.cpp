@@ -3,11 +3,11 @@
 
 #include <fmt/format.h>
 
-#include "tools/plan/kv_geometry.h"
-#include "tools/plan/plan_format.h"
-#include "tools/plan/planner.h"
+#include "kv/kv_geometry.h"
+#include "plan/plan_format.h"
+#include "plan/planner.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 void section_steps(std::ostringstream& os, const Plan& p, const std::string& section) {
@@ -24,7 +24,7 @@ void header(std::ostringstream& os, const Plan& p) {
   std::string prec = precision_name(r.quant.precision);
   if (r.quant.precision == WeightPrecision::kInt4) prec += " g" + std::to_string(r.quant.group_size);
   os << fmt::format("  weights {}{}, KV {}, context {}, concurrency {}, prompt {}\n", prec,
-                    r.quant.lm_head_int8 ? " (lm_head int8)" : "", kv_dtype_label(r.kv_dtype),
+                    r.quant.lm_head_int8 ? " (lm_head int8)" : "", kv::kv_dtype_label(r.kv_dtype),
                     with_commas(r.context), with_commas(r.concurrency), with_commas(r.prompt_len));
   os << fmt::format("  model: {}, {} layers, hidden {}, {} heads / {} KV heads x {}, vocab {}, max context {}\n",
                     c.architecture, c.num_hidden_layers, c.hidden_size, c.num_attention_heads,
@@ -139,4 +139,4 @@ std::string format_plan_text(const Plan& p) {
   return os.str();
 }
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

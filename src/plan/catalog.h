@@ -9,7 +9,7 @@
 #include "core/status.h"
 #include "model/config.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 
 struct GpuSpec {
   std::string name;  // catalog key, e.g. "rtx-4090"
@@ -56,4 +56,4 @@ std::vector<std::string> catalog_model_names(const std::string& catalog_dir);
 // Parses one catalog entry ({"name", "provenance", ..., "config": {HF config.json}}).
 Result<ModelEntry> load_model_entry(const std::string& path);
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

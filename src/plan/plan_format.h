@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-namespace frugal::tools {
+namespace frugal::plan {
 
 std::string with_commas(int64_t v);          // 57344 -> "57,344"
 std::string gib(double bytes);               // "14.19 GiB"
@@ -15,4 +15,4 @@ std::string fixed(double v, int decimals);   // "0.75"
 std::string usd(double v);                   // "$0.0123" / "$12.34"
 std::string seconds(double s);               // "12.3 ms" / "1.23 s"
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

@@ -11,7 +11,7 @@
 #include "model/arch.h"
 #include "model/config.h"
 
-namespace frugal::tools {
+namespace frugal::plan {
 
 enum class WeightPrecision { kBf16, kFp8, kInt8, kInt4 };
 const char* precision_name(WeightPrecision p);
@@ -71,4 +71,4 @@ struct WeightSummary {
 // Sums tensor_specs(c) stored as `q` says. Errors name the option when it cannot apply.
 Result<WeightSummary> summarize_weights(const model::ModelConfig& c, const QuantOptions& q);
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

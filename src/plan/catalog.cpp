@@ -1,4 +1,4 @@
-#include "tools/plan/catalog.h"
+#include "plan/catalog.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace frugal::tools {
+namespace frugal::plan {
 namespace {
 
 namespace fs = std::filesystem;
@@ -176,4 +176,4 @@ Result<ModelEntry> resolve_model(const std::string& arg, const std::string& cata
                    catalog_dir + "/models has: " + names + ")");
 }
 
-}  // namespace frugal::tools
+}  // namespace frugal::plan

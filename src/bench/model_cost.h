@@ -1,0 +1,29 @@
+// What one token of a model costs, from its config alone: the figures `bench offline` divides its
+// timings by to report achieved bandwidth and FLOP rates (docs/bench_offline.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "runtime/engine.h"
+
+namespace frugal::bench {
+
+// Bytes of weights read per decode step (everything but an untied embedding table), FLOPs per
+// token of the linear layers, and the KV bytes one token adds (kv::kv_geometry, one rank).
+struct ModelCost {
+  int64_t step_weight_bytes = 0;
+  int64_t linear_params = 0;  // params in matmuls (incl. lm_head)
+  int64_t kv_bytes_per_token = 0;
+  int64_t n_layers = 0;
+  int64_t q_dim = 0;
+  std::string name;  // the config.json read
+};
+
+// eo.model_dir is a model directory or a config.json; the KV cache holds kv_dtype elements in
+// blocks of eo.block_size tokens.
+Result<ModelCost> model_cost(const runtime::EngineOptions& eo, DType kv_dtype);
+
+}  // namespace frugal::bench
