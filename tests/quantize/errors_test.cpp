@@ -143,5 +143,30 @@ TEST(QuantizeErrors, CliWritesACompleteShardedDirectory) {
   fs::remove_all(work);
 }
 
+TEST(QuantizeMoe, RouterStaysPreciseAndExpertsQuantizeOneByOne) {
+  const std::string work = testing::quant_temp_dir("moe");
+  QuantizeRequest r{.model_dir = testing::golden_dir("deepseek_v2"), .out_dir = work + "/out",
+                    .options = {.format = Format::kInt4, .group_size = 64}};
+  r.keep_dequantized = true;
+  auto rep = quantize_model(r);
+  ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+  auto st = model::SafetensorsSet::open_dir(r.out_dir);
+  ASSERT_TRUE(st.is_ok());
+  const model::TensorEntry* router = (*st)->find("model.layers.1.mlp.gate.weight");
+  ASSERT_NE(router, nullptr);
+  EXPECT_EQ(router->dtype, DType::kF16);  // GPTQ checkpoints store what stays precise in f16
+  EXPECT_NE((*st)->find("model.layers.1.mlp.experts.7.down_proj.qweight"), nullptr);
+  EXPECT_NE((*st)->find("model.layers.1.mlp.shared_experts.up_proj.qweight"), nullptr);
+  EXPECT_NE((*st)->find("model.layers.1.self_attn.kv_b_proj.qweight"), nullptr);
+  EXPECT_EQ((*st)->find("model.layers.1.mlp.gate.qweight"), nullptr);
+  EXPECT_NE((*st)->find("model.layers.1.self_attn.kv_a_layernorm.weight"), nullptr);
+  // Calibrated methods need the host forward, which covers dense layers only.
+  QuantizeRequest a = request(testing::golden_dir("deepseek_v2"), work + "/awq", {.format = Format::kInt4, .method = Method::kAwq, .group_size = 64});
+  const std::string msg = error_of(a);
+  EXPECT_NE(msg.find("--method rtn only"), std::string::npos) << msg;
+  EXPECT_TRUE(outputs_like(work, "awq").empty());
+  fs::remove_all(work);
+}
+
 }  // namespace
 }  // namespace frugal::quantize
