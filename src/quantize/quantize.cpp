@@ -113,11 +113,11 @@ OutTensor float_tensor(const std::string& name, DType dt, std::vector<int64_t> s
   return t;
 }
 
-// Converts a source tensor (float dtypes convert to `dt`; others are copied as they are).
-OutTensor copy_tensor(const model::TensorEntry& e, DType dt) {
+// Copies a source tensor: tensors in the checkpoint's main dtype `src` convert to `dt`; others
+// (an f32 router bias in a bf16 checkpoint, integer tensors) are copied as they are.
+OutTensor copy_tensor(const model::TensorEntry& e, DType src, DType dt) {
   std::vector<int64_t> shape(e.shape.dims.begin(), e.shape.dims.begin() + e.shape.ndim);
-  const bool is_float = e.dtype == DType::kF32 || e.dtype == DType::kF16 || e.dtype == DType::kBF16;
-  if (!is_float || e.dtype == dt) {
+  if (e.dtype != src || e.dtype == dt) {
     OutTensor t{e.name, e.dtype, shape, std::vector<uint8_t>(e.data, e.data + e.nbytes)};
     return t;
   }
@@ -414,6 +414,9 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
   const bool calibrate = needs_calibration(o.method) || !r.calib_file.empty() || !r.calib_ids.empty();
   std::vector<int32_t> ids;
   std::optional<HostCalibration> calib;
+  if (calibrate && r.calib_tokens < r.min_calib_tokens) {
+    return invalid_argument("--calib-tokens " + std::to_string(r.calib_tokens) + ": at least " + std::to_string(r.min_calib_tokens) + " are needed");
+  }
   if (calibrate) {
     FRUGAL_ASSIGN_OR_RETURN(ids, calibration_tokens(r));
     if (static_cast<int64_t>(ids.size()) < r.min_calib_tokens) {
@@ -444,7 +447,7 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
   for (const auto& name : st->names()) {
     const int64_t li = layer_of(name);
     if (li < 0) {
-      FRUGAL_RETURN_IF_ERROR(writer.add(copy_tensor(*st->find(name), keep_dtype)));
+      FRUGAL_RETURN_IF_ERROR(writer.add(copy_tensor(*st->find(name), src_dtype, keep_dtype)));
     } else {
       by_layer[li].push_back(name);
     }
@@ -471,7 +474,7 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
       if (is_candidate(e)) {
         FRUGAL_RETURN_IF_ERROR(rtn_uncalibrated(c, e));
       } else {
-        FRUGAL_RETURN_IF_ERROR(writer.add(copy_tensor(e, keep_dtype)));
+        FRUGAL_RETURN_IF_ERROR(writer.add(copy_tensor(e, src_dtype, keep_dtype)));
       }
     }
     progress.update(++n_done, "layer " + std::to_string(li));
