@@ -150,6 +150,10 @@ Result<HostCalibration> HostCalibration::create(const model::ModelConfig& c, con
   }
   if (c.rope_scaling.type == model::RopeScalingType::kYarn) return unsupported("calibration: yarn rope scaling is not covered by the host forward");
   if (c.hidden_act != "silu") return unsupported("calibration: hidden_act \"" + c.hidden_act + "\" (expected silu)");
+  if (c.use_sliding_window && c.sliding_window > 0 && seq_len > c.sliding_window) {
+    return unsupported("calibration: sequences of " + std::to_string(seq_len) + " tokens exceed the sliding window " +
+                       std::to_string(c.sliding_window) + " (the host forward attends to the whole sequence)");
+  }
   if (seq_len <= 0 || tokens.size() < static_cast<size_t>(seq_len)) return invalid_argument("calibration: fewer tokens than one sequence");
   HostCalibration h;
   h.c_ = c;
