@@ -93,39 +93,34 @@ std::vector<double> gptq_hessian(const std::vector<float>& x, int64_t n, int64_t
   return h;
 }
 
-Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<float>& w, int64_t out, int64_t in,
-                               std::vector<double> h, const GptqOptions& o) {
-  FRUGAL_ASSIGN_OR_RETURN(int64_t group, resolve_group(tensor, in, o.spec.group));
-  const int64_t ng = in / group;
-  const int32_t qmin = spec_qmin(o.spec), qmax = spec_qmax(o.spec);
-  // Column order.
-  std::vector<int64_t> perm(static_cast<size_t>(in));
-  std::iota(perm.begin(), perm.end(), 0);
-  if (o.act_order) {
-    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return h[a * in + a] > h[b * in + b]; });
+Result<GptqFactor> gptq_factor(const std::string& tensor, std::vector<double> h, int64_t in, double damp_percent,
+                               bool act_order) {
+  GptqFactor f;
+  f.in = in;
+  f.perm.resize(static_cast<size_t>(in));
+  std::iota(f.perm.begin(), f.perm.end(), 0);
+  if (act_order) {
+    std::stable_sort(f.perm.begin(), f.perm.end(), [&](int64_t a, int64_t b) { return h[a * in + a] > h[b * in + b]; });
   }
-  // wp [in, out]: row j is original column perm[j]; hp permuted Hessian.
-  std::vector<float> wp(static_cast<size_t>(in * out));
-  for (int64_t j = 0; j < in; ++j)
-    for (int64_t r = 0; r < out; ++r) wp[j * out + r] = w[r * in + perm[j]];
   std::vector<double> hp(static_cast<size_t>(in * in));
   for (int64_t a = 0; a < in; ++a)
-    for (int64_t b = 0; b < in; ++b) hp[a * in + b] = h[perm[a] * in + perm[b]];
+    for (int64_t b = 0; b < in; ++b) hp[a * in + b] = h[f.perm[a] * in + f.perm[b]];
   h.clear();
+  f.dead.assign(static_cast<size_t>(in), 0);
   double mean_diag = 0;
   for (int64_t j = 0; j < in; ++j) {
     if (hp[j * in + j] == 0) {  // dead input: never active on the calibration data
       hp[j * in + j] = 1;
-      for (int64_t r = 0; r < out; ++r) wp[j * out + r] = 0;
+      f.dead[j] = 1;
     }
     mean_diag += hp[j * in + j];
   }
   mean_diag /= static_cast<double>(in);
-  for (int64_t j = 0; j < in; ++j) hp[j * in + j] += o.damp_percent * mean_diag;
+  for (int64_t j = 0; j < in; ++j) hp[j * in + j] += damp_percent * mean_diag;
   if (!cholesky_lower(hp, in)) return internal_error(tensor + ": GPTQ Hessian is not positive definite after damping");
   // H^-1 = L^-T L^-1; U = upper Cholesky factor of H^-1 (U^T U = H^-1), U[i][j] = L2[j][i].
   const std::vector<double> linv_t = invert_lower_transposed(hp, in);
-  std::vector<double> hinv(static_cast<size_t>(in * in));
+  f.l2.resize(static_cast<size_t>(in * in));
   ThreadPool::global().parallel_for(in, 4, [&](int64_t a0, int64_t a1) {
     for (int64_t a = a0; a < a1; ++a) {
       const double* ra = linv_t.data() + a * in;
@@ -133,12 +128,33 @@ Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<floa
         const double* rb = linv_t.data() + b * in;
         double s = 0;
         for (int64_t p = a; p < in; ++p) s += ra[p] * rb[p];  // (L^-T L^-1)[a][b], p >= max(a, b)
-        hinv[a * in + b] = s;
-        hinv[b * in + a] = s;
+        f.l2[a * in + b] = s;
+        f.l2[b * in + a] = s;
       }
     }
   });
-  if (!cholesky_lower(hinv, in)) return internal_error(tensor + ": GPTQ inverse Hessian is not positive definite");
+  if (!cholesky_lower(f.l2, in)) return internal_error(tensor + ": GPTQ inverse Hessian is not positive definite");
+  return f;
+}
+
+Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<float>& w, int64_t out, int64_t in,
+                               std::vector<double> h, const GptqOptions& o) {
+  FRUGAL_ASSIGN_OR_RETURN(GptqFactor f, gptq_factor(tensor, std::move(h), in, o.damp_percent, o.act_order));
+  return gptq_quantize(tensor, w, out, f, o);
+}
+
+Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<float>& w, int64_t out, const GptqFactor& f,
+                               const GptqOptions& o) {
+  const int64_t in = f.in;
+  FRUGAL_ASSIGN_OR_RETURN(int64_t group, resolve_group(tensor, in, o.spec.group));
+  const int64_t ng = in / group;
+  const int32_t qmin = spec_qmin(o.spec), qmax = spec_qmax(o.spec);
+  const std::vector<int64_t>& perm = f.perm;
+  // wp [in, out]: row j is original column perm[j] (zero for dead inputs).
+  std::vector<float> wp(static_cast<size_t>(in * out));
+  for (int64_t j = 0; j < in; ++j)
+    for (int64_t r = 0; r < out; ++r) wp[j * out + r] = f.dead[j] ? 0.0f : w[r * in + perm[j]];
+  const std::vector<double>& hinv = f.l2;
   auto U = [&](int64_t i, int64_t j) { return hinv[j * in + i]; };
 
   IntQuant q;

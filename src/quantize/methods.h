@@ -32,6 +32,19 @@ struct GptqOptions {
 Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<float>& w, int64_t out, int64_t in,
                                std::vector<double> h, const GptqOptions& o);
 
+// The part of GPTQ that depends on H only (shared by the linears of one input): column order,
+// dead inputs, and L2 with U = L2^T the upper Cholesky factor of (H + damp I)^-1 in that order.
+struct GptqFactor {
+  int64_t in = 0;
+  std::vector<int64_t> perm;  // [in] quantization order (identity without act_order)
+  std::vector<uint8_t> dead;  // [in] by position in perm: H_jj == 0, weights zeroed
+  std::vector<double> l2;     // [in, in] lower
+};
+Result<GptqFactor> gptq_factor(const std::string& tensor, std::vector<double> h, int64_t in, double damp_percent,
+                               bool act_order);
+Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<float>& w, int64_t out, const GptqFactor& f,
+                               const GptqOptions& o);
+
 // AWQ scale search (AutoAWQ's _search_best_scale without duo scaling): s = mean|x|^alpha,
 // normalised by sqrt(max(s) min(s)), for alpha in {0, 1/grid, ...}; returns the s minimising
 // sum over the linears of |x W^T - x (Q(W diag(s)) diag(1/s))^T|^2 on up to 512 tokens.

@@ -230,11 +230,14 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
     const GptqOptions go{.spec = spec, .damp_percent = c.o.damp_percent, .block = c.o.gptq_block,
                          .act_order = c.o.act_order, .static_groups = c.o.static_groups};
     auto hook = [&](Stage s, const std::vector<float>& x, LayerF32& layer) -> Status {
-      std::vector<double> h;
+      std::optional<GptqFactor> f;  // one factorisation per shared input
       for (LinearF32* l : layer.stage_linears(s)) {
         if (is_kept(l->name, c.o.keep)) continue;
-        if (h.empty()) h = gptq_hessian(x, n, l->in);
-        FRUGAL_ASSIGN_OR_RETURN(IntQuant q, gptq_quantize(l->name, l->w, l->out, l->in, h, go));
+        if (!f) {
+          FRUGAL_ASSIGN_OR_RETURN(GptqFactor gf, gptq_factor(l->name, gptq_hessian(x, n, l->in), l->in, go.damp_percent, go.act_order));
+          f.emplace(std::move(gf));
+        }
+        FRUGAL_ASSIGN_OR_RETURN(IntQuant q, gptq_quantize(l->name, l->w, l->out, *f, go));
         std::vector<float> deq = q.dequantize();
         FRUGAL_ASSIGN_OR_RETURN(auto ts, pack_gptq(l->name, q, c.layout.gptq_v2));
         std::vector<float> rdeq;
