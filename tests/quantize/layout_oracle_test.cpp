@@ -185,6 +185,9 @@ TEST_P(LayoutOracle, ReadsRepacksAndWritesTheFixtureLayout) {
     auto back = read_quantized_linear(p, finder(**got, p), *got_layout, &out, &in);
     ASSERT_TRUE(back.is_ok()) << back.status().to_string();
     ASSERT_EQ(*back, rep->dequantized.at(p)) << p;
+    auto engine = testing::engine_dequantized(r.out_dir, **got, p);  // the engine's converters
+    ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+    ASSERT_EQ(*engine, rep->dequantized.at(p)) << p;
     if (fx.opts.method == Method::kGptq) continue;  // GPTQ moves weights on purpose
     double num = 0, den = 0;
     for (size_t i = 0; i < back->size(); ++i) {

@@ -82,6 +82,9 @@ TEST_P(MethodQuality, BeatsRtnAndRoundTrips) {
     auto back = read_quantized_linear(name, [&](const std::string& rel) { return (*st)->find(name + "." + rel); }, *layout, &out, &in);
     ASSERT_TRUE(back.is_ok()) << back.status().to_string();
     ASSERT_EQ(*back, want) << name;
+    auto engine = testing::engine_dequantized(r.out_dir, **st, name);  // the engine's converters
+    ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+    ASSERT_EQ(*engine, want) << name;
   }
   std::filesystem::remove_all(work);
 }
