@@ -48,8 +48,6 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, ops::Backend
                        " is described but not supported yet (no forward pass)");
   if (config.hidden_act != "silu")
     return unsupported(config_file + ": field 'hidden_act': '" + config.hidden_act + "' is not supported (silu only)");
-  if (config.rope_scaling.type == RopeScalingType::kYarn)
-    return unsupported(config_file + ": field 'rope_scaling': yarn is not supported for " + std::string(arch->hf_class));
   if (opts.max_batch_tokens <= 0 || opts.max_seqs <= 0 || opts.max_logit_rows <= 0 || opts.block_size <= 0)
     return invalid_argument("load options: max_batch_tokens, max_seqs, max_logit_rows and block_size must be positive");
   const auto specs = tensor_specs(config);
