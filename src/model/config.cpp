@@ -400,6 +400,7 @@ Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::strin
   if (deepseek) {
     FRUGAL_RETURN_IF_ERROR(parse_mla(f, c.mla));
     FRUGAL_RETURN_IF_ERROR(parse_moe(f, c.moe, c.num_hidden_layers));
+    FRUGAL_ASSIGN_OR_RETURN(c.rope_interleave, f.boolean("rope_interleave", true));
   }
   FRUGAL_RETURN_IF_ERROR(parse_heads(f, c));
   FRUGAL_RETURN_IF_ERROR(parse_rope(f, c));

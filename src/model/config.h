@@ -107,6 +107,8 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;
   MoeConfig moe;
   MlaConfig mla;
+  // DeepSeek-V3: rope on interleaved pairs (2i, 2i + 1) (transformers' default true); V2 always.
+  bool rope_interleave = true;
   QuantizationConfig quantization;
 
   bool is_moe() const { return moe.n_routed_experts > 0; }

@@ -31,14 +31,9 @@ void apply_llama3(const RopeScaling& rs, std::vector<double>& f) {
   }
 }
 
-// transformers 5: with original_max_position_embeddings in rope_parameters the interpolation
-// factor is max_position_embeddings / original_max_position_embeddings, not `factor`.
-double yarn_factor(const ModelConfig& c) {
-  const RopeScaling& rs = c.rope_scaling;
-  if (rs.original_max_position_embeddings > 0)
-    return static_cast<double>(c.max_position_embeddings) / static_cast<double>(rs.original_max_position_embeddings);
-  return rs.factor;
-}
+// The interpolation factor is rope_parameters' `factor` (checked against the transformers 5.17
+// goldens: deepseek_v2 has factor 4 with max_position_embeddings / original = 16).
+double yarn_factor(const ModelConfig& c) { return c.rope_scaling.factor; }
 
 // _compute_yarn_parameters: frequencies that rotate fewer than beta_slow times over the
 // original context are interpolated (divided by factor), those rotating more than beta_fast
