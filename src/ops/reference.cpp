@@ -298,7 +298,7 @@ void moe_route(const MoeRouteParams& p) {
         if (p.method == MoeTopk::kGroupLimitedGreedy) {
           group[g] = *std::max_element(c, c + per);
         } else {
-          int32_t top2[2];
+          int32_t top2[2] = {0, 0};
           top_k_desc(c, per, std::min(2, per), top2);
           group[g] = c[top2[0]] + (per > 1 ? c[top2[1]] : 0.0);
         }
