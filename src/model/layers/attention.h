@@ -24,6 +24,7 @@ struct GqaShape {
   int32_t rotary_dim = 0;
   int32_t sliding_window = 0;  // 0: full attention
   float scale = 1.0f;
+  float attention_factor = 1.0f;  // multiplies cos/sin (YaRN; model/rope.h)
 };
 
 // Device metadata of one step, shared by every layer.
