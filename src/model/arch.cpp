@@ -9,61 +9,62 @@ using R = TensorRole;
 using S = Scope;
 using C = Cond;
 using D = Dim;
+using T = TensorSlot;
 
 // Llama and Qwen2 (HF LlamaForCausalLM / Qwen2ForCausalLM) share one tensor layout; only the
 // bias rules differ (flags in ArchInfo).
 constexpr TensorPattern kLlamaPatterns[] = {
-    {"model.embed_tokens.weight", R::kEmbedding, S::kGlobal, C::kAlways, D::kVocab, D::kHidden},
-    {"model.layers.{i}.input_layernorm.weight", R::kNorm, S::kLayer, C::kAlways, D::kHidden},
-    {"model.layers.{i}.self_attn.q_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kQ, D::kHidden},
-    {"model.layers.{i}.self_attn.q_proj.bias", R::kBias, S::kLayer, C::kQkvBias, D::kQ},
-    {"model.layers.{i}.self_attn.k_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kKv, D::kHidden},
-    {"model.layers.{i}.self_attn.k_proj.bias", R::kBias, S::kLayer, C::kQkvBias, D::kKv},
-    {"model.layers.{i}.self_attn.v_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kKv, D::kHidden},
-    {"model.layers.{i}.self_attn.v_proj.bias", R::kBias, S::kLayer, C::kQkvBias, D::kKv},
-    {"model.layers.{i}.self_attn.o_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kHidden, D::kQ},
-    {"model.layers.{i}.self_attn.o_proj.bias", R::kBias, S::kLayer, C::kOBias, D::kHidden},
-    {"model.layers.{i}.post_attention_layernorm.weight", R::kNorm, S::kLayer, C::kAlways, D::kHidden},
-    {"model.layers.{i}.mlp.gate_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kInter, D::kHidden},
-    {"model.layers.{i}.mlp.gate_proj.bias", R::kBias, S::kLayer, C::kMlpBias, D::kInter},
-    {"model.layers.{i}.mlp.up_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kInter, D::kHidden},
-    {"model.layers.{i}.mlp.up_proj.bias", R::kBias, S::kLayer, C::kMlpBias, D::kInter},
-    {"model.layers.{i}.mlp.down_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kHidden, D::kInter},
-    {"model.layers.{i}.mlp.down_proj.bias", R::kBias, S::kLayer, C::kMlpBias, D::kHidden},
-    {"model.norm.weight", R::kNorm, S::kGlobal, C::kAlways, D::kHidden},
-    {"lm_head.weight", R::kLmHead, S::kGlobal, C::kUntied, D::kVocab, D::kHidden},
+    {T::kTokenEmbd, "model.embed_tokens.weight", R::kEmbedding, S::kGlobal, C::kAlways, D::kVocab, D::kHidden},
+    {T::kAttnNorm, "model.layers.{i}.input_layernorm.weight", R::kNorm, S::kLayer, C::kAlways, D::kHidden},
+    {T::kAttnQ, "model.layers.{i}.self_attn.q_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kQ, D::kHidden},
+    {T::kAttnQBias, "model.layers.{i}.self_attn.q_proj.bias", R::kBias, S::kLayer, C::kQkvBias, D::kQ},
+    {T::kAttnK, "model.layers.{i}.self_attn.k_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kKv, D::kHidden},
+    {T::kAttnKBias, "model.layers.{i}.self_attn.k_proj.bias", R::kBias, S::kLayer, C::kQkvBias, D::kKv},
+    {T::kAttnV, "model.layers.{i}.self_attn.v_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kKv, D::kHidden},
+    {T::kAttnVBias, "model.layers.{i}.self_attn.v_proj.bias", R::kBias, S::kLayer, C::kQkvBias, D::kKv},
+    {T::kAttnO, "model.layers.{i}.self_attn.o_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kHidden, D::kQ},
+    {T::kAttnOBias, "model.layers.{i}.self_attn.o_proj.bias", R::kBias, S::kLayer, C::kOBias, D::kHidden},
+    {T::kFfnNorm, "model.layers.{i}.post_attention_layernorm.weight", R::kNorm, S::kLayer, C::kAlways, D::kHidden},
+    {T::kFfnGate, "model.layers.{i}.mlp.gate_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kInter, D::kHidden},
+    {T::kFfnGateBias, "model.layers.{i}.mlp.gate_proj.bias", R::kBias, S::kLayer, C::kMlpBias, D::kInter},
+    {T::kFfnUp, "model.layers.{i}.mlp.up_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kInter, D::kHidden},
+    {T::kFfnUpBias, "model.layers.{i}.mlp.up_proj.bias", R::kBias, S::kLayer, C::kMlpBias, D::kInter},
+    {T::kFfnDown, "model.layers.{i}.mlp.down_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kHidden, D::kInter},
+    {T::kFfnDownBias, "model.layers.{i}.mlp.down_proj.bias", R::kBias, S::kLayer, C::kMlpBias, D::kHidden},
+    {T::kOutputNorm, "model.norm.weight", R::kNorm, S::kGlobal, C::kAlways, D::kHidden},
+    {T::kOutput, "lm_head.weight", R::kLmHead, S::kGlobal, C::kUntied, D::kVocab, D::kHidden},
 };
 
 // DeepSeek-V2/V3 as in HF's modeling_deepseek.py: MLA attention and (per layer) dense MLP or
 // MoE with routed + shared experts.
 constexpr TensorPattern kDeepseekPatterns[] = {
-    {"model.embed_tokens.weight", R::kEmbedding, S::kGlobal, C::kAlways, D::kVocab, D::kHidden},
-    {"model.layers.{i}.input_layernorm.weight", R::kNorm, S::kLayer, C::kAlways, D::kHidden},
-    {"model.layers.{i}.self_attn.q_proj.weight", R::kLinear, S::kLayer, C::kNoQLora, D::kMlaQ, D::kHidden},
-    {"model.layers.{i}.self_attn.q_a_proj.weight", R::kLinear, S::kLayer, C::kQLora, D::kQLora, D::kHidden},
-    {"model.layers.{i}.self_attn.q_a_proj.bias", R::kBias, S::kLayer, C::kQLoraBias, D::kQLora},
-    {"model.layers.{i}.self_attn.q_a_layernorm.weight", R::kNorm, S::kLayer, C::kQLora, D::kQLora},
-    {"model.layers.{i}.self_attn.q_b_proj.weight", R::kLinear, S::kLayer, C::kQLora, D::kMlaQ, D::kQLora},
-    {"model.layers.{i}.self_attn.kv_a_proj_with_mqa.weight", R::kLinear, S::kLayer, C::kAlways, D::kKvA, D::kHidden},
-    {"model.layers.{i}.self_attn.kv_a_proj_with_mqa.bias", R::kBias, S::kLayer, C::kAttnBias, D::kKvA},
-    {"model.layers.{i}.self_attn.kv_a_layernorm.weight", R::kNorm, S::kLayer, C::kAlways, D::kKvLora},
-    {"model.layers.{i}.self_attn.kv_b_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kKvB, D::kKvLora},
-    {"model.layers.{i}.self_attn.o_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kHidden, D::kMlaO},
-    {"model.layers.{i}.self_attn.o_proj.bias", R::kBias, S::kLayer, C::kAttnBias, D::kHidden},
-    {"model.layers.{i}.post_attention_layernorm.weight", R::kNorm, S::kLayer, C::kAlways, D::kHidden},
-    {"model.layers.{i}.mlp.gate_proj.weight", R::kLinear, S::kLayer, C::kDenseLayer, D::kInter, D::kHidden},
-    {"model.layers.{i}.mlp.up_proj.weight", R::kLinear, S::kLayer, C::kDenseLayer, D::kInter, D::kHidden},
-    {"model.layers.{i}.mlp.down_proj.weight", R::kLinear, S::kLayer, C::kDenseLayer, D::kHidden, D::kInter},
-    {"model.layers.{i}.mlp.gate.weight", R::kRouter, S::kLayer, C::kMoeLayer, D::kExperts, D::kHidden},
-    {"model.layers.{i}.mlp.gate.e_score_correction_bias", R::kRouterBias, S::kLayer, C::kScoreBias, D::kExperts},
-    {"model.layers.{i}.mlp.experts.{e}.gate_proj.weight", R::kLinear, S::kExpert, C::kMoeLayer, D::kMoeInter, D::kHidden},
-    {"model.layers.{i}.mlp.experts.{e}.up_proj.weight", R::kLinear, S::kExpert, C::kMoeLayer, D::kMoeInter, D::kHidden},
-    {"model.layers.{i}.mlp.experts.{e}.down_proj.weight", R::kLinear, S::kExpert, C::kMoeLayer, D::kHidden, D::kMoeInter},
-    {"model.layers.{i}.mlp.shared_experts.gate_proj.weight", R::kLinear, S::kLayer, C::kSharedExperts, D::kSharedInter, D::kHidden},
-    {"model.layers.{i}.mlp.shared_experts.up_proj.weight", R::kLinear, S::kLayer, C::kSharedExperts, D::kSharedInter, D::kHidden},
-    {"model.layers.{i}.mlp.shared_experts.down_proj.weight", R::kLinear, S::kLayer, C::kSharedExperts, D::kHidden, D::kSharedInter},
-    {"model.norm.weight", R::kNorm, S::kGlobal, C::kAlways, D::kHidden},
-    {"lm_head.weight", R::kLmHead, S::kGlobal, C::kUntied, D::kVocab, D::kHidden},
+    {T::kTokenEmbd, "model.embed_tokens.weight", R::kEmbedding, S::kGlobal, C::kAlways, D::kVocab, D::kHidden},
+    {T::kAttnNorm, "model.layers.{i}.input_layernorm.weight", R::kNorm, S::kLayer, C::kAlways, D::kHidden},
+    {T::kAttnQ, "model.layers.{i}.self_attn.q_proj.weight", R::kLinear, S::kLayer, C::kNoQLora, D::kMlaQ, D::kHidden},
+    {T::kAttnQA, "model.layers.{i}.self_attn.q_a_proj.weight", R::kLinear, S::kLayer, C::kQLora, D::kQLora, D::kHidden},
+    {T::kAttnQABias, "model.layers.{i}.self_attn.q_a_proj.bias", R::kBias, S::kLayer, C::kQLoraBias, D::kQLora},
+    {T::kAttnQANorm, "model.layers.{i}.self_attn.q_a_layernorm.weight", R::kNorm, S::kLayer, C::kQLora, D::kQLora},
+    {T::kAttnQB, "model.layers.{i}.self_attn.q_b_proj.weight", R::kLinear, S::kLayer, C::kQLora, D::kMlaQ, D::kQLora},
+    {T::kAttnKvA, "model.layers.{i}.self_attn.kv_a_proj_with_mqa.weight", R::kLinear, S::kLayer, C::kAlways, D::kKvA, D::kHidden},
+    {T::kAttnKvABias, "model.layers.{i}.self_attn.kv_a_proj_with_mqa.bias", R::kBias, S::kLayer, C::kAttnBias, D::kKvA},
+    {T::kAttnKvANorm, "model.layers.{i}.self_attn.kv_a_layernorm.weight", R::kNorm, S::kLayer, C::kAlways, D::kKvLora},
+    {T::kAttnKvB, "model.layers.{i}.self_attn.kv_b_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kKvB, D::kKvLora},
+    {T::kAttnO, "model.layers.{i}.self_attn.o_proj.weight", R::kLinear, S::kLayer, C::kAlways, D::kHidden, D::kMlaO},
+    {T::kAttnOBias, "model.layers.{i}.self_attn.o_proj.bias", R::kBias, S::kLayer, C::kAttnBias, D::kHidden},
+    {T::kFfnNorm, "model.layers.{i}.post_attention_layernorm.weight", R::kNorm, S::kLayer, C::kAlways, D::kHidden},
+    {T::kFfnGate, "model.layers.{i}.mlp.gate_proj.weight", R::kLinear, S::kLayer, C::kDenseLayer, D::kInter, D::kHidden},
+    {T::kFfnUp, "model.layers.{i}.mlp.up_proj.weight", R::kLinear, S::kLayer, C::kDenseLayer, D::kInter, D::kHidden},
+    {T::kFfnDown, "model.layers.{i}.mlp.down_proj.weight", R::kLinear, S::kLayer, C::kDenseLayer, D::kHidden, D::kInter},
+    {T::kFfnRouter, "model.layers.{i}.mlp.gate.weight", R::kRouter, S::kLayer, C::kMoeLayer, D::kExperts, D::kHidden},
+    {T::kFfnRouterBias, "model.layers.{i}.mlp.gate.e_score_correction_bias", R::kRouterBias, S::kLayer, C::kScoreBias, D::kExperts},
+    {T::kExpGate, "model.layers.{i}.mlp.experts.{e}.gate_proj.weight", R::kLinear, S::kExpert, C::kMoeLayer, D::kMoeInter, D::kHidden},
+    {T::kExpUp, "model.layers.{i}.mlp.experts.{e}.up_proj.weight", R::kLinear, S::kExpert, C::kMoeLayer, D::kMoeInter, D::kHidden},
+    {T::kExpDown, "model.layers.{i}.mlp.experts.{e}.down_proj.weight", R::kLinear, S::kExpert, C::kMoeLayer, D::kHidden, D::kMoeInter},
+    {T::kShexpGate, "model.layers.{i}.mlp.shared_experts.gate_proj.weight", R::kLinear, S::kLayer, C::kSharedExperts, D::kSharedInter, D::kHidden},
+    {T::kShexpUp, "model.layers.{i}.mlp.shared_experts.up_proj.weight", R::kLinear, S::kLayer, C::kSharedExperts, D::kSharedInter, D::kHidden},
+    {T::kShexpDown, "model.layers.{i}.mlp.shared_experts.down_proj.weight", R::kLinear, S::kLayer, C::kSharedExperts, D::kHidden, D::kSharedInter},
+    {T::kOutputNorm, "model.norm.weight", R::kNorm, S::kGlobal, C::kAlways, D::kHidden},
+    {T::kOutput, "lm_head.weight", R::kLmHead, S::kGlobal, C::kUntied, D::kVocab, D::kHidden},
 };
 
 constexpr std::string_view kIgnoredSuffixes[] = {".rotary_emb.inv_freq"};
@@ -224,6 +225,12 @@ std::vector<TensorSpec> tensor_specs(const ModelConfig& c) {
     i = j;
   }
   return out;
+}
+
+std::string tensor_name(const ArchInfo& a, TensorSlot slot, int64_t layer, int64_t expert) {
+  for (const auto& p : a.patterns)
+    if (p.slot == slot) return expand(p.name, layer, expert);
+  return {};
 }
 
 int64_t total_params(const std::vector<TensorSpec>& specs) {

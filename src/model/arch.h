@@ -76,7 +76,18 @@ enum class Cond {
 
 enum class Scope { kGlobal, kLayer, kExpert };
 
+// What the forward pass uses a tensor for: a family binds its weights by slot (tensor_name),
+// so checkpoint names live in this table only (llama.cpp's LLM_TENSOR_* idea).
+enum class TensorSlot {
+  kTokenEmbd, kOutputNorm, kOutput,
+  kAttnNorm, kAttnQ, kAttnQBias, kAttnK, kAttnKBias, kAttnV, kAttnVBias, kAttnO, kAttnOBias,
+  kAttnQA, kAttnQABias, kAttnQANorm, kAttnQB, kAttnKvA, kAttnKvABias, kAttnKvANorm, kAttnKvB,  // MLA
+  kFfnNorm, kFfnGate, kFfnGateBias, kFfnUp, kFfnUpBias, kFfnDown, kFfnDownBias,
+  kFfnRouter, kFfnRouterBias, kExpGate, kExpUp, kExpDown, kShexpGate, kShexpUp, kShexpDown,  // MoE
+};
+
 struct TensorPattern {
+  TensorSlot slot;
   std::string_view name;  // "{i}" = layer index, "{e}" = expert index
   TensorRole role;
   Scope scope;
@@ -109,6 +120,10 @@ bool is_moe_layer(const ModelConfig& c, int64_t layer);
 
 // The exact tensors the engine loads for `c` (empty for an unknown architecture).
 std::vector<TensorSpec> tensor_specs(const ModelConfig& c);
+// The checkpoint name of `slot` for layer / expert ("{i}" / "{e}" expanded); empty when the
+// arch has no pattern for the slot. Says nothing about whether the config has the tensor
+// (biases, tied heads): WeightStore::find does.
+std::string tensor_name(const ArchInfo& a, TensorSlot slot, int64_t layer = -1, int64_t expert = -1);
 // Sum of numel over specs (parameters the engine loads).
 int64_t total_params(const std::vector<TensorSpec>& specs);
 

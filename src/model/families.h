@@ -3,24 +3,14 @@
 
 #include <memory>
 
-#include "model/model.h"
+#include "model/family.h"
 
 namespace frugal::model {
 
-// Everything a family needs to build itself; it takes ownership.
-struct ModelParts {
-  ModelConfig config;
-  GenerationConfig generation;
-  LoadOptions opts;
-  ops::Backend* backend = nullptr;
-  std::unique_ptr<WeightStore> weights;
-  int32_t max_context = 0;
-};
-
-using FamilyFactory = Result<std::unique_ptr<Model>> (*)(ModelParts parts);
+using FamilyFactory = Result<std::unique_ptr<ForwardFamily>> (*)(const FamilyInputs& in);
 
 // Llama and Qwen2 (src/model/llama.cpp).
-Result<std::unique_ptr<Model>> make_llama_model(ModelParts parts);
+Result<std::unique_ptr<ForwardFamily>> make_llama_family(const FamilyInputs& in);
 
 // nullptr when the family has no forward pass yet.
 FamilyFactory family_factory(Family f);

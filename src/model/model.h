@@ -13,9 +13,9 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +25,8 @@
 #include "model/forward_batch.h"
 #include "model/generation_config.h"
 #include "model/kv_storage.h"
+#include "model/runner.h"
+#include "model/step_batch.h"
 #include "model/weights.h"
 #include "ops/backend.h"
 
@@ -45,7 +47,7 @@ class Model {
   // `path` is a model directory, or (dummy weights only) a config.json file.
   static Result<std::unique_ptr<Model>> load(const std::string& path, ops::Backend* backend,
                                              const LoadOptions& opts);
-  virtual ~Model();
+  ~Model();
 
   const ModelConfig& config() const { return config_; }
   const GenerationConfig& generation_config() const { return generation_; }
@@ -53,11 +55,13 @@ class Model {
   ops::Backend* backend() const { return backend_; }
   int64_t weight_bytes() const { return weights_->bytes(); }
   // Device bytes of the step workspace (activations, logits, step inputs), fixed at load.
-  int64_t workspace_bytes() const { return workspace_bytes_; }
-  int32_t max_context() const { return max_context_; }
+  int64_t workspace_bytes() const { return runner_->workspace_bytes(); }
+  int32_t max_context() const { return runner_->limits().max_context; }
+  // The step executor (runner.h): everything below forwards to it.
+  ModelRunner& runner() { return *runner_; }
 
   // Runs one step; writes each logits row (f32, [batch.logits_rows.size(), vocab]) to the host.
-  virtual Status forward(const ForwardBatch& batch, KvStorage& kv, float* logits) = 0;
+  Status forward(const ForwardBatch& batch, KvStorage& kv, float* logits) { return runner_->forward(batch, kv, logits); }
 
   // Runs one step and samples one token per logits row where the logits are (the backend's
   // sample op), copying only the ids to `ids` [batch.logits_rows.size()]. Rows listed in
@@ -65,48 +69,38 @@ class Model {
   // logprobs) also get their f32 logits copied to host_logits [host_rows.size(), vocab].
   // Decode-only steps run as one replayed step graph per (batch bucket, context bucket) when
   // graphs are enabled and the backend has them.
-  virtual Status forward_sample(const ForwardBatch& batch, KvStorage& kv, const SamplingBatch& sampling,
-                                int32_t* ids, std::span<const int32_t> host_rows, float* host_logits) = 0;
-  bool supports_sampling() const { return backend_->supports_sample(); }
-  void set_graphs_enabled(bool on) { graphs_enabled_ = on; }
+  Status forward_sample(const ForwardBatch& batch, KvStorage& kv, const SamplingBatch& sampling, int32_t* ids,
+                        std::span<const int32_t> host_rows, float* host_logits) {
+    return runner_->forward_sample(batch, kv, sampling, ids, host_rows, host_logits);
+  }
+  // The same for a StepBatch holding its sampling arrays; pads `batch` in place for graphs.
+  Status forward_sample(StepBatch& batch, KvStorage& kv, int32_t* ids, std::span<const int32_t> host_rows,
+                        float* host_logits) {
+    return runner_->forward_sample(batch, kv, ids, host_rows, host_logits);
+  }
+  bool supports_sampling() const { return runner_->supports_sampling(); }
+  void set_graphs_enabled(bool on) { runner_->set_graphs_enabled(on); }
   // Steps run by graph replay / eagerly since load (for benchmarks and tests).
-  int64_t graph_replays() const { return graph_replays_; }
-  int64_t eager_steps() const { return eager_steps_; }
+  int64_t graph_replays() const { return runner_->graph_replays(); }
+  int64_t eager_steps() const { return runner_->eager_steps(); }
   // Matmul groups (q/k/v, gate/up) run as one fused matmul because their weights are adjacent.
-  int32_t fused_matmuls() const { return fused_matmuls_; }
+  int32_t fused_matmuls() const { return runner_->fused_matmuls(); }
   // Host seconds spent checking, padding and uploading step inputs (cumulative).
-  double prepare_seconds() const { return prepare_s_; }
+  double prepare_seconds() const { return runner_->prepare_seconds(); }
 
-  void set_taps_enabled(bool on) { taps_enabled_ = on; }
+  void set_taps_enabled(bool on) { runner_->taps().set_enabled(on); }
   // A tap of the last forward, f32 [n_tokens, width]; nullptr if not recorded.
-  const std::vector<float>* tap(const std::string& name) const;
+  const std::vector<float>* tap(const std::string& name) const { return runner_->taps().get(name); }
 
- protected:
+ private:
   Model() = default;
-  // Checks a batch against the model's limits and the KV storage; errors name the field.
-  Status validate(const ForwardBatch& b, const KvStorage& kv) const;
-  // Copies device rows [rows, width] (leading dimension ld, activation dtype) into tap `name`.
-  Status record_tap(const std::string& name, const void* data, int64_t rows, int64_t width, int64_t ld);
-  bool taps_enabled() const { return taps_enabled_; }
-  bool graphs_enabled() const { return graphs_enabled_; }
 
   ModelConfig config_;
   GenerationConfig generation_;
   LoadOptions opts_;
   ops::Backend* backend_ = nullptr;
   std::unique_ptr<WeightStore> weights_;
-  int32_t max_context_ = 0;
-  int64_t graph_replays_ = 0;
-  int64_t eager_steps_ = 0;
-  double prepare_s_ = 0;
-  int32_t fused_matmuls_ = 0;
-  int64_t workspace_bytes_ = 0;
-
- private:
-  bool graphs_enabled_ = true;
-  bool taps_enabled_ = false;
-  std::map<std::string, std::vector<float>> taps_;
-  std::vector<uint8_t> tap_staging_;
+  std::unique_ptr<ModelRunner> runner_;  // destroyed before the weights its family views
 };
 
 }  // namespace frugal::model

@@ -18,6 +18,7 @@
 #include "kv/block_pool.h"
 #include "model/kv_storage.h"
 #include "model/model.h"
+#include "model/step_batch.h"
 #include "runtime/backends.h"
 #include "runtime/kv_sizing.h"
 #include "runtime/sampler.h"
@@ -113,7 +114,7 @@ class EngineImpl final : public Engine {
   void thread_main();
   void drain_inbox();
   Status step();
-  Status run_model(const model::ForwardBatch& fb, std::vector<StepRow>& rows);
+  Status run_model(std::vector<StepRow>& rows);
   Status emit(std::vector<StepRow>& rows);
   void fail_batch(const sched::ScheduledBatch& batch, const Status& st);
   EngineStats publish_stats();  // returns the snapshot it published
@@ -142,9 +143,8 @@ class EngineImpl final : public Engine {
   std::random_device random_seed_;
   std::vector<float> logits_;
   bool device_sampling_ = false;
-  std::vector<float> temp_, top_p_;
-  std::vector<int32_t> top_k_, ids_, host_rows_;
-  std::vector<uint64_t> seeds_;
+  model::StepBatch step_;  // this step's inputs, built once from the scheduled batch
+  std::vector<int32_t> ids_, host_rows_;
   double schedule_s_ = 0, forward_s_ = 0, output_s_ = 0;
   std::thread thread_;
 
@@ -327,33 +327,15 @@ void EngineImpl::fail_batch(const sched::ScheduledBatch& batch, const Status& st
   }
 }
 
-// The varlen ForwardBatch layout of a scheduled batch (owns the arrays the batch views).
-struct StepLayout {
-  std::vector<int32_t> tokens, positions, q_start{0}, ctx_len, slots, logit_rows, tables;
+// Fills the step's one input representation from the scheduled batch (the vectors are reused
+// from step to step; the runner pads them in place for a graph replay).
+void fill_step_batch(const sched::ScheduledBatch& batch, model::StepBatch& out) {
   int32_t max_blocks = 0;
-
-  explicit StepLayout(const sched::ScheduledBatch& batch) {
-    for (const auto& s : batch.seqs) max_blocks = std::max<int32_t>(max_blocks, static_cast<int32_t>(s.block_table.size()));
-    tables.assign(batch.seqs.size() * static_cast<size_t>(max_blocks), 0);
-    for (size_t i = 0; i < batch.seqs.size(); ++i) {
-      const auto& s = batch.seqs[i];
-      for (size_t t = 0; t < s.token_ids.size(); ++t) {
-        tokens.push_back(s.token_ids[t]);
-        positions.push_back(s.start_pos + static_cast<int32_t>(t));
-        slots.push_back(s.slot_mapping[t]);
-      }
-      q_start.push_back(static_cast<int32_t>(tokens.size()));
-      ctx_len.push_back(s.context_len);
-      std::copy(s.block_table.begin(), s.block_table.end(), tables.begin() + static_cast<int64_t>(i) * max_blocks);
-      if (s.needs_logits) logit_rows.push_back(static_cast<int32_t>(tokens.size()) - 1);
-    }
-  }
-  model::ForwardBatch view() const {
-    return {.tokens = tokens, .positions = positions, .q_start = q_start, .ctx_len = ctx_len,
-            .block_tables = tables, .max_blocks_per_seq = max_blocks, .slot_mapping = slots,
-            .logits_rows = logit_rows};
-  }
-};
+  for (const auto& s : batch.seqs) max_blocks = std::max<int32_t>(max_blocks, static_cast<int32_t>(s.block_table.size()));
+  out.reset(max_blocks);
+  for (const auto& s : batch.seqs)
+    out.add_seq(s.token_ids, s.start_pos, s.context_len, s.block_table, s.slot_mapping, s.needs_logits);
+}
 
 // Samples the rows whose logits came to the host, in parallel (each request's sampler is
 // independent; at batch 256 x 152k vocab this matters), with logprobs of the raw logits.
@@ -389,7 +371,7 @@ Status EngineImpl::step() {
   const auto t_begin = SteadyClock::now();
   sched::ScheduledBatch batch = sched_->schedule();
   if (batch.empty()) return Status::ok();
-  const StepLayout layout(batch);
+  fill_step_batch(batch, step_);
   // One row per sequence that finished its prompt / produced a token this step.
   std::vector<StepRow> rows;
   {
@@ -402,7 +384,7 @@ Status EngineImpl::step() {
     }
   }
   const auto t_forward = SteadyClock::now();
-  Status st = run_model(layout.view(), rows);
+  Status st = run_model(rows);
   const auto t_output = SteadyClock::now();
   schedule_s_ += std::chrono::duration<double>(t_forward - t_begin).count();
   forward_s_ += std::chrono::duration<double>(t_output - t_forward).count();
@@ -420,21 +402,23 @@ Status EngineImpl::step() {
   return st;
 }
 
-// Runs the model: with device sampling, ids for every row and logits only for the rows that
-// need the host sampler; otherwise logits for every row. Sets each row's token or logits.
-Status EngineImpl::run_model(const model::ForwardBatch& fb, std::vector<StepRow>& rows) {
+// Runs the model on step_: with device sampling, ids for every row and logits only for the
+// rows that need the host sampler; otherwise logits for every row. Sets each row's token or
+// logits.
+Status EngineImpl::run_model(std::vector<StepRow>& rows) {
   const int64_t vocab = model_->config().vocab_size;
+  model::StepBatch& b = step_;
+  const size_t R = b.logits_rows.size();
   if (!device_sampling_) {
-    logits_.resize(fb.logits_rows.size() * static_cast<size_t>(vocab));
-    FRUGAL_RETURN_IF_ERROR(model_->forward(fb, *kv_, logits_.data()));
+    logits_.resize(R * static_cast<size_t>(vocab));
+    FRUGAL_RETURN_IF_ERROR(model_->forward(b.view(), *kv_, logits_.data()));
     for (StepRow& rw : rows) rw.logits = logits_.data() + rw.logits_row * static_cast<size_t>(vocab);
     return Status::ok();
   }
-  const size_t R = fb.logits_rows.size();
-  temp_.assign(R, 0.f);  // rows of sequences no longer live sample greedily and are dropped
-  top_p_.assign(R, 1.f);
-  top_k_.assign(R, 0);
-  seeds_.assign(R, 0);
+  b.temperature.assign(R, 0.f);  // rows of sequences no longer live sample greedily and are dropped
+  b.top_p.assign(R, 1.f);
+  b.top_k.assign(R, 0);
+  b.seeds.assign(R, 0);
   ids_.assign(R, 0);
   host_rows_.clear();
   for (const StepRow& rw : rows) {
@@ -443,15 +427,14 @@ Status EngineImpl::run_model(const model::ForwardBatch& fb, std::vector<StepRow>
       host_rows_.push_back(static_cast<int32_t>(rw.logits_row));
       continue;
     }
-    temp_[rw.logits_row] = l.sampling.temperature;
-    top_p_[rw.logits_row] = l.sampling.top_p;
-    top_k_[rw.logits_row] = l.sampling.top_k;
-    seeds_[rw.logits_row] = mix64(l.seed + 0x9e3779b97f4a7c15ull * (l.output.size() + 1));
+    b.temperature[rw.logits_row] = l.sampling.temperature;
+    b.top_p[rw.logits_row] = l.sampling.top_p;
+    b.top_k[rw.logits_row] = l.sampling.top_k;
+    b.seeds[rw.logits_row] = mix64(l.seed + 0x9e3779b97f4a7c15ull * (l.output.size() + 1));
   }
   logits_.resize(host_rows_.size() * static_cast<size_t>(vocab));
-  FRUGAL_RETURN_IF_ERROR(model_->forward_sample(
-      fb, *kv_, {.temperature = temp_, .top_k = top_k_, .top_p = top_p_, .seeds = seeds_}, ids_.data(), host_rows_,
-      logits_.data()));
+  // May pad step_ in place (a graph replay): nothing below reads it.
+  FRUGAL_RETURN_IF_ERROR(model_->forward_sample(b, *kv_, ids_.data(), host_rows_, logits_.data()));
   size_t h = 0;
   for (StepRow& rw : rows) {
     if (rw.live->host_sampling) {

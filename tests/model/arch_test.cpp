@@ -40,6 +40,25 @@ TEST(Arch, TableIsConsistent) {
   EXPECT_EQ(find_arch("GPT2LMHeadModel"), nullptr);
 }
 
+// Families bind weights by slot: each slot names at most one pattern per arch, and the name
+// tensor_name gives is the pattern's, with the layer / expert index filled in.
+TEST(Arch, SlotsNameOnePatternEach) {
+  for (const auto& a : all_archs()) {
+    std::set<TensorSlot> seen;
+    for (const auto& p : a.patterns) {
+      EXPECT_TRUE(seen.insert(p.slot).second) << a.hf_class << ": " << p.name;
+      std::string want(p.name);
+      if (auto i = want.find("{i}"); i != std::string::npos) want.replace(i, 3, "7");
+      if (auto e = want.find("{e}"); e != std::string::npos) want.replace(e, 3, "2");
+      EXPECT_EQ(tensor_name(a, p.slot, 7, 2), want);
+    }
+  }
+  const ArchInfo& llama = *find_arch("LlamaForCausalLM");
+  EXPECT_EQ(tensor_name(llama, TensorSlot::kAttnQ, 3), "model.layers.3.self_attn.q_proj.weight");
+  EXPECT_EQ(tensor_name(llama, TensorSlot::kOutput), "lm_head.weight");
+  EXPECT_EQ(tensor_name(llama, TensorSlot::kAttnKvB, 0), "");  // an MLA slot: not in the Llama table
+}
+
 TEST(Arch, Stories260KMatchesTheLlama2cCheckpoint) {
   // llama2.c file: 28-byte header, then float32 weights plus freq_cis (seq_len * head_dim
   // floats) that HF does not store: (1056540 - 28) / 4 - 512 * 8 = 260032 parameters.
