@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   frugal::cli::register_serve(app);
   frugal::cli::register_bench(app);
   frugal::cli::register_plan(app);
+  frugal::cli::register_report(app);
 
   try {
     app.parse(argc, argv);
