@@ -135,6 +135,8 @@ void predict(const Prediction& pr, const ReportOptions& o, PrecisionRow& row) {
   r.model = pr.model;
   r.gpu = pr.gpu;
   r.quant.precision = plan_precision(row.precision);
+  // The KV dtype the bench's engine uses (bench/offline.cpp): f32 on the CPU, bf16 on devices.
+  r.kv_dtype = o.device.rfind("cuda", 0) == 0 ? DType::kBF16 : DType::kF32;
   r.context = std::min<int64_t>(o.quick ? 256 : 4096, pr.model.config.max_position_embeddings);
   r.price_per_hour = 0;
   auto p = plan::make_plan(r);
