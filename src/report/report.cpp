@@ -73,11 +73,17 @@ bench::OfflineOptions bench_options(const ReportOptions& o, const std::vector<in
     b.reps = 3;
     b.warmup = 1;
     b.engine.max_model_len = 256;
-  } else {
-    b.prefill_lens = {512};
-    b.decode_prompt_len = 128;
+  } else if (o.device.rfind("cuda", 0) == 0) {
+    b.prefill_lens = {2048};
+    b.decode_prompt_len = 512;
     b.decode_tokens = 128;
     b.reps = 5;
+  } else {
+    // Sized so the seven rows of the default model fit in about two minutes on two cores.
+    b.prefill_lens = {256};
+    b.decode_prompt_len = 64;
+    b.decode_tokens = 64;
+    b.reps = 3;
   }
   b.batches = batches;
   b.gpu_name = o.gpu;
@@ -138,13 +144,15 @@ void predict(const Prediction& pr, const ReportOptions& o, PrecisionRow& row) {
   // The KV dtype the bench's engine uses (bench/offline.cpp): f32 on the CPU, bf16 on devices.
   r.kv_dtype = o.device.rfind("cuda", 0) == 0 ? DType::kBF16 : DType::kF32;
   r.context = std::min<int64_t>(o.quick ? 256 : 4096, pr.model.config.max_position_embeddings);
+  r.concurrency = 1;
   r.price_per_hour = 0;
   auto p = plan::make_plan(r);
   if (!p.is_ok()) return;
   row.pred_weights_gib = p->memory.weights_bytes / kGiB;
   row.pred_kv_bytes_per_token = static_cast<double>(p->memory.kv_bytes_per_token);
-  // The bench's decode runs at KV length prompt + tokens / 2.
-  const double kv_len = o.quick ? 24.0 : 192.0;
+  // The bench's decode runs at KV length prompt + tokens / 2 (bench_options).
+  const bench::OfflineOptions b = bench_options(o, {});
+  const double kv_len = b.decode_prompt_len + b.decode_tokens / 2.0;
   const plan::SpeedModel sm = plan::make_speed_model(pr.model.config, p->weights, pr.gpu, 1,
                                                      row.pred_kv_bytes_per_token, r.quant.precision, r.eff);
   row.pred_decode_b1_tok_per_s = sm.decode(1, kv_len).tok_per_s();
@@ -267,7 +275,15 @@ Result<Report> run_report(const ReportOptions& o) {
     }
   }
   std::vector<int32_t> batches = o.concurrency;
-  if (batches.empty()) batches = o.quick ? std::vector<int32_t>{1, 2, 4} : std::vector<int32_t>{1, 2, 4, 8};
+  if (batches.empty()) {
+    if (o.quick) {
+      batches = {1, 2, 4};
+    } else if (o.device.rfind("cuda", 0) == 0) {
+      batches = {1, 4, 16, 64, 128, 256};
+    } else {
+      batches = {1, 2, 4, 8};
+    }
+  }
   if (std::find(batches.begin(), batches.end(), 1) == batches.end()) batches.insert(batches.begin(), 1);
 
   for (const std::string& p : o.precisions) rep.rows.push_back(PrecisionRow{.precision = p});
