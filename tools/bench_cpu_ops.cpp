@@ -125,12 +125,12 @@ void BM_Matmul(benchmark::State& state) {
   HostBuffer x(static_cast<size_t>(m * k) * 4), y(static_cast<size_t>(m * n) * 4);
   fill_random(x.data(), x.size(), DType::kF32);
   auto backend = make_cpu_backend();
-  ops::MatmulParams p{.x = x.data(), .x_dtype = DType::kF32, .ld_x = k, .w = nullptr, .w_dtype = wt,
+  ops::MatmulParams p{.x = x.data(), .x_dtype = DType::kF32, .ld_x = k, .w = ops::dense_weight(nullptr, wt),
                       .bias = nullptr, .bias_dtype = DType::kF32, .y = y.data(), .y_dtype = DType::kF32,
                       .ld_y = n, .m = m, .n = n, .k = k, .accumulate = false};
   size_t i = 0;
   for (auto _ : state) {
-    p.w = w.as<char>() + (i++ % copies) * w_bytes;
+    p.w.data = w.as<char>() + (i++ % copies) * w_bytes;
     if (Status st = backend->matmul(p); !st.is_ok()) {
       state.SkipWithError(st.to_string().c_str());
       break;

@@ -1,4 +1,4 @@
-// frugal: run | serve | bench | tokenize | plan
+// frugal: run | serve | bench | tokenize | plan | eval
 #include <cstdio>
 #include <cstdlib>
 
@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   frugal::cli::register_serve(app);
   frugal::cli::register_bench(app);
   frugal::cli::register_plan(app);
+  frugal::cli::register_eval(app);
   frugal::cli::register_report(app);
 
   try {

@@ -132,7 +132,7 @@ class LlamaFamily final : public ForwardFamily {
         .x = ws_.xn, .x_dtype = act, .ld_x = hidden, .rows = step.logits_rows,
         .out = ws_.sel, .out_dtype = act, .ld_out = hidden, .n_rows = rows, .dim = hidden}));
     return be->matmul(ops::MatmulParams{
-        .x = ws_.sel, .x_dtype = act, .ld_x = hidden, .w = lm_head_.weight, .w_dtype = lm_head_.dtype,
+        .x = ws_.sel, .x_dtype = act, .ld_x = hidden, .w = lm_head_.weight,
         .bias = nullptr, .bias_dtype = DType::kF32, .y = step.logits, .y_dtype = DType::kF32,
         .ld_y = config_.vocab_size, .m = rows, .n = config_.vocab_size, .k = hidden, .accumulate = false});
   }

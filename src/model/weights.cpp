@@ -95,8 +95,10 @@ std::optional<Linear> fuse_rows(std::span<const Linear> parts) {
   for (size_t i = 1; i < parts.size(); ++i) {
     const Linear& a = parts[i - 1];
     const Linear& b = parts[i];
-    if (b.dtype != f.dtype || b.in != f.in || (b.bias != nullptr) != biased) return std::nullopt;
-    if (static_cast<const uint8_t*>(a.weight) + dtype_bytes(a.dtype, a.out * a.in) != b.weight) return std::nullopt;
+    if (b.weight.format != f.weight.format || b.in != f.in || (b.bias != nullptr) != biased) return std::nullopt;
+    if (f.weight.format.scheme != ops::WeightScheme::kDense) return std::nullopt;
+    if (static_cast<const uint8_t*>(a.weight.data) + dtype_bytes(a.weight.format.dtype, a.out * a.in) != b.weight.data)
+      return std::nullopt;
     if (biased && (b.bias_dtype != f.bias_dtype ||
                    static_cast<const uint8_t*>(a.bias) + dtype_bytes(a.bias_dtype, a.out) != b.bias))
       return std::nullopt;
@@ -216,7 +218,7 @@ const TensorView* WeightStore::find(const std::string& name) const {
 Result<Linear> WeightStore::linear(const std::string& weight_name, const std::string& bias_name) const {
   const TensorView* w = find(weight_name);
   if (!w || w->shape.ndim != 2) return internal_error("weights: no 2-d tensor '" + weight_name + "'");
-  Linear l{.weight = w->data, .dtype = w->dtype, .out = w->shape[0], .in = w->shape[1]};
+  Linear l{.weight = ops::dense_weight(w->data, w->dtype), .out = w->shape[0], .in = w->shape[1]};
   if (const TensorView* b = bias_name.empty() ? nullptr : find(bias_name)) {
     l.bias = b->data;
     l.bias_dtype = b->dtype;

@@ -21,10 +21,10 @@
 
 namespace frugal::model {
 
-// y = x @ weight^T + bias (HF nn.Linear).
+// y = x @ W^T + bias (HF nn.Linear). The weight carries its format (ops/weight_format.h: dtype,
+// packing, groups, scale / zero-point tensors), which goes to the matmul as it is.
 struct Linear {
-  const void* weight = nullptr;  // [out, in], dtype
-  DType dtype = DType::kF32;
+  ops::WeightView weight;  // W [out, in] in weight.format (dense today: weight.data is [out, in])
   int64_t out = 0;
   int64_t in = 0;
   const void* bias = nullptr;    // optional [out], bias_dtype
@@ -33,7 +33,8 @@ struct Linear {
 
 // One Linear over several whose weights (and biases, if any) lie back to back in memory, in
 // the order given: y = x @ [w0; w1; ...]^T computes every part's output side by side.
-// nullopt when they are not contiguous (e.g. mmap'ed checkpoints on the CPU).
+// nullopt when they are not contiguous (e.g. mmap'ed checkpoints on the CPU), and for formats
+// other than dense (their scale tensors would have to be contiguous too).
 std::optional<Linear> fuse_rows(std::span<const Linear> parts);
 // The order WeightStore places tensors on a device: groups q/k/v and gate/up (exposed for tests).
 std::string placement_key(const std::string& name);

@@ -4,16 +4,26 @@ namespace frugal::ops {
 
 const char* op_kind_name(OpKind k) {
   switch (k) {
-    case OpKind::kEmbedding: return "embedding";
-    case OpKind::kRmsNorm: return "rms_norm";
-    case OpKind::kMatmul: return "matmul";
-    case OpKind::kRope: return "rope";
-    case OpKind::kKvWrite: return "kv_write";
-    case OpKind::kAttention: return "attention";
-    case OpKind::kSiluMul: return "silu_mul";
-    case OpKind::kGatherRows: return "gather_rows";
+#define FRUGAL_OP_NAME_(Name, method) \
+  case OpKind::k##Name: return #method;
+    FRUGAL_ALL_OPS(FRUGAL_OP_NAME_)
+#undef FRUGAL_OP_NAME_
   }
   return "?";
+}
+
+bool op_is_required(OpKind k) {
+  switch (k) {
+#define FRUGAL_OP_REQUIRED_(Name, method) \
+  case OpKind::k##Name: return true;
+    FRUGAL_OPS(FRUGAL_OP_REQUIRED_)
+#undef FRUGAL_OP_REQUIRED_
+#define FRUGAL_OP_OPTIONAL_(Name, method) \
+  case OpKind::k##Name: return false;
+    FRUGAL_OPTIONAL_OPS(FRUGAL_OP_OPTIONAL_)
+#undef FRUGAL_OP_OPTIONAL_
+  }
+  return false;
 }
 
 Result<DeviceBuffer> DeviceBuffer::create(Backend* backend, size_t nbytes) {

@@ -8,21 +8,26 @@
 #include <string>
 
 #include "core/status.h"
+#include "ops/op_list.h"
 #include "ops/params.h"
 
 namespace frugal::ops {
 
+// Every op, from ops/op_list.h (required ops first, then optional ones).
 enum class OpKind {
-  kEmbedding,
-  kRmsNorm,
-  kMatmul,
-  kRope,
-  kKvWrite,
-  kAttention,
-  kSiluMul,
-  kGatherRows,
+#define FRUGAL_OP_KIND_(Name, method) k##Name,
+  FRUGAL_ALL_OPS(FRUGAL_OP_KIND_)
+#undef FRUGAL_OP_KIND_
 };
+inline constexpr int kNumOpKinds = 0
+#define FRUGAL_OP_COUNT_(Name, method) +1
+    FRUGAL_ALL_OPS(FRUGAL_OP_COUNT_)
+#undef FRUGAL_OP_COUNT_
+    ;
+// The op's method name ("rms_norm").
 const char* op_kind_name(OpKind k);
+// Whether every backend must implement the op (FRUGAL_OPS) or may refuse it (FRUGAL_OPTIONAL_OPS).
+bool op_is_required(OpKind k);
 
 class Backend {
  public:
@@ -47,21 +52,20 @@ class Backend {
     return unsupported(name() + " backend: no device memory to query");
   }
 
-  // --- ops: each returns unsupported(...) for parameters it cannot run ---
-  virtual Status embedding(const EmbeddingParams& p) = 0;
-  virtual Status rms_norm(const RmsNormParams& p) = 0;
-  virtual Status matmul(const MatmulParams& p) = 0;
-  virtual Status rope(const RopeParams& p) = 0;
-  virtual Status kv_write(const KvWriteParams& p) = 0;
-  virtual Status attention(const AttentionParams& p) = 0;
-  virtual Status silu_mul(const SiluMulParams& p) = 0;
-  virtual Status gather_rows(const GatherRowsParams& p) = 0;
-  // Token sampling where the logits are (optional: the engine samples on the host otherwise).
-  virtual bool supports_sample() const { return false; }
-  virtual Status sample(const SampleParams& p) {
-    (void)p;
-    return unsupported(name() + " backend: no sample op");
+  // --- ops (ops/op_list.h): each returns unsupported(...) for parameters it cannot run ---
+#define FRUGAL_BACKEND_OP_(Name, method) virtual Status method(const Name##Params& p) = 0;
+  FRUGAL_OPS(FRUGAL_BACKEND_OP_)
+#undef FRUGAL_BACKEND_OP_
+  // Optional ops (ops/op_list.h; sample: token sampling where the logits are, else the engine
+  // samples on the host): supports_<op>() says whether the backend has it.
+#define FRUGAL_BACKEND_OPTIONAL_OP_(Name, method)                           \
+  virtual bool supports_##method() const { return false; }                  \
+  virtual Status method(const Name##Params& p) {                            \
+    (void)p;                                                                \
+    return unsupported(name() + " backend: no " #method " op");             \
   }
+  FRUGAL_OPTIONAL_OPS(FRUGAL_BACKEND_OPTIONAL_OP_)
+#undef FRUGAL_BACKEND_OPTIONAL_OP_
 
   // --- step graphs (optional): record a step's ops once under a key, replay them later ---
   // A replay reruns the recorded kernels with the arguments they were recorded with, reading

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "ops/weight_format.h"
 
 namespace frugal::ops {
 
@@ -43,14 +44,15 @@ struct RmsNormParams {
   float eps;
 };
 
-// y[m, n] = x[m, k] @ w[n, k]^T + bias[n]     (HF nn.Linear layout: weight is [out, in])
+// y[m, n] = x[m, k] @ W[n, k]^T + bias[n]     (W as HF nn.Linear's weight: [out, in])
 // accumulate: y += result (used for the residual add after o_proj / down_proj).
+// W is stored in w.format (ops/weight_format.h): its data and any scale / zero-point / g_idx
+// tensors are device pointers in w; a backend refuses a format it has no kernels for.
 struct MatmulParams {
   const void* x;
   DType x_dtype;
   int64_t ld_x;
-  const void* w;
-  DType w_dtype;
+  WeightView w;
   const void* bias;  // optional, [n], dtype bias_dtype
   DType bias_dtype;
   void* y;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "ops/reference.h"
+#include "ops/weight_format_check.h"
 
 namespace frugal::ops {
 namespace {
@@ -25,18 +26,27 @@ class RefBackend final : public Backend {
   Status synchronize() override { return {}; }
   bool weights_in_host_memory() const override { return true; }
 
-  Status embedding(const EmbeddingParams& p) override { ref::embedding(p); return {}; }
-  Status rms_norm(const RmsNormParams& p) override { ref::rms_norm(p); return {}; }
-  Status matmul(const MatmulParams& p) override { ref::matmul(p); return {}; }
-  Status rope(const RopeParams& p) override { ref::rope(p); return {}; }
-  Status kv_write(const KvWriteParams& p) override { ref::kv_write(p); return {}; }
-  Status attention(const AttentionParams& p) override { ref::attention(p); return {}; }
-  Status silu_mul(const SiluMulParams& p) override { ref::silu_mul(p); return {}; }
-  Status gather_rows(const GatherRowsParams& p) override { ref::gather_rows(p); return {}; }
+  // Every op straight to ops::ref; matmul first refuses a weight format that is not one frugal
+  // defines (the reference decodes every defined format).
+#define FRUGAL_REF_BACKEND_OP_(Name, method) \
+  Status method(const Name##Params& p) override { return run(p, ref::method); }
+  FRUGAL_OPS(FRUGAL_REF_BACKEND_OP_)
+#undef FRUGAL_REF_BACKEND_OP_
   bool supports_sample() const override { return true; }
   Status sample(const SampleParams& p) override { ref::sample(p); return {}; }
 
  private:
+  template <class P>
+  static Status run(const P& p, void (*op)(const P&)) {
+    op(p);
+    return {};
+  }
+  static Status run(const MatmulParams& p, void (*op)(const MatmulParams&)) {
+    if (p.m > 0 && p.n > 0) FRUGAL_RETURN_IF_ERROR(check_weight_view(p.w, "ref matmul"));
+    op(p);
+    return {};
+  }
+
   DType act_;
 };
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "ops/weight_format_check.h"
 
 namespace frugal::ops::ref {
 
@@ -69,13 +70,28 @@ void rms_norm(const RmsNormParams& p) {
   }
 }
 
+// W[o, j] as a float, decoded from its stored format (the oracle for every format's kernels).
+// One function per scheme, chosen once per call.
+static float dense_w(const WeightView& w, int64_t k, int64_t o, int64_t j) { return load(w.format.dtype, w.data, o * k + j); }
+
+using WeightElement = float (*)(const WeightView& w, int64_t k, int64_t o, int64_t j);
+
+static WeightElement weight_element(const WeightFormat& f) {
+  const Status st = check_weight_format(f, "ref matmul");
+  FRUGAL_CHECK_MSG(st.is_ok(), st.to_string());
+  switch (f.scheme) {
+    case WeightScheme::kDense: return dense_w;
+  }
+  check_failed(__FILE__, __LINE__, "weight_element", weight_format_name(f));
+}
+
 void matmul(const MatmulParams& p) {
+  const WeightElement w_at = weight_element(p.w.format);
   for (int64_t i = 0; i < p.m; ++i) {
     for (int64_t o = 0; o < p.n; ++o) {
       double acc = 0;
       for (int64_t j = 0; j < p.k; ++j)
-        acc += static_cast<double>(load(p.x_dtype, p.x, i * p.ld_x + j)) *
-               load(p.w_dtype, p.w, o * p.k + j);
+        acc += static_cast<double>(load(p.x_dtype, p.x, i * p.ld_x + j)) * w_at(p.w, p.k, o, j);
       if (p.bias) acc += load(p.bias_dtype, p.bias, o);
       if (p.accumulate) acc += load(p.y_dtype, p.y, i * p.ld_y + o);
       store(p.y_dtype, p.y, i * p.ld_y + o, static_cast<float>(acc));

@@ -2,19 +2,16 @@
 // The oracle for every backend in the op harness. Slow on purpose: clarity over speed.
 #pragma once
 
+#include "ops/op_list.h"
 #include "ops/params.h"
 
 namespace frugal::ops::ref {
 
-void embedding(const EmbeddingParams& p);
-void rms_norm(const RmsNormParams& p);
-void matmul(const MatmulParams& p);
-void rope(const RopeParams& p);
-void kv_write(const KvWriteParams& p);
-void attention(const AttentionParams& p);
-void silu_mul(const SiluMulParams& p);
-void gather_rows(const GatherRowsParams& p);
-void sample(const SampleParams& p);
+// One function per op of ops/op_list.h (required and optional). Parameters are trusted: a
+// broken one is a FRUGAL_CHECK failure, not a Status (the ref backend checks what callers send).
+#define FRUGAL_REF_OP_(Name, method) void method(const Name##Params& p);
+FRUGAL_ALL_OPS(FRUGAL_REF_OP_)
+#undef FRUGAL_REF_OP_
 // The uniform in (0, 1) sample() draws for (seed, token id): 24 bits of splitmix64.
 float sample_uniform(uint64_t seed, uint64_t id);
 

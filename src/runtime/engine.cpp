@@ -65,13 +65,14 @@ struct StepRow {
   Live* live;
   GeneratedToken gt;
   float* logits = nullptr;
+  std::vector<TokenLogprob> scored;  // SamplingParams::score_tokens, first token only
 };
 
 // Whether a request needs the host sampler (the device sample op has no penalties, min_p or
 // logprobs).
 bool needs_host_sampling(const SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f || p.min_p > 0.0f ||
-         p.top_logprobs >= 0;
+         p.top_logprobs >= 0 || !p.score_tokens.empty();
 }
 
 uint64_t mix64(uint64_t z) {
@@ -225,6 +226,12 @@ Result<uint64_t> EngineImpl::submit(GenerateRequest req, OutputCallback cb) {
   if (static_cast<int64_t>(req.prompt.size()) >= max_model_len_)
     return invalid_argument("prompt: " + std::to_string(req.prompt.size()) + " tokens leave no room to generate: the context is " +
                             std::to_string(max_model_len_) + " tokens");
+  for (size_t i = 0; i < req.sampling.score_tokens.size(); ++i) {
+    const int32_t t = req.sampling.score_tokens[i];
+    if (t < 0 || t >= vocab)
+      return invalid_argument("score_tokens: entry " + std::to_string(i) + " has id " + std::to_string(t) +
+                              ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  }
   FRUGAL_RETURN_IF_ERROR(validate(req.sampling));
   if (queued_.load() >= opts_.max_queue)
     return resource_exhausted("engine queue is full (" + std::to_string(opts_.max_queue) + " requests)");
@@ -350,7 +357,10 @@ void sample_on_host(std::vector<StepRow>& rows, int64_t vocab) {
       Live& l = *rw.live;
       // The sampler applies penalties in place: sample from the row the step owns.
       std::span<float> lg(rw.logits, static_cast<size_t>(vocab));
-      if (l.sampling.top_logprobs >= 0) log_softmax(lg, logprobs);
+      const bool score = !l.sampling.score_tokens.empty() && l.output.empty();
+      if (l.sampling.top_logprobs >= 0 || score) log_softmax(lg, logprobs);
+      if (score)
+        for (int32_t t : l.sampling.score_tokens) rw.scored.push_back({t, logprobs[static_cast<size_t>(t)]});
       rw.gt.token = l.sampler->sample(lg, l.prompt, l.output);
       if (l.sampling.top_logprobs < 0) continue;
       rw.gt.logprob = logprobs[static_cast<size_t>(rw.gt.token)];
@@ -451,10 +461,12 @@ Status EngineImpl::run_model(std::vector<StepRow>& rows) {
 Status EngineImpl::emit(std::vector<StepRow>& rows) {
   std::vector<sched::SampledToken> sampled;
   std::unordered_map<uint64_t, GeneratedToken> emitted;
+  std::unordered_map<uint64_t, std::vector<TokenLogprob>> scored;
   for (auto& rw : rows) {
     rw.live->output.push_back(rw.gt.token);
     sampled.push_back({rw.id, rw.gt.token});
     emitted.emplace(rw.id, std::move(rw.gt));
+    if (!rw.scored.empty()) scored.emplace(rw.id, std::move(rw.scored));
   }
   auto finished = sched_->on_step_done(sampled);
   if (!finished.is_ok()) return finished.status().with_context("engine: scheduler rejected the step");
@@ -470,6 +482,7 @@ Status EngineImpl::emit(std::vector<StepRow>& rows) {
     RequestOutput out;
     out.request_id = id;
     out.prompt_tokens = static_cast<int32_t>(it->second.prompt.size());
+    if (auto sc = scored.find(id); sc != scored.end()) out.scored = std::move(sc->second);
     auto f = fin.find(id);
     const bool stop_token = f != fin.end() && f->second->reason != sched::FinishReason::kLength;
     if (!stop_token) out.tokens.push_back(std::move(gt));

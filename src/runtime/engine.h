@@ -30,6 +30,11 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;  // in addition to the model's eos ids
   bool ignore_eos = false;
   int32_t top_logprobs = -1;  // -1: no logprobs; 0: chosen token's only; n: also top-n
+  // Token ids whose log-probabilities (of the raw logits, as logprobs) at the last prompt
+  // position are wanted, to score a continuation (frugal eval mc). They come back in
+  // RequestOutput::scored with the first token, even when that is a stop token. Sampled on
+  // the host.
+  std::vector<int32_t> score_tokens;
 };
 
 struct GenerateRequest {
@@ -65,6 +70,9 @@ struct RequestOutput {
   Status error;                 // set when finish == kError
   int32_t prompt_tokens = 0;    // always set
   int32_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
+  // SamplingParams::score_tokens' log-probabilities at the last prompt position, in order; set
+  // on the output of the step that sampled the first token.
+  std::vector<TokenLogprob> scored;
 };
 
 using OutputCallback = std::function<void(const RequestOutput&)>;

@@ -50,9 +50,9 @@ void bench_gemv(CudaBackend* b, LtGemm* lt, double ceiling, Table* table, bool q
     void* y = b->alloc(static_cast<size_t>(8 * s.n * 2)).value();
     for (int64_t m : {1, 2, 4, 8}) {
       if (quick && m != 1) continue;
-      ops::MatmulParams p{x, DType::kBF16, s.k, ws[0], DType::kBF16, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+      ops::MatmulParams p{x, DType::kBF16, s.k, ops::dense_weight(ws[0], DType::kBF16), nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
       Timing t = time_op(b->stream(), 30, 10, [&](int i) {
-        p.w = ws[static_cast<size_t>(i % copies)];
+        p.w.data = ws[static_cast<size_t>(i % copies)];
         (void)b->matmul(p);
       });
       const double bytes = 2.0 * (w_elems + m * s.k + m * s.n);
@@ -60,7 +60,7 @@ void bench_gemv(CudaBackend* b, LtGemm* lt, double ceiling, Table* table, bool q
       table->add({std::string("gemv m=") + std::to_string(m) + " " + s.name, t, gbs, "GB/s", 100 * gbs / ceiling});
       if (m == 1) {  // the same product through cuBLASLt, for comparison
         Timing tl = time_op(b->stream(), 30, 10, [&](int i) {
-          p.w = ws[static_cast<size_t>(i % copies)];
+          p.w.data = ws[static_cast<size_t>(i % copies)];
           (void)lt->run(p, b->stream());
         });
         const double gl = bytes / (tl.median_us * 1e3);
@@ -80,7 +80,7 @@ void bench_gemm(CudaBackend* b, Table* table) {
     void* w = random_buffer(b, DType::kBF16, s.n * s.k, 3);
     void* x = random_buffer(b, DType::kBF16, m * s.k, 4);
     void* y = b->alloc(static_cast<size_t>(m * s.n * 2)).value();
-    ops::MatmulParams p{x, DType::kBF16, s.k, w, DType::kBF16, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+    ops::MatmulParams p{x, DType::kBF16, s.k, ops::dense_weight(w, DType::kBF16), nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
     Timing t = time_op(b->stream(), 20, 5, [&](int) { (void)b->matmul(p); });
     const double tflops = 2.0 * m * s.n * s.k / (t.median_us * 1e6);
     table->add({std::string("gemm m=2048 ") + s.name, t, tflops, "TFLOP/s", 100 * tflops / 790.0});
@@ -167,9 +167,9 @@ void bench_mixed(CudaBackend* b, Table* table) {
       for (int c = 0; c < copies; ++c) ws.push_back(random_buffer(b, DType::kBF16, w_elems, 300 + c));
       void* x = random_buffer(b, DType::kBF16, m * s.k, 8);
       void* y = b->alloc(static_cast<size_t>(m * s.n * 2)).value();
-      ops::MatmulParams p{x, DType::kBF16, s.k, ws[0], DType::kBF16, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+      ops::MatmulParams p{x, DType::kBF16, s.k, ops::dense_weight(ws[0], DType::kBF16), nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
       Timing t = time_op(b->stream(), 20, 10, [&](int i) {
-        p.w = ws[static_cast<size_t>(i % copies)];
+        p.w.data = ws[static_cast<size_t>(i % copies)];
         (void)b->matmul(p);
       });
       total_us += t.median_us;

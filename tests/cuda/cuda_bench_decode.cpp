@@ -114,7 +114,7 @@ Status forward(CudaBackend* b, Model& m, int n, int max_ctx) {
     // Layer 0 normalizes the embedding; later layers first add the previous MLP output.
     ops::RmsNormParams n1{l == 0 ? m.res : m.mlp_in, l == 0 ? nullptr : m.res, m.h, L.norm1, bf, bf, n, kHidden, kHidden, kHidden, kHidden, 1e-6f};
     FRUGAL_RETURN_IF_ERROR(b->rms_norm(n1));
-    FRUGAL_RETURN_IF_ERROR(b->matmul({m.h, bf, kHidden, L.w_qkv, bf, L.b_qkv, bf, m.qkv, bf, kQkv, n, kQkv, kHidden, false}));
+    FRUGAL_RETURN_IF_ERROR(b->matmul({m.h, bf, kHidden, ops::dense_weight(L.w_qkv, bf), L.b_qkv, bf, m.qkv, bf, kQkv, n, kQkv, kHidden, false}));
     auto* q = static_cast<uint16_t*>(m.qkv);
     void* k = q + kHeads * kHd;
     void* v = q + (kHeads + kKv) * kHd;
@@ -123,18 +123,18 @@ Status forward(CudaBackend* b, Model& m, int n, int max_ctx) {
     FRUGAL_RETURN_IF_ERROR(b->kv_write({cache, k, v, bf, kQkv, kQkv, m.slots, n}));
     FRUGAL_RETURN_IF_ERROR(b->attention({cache, q, m.attn, bf, kQkv, kHidden, 1, n, m.q_start, m.ctx_len, m.table,
                                          kCacheBlocks, max_ctx, kHeads, 0, 1.f / std::sqrt(float(kHd))}));
-    FRUGAL_RETURN_IF_ERROR(b->matmul({m.attn, bf, kHidden, L.w_o, bf, nullptr, bf, m.mlp_in, bf, kHidden, n, kHidden, kHidden, false}));
+    FRUGAL_RETURN_IF_ERROR(b->matmul({m.attn, bf, kHidden, ops::dense_weight(L.w_o, bf), nullptr, bf, m.mlp_in, bf, kHidden, n, kHidden, kHidden, false}));
     FRUGAL_RETURN_IF_ERROR(b->rms_norm({m.mlp_in, m.res, m.h, L.norm2, bf, bf, n, kHidden, kHidden, kHidden, kHidden, 1e-6f}));
-    FRUGAL_RETURN_IF_ERROR(b->matmul({m.h, bf, kHidden, L.w_gu, bf, nullptr, bf, m.gu, bf, 2 * kInter, n, 2 * kInter, kHidden, false}));
+    FRUGAL_RETURN_IF_ERROR(b->matmul({m.h, bf, kHidden, ops::dense_weight(L.w_gu, bf), nullptr, bf, m.gu, bf, 2 * kInter, n, 2 * kInter, kHidden, false}));
     auto* g = static_cast<uint16_t*>(m.gu);
     FRUGAL_RETURN_IF_ERROR(b->silu_mul({g, g + kInter, m.act, bf, n, kInter, 2 * kInter, 2 * kInter, kInter}));
-    FRUGAL_RETURN_IF_ERROR(b->matmul({m.act, bf, kInter, L.w_down, bf, nullptr, bf, m.mlp_in, bf, kHidden, n, kHidden, kInter, false}));
+    FRUGAL_RETURN_IF_ERROR(b->matmul({m.act, bf, kInter, ops::dense_weight(L.w_down, bf), nullptr, bf, m.mlp_in, bf, kHidden, n, kHidden, kInter, false}));
   }
   // Only the last token's logits are needed.
   void* last_in = static_cast<uint16_t*>(m.mlp_in) + int64_t{n - 1} * kHidden;
   void* last_res = static_cast<uint16_t*>(m.res) + int64_t{n - 1} * kHidden;
   FRUGAL_RETURN_IF_ERROR(b->rms_norm({last_in, last_res, m.last, m.norm_f, bf, bf, 1, kHidden, kHidden, kHidden, kHidden, 1e-6f}));
-  FRUGAL_RETURN_IF_ERROR(b->matmul({m.last, bf, kHidden, m.lm_head, bf, nullptr, bf, m.logits, bf, kVocab, 1, kVocab, kHidden, false}));
+  FRUGAL_RETURN_IF_ERROR(b->matmul({m.last, bf, kHidden, ops::dense_weight(m.lm_head, bf), nullptr, bf, m.logits, bf, kVocab, 1, kVocab, kHidden, false}));
   return b->sample({m.logits, bf, kVocab, 1, static_cast<int32_t>(kVocab), m.temperature, nullptr, nullptr, m.seeds, m.out_ids});
 }
 

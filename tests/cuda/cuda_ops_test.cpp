@@ -84,13 +84,13 @@ void check_matmul(const MatmulCase& c) {
   b.fill_uniform(rng, -1, 1);
   if (c.accumulate) y.fill_uniform(rng, -4, 4); else y.fill_nan();
   for (auto* t : {&x, &w, &b, &y}) t->to_device();
-  ops::MatmulParams p{x.dev, DType::kBF16, ld_x, w.dev, DType::kBF16, c.bias ? b.dev : nullptr, c.bias_dtype,
+  ops::MatmulParams p{x.dev, DType::kBF16, ld_x, ops::dense_weight(w.dev, DType::kBF16), c.bias ? b.dev : nullptr, c.bias_dtype,
                       y.dev, c.y, ld_y, c.m, c.n, c.k, c.accumulate};
   ASSERT_TRUE(backend()->matmul(p).is_ok());
   std::vector<uint8_t> want = y.host;
   ops::MatmulParams r = p;
   r.x = x.host.data();
-  r.w = w.host.data();
+  r.w.data = w.host.data();
   r.bias = c.bias ? b.host.data() : nullptr;
   r.y = want.data();
   ops::ref::matmul(r);
@@ -119,6 +119,30 @@ TEST(CudaOps, MatmulCublasLt) {
 TEST(CudaOps, MatmulGenericOddK) {
   check_matmul({3, 11, 13, true, false, DType::kBF16, 1});   // k % 8 != 0: neither fast path
   check_matmul({12, 5, 7, false, true, DType::kF32, 0});
+}
+
+// Weight formats the backend has no kernels for are refused by name, never run as another
+// format (issue 14): an unknown scheme, dense with a non-float dtype, dense with quantization fields.
+TEST(CudaOps, MatmulUnknownWeightFormatIsNamed) {
+  Tensor x(DType::kBF16, 2 * 16), w(DType::kBF16, 3 * 16), y(DType::kBF16, 2 * 3);
+  for (auto* t : {&x, &w, &y}) t->to_device();
+  ops::MatmulParams p{x.dev, DType::kBF16, 16, ops::dense_weight(w.dev, DType::kBF16), nullptr, DType::kBF16,
+                      y.dev, DType::kBF16, 3, 2, 3, 16, false};
+  ASSERT_TRUE(backend()->matmul(p).is_ok());
+  p.w.format.scheme = static_cast<ops::WeightScheme>(77);
+  Status st = backend()->matmul(p);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("weight format 'scheme#77 bf16'"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.message().find("unknown weight scheme 77"), std::string::npos) << st.to_string();
+  p.w.format = ops::dense_format(DType::kI8);
+  st = backend()->matmul(p);
+  EXPECT_EQ(st.code(), ErrorCode::kUnsupported) << st.to_string();
+  EXPECT_NE(st.message().find("weight format 'dense i8'"), std::string::npos) << st.to_string();
+  p.w.format = ops::dense_format(DType::kBF16);
+  p.w.format.group_k = 128;
+  st = backend()->matmul(p);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("group_k=128"), std::string::npos) << st.to_string();
 }
 
 void check_rope(DType t, int rotary_dim, float factor) {

@@ -144,7 +144,7 @@ TEST(CudaGraph, CaptureOnceReplayWithNewInputs) {
   nw.fill_uniform(rng, 0.5f, 1.5f);
   for (auto* t : {&w, &nw}) t->to_device();
   ops::RmsNormParams norm{x.dev, nullptr, h.dev, nw.dev, DType::kBF16, DType::kBF16, 1, dim, dim, dim, dim, 1e-5f};
-  ops::MatmulParams mm{h.dev, DType::kBF16, dim, w.dev, DType::kBF16, nullptr, DType::kBF16, y.dev, DType::kBF16, n, 1, n, dim, false};
+  ops::MatmulParams mm{h.dev, DType::kBF16, dim, ops::dense_weight(w.dev, DType::kBF16), nullptr, DType::kBF16, y.dev, DType::kBF16, n, 1, n, dim, false};
   GraphCache graphs(backend());
   ASSERT_TRUE(graphs.ensure(1, [&]() -> Status {
     FRUGAL_RETURN_IF_ERROR(backend()->rms_norm(norm));
@@ -161,7 +161,7 @@ TEST(CudaGraph, CaptureOnceReplayWithNewInputs) {
     ops::ref::rms_norm({x.host.data(), nullptr, hh.data(), nw.host.data(), DType::kBF16, DType::kBF16, 1, dim, dim, dim, dim, 1e-5f});
     ops::MatmulParams r = mm;
     r.x = hh.data();
-    r.w = w.host.data();
+    r.w.data = w.host.data();
     r.y = want.data();
     ops::ref::matmul(r);
     expect_close(y, want, 3e-2f, "graph step " + std::to_string(step));

@@ -13,6 +13,7 @@
 #include "model/safetensors.h"
 #include "model_test_util.h"
 #include "backend/cpu/cpu_backend.h"
+#include "ops/forwarding_backend.h"
 #include "ops/ref_backend.h"
 #include "test_paths.h"
 
@@ -48,29 +49,12 @@ std::vector<int32_t> ids_of(const TensorEntry* t) {
 // The CPU backend acting as a device backend: weights are copied into one arena (as on a GPU)
 // instead of used in place from the mmap, in WeightStore's placement order, which lets the
 // model run q/k/v and gate/up as fused matmuls. Everything else is the CPU backend's.
-class ArenaCpuBackend final : public ops::Backend {
+class ArenaCpuBackend final : public ops::ForwardingBackend {
  public:
-  ArenaCpuBackend() : b_(make_cpu_backend()) {}
+  ArenaCpuBackend() : ForwardingBackend(make_cpu_backend()) {}
   std::string name() const override { return "cpu-arena"; }
-  DType activation_dtype() const override { return b_->activation_dtype(); }
-  Result<void*> alloc(size_t n) override { return b_->alloc(n); }
-  void free(void* p) override { b_->free(p); }
-  Status upload(void* d, const void* s, size_t n) override { return b_->upload(d, s, n); }
-  Status download(void* d, const void* s, size_t n) override { return b_->download(d, s, n); }
-  Status memset_zero(void* d, size_t n) override { return b_->memset_zero(d, n); }
-  Status synchronize() override { return b_->synchronize(); }
   bool weights_in_host_memory() const override { return false; }
-  Status embedding(const ops::EmbeddingParams& p) override { return b_->embedding(p); }
-  Status rms_norm(const ops::RmsNormParams& p) override { return b_->rms_norm(p); }
-  Status matmul(const ops::MatmulParams& p) override { return b_->matmul(p); }
-  Status rope(const ops::RopeParams& p) override { return b_->rope(p); }
-  Status kv_write(const ops::KvWriteParams& p) override { return b_->kv_write(p); }
-  Status attention(const ops::AttentionParams& p) override { return b_->attention(p); }
-  Status silu_mul(const ops::SiluMulParams& p) override { return b_->silu_mul(p); }
-  Status gather_rows(const ops::GatherRowsParams& p) override { return b_->gather_rows(p); }
-
- private:
-  std::unique_ptr<ops::Backend> b_;
+  bool supports_sample() const override { return false; }  // as before: the engine samples on the host
 };
 
 // Every fixture runs on the reference backend (exact oracle), the fast CPU backend, and the

@@ -46,16 +46,20 @@ TEST(WeightPlacement, GroupsProjectionsThatShareAnInput) {
 
 TEST(WeightPlacement, FuseRowsNeedsAdjacentWeightsAndBiases) {
   std::vector<uint16_t> w(10 * 4), bias(10);
-  const Linear a{.weight = w.data(), .dtype = DType::kBF16, .out = 6, .in = 4},
-      b{.weight = w.data() + 24, .dtype = DType::kBF16, .out = 4, .in = 4};
+  const Linear a{.weight = ops::dense_weight(w.data(), DType::kBF16), .out = 6, .in = 4},
+      b{.weight = ops::dense_weight(w.data() + 24, DType::kBF16), .out = 4, .in = 4};
   const Linear ab[] = {a, b};
   auto f = fuse_rows(ab);
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->out, 10);
-  EXPECT_EQ(f->weight, w.data());
-  const Linear gap{.weight = w.data() + 28, .dtype = DType::kBF16, .out = 3, .in = 4};
+  EXPECT_EQ(f->weight.data, w.data());
+  const Linear gap{.weight = ops::dense_weight(w.data() + 28, DType::kBF16), .out = 3, .in = 4};
   const Linear a_gap[] = {a, gap};
   EXPECT_FALSE(fuse_rows(a_gap).has_value()) << "a gap between the weights";
+  Linear other_format = b;
+  other_format.weight.format = ops::dense_format(DType::kF16);
+  const Linear a_f16[] = {a, other_format};
+  EXPECT_FALSE(fuse_rows(a_f16).has_value()) << "different weight formats";
   Linear ab1 = a, bb1 = b;
   ab1.bias = bias.data();
   ab1.bias_dtype = DType::kBF16;

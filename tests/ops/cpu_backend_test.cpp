@@ -29,18 +29,18 @@ TEST(CpuBackendErrors, EmbeddingIdOutsideVocabulary) {
 TEST(CpuBackendErrors, MatmulStridesAndDtypes) {
   auto b = make_cpu_backend();
   std::vector<float> x(16), w(16), y(16);
-  ops::MatmulParams p{.x = x.data(), .x_dtype = DType::kF32, .ld_x = 3, .w = w.data(), .w_dtype = DType::kF32,
+  ops::MatmulParams p{.x = x.data(), .x_dtype = DType::kF32, .ld_x = 3, .w = ops::dense_weight(w.data(), DType::kF32),
                       .bias = nullptr, .bias_dtype = DType::kF32, .y = y.data(), .y_dtype = DType::kF32,
                       .ld_y = 2, .m = 2, .n = 2, .k = 4, .accumulate = false};
   Status st = b->matmul(p);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(mentions(st, "ld_x")) << st.to_string();
   p.ld_x = 4;
-  p.w_dtype = DType::kI8;
+  p.w.format.dtype = DType::kI8;
   st = b->matmul(p);
   EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
-  EXPECT_TRUE(mentions(st, "w_dtype")) << st.to_string();
-  p.w_dtype = DType::kBF16;
+  EXPECT_TRUE(mentions(st, "weight format 'dense i8'")) << st.to_string();
+  p.w.format.dtype = DType::kBF16;
   p.x_dtype = DType::kBF16;
   EXPECT_EQ(b->matmul(p).code(), ErrorCode::kUnsupported);
 }
@@ -131,8 +131,8 @@ TEST(CpuBackendThreads, MatmulBitIdenticalAcrossThreadCounts) {
       ThreadPool pool(threads);
       auto b = make_cpu_backend(&pool);
       std::vector<float> y(static_cast<size_t>(m * n));
-      ASSERT_TRUE(b->matmul({.x = x.data(), .x_dtype = DType::kF32, .ld_x = k, .w = w.data(),
-                             .w_dtype = DType::kF32, .bias = nullptr, .bias_dtype = DType::kF32, .y = y.data(),
+      ASSERT_TRUE(b->matmul({.x = x.data(), .x_dtype = DType::kF32, .ld_x = k, .w = ops::dense_weight(w.data(), DType::kF32),
+                             .bias = nullptr, .bias_dtype = DType::kF32, .y = y.data(),
                              .y_dtype = DType::kF32, .ld_y = n, .m = m, .n = n, .k = k, .accumulate = false})
                       .is_ok());
       ys.push_back(y);

@@ -2,7 +2,10 @@
 // against ops::ref on odd and aligned shapes, every supported dtype, non-contiguous rows, with
 // guard bytes around every device buffer and NaN sentinels in row gaps.
 //
-// Suites are value-parameterized over a backend name; a test directory instantiates them with
+// One test per op of ops/op_list.h, each running OpCases::<op>() on the backend; the backend's
+// SupportTable (harness_support.cpp) says which cases it must run: a refusal it does not
+// expect fails (the harness never silently skips). Suites are value-parameterized over a
+// backend name; a test directory instantiates them with
 //   FRUGAL_INSTANTIATE_OP_HARNESS(Cpu, "cpu");
 // and links frugal_op_harness (tests/ops for "cpu", tests/cuda for "cuda").
 #pragma once
@@ -15,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
 #include "ops/backend.h"
+#include "ops/op_list.h"
 
 namespace frugal::testing {
 
@@ -66,10 +71,44 @@ class GuardedBuffer {
 ::testing::AssertionResult compare_flat(DType t, const void* got, const void* want, int64_t n, double tol,
                                         const std::string& what);
 
-class OpHarness : public ::testing::TestWithParam<std::string> {
+// Which harness cases a backend is expected to run (tests/ops/harness_support.cpp). A case is
+// named by its op and a variant string naming what decides support: "w=dense bf16" (matmul),
+// "w=f16" (rms_norm), "table=f16" (embedding), "cache=bf16" (kv_write, attention), "" (others).
+// Every case is expected to run unless listed; the harness fails when a backend refuses a case
+// it should run, and when it runs one the table says it refuses (keep the table true).
+class SupportTable {
  public:
-  void SetUp() override;
-  ops::Backend* backend() const { return backend_.get(); }
+  struct Refusal {
+    ops::OpKind op;
+    std::string variant;
+    std::string why;  // e.g. "no INT4 kernels on this backend yet (issue 16)"
+  };
+  SupportTable() = default;
+  explicit SupportTable(std::vector<Refusal> refusals) : refusals_(std::move(refusals)) {}
+  bool expects(ops::OpKind op, const std::string& variant) const;
+
+ private:
+  std::vector<Refusal> refusals_;
+};
+
+// The table of a backend registered under `name` in backends.cpp ("ref", "cpu", "cuda");
+// nullptr when it has none (the harness then fails: every backend must declare its support).
+const SupportTable* support_table_for(const std::string& name);
+
+// The harness cases of every op (ops/op_list.h) on one backend, checked against ops::ref and
+// against the backend's SupportTable. Failures are gtest non-fatal failures naming the case.
+class OpCases {
+ public:
+  OpCases(ops::Backend* backend, const SupportTable* support) : backend_(backend), support_(support) {}
+
+  // One method per op of ops/op_list.h (defined in harness.cpp, harness_attention.cpp).
+#define FRUGAL_OP_CASES_(Name, method) void method();
+  FRUGAL_OPS(FRUGAL_OP_CASES_)
+#undef FRUGAL_OP_CASES_
+  // Runs every case of op k.
+  void run(ops::OpKind k);
+
+  ops::Backend* backend() const { return backend_; }
   DType act() const { return backend_->activation_dtype(); }
   // Relative tolerance for results written in the activation dtype.
   double act_tol() const { return act() == DType::kF32 ? 1e-4 : 2e-2; }
@@ -80,10 +119,29 @@ class OpHarness : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<GuardedBuffer> upload(const std::vector<T>& v) { return upload(v.data(), v.size() * sizeof(T)); }
   // Downloads a whole buffer into a HostMat shaped like `like`.
   HostMat download(const GuardedBuffer& b, const HostMat& like);
+  // Judges a backend call's status against the support table: true when the op ran (compare
+  // its results), false when it refused (expectedly, or after a failure was recorded).
+  bool ran(const Status& st, ops::OpKind op, const std::string& variant, const std::string& what);
+  std::mt19937& rng() { return rng_; }
+
+  int n_ran() const { return n_ran_; }
+  int n_refused() const { return n_refused_; }
+
+ private:
+  ops::Backend* backend_;
+  const SupportTable* support_;
+  std::mt19937 rng_{1234};
+  int n_ran_ = 0, n_refused_ = 0;
+};
+
+class OpHarness : public ::testing::TestWithParam<std::string> {
+ public:
+  void SetUp() override;
+  OpCases& cases() { return *cases_; }
 
  protected:
   std::unique_ptr<ops::Backend> backend_;
-  std::mt19937 rng_{1234};
+  std::unique_ptr<OpCases> cases_;
 };
 
 }  // namespace frugal::testing

@@ -117,16 +117,42 @@ void OpHarness::SetUp() {
   auto b = make_backend_by_name(GetParam());
   ASSERT_TRUE(b.is_ok()) << b.status().to_string();
   backend_ = std::move(b).value();
+  const SupportTable* table = support_table_for(GetParam());
+  ASSERT_NE(table, nullptr) << "backend '" << GetParam() << "' has no support table in tests/ops/harness_support.cpp";
+  cases_ = std::make_unique<OpCases>(backend_.get(), table);
 }
 
-std::unique_ptr<GuardedBuffer> OpHarness::upload(const void* host, size_t nbytes) {
-  return std::make_unique<GuardedBuffer>(backend_.get(), host, nbytes);
+std::unique_ptr<GuardedBuffer> OpCases::upload(const void* host, size_t nbytes) {
+  return std::make_unique<GuardedBuffer>(backend_, host, nbytes);
 }
 
-HostMat OpHarness::download(const GuardedBuffer& b, const HostMat& like) {
+HostMat OpCases::download(const GuardedBuffer& b, const HostMat& like) {
   HostMat out = like;
   out.bytes = b.download();
   return out;
+}
+
+bool OpCases::ran(const Status& st, ops::OpKind op, const std::string& variant, const std::string& what) {
+  const bool expected = support_->expects(op, variant);
+  const std::string where = std::string(ops::op_kind_name(op)) + (variant.empty() ? "" : " [" + variant + "]");
+  if (st.is_ok()) {
+    ++n_ran_;
+    if (!expected)
+      ADD_FAILURE() << what << ": backend '" << backend_->name() << "' ran " << where
+                    << ", which its support table (tests/ops/harness_support.cpp) says it refuses: update the table";
+    return true;
+  }
+  if (st.code() == ErrorCode::kUnsupported) {
+    if (expected) {
+      ADD_FAILURE() << what << ": backend '" << backend_->name() << "' refused a case its support table expects it to run ("
+                    << where << "): " << st.to_string();
+    } else {
+      ++n_refused_;
+    }
+    return false;
+  }
+  ADD_FAILURE() << what << ": " << st.to_string();
+  return false;
 }
 
 }  // namespace frugal::testing

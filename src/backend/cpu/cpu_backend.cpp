@@ -10,9 +10,15 @@
 #include "backend/cpu/validate.h"
 #include "core/cpu_features.h"
 #include "ops/reference.h"
+#include "ops/weight_format_check.h"
 
 namespace frugal {
 namespace cpu {
+
+void unreachable_dtype(const char* kernel, DType t) {
+  check_failed(__FILE__, __LINE__, kernel, std::string("cpu kernel reached with dtype ") + dtype_name(t) +
+                                               ", which validation should have refused");
+}
 
 const KernelTable& best_kernels() {
   const CpuFeatures& f = cpu_features();
@@ -57,14 +63,7 @@ class CpuBackend final : public ops::Backend {
   Status synchronize() override { return {}; }
   bool weights_in_host_memory() const override { return true; }
 
-  Status embedding(const ops::EmbeddingParams& p) override;
-  Status rms_norm(const ops::RmsNormParams& p) override;
-  Status matmul(const ops::MatmulParams& p) override;
-  Status rope(const ops::RopeParams& p) override;
-  Status kv_write(const ops::KvWriteParams& p) override;
-  Status attention(const ops::AttentionParams& p) override;
-  Status silu_mul(const ops::SiluMulParams& p) override;
-  Status gather_rows(const ops::GatherRowsParams& p) override;
+  FRUGAL_BACKEND_OP_OVERRIDES
   bool supports_sample() const override { return true; }
   // Rows in parallel, each through the reference (sorting) sampler.
   Status sample(const ops::SampleParams& p) override {
@@ -107,14 +106,33 @@ Status CpuBackend::rms_norm(const ops::RmsNormParams& p) {
   return {};
 }
 
+// The kernels of a weight format, chosen once per matmul call: every scheme and dtype is listed,
+// and a format without CPU kernels is refused by name (never computed as another format).
+Result<MatmulKernels> matmul_kernels(const KernelTable& k, const ops::WeightFormat& f) {
+  switch (f.scheme) {
+    case ops::WeightScheme::kDense:
+      switch (f.dtype) {
+        case DType::kF32: return k.dense_f32;
+        case DType::kBF16: return k.dense_bf16;
+        case DType::kF16: return k.dense_f16;
+        case DType::kF8E4M3: case DType::kI8: case DType::kI4: case DType::kI32: case DType::kI64:
+        case DType::kU8: case DType::kBool: case DType::kF64:
+          break;
+      }
+      break;
+  }
+  return unsupported(std::string("cpu matmul: no kernels for weight format '") + ops::weight_format_name(f) + "'");
+}
+
 Status CpuBackend::matmul(const ops::MatmulParams& p) {
   FRUGAL_RETURN_IF_ERROR(validate(p));
   if (p.m == 0 || p.n == 0) return {};
-  if (k_.gemm && p.m > kGemvMaxTokens) {
+  FRUGAL_ASSIGN_OR_RETURN(const MatmulKernels mk, matmul_kernels(k_, p.w.format));
+  if (mk.gemm && p.m > kGemvMaxTokens) {
     // Prefill: whole packed blocks per thread, so a block is converted and packed only once.
     const int64_t n_blocks = (p.n + kGemmBlockN - 1) / kGemmBlockN;
     pool_->parallel_for(n_blocks, grain_for(p.m * p.k * kGemmBlockN), [&](int64_t b0, int64_t b1) {
-      k_.gemm(p, b0 * kGemmBlockN, std::min(b1 * kGemmBlockN, p.n), thread_scratch(kGemmPackFloats));
+      mk.gemm(p, b0 * kGemmBlockN, std::min(b1 * kGemmBlockN, p.n), thread_scratch(kGemmPackFloats));
     });
     return {};
   }
@@ -122,7 +140,7 @@ Status CpuBackend::matmul(const ops::MatmulParams& p) {
   constexpr int64_t kUnit = 8;
   const int64_t n_units = (p.n + kUnit - 1) / kUnit;
   pool_->parallel_for(n_units, grain_for(kUnit * p.k * p.m), [&](int64_t u0, int64_t u1) {
-    k_.gemv(p, u0 * kUnit, std::min(u1 * kUnit, p.n));
+    mk.gemv(p, u0 * kUnit, std::min(u1 * kUnit, p.n));
   });
   return {};
 }

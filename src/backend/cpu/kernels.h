@@ -31,12 +31,22 @@ inline int64_t attention_scratch_floats(int rows, int head_dim) {
   return static_cast<int64_t>(rows) * (2 * head_dim + 2) + 2 * kAttentionChunk + 64;
 }
 
-struct KernelTable {
-  const char* isa;
+// The matmul kernels of one weight format (ops/weight_format.h). The backend picks them once
+// per call from p.w.format (cpu_backend.cpp: matmul_kernels); a kernel never looks at the
+// format again, so each format's inner loops carry no per-element dispatch.
+struct MatmulKernels {
   // y[:, n0:n1] for all m tokens (any m; meant for m <= kGemvMaxTokens).
   void (*gemv)(const ops::MatmulParams& p, int64_t n0, int64_t n1);
   // y[:, n0:n1] by packed blocks; pack holds kGemmPackFloats floats. Null on the scalar table.
   void (*gemm)(const ops::MatmulParams& p, int64_t n0, int64_t n1, float* pack);
+};
+
+struct KernelTable {
+  const char* isa;
+  // Dense weights (WeightScheme::kDense) by dtype.
+  MatmulKernels dense_f32;
+  MatmulKernels dense_bf16;
+  MatmulKernels dense_f16;
   void (*rms_norm)(const ops::RmsNormParams& p, int64_t r0, int64_t r1);
   void (*silu_mul)(const ops::SiluMulParams& p, int64_t t0, int64_t t1);
   void (*rope)(const ops::RopeParams& p, int64_t t0, int64_t t1);
@@ -45,6 +55,10 @@ struct KernelTable {
   // dst[0:n] = src[0:n] converted from src_dtype (f32/bf16/f16) to f32.
   void (*to_f32)(DType src_dtype, const void* src, float* dst, int64_t n);
 };
+
+// A kernel reached with a dtype validation should have refused: prints both and aborts. (Defined
+// outside the ISA translation units; the kernels' dtype switches have no silent default.)
+[[noreturn]] void unreachable_dtype(const char* kernel, DType t);
 
 const KernelTable& scalar_kernels();
 const KernelTable& avx2_kernels();

@@ -165,8 +165,12 @@ void attention_typed(const ops::AttentionParams& p, const AttentionItem& it, flo
 }
 
 void attention(const ops::AttentionParams& p, const AttentionItem& item, float* scratch) {
-  if (p.cache.cache_dtype == DType::kBF16) return attention_typed<LoadBF16>(p, item, scratch);
-  return attention_typed<LoadF32>(p, item, scratch);
+  switch (p.cache.cache_dtype) {
+    case DType::kBF16: return attention_typed<LoadBF16>(p, item, scratch);
+    case DType::kF32: return attention_typed<LoadF32>(p, item, scratch);
+    case DType::kF16: FRUGAL_CPU_NON_FLOAT_DTYPES: break;
+  }
+  unreachable_dtype("attention", p.cache.cache_dtype);
 }
 
 }  // namespace frugal::cpu::FRUGAL_CPU_ISA

@@ -81,12 +81,20 @@ inline void store_tail(float* p, F v, int64_t n) {
   Vec::store(tmp, v);
   for (int64_t i = 0; i < n; ++i) p[i] = tmp[i];
 }
+// The float storage dtypes kernels convert in registers; validate.cpp refuses the rest before any
+// kernel runs, so the other cases of the switches below are unreachable.
+#define FRUGAL_CPU_NON_FLOAT_DTYPES                                                                 \
+  case DType::kF8E4M3: case DType::kI8: case DType::kI4: case DType::kI32: case DType::kI64: \
+  case DType::kU8: case DType::kBool: case DType::kF64
+
 inline float one_f32(DType t, const void* base, int64_t i) {
   switch (t) {
     case DType::kBF16: return LoadBF16::one(static_cast<const uint16_t*>(base) + i);
     case DType::kF16: return LoadF16::one(static_cast<const uint16_t*>(base) + i);
-    default: return static_cast<const float*>(base)[i];
+    case DType::kF32: return static_cast<const float*>(base)[i];
+    FRUGAL_CPU_NON_FLOAT_DTYPES: break;
   }
+  unreachable_dtype("one_f32", t);
 }
 
 // ---------------------------------------------------------------- conversions
@@ -102,8 +110,10 @@ void to_f32(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
     case DType::kBF16: return to_f32_typed<LoadBF16>(static_cast<const uint16_t*>(src), dst, n);
     case DType::kF16: return to_f32_typed<LoadF16>(static_cast<const uint16_t*>(src), dst, n);
-    default: return to_f32_typed<LoadF32>(static_cast<const float*>(src), dst, n);
+    case DType::kF32: return to_f32_typed<LoadF32>(static_cast<const float*>(src), dst, n);
+    FRUGAL_CPU_NON_FLOAT_DTYPES: break;
   }
+  unreachable_dtype("to_f32", t);
 }
 
 // ---------------------------------------------------------------- rms_norm
@@ -140,8 +150,10 @@ void rms_norm(const ops::RmsNormParams& p, int64_t r0, int64_t r1) {
   switch (p.weight_dtype) {
     case DType::kBF16: return rms_norm_typed<LoadBF16>(p, static_cast<const uint16_t*>(p.weight), r0, r1);
     case DType::kF16: return rms_norm_typed<LoadF16>(p, static_cast<const uint16_t*>(p.weight), r0, r1);
-    default: return rms_norm_typed<LoadF32>(p, static_cast<const float*>(p.weight), r0, r1);
+    case DType::kF32: return rms_norm_typed<LoadF32>(p, static_cast<const float*>(p.weight), r0, r1);
+    FRUGAL_CPU_NON_FLOAT_DTYPES: break;
   }
+  unreachable_dtype("rms_norm", p.weight_dtype);
 }
 
 // ---------------------------------------------------------------- silu_mul
@@ -222,7 +234,12 @@ inline void store_row(DType t, void* dst, const float* src, int64_t n) {
 void kv_write(const ops::KvWriteParams& p, int64_t t0, int64_t t1) {
   const auto& c = p.cache;
   const int64_t row = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
-  const int64_t esize = c.cache_dtype == DType::kF32 ? 4 : 2;
+  int64_t esize = 0;
+  switch (c.cache_dtype) {
+    case DType::kF32: esize = 4; break;
+    case DType::kBF16: esize = 2; break;  // store_row writes bf16 for every cache dtype but f32
+    case DType::kF16: FRUGAL_CPU_NON_FLOAT_DTYPES: unreachable_dtype("kv_write", c.cache_dtype);
+  }
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t slot = p.slot_mapping[t];
     if (slot < 0) continue;
@@ -243,8 +260,9 @@ namespace frugal::cpu::FRUGAL_CPU_ISA {
 const KernelTable& table() {
   static const KernelTable t = {
       .isa = FRUGAL_CPU_ISA_NAME,
-      .gemv = gemv,
-      .gemm = kW > 1 ? gemm : nullptr,
+      .dense_f32 = {.gemv = gemv_typed<LoadF32>, .gemm = kW > 1 ? gemm_typed<LoadF32> : nullptr},
+      .dense_bf16 = {.gemv = gemv_typed<LoadBF16>, .gemm = kW > 1 ? gemm_typed<LoadBF16> : nullptr},
+      .dense_f16 = {.gemv = gemv_typed<LoadF16>, .gemm = kW > 1 ? gemm_typed<LoadF16> : nullptr},
       .rms_norm = rms_norm,
       .silu_mul = silu_mul,
       .rope = rope,

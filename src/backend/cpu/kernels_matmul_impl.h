@@ -1,6 +1,9 @@
 // Matmul kernels y[m, n] = x[m, k] @ w[n, k]^T (+ bias) (+ y), generic over Vec; part of
 // kernels_impl.h (same namespace, same one-TU-per-ISA rule).
 //
+// These are the dense-format kernels (WeightScheme::kDense), one instantiation per storage type L;
+// the KernelTable lists them and cpu_backend.cpp picks one per call.
+//
 // GEMV (decode, m <= kGemvMaxTokens): bandwidth bound. Weights stream from memory once, converted
 // from bf16/f16 in registers; every token is computed from them while they are in L1.
 // GEMM (prefill): compute bound. Weight blocks of kGemmBlockN x kGemmBlockK are converted to f32
@@ -62,7 +65,7 @@ inline void gemv_store(const ops::MatmulParams& p, float* y, const float (*dots)
 template <class L, int M>
 void gemv_rows(const ops::MatmulParams& p, const float* x, float* y, int64_t n0, int64_t n1) {
   constexpr int R = gemv_rows_per_step(M);
-  const auto* w = static_cast<const typename L::T*>(p.w);
+  const auto* w = static_cast<const typename L::T*>(p.w.data);
   int64_t o = n0;
   for (; o + R <= n1; o += R) {
     float dots[M][R];
@@ -94,14 +97,6 @@ void gemv_typed(const ops::MatmulParams& p, int64_t n0, int64_t n1) {
         default: gemv_rows<L, 4>(p, x, y, o0, o1); break;
       }
     }
-  }
-}
-
-void gemv(const ops::MatmulParams& p, int64_t n0, int64_t n1) {
-  switch (p.w_dtype) {
-    case DType::kBF16: return gemv_typed<LoadBF16>(p, n0, n1);
-    case DType::kF16: return gemv_typed<LoadF16>(p, n0, n1);
-    default: return gemv_typed<LoadF32>(p, n0, n1);
   }
 }
 
@@ -209,7 +204,7 @@ inline void gemm_block(const ops::MatmulParams& p, const float* pack, int64_t nb
 
 template <class L>
 void gemm_typed(const ops::MatmulParams& p, int64_t n0, int64_t n1, float* pack) {
-  const auto* w = static_cast<const typename L::T*>(p.w);
+  const auto* w = static_cast<const typename L::T*>(p.w.data);
   float* y = static_cast<float*>(p.y);
   // y starts as 0 (or its old value when accumulating); k blocks add into it; bias goes last.
   if (!p.accumulate)
@@ -226,14 +221,6 @@ void gemm_typed(const ops::MatmulParams& p, int64_t n0, int64_t n1, float* pack)
   if (p.bias)
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t o = n0; o < n1; ++o) y[i * p.ld_y + o] += one_f32(p.bias_dtype, p.bias, o);
-}
-
-void gemm(const ops::MatmulParams& p, int64_t n0, int64_t n1, float* pack) {
-  switch (p.w_dtype) {
-    case DType::kBF16: return gemm_typed<LoadBF16>(p, n0, n1, pack);
-    case DType::kF16: return gemm_typed<LoadF16>(p, n0, n1, pack);
-    default: return gemm_typed<LoadF32>(p, n0, n1, pack);
-  }
 }
 
 }  // namespace frugal::cpu::FRUGAL_CPU_ISA

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "ops/weight_format_check.h"
+
 namespace frugal::cpu {
 namespace {
 
@@ -88,11 +90,11 @@ Status validate(const ops::MatmulParams& p) {
                               "negative m, n or k (" + str(p.m) + ", " + str(p.n) + ", " + str(p.k) + ")"));
   if (p.m == 0 || p.n == 0) return {};
   FRUGAL_RETURN_IF_ERROR(need_ptr(p.x, op, "x"));
-  FRUGAL_RETURN_IF_ERROR(need_ptr(p.w, op, "w"));
+  FRUGAL_RETURN_IF_ERROR(need_ptr(p.w.data, op, "w.data"));
   FRUGAL_RETURN_IF_ERROR(need_ptr(p.y, op, "y"));
   FRUGAL_RETURN_IF_ERROR(need_f32(p.x_dtype, op, "x_dtype"));
   FRUGAL_RETURN_IF_ERROR(need_f32(p.y_dtype, op, "y_dtype"));
-  FRUGAL_RETURN_IF_ERROR(need_float(p.w_dtype, op, "w_dtype"));
+  FRUGAL_RETURN_IF_ERROR(ops::check_weight_view(p.w, op));
   if (p.bias) FRUGAL_RETURN_IF_ERROR(need_float(p.bias_dtype, op, "bias_dtype"));
   FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_x, p.k, op, "ld_x"));
   FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_y, p.n, op, "ld_y"));

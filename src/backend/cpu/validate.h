@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/status.h"
+#include "ops/op_list.h"
 #include "ops/params.h"
 
 namespace frugal::cpu {
@@ -12,13 +13,10 @@ namespace frugal::cpu {
 // dtype is one of f32, bf16, f16 (the float storage types kernels convert in registers).
 bool is_float16_or_32(DType t);
 
-Status validate(const ops::EmbeddingParams& p);
-Status validate(const ops::RmsNormParams& p);
-Status validate(const ops::MatmulParams& p);
-Status validate(const ops::RopeParams& p);
-Status validate(const ops::KvWriteParams& p);
-Status validate(const ops::AttentionParams& p);
-Status validate(const ops::SiluMulParams& p);
-Status validate(const ops::GatherRowsParams& p);
+// One per op of ops/op_list.h. Matmul checks the weight format is one frugal defines
+// (ops::check_weight_view); whether the CPU has kernels for it is cpu_backend.cpp's choice.
+#define FRUGAL_CPU_VALIDATE_(Name, method) Status validate(const ops::Name##Params& p);
+FRUGAL_OPS(FRUGAL_CPU_VALIDATE_)
+#undef FRUGAL_CPU_VALIDATE_
 
 }  // namespace frugal::cpu

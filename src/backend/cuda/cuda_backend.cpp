@@ -8,6 +8,7 @@
 #include "backend/cuda/graph.h"
 #include "backend/cuda/kernels.h"
 #include "core/log.h"
+#include "ops/weight_format_check.h"
 
 namespace frugal::cuda {
 namespace {
@@ -171,11 +172,22 @@ Status CudaBackend::rms_norm(const ops::RmsNormParams& p) {
 // neither takes (odd k, exotic dtypes). For m = 2..kGemvMaxM the faster of GEMV and cuBLASLt
 // is measured on the first call of each shape outside a capture (FRUGAL_SMALL_M=gemv|lt
 // forces one), so every later call of that shape, and every graph, uses the same kernel.
+// The weight format is dispatched here, once per call: every scheme is listed, and a format
+// without CUDA kernels is refused by name (ops::check_weight_view refuses unknown ones).
 Status CudaBackend::matmul(const ops::MatmulParams& p) {
-  if (!is_float_act(p.x_dtype) || !is_float_act(p.w_dtype) || !is_float_act(p.y_dtype) ||
-      (p.bias && !is_float_act(p.bias_dtype)))
-    return unsupported("cuda matmul: x " + dt(p.x_dtype) + ", w " + dt(p.w_dtype) + ", y " + dt(p.y_dtype));
+  if (!is_float_act(p.x_dtype) || !is_float_act(p.y_dtype) || (p.bias && !is_float_act(p.bias_dtype)))
+    return unsupported("cuda matmul: x " + dt(p.x_dtype) + ", y " + dt(p.y_dtype) +
+                       (p.bias ? ", bias " + dt(p.bias_dtype) : std::string()));
   if (p.m == 0 || p.n == 0) return Status::ok();
+  FRUGAL_RETURN_IF_ERROR(ops::check_weight_view(p.w, "cuda matmul"));
+  switch (p.w.format.scheme) {
+    case ops::WeightScheme::kDense: return matmul_dense(p);
+  }
+  return unsupported("cuda matmul: no kernels for weight format '" + ops::weight_format_name(p.w.format) + "'");
+}
+
+// Dense f32 / f16 / bf16 weights (check_weight_view checked the dtype).
+Status CudaBackend::matmul_dense(const ops::MatmulParams& p) {
   if (gemv_supported(p)) {
     bool use_lt = false;
     if (p.m >= 2) {

@@ -39,14 +39,7 @@ class CudaBackend final : public ops::Backend {
   bool weights_in_host_memory() const override { return false; }
   Status device_memory(size_t* free_bytes, size_t* total_bytes) override;
 
-  Status embedding(const ops::EmbeddingParams& p) override;
-  Status rms_norm(const ops::RmsNormParams& p) override;
-  Status matmul(const ops::MatmulParams& p) override;
-  Status rope(const ops::RopeParams& p) override;
-  Status kv_write(const ops::KvWriteParams& p) override;
-  Status attention(const ops::AttentionParams& p) override;
-  Status silu_mul(const ops::SiluMulParams& p) override;
-  Status gather_rows(const ops::GatherRowsParams& p) override;
+  FRUGAL_BACKEND_OP_OVERRIDES  // every op of ops/op_list.h
 
   bool supports_sample() const override { return true; }
   Status sample(const SampleParams& p) override;
@@ -76,6 +69,7 @@ class CudaBackend final : public ops::Backend {
  private:
   CudaBackend() = default;
   Status check_launch(cudaError_t e, const char* op);
+  Status matmul_dense(const ops::MatmulParams& p);
   Status run_lt(const ops::MatmulParams& p);
   Result<bool> small_m_prefers_lt(const ops::MatmulParams& p);
   Result<void*> scratch(size_t nbytes);

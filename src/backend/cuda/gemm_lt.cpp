@@ -55,7 +55,8 @@ LtGemm::~LtGemm() {
 
 bool LtGemm::supports(const ops::MatmulParams& p) {
   cudaDataType_t t;
-  if (p.x_dtype != p.w_dtype || !lt_type(p.x_dtype, &t)) return false;
+  if (p.w.format.scheme != ops::WeightScheme::kDense) return false;  // cuBLASLt takes plain matrices
+  if (p.x_dtype != p.w.format.dtype || !lt_type(p.x_dtype, &t)) return false;
   if (p.y_dtype != p.x_dtype && p.y_dtype != DType::kF32) return false;
   // A bias of another dtype than y is the caller's to add (run() fuses only bias_dtype == y).
   if (p.bias && p.bias_dtype != p.y_dtype) return false;
@@ -114,7 +115,7 @@ Status LtGemm::run(const ops::MatmulParams& p, cudaStream_t stream) {
                                                              &p.bias, sizeof(p.bias)));
   }
   const float alpha = 1.f, beta = p.accumulate ? 1.f : 0.f;
-  FRUGAL_LT("matmul", cublasLtMatmul(handle_, plan->op, &alpha, p.w, plan->a, p.x, plan->b, &beta, p.y,
+  FRUGAL_LT("matmul", cublasLtMatmul(handle_, plan->op, &alpha, p.w.data, plan->a, p.x, plan->b, &beta, p.y,
                                      plan->c, p.y, plan->c, &plan->algo, workspace_, workspace_bytes_,
                                      stream));
   return Status::ok();

@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(ops::MatmulParams p) 
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * R;
   if (row0 >= p.n) return;
   const int64_t n_chunks = p.k / 8;
-  const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.w);
+  const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.w.data);
   const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
   const __nv_bfloat16* wrow[R];
 #pragma unroll
@@ -117,7 +117,8 @@ cudaError_t launch_m(const ops::MatmulParams& p, cudaStream_t stream) {
   return launch_kernel(gemv_kernel<M, R, U>, grid, kWarps * 32, 0, stream, p);
 }
 
-// One warp per output element; lanes split k. For shapes and dtypes no fast path takes.
+// One warp per output element; lanes split k. For shapes and dtypes no fast path takes. Dense
+// weights only (the backend dispatches formats before any launch).
 __global__ void matmul_generic_kernel(ops::MatmulParams p) {
   pdl_wait();
   const int lane = threadIdx.x & 31;
@@ -126,7 +127,7 @@ __global__ void matmul_generic_kernel(ops::MatmulParams p) {
   const int64_t i = out / p.n, o = out % p.n;
   float acc = 0.f;
   for (int64_t j = lane; j < p.k; j += 32)
-    acc += load_f(p.x_dtype, p.x, i * p.ld_x + j) * load_f(p.w_dtype, p.w, o * p.k + j);
+    acc += load_f(p.x_dtype, p.x, i * p.ld_x + j) * load_f(p.w.format.dtype, p.w.data, o * p.k + j);
   acc = warp_sum(acc);
   if (lane == 0) {
     if (p.bias) acc += load_f(p.bias_dtype, p.bias, o);
@@ -140,8 +141,8 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 }  // namespace
 
 bool gemv_supported(const ops::MatmulParams& p) {
-  return p.m >= 1 && p.m <= kGemvMaxM && p.x_dtype == DType::kBF16 && p.w_dtype == DType::kBF16 &&
-         p.k % 8 == 0 && p.ld_x % 8 == 0 && aligned16(p.x) && aligned16(p.w);
+  return p.m >= 1 && p.m <= kGemvMaxM && p.x_dtype == DType::kBF16 && p.w.format.scheme == ops::WeightScheme::kDense &&
+         p.w.format.dtype == DType::kBF16 && p.k % 8 == 0 && p.ld_x % 8 == 0 && aligned16(p.x) && aligned16(p.w.data);
 }
 
 cudaError_t launch_gemv(const ops::MatmulParams& p, cudaStream_t stream) {

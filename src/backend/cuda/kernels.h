@@ -33,12 +33,12 @@ cudaError_t launch_bias_add(void* y, DType y_dtype, int64_t ld_y, const void* bi
 cudaError_t launch_fill_uniform(void* dst, DType t, int64_t n, uint64_t seed, float lo, float hi,
                                 cudaStream_t stream);
 
-// Small-batch GEMV (gemv.cu): m in [1, kGemvMaxM], x/w bf16, y bf16 or f32, bias optional.
+// Small-batch GEMV (gemv.cu): m in [1, kGemvMaxM], x bf16, w dense bf16, y bf16 or f32, bias optional.
 // Needs k % 8 == 0, ld_x % 8 == 0 and 16-byte aligned x and w (gemv_supported says whether).
 constexpr int64_t kGemvMaxM = 8;
 bool gemv_supported(const ops::MatmulParams& p);
 cudaError_t launch_gemv(const ops::MatmulParams& p, cudaStream_t stream);
-// Any-dtype, any-shape matmul: the slow but general fallback (one warp per output).
+// Any-dtype, any-shape matmul with dense weights: the slow but general path (one warp per output).
 cudaError_t launch_matmul_generic(const ops::MatmulParams& p, cudaStream_t stream);
 
 // Attention over the paged cache (attention_prefill.cu, attention_decode.cu).

@@ -9,7 +9,7 @@ namespace frugal::model::layers {
 // y[m, out] (+)= x[m, in] @ l.weight^T + l.bias. accumulate adds into y (residual adds).
 inline Status linear(ops::Backend* b, const Linear& l, DType act, const void* x, int64_t ld_x,
                      void* y, int64_t ld_y, int64_t m, bool accumulate) {
-  return b->matmul(ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = ld_x, .w = l.weight, .w_dtype = l.dtype,
+  return b->matmul(ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = ld_x, .w = l.weight,
                                      .bias = l.bias, .bias_dtype = l.bias_dtype, .y = y, .y_dtype = act,
                                      .ld_y = ld_y, .m = m, .n = l.out, .k = l.in, .accumulate = accumulate});
 }

@@ -25,7 +25,7 @@ inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t
   const void* prod = gate_buf;
   if (w.gate_up) {
     Status st = b->matmul(ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = hidden, .w = w.gate_up->weight,
-        .w_dtype = w.gate_up->dtype, .bias = w.gate_up->bias, .bias_dtype = w.gate_up->bias_dtype, .y = gate_buf,
+        .bias = w.gate_up->bias, .bias_dtype = w.gate_up->bias_dtype, .y = gate_buf,
         .y_dtype = act, .ld_y = 2 * inter, .m = n, .n = 2 * inter, .k = hidden, .accumulate = false});
     if (!st) return st;
     st = b->silu_mul(ops::SiluMulParams{.gate = gate_buf, .up = static_cast<uint8_t*>(gate_buf) + dtype_bytes(act, inter),
@@ -35,11 +35,11 @@ inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t
     prod = up_buf;
   } else {
     Status st = b->matmul(ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = hidden, .w = w.gate.weight,
-        .w_dtype = w.gate.dtype, .bias = w.gate.bias, .bias_dtype = w.gate.bias_dtype, .y = gate_buf,
+        .bias = w.gate.bias, .bias_dtype = w.gate.bias_dtype, .y = gate_buf,
         .y_dtype = act, .ld_y = inter, .m = n, .n = inter, .k = hidden, .accumulate = false});
     if (!st) return st;
     st = b->matmul(ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = hidden, .w = w.up.weight,
-        .w_dtype = w.up.dtype, .bias = w.up.bias, .bias_dtype = w.up.bias_dtype, .y = up_buf,
+        .bias = w.up.bias, .bias_dtype = w.up.bias_dtype, .y = up_buf,
         .y_dtype = act, .ld_y = inter, .m = n, .n = inter, .k = hidden, .accumulate = false});
     if (!st) return st;
     st = b->silu_mul(ops::SiluMulParams{.gate = gate_buf, .up = up_buf, .out = gate_buf, .act_dtype = act,
@@ -47,7 +47,7 @@ inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t
     if (!st) return st;
   }
   return b->matmul(ops::MatmulParams{.x = prod, .x_dtype = act, .ld_x = inter, .w = w.down.weight,
-      .w_dtype = w.down.dtype, .bias = w.down.bias, .bias_dtype = w.down.bias_dtype, .y = residual,
+      .bias = w.down.bias, .bias_dtype = w.down.bias_dtype, .y = residual,
       .y_dtype = act, .ld_y = hidden, .m = n, .n = hidden, .k = inter, .accumulate = true});
 }
 

@@ -1,0 +1,171 @@
+#include "backend/cpu/quant_matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "core/cpu_features.h"
+
+namespace frugal::cpu {
+namespace {
+
+bool has_avx512() {
+  const CpuFeatures& f = cpu_features();
+  return f.avx512f && f.avx512bw && f.avx512vl && f.fma && f.f16c;
+}
+bool has_avx2() {
+  const CpuFeatures& f = cpu_features();
+  return f.avx2 && f.fma && f.f16c;
+}
+
+// The dense table of the same ISA, for the GEMM path on dequantized blocks.
+const KernelTable& dense_for(const QuantKernelTable& q) {
+  if (std::strncmp(q.isa, "avx512", 6) == 0) return avx512_kernels();
+  if (std::strcmp(q.isa, "avx2") == 0) return avx2_kernels();
+  return scalar_kernels();
+}
+
+constexpr int64_t kGemmRows = 64;               // weight rows dequantized per GEMM step
+constexpr int64_t kMinWorkPerThread = 32 * 1024;
+
+std::vector<float>& thread_scratch(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf;
+}
+
+}  // namespace
+
+const QuantKernelTable& best_quant_kernels() {
+  if (has_avx512() && cpu_features().avx512_vnni) return avx512_vnni_quant_kernels();
+  if (has_avx512()) return avx512_quant_kernels();
+  if (has_avx2()) return avx2_quant_kernels();
+  return scalar_quant_kernels();
+}
+
+Result<const QuantKernelTable*> quant_kernels_for(const char* isa) {
+  const std::string s = isa ? isa : "";
+  if (s == "scalar") return &scalar_quant_kernels();
+  if (s == "avx2") {
+    if (!has_avx2()) return unsupported("quant kernels: this CPU has no avx2+fma+f16c");
+    return &avx2_quant_kernels();
+  }
+  if (s == "avx512_vnni") {
+    if (!has_avx512() || !cpu_features().avx512_vnni)
+      return unsupported("quant kernels: this CPU has no avx512 vnni");
+    return &avx512_vnni_quant_kernels();
+  }
+  if (s == "avx512") {
+    if (!has_avx512()) return unsupported("quant kernels: this CPU has no avx512f/bw/vl");
+    return &avx512_quant_kernels();
+  }
+  return invalid_argument("quant kernels: unknown isa '" + s + "' (avx512_vnni, avx512, avx2 or scalar)");
+}
+
+Status quant_matmul(ThreadPool& pool, const QuantMatmulRequest& r) {
+  return quant_matmul(pool, r, best_quant_kernels());
+}
+
+Status quant_matmul(ThreadPool& pool, const QuantMatmulRequest& r, const QuantKernelTable& kt) {
+  if (r.w == nullptr) return invalid_argument("quant_matmul: w is null");
+  const quant::QuantWeight& w = *r.w;
+  const std::string who = "quant_matmul(" + w.name + "): ";
+  if (r.m < 0) return invalid_argument(who + "m = " + std::to_string(r.m) + " is negative");
+  if (r.m == 0 || w.n == 0) return Status::ok();
+  if (r.x == nullptr || r.y == nullptr) return invalid_argument(who + "x or y is null");
+  if (r.ld_x < w.k) return invalid_argument(who + "ld_x " + std::to_string(r.ld_x) + " < k " + std::to_string(w.k));
+  if (r.ld_y < w.n) return invalid_argument(who + "ld_y " + std::to_string(r.ld_y) + " < n " + std::to_string(w.n));
+  if (static_cast<int64_t>(w.q.size()) != w.n * w.ld_q())
+    return invalid_argument(who + "codes hold " + std::to_string(w.q.size()) + " bytes, expected " +
+                            std::to_string(w.n * w.ld_q()));
+
+  // x in the weight's internal input order, zero-padded to k_pad; per-group sums for offsets.
+  const int64_t kp = w.k_pad, ng = w.n_groups;
+  std::vector<float> xp(static_cast<size_t>(r.m * kp), 0.0f);
+  for (int64_t i = 0; i < r.m; ++i) {
+    const float* src = r.x + i * r.ld_x;
+    float* dst = xp.data() + i * kp;
+    if (w.k_perm.empty()) {
+      std::memcpy(dst, src, static_cast<size_t>(w.k) * sizeof(float));
+    } else {
+      for (int64_t j = 0; j < w.k; ++j) dst[j] = src[w.k_perm[static_cast<size_t>(j)]];
+    }
+  }
+  std::vector<float> xsum;
+  if (!w.offset.empty()) {
+    xsum.assign(static_cast<size_t>(r.m * ng), 0.0f);
+    for (int64_t i = 0; i < r.m; ++i)
+      for (int64_t j = 0; j < w.k; ++j) xsum[static_cast<size_t>(i * ng + j / w.group)] += xp[static_cast<size_t>(i * kp + j)];
+  }
+  QuantMatmulArgs a{.x = xp.data(), .ld_x = kp, .xsum = xsum.empty() ? nullptr : xsum.data(),
+                    .bias = r.bias, .y = r.y, .ld_y = r.ld_y, .m = r.m,
+                    .accumulate = r.accumulate, .w = w.view(), .xq = nullptr, .ld_xq = 0,
+                    .xd16 = nullptr, .ld_xd16 = 0};
+
+  const bool int8_x = kt.gemv_i8 != nullptr && !r.exact_activations && r.m <= kGemvMaxTokens &&
+                      (w.kind == quant::CodeKind::kQ8 || (w.kind == quant::CodeKind::kQ4 && a.w.lut_is_identity));
+  std::vector<int8_t> xq;
+  std::vector<float> xd16;
+  if (int8_x) {
+    // Symmetric int8 per 32-column block of x (llama.cpp's Q8_0 activations); the 16-float
+    // scale pairs match the lanes of one 64-byte integer dot (blocks 2t and 2t + 1).
+    const int64_t n_blocks = kp / quant::kBlock, n_pairs = (n_blocks + 1) / 2;
+    const int64_t ld_xq = n_pairs * 64, ld_xd = n_pairs * 16;
+    xq.assign(static_cast<size_t>(r.m * ld_xq), 0);
+    xd16.assign(static_cast<size_t>(r.m * ld_xd), 0.0f);
+    for (int64_t i = 0; i < r.m; ++i)
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        const float* src = xp.data() + i * kp + b * quant::kBlock;
+        float amax = 0;
+        for (int j = 0; j < quant::kBlock; ++j) amax = std::max(amax, std::fabs(src[j]));
+        const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+        int8_t* dst = xq.data() + i * ld_xq + b * quant::kBlock;
+        for (int j = 0; j < quant::kBlock; ++j)
+          dst[j] = static_cast<int8_t>(std::lrint(std::clamp(src[j] * inv, -127.0f, 127.0f)));
+        float* ds = xd16.data() + i * ld_xd + (b / 2) * 16 + (b % 2) * 8;
+        for (int l = 0; l < 8; ++l) ds[l] = d;
+      }
+    a.xq = xq.data();
+    a.ld_xq = ld_xq;
+    a.xd16 = xd16.data();
+    a.ld_xd16 = ld_xd;
+  }
+
+  if (r.m <= kGemvMaxTokens) {
+    const int64_t grain = std::max<int64_t>(16, kMinWorkPerThread / std::max<int64_t>(1, kp * r.m));
+    pool.parallel_for(w.n, grain, [&](int64_t n0, int64_t n1) {
+      if (int8_x)
+        kt.gemv_i8(a, n0, n1);
+      else
+        kt.gemv(a, n0, n1);
+    });
+    return Status::ok();
+  }
+  // GEMM: dequantize kGemmRows rows to f32, then the dense kernel of the same ISA on them.
+  const KernelTable& dense = dense_for(kt);
+  const int64_t n_blocks = (w.n + kGemmRows - 1) / kGemmRows;
+  pool.parallel_for(n_blocks, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float>& buf = thread_scratch(static_cast<size_t>(kGemmRows * kp + kGemmPackFloats));
+    float* wf = buf.data();
+    float* pack = buf.data() + kGemmRows * kp;
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * kGemmRows, rows = std::min(kGemmRows, w.n - r0);
+      kt.dequant_rows(a.w, r0, r0 + rows, wf);
+      ops::MatmulParams p{.x = xp.data(), .x_dtype = DType::kF32, .ld_x = kp, .w = wf,
+                          .w_dtype = DType::kF32, .bias = r.bias ? r.bias + r0 : nullptr,
+                          .bias_dtype = DType::kF32, .y = r.y + r0, .y_dtype = DType::kF32,
+                          .ld_y = r.ld_y, .m = r.m, .n = rows, .k = kp,
+                          .accumulate = r.accumulate};
+      if (dense.gemm)
+        dense.gemm(p, 0, rows, pack);
+      else
+        dense.gemv(p, 0, rows);
+    }
+  });
+  return Status::ok();
+}
+
+}  // namespace frugal::cpu

@@ -1,0 +1,116 @@
+#include "ops/weight_format.h"
+
+#include "ops/weight_format_check.h"
+
+namespace frugal::ops {
+namespace {
+
+const char* packing_name(WeightPacking p) {
+  switch (p) {
+    case WeightPacking::kNone: return "none";
+    case WeightPacking::kInt32AlongN: return "int32_along_n";
+    case WeightPacking::kInt32AlongK: return "int32_along_k";
+    case WeightPacking::kNibblesAlongK: return "nibbles_along_k";
+  }
+  return "?";
+}
+
+const char* layout_name(WeightLayout l) {
+  switch (l) {
+    case WeightLayout::kOutIn: return "out_in";
+    case WeightLayout::kInOut: return "in_out";
+  }
+  return "?";
+}
+
+const char* zero_name(ZeroPoint z) {
+  switch (z) {
+    case ZeroPoint::kNone: return "none";
+    case ZeroPoint::kStored: return "stored";
+    case ZeroPoint::kStoredMinusOne: return "stored_minus_one";
+  }
+  return "?";
+}
+
+const char* act_quant_name(ActivationQuant a) {
+  switch (a) {
+    case ActivationQuant::kNone: return "none";
+    case ActivationQuant::kDynamicPerToken: return "dynamic_per_token";
+    case ActivationQuant::kDynamicPerGroup: return "dynamic_per_group";
+  }
+  return "?";
+}
+
+bool is_dense_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+
+}  // namespace
+
+const char* weight_scheme_name(WeightScheme s) {
+  switch (s) {
+#define FRUGAL_WEIGHT_SCHEME_NAME_(Name, str) \
+  case WeightScheme::k##Name: return str;
+    FRUGAL_WEIGHT_SCHEMES(FRUGAL_WEIGHT_SCHEME_NAME_)
+#undef FRUGAL_WEIGHT_SCHEME_NAME_
+  }
+  return nullptr;
+}
+
+std::string weight_format_name(const WeightFormat& f) {
+  const char* scheme = weight_scheme_name(f.scheme);
+  std::string s = scheme ? scheme : "scheme#" + std::to_string(static_cast<int>(f.scheme));
+  s += std::string(" ") + dtype_name(f.dtype);
+  const WeightFormat d = dense_format(f.dtype);
+  if (f.packing != d.packing) s += std::string(" packing=") + packing_name(f.packing);
+  if (f.layout != d.layout) s += std::string(" layout=") + layout_name(f.layout);
+  if (f.group_k != d.group_k) s += " group_k=" + std::to_string(f.group_k);
+  if (f.group_n != d.group_n) s += " group_n=" + std::to_string(f.group_n);
+  if (f.scale_dtype != d.scale_dtype) s += std::string(" scales=") + dtype_name(f.scale_dtype);
+  if (f.zero != d.zero) s += std::string(" zero=") + zero_name(f.zero) + "(" + dtype_name(f.zero_dtype) + ")";
+  if (f.act_order) s += " act_order";
+  if (f.act_quant != d.act_quant) s += std::string(" act_quant=") + act_quant_name(f.act_quant);
+  return s;
+}
+
+namespace {
+
+// "<what>: weight format '<name>'", built only on the error paths (matmuls call the checks).
+std::string prefix(const char* what, const WeightFormat& f) {
+  return std::string(what) + ": weight format '" + weight_format_name(f) + "'";
+}
+
+}  // namespace
+
+Status check_weight_format(const WeightFormat& f, const char* what) {
+  switch (f.scheme) {
+    case WeightScheme::kDense: {
+      if (!is_dense_dtype(f.dtype)) return unsupported(prefix(what, f) + ": dense weights are f32, f16 or bf16");
+      const WeightFormat d = dense_format(f.dtype);
+      // scale_dtype and zero_dtype mean nothing without scales and zero points.
+      if (f.packing != d.packing || f.layout != d.layout || f.group_k != d.group_k || f.group_n != d.group_n ||
+          f.zero != d.zero || f.act_order != d.act_order || f.act_quant != d.act_quant)
+        return invalid_argument(prefix(what, f) +
+                                ": dense weights have no packing, groups, zero points, act order or activation quantization");
+      return {};
+    }
+  }
+  std::string known;
+#define FRUGAL_WEIGHT_SCHEME_LIST_(Name, str) known += std::string(known.empty() ? "" : ", ") + str;
+  FRUGAL_WEIGHT_SCHEMES(FRUGAL_WEIGHT_SCHEME_LIST_)
+#undef FRUGAL_WEIGHT_SCHEME_LIST_
+  return invalid_argument(prefix(what, f) + ": unknown weight scheme " + std::to_string(static_cast<int>(f.scheme)) +
+                          " (known: " + known + ")");
+}
+
+Status check_weight_view(const WeightView& w, const char* what) {
+  FRUGAL_RETURN_IF_ERROR(check_weight_format(w.format, what));
+  if (!w.data) return invalid_argument(std::string(what) + ": w.data is null");
+  switch (w.format.scheme) {
+    case WeightScheme::kDense:
+      if (w.scales || w.zeros || w.g_idx)
+        return invalid_argument(prefix(what, w.format) + ": dense weights take no scales, zeros or g_idx");
+      return {};
+  }
+  return {};  // unreachable: check_weight_format refused the scheme
+}
+
+}  // namespace frugal::ops

@@ -1,0 +1,23 @@
+// The expected-support table of every backend the harness runs (see SupportTable in harness.h).
+// A backend runs every harness case unless a refusal is listed here with the reason; issue 16's
+// formats add rows such as {kMatmul, "w=int4 ...", "no CUDA kernel yet"} while a kernel is missing.
+#include "harness.h"
+
+namespace frugal::testing {
+
+bool SupportTable::expects(ops::OpKind op, const std::string& variant) const {
+  for (const auto& r : refusals_)
+    if (r.op == op && r.variant == variant) return false;
+  return true;
+}
+
+const SupportTable* support_table_for(const std::string& name) {
+  // The oracle, the CPU backend (every ISA) and the CUDA backend run every case today.
+  static const SupportTable kRef, kCpu, kCuda;
+  if (name == "ref") return &kRef;
+  if (name == "cpu") return &kCpu;
+  if (name == "cuda") return &kCuda;
+  return nullptr;
+}
+
+}  // namespace frugal::testing
