@@ -15,6 +15,11 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRUGAL_TESTS=
 cmake --build "$build" --target frugal -j"$(nproc)"
 device=cpu
 [ "$cuda" = AUTO ] && device=cuda
+# Quality columns by default: perplexity of held-out War and Peace text, the 20-question MMLU
+# sample of the eval oracles (tiny: its stderr says so; pass --mc DIR for a real subset).
+extra=()
+[[ " $* " == *" --text "* ]] || extra+=(--text "$root/tests/data/report/war-and-peace-excerpt.txt")
+[[ " $* " == *" --mc "* ]] || extra+=(--mc "$root/tests/data/eval/oracle-mmlu")
 t0=$SECONDS
-"$build/src/cli/frugal" report --device "$device" --out "${REPORT_DIR:-$root/report}" "$@"
+"$build/src/cli/frugal" report --device "$device" --out "${REPORT_DIR:-$root/report}" "${extra[@]}" "$@"
 echo "report written in $((SECONDS - t0)) s"

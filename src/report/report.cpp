@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 
 #include "bench/offline.h"
 #include "bench/telemetry.h"
 #include "plan/catalog.h"
 #include "plan/planner.h"
+#include "report/report_quality.h"
 
 namespace frugal::report {
 namespace {
@@ -31,8 +33,8 @@ std::string utc_now() {
 // then).
 Status precision_supported(const std::string& p) {
   if (p == "bf16") return Status::ok();
-  return unsupported("format " + p + " not supported by this build (frugal quantize and the quantized formats "
-                       "have not landed in it)");
+  return unsupported("format " + p + " not supported by this build (frugal quantize has not landed in it: no " + p +
+                     " checkpoint to run)");
 }
 
 Est est_of(const nlohmann::json& e) {
@@ -195,10 +197,23 @@ void recommend(Report& rep) {
   rep.recommendations.clear();
   bool have_mmlu = false;
   for (const PrecisionRow& r : rep.rows) have_mmlu = have_mmlu || r.mmlu.has_value();
-  rep.recommendations.push_back(
-      have_mmlu ? "cheapest per 1M tokens within 1% MMLU of bf16: see the table"
-                : "cheapest per 1M tokens within 1% MMLU of bf16: not answerable (MMLU not measured: " +
-                      (rep.rows.empty() ? std::string("no rows") : rep.rows[0].quality_why) + ")");
+  const PrecisionRow* bf16 = nullptr;
+  for (const PrecisionRow& r : rep.rows) bf16 = r.precision == "bf16" && r.status == "ok" ? &r : bf16;
+  if (have_mmlu && bf16 && bf16->mmlu) {
+    // Within 1 point of accuracy (absolute) of the bf16 row; cheapest rented, else owned.
+    const PrecisionRow* best = nullptr;
+    const auto usd = [](const PrecisionRow& r) { return r.usd_per_m_rent ? r.usd_per_m_rent : r.usd_per_m_own; };
+    for (const PrecisionRow& r : rep.rows) {
+      if (r.status != "ok" || !r.mmlu || *r.mmlu < *bf16->mmlu - 0.01 || !usd(r)) continue;
+      if (!best || *usd(r) < *usd(*best)) best = &r;
+    }
+    rep.recommendations.push_back(
+        best ? "cheapest per 1M tokens within 1% MMLU of bf16: " + best->precision
+             : std::string("cheapest per 1M tokens within 1% MMLU of bf16: not answerable (no priced row)"));
+  } else {
+    rep.recommendations.push_back("cheapest per 1M tokens within 1% MMLU of bf16: not answerable (MMLU not measured" +
+                                  std::string(bf16 ? ": " + bf16->mmlu_why : "") + ")");
+  }
   if (cheapest) {
     rep.recommendations.push_back("cheapest per 1M output tokens (rent): " + cheapest->precision + " at batch " +
                                   std::to_string(cheapest->best_batch));
@@ -234,6 +249,9 @@ Result<std::vector<std::string>> parse_precisions(const std::string& list) {
 Result<Report> run_report(const ReportOptions& o) {
   if (o.out_dir.empty()) return invalid_argument("--out: expected a directory");
   if (o.precisions.empty()) return invalid_argument("--precisions: expected at least one");
+  std::error_code ec;
+  std::filesystem::create_directories(o.out_dir, ec);
+  if (ec) return io_error("--out " + o.out_dir + ": cannot create the directory: " + ec.message());
   Report rep;
   rep.started_utc = utc_now();
   rep.model_dir = o.model_dir;
@@ -287,10 +305,11 @@ Result<Report> run_report(const ReportOptions& o) {
   if (std::find(batches.begin(), batches.end(), 1) == batches.end()) batches.insert(batches.begin(), 1);
 
   for (const std::string& p : o.precisions) rep.rows.push_back(PrecisionRow{.precision = p});
-  const std::string quality_why = "frugal eval is not in this build";
+  const std::string quality_why = "not measured (the row did not run)";
   bool stopped = false;
   for (PrecisionRow& row : rep.rows) {
     row.quality_why = quality_why;
+    row.mmlu_why = quality_why;
     if (!stopped && o.should_stop && o.should_stop()) stopped = true;
     if (stopped) {
       row.status = "not run";
@@ -312,6 +331,18 @@ Result<Report> run_report(const ReportOptions& o) {
         if (power > 0) rep.energy_source = "NVML average power";
         cost(rep, row, power, o.own.power_w > 0);
         row.status = "ok";
+        if (o.dummy_weights) {
+          row.quality_why = "dummy weights: quality is not measured";
+        } else {
+          const QualityOptions q{.model_dir = o.model_dir, .text_file = o.text_file, .out_dir = o.out_dir,
+                                 .device = o.device, .threads = o.threads, .ctx = o.quick ? 128 : 512,
+                                 .max_chunks = o.quick ? 4 : 16, .mc_dir = o.mc_dir, .mc_shots = o.quick ? 1 : 5,
+                                 .mc_limit = o.quick ? 4 : 0};
+          const Status qs = measure_quality(q, row);
+          if (!qs.is_ok()) row.quality_why = "quality failed: " + qs.message();
+          const Status ms = measure_mmlu(q, row);
+          if (!ms.is_ok()) row.mmlu_why = "MMLU failed: " + ms.message();
+        }
       } else {
         s = j.status();
       }
@@ -328,7 +359,12 @@ Result<Report> run_report(const ReportOptions& o) {
   rep.complete = !stopped;
   if (rep.energy_source.empty() && o.own.power_w > 0) rep.energy_source = "--power-w";
   if (o.dummy_weights) rep.notes.push_back("speed rows use dummy (random) weights of the configuration");
-  rep.notes.push_back("quality columns: " + quality_why);
+  for (const PrecisionRow& row : rep.rows) {
+    if (row.status == "ok") {
+      rep.notes.push_back("quality: " + row.quality_why + "; MMLU: " + row.mmlu_why);
+      break;
+    }
+  }
   rep.notes.push_back("$/1M output tokens at each row's best measured batch; owned cost per docs/plan.md");
   if (!rep.complete) rep.notes.push_back("interrupted: rows marked 'not run' did not run");
   recommend(rep);

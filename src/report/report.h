@@ -77,6 +77,7 @@ struct PrecisionRow {
   // Quality vs the bf16 row (frugal eval); absent with quality_why until eval runs.
   std::optional<double> ppl, delta_ppl, kld_mean, kld_p99, same_top1, mmlu, mmlu_stderr;
   std::string quality_why;
+  std::string mmlu_why;
 };
 
 struct Report {

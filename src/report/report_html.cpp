@@ -143,11 +143,11 @@ std::string format_report_html(const Report& r) {
      << "</p>\n";
   os << "<table id=\"rows\"><tr><th>precision</th><th>status</th><th>weights GiB (pred)</th><th>KV B/token (pred)"
         "</th><th>decode b1 tok/s [95% CI] (pred)</th><th>prefill tok/s [95% CI]</th><th>TTFT ms</th><th>ITL p99 ms"
-        "</th><th>best tok/s</th><th>$/1M rent</th><th>$/1M own</th><th>kWh/1M</th><th>KLD</th><th>MMLU</th></tr>\n";
+        "</th><th>best tok/s</th><th>$/1M rent</th><th>$/1M own</th><th>kWh/1M</th><th>PPL</th><th>KLD</th><th>MMLU</th></tr>\n";
   for (const PrecisionRow& row : r.rows) {
     if (row.status != "ok") {
       os << "<tr class=\"failed\"><td>" << esc(row.precision) << "</td><td>" << esc(row.status)
-         << "</td><td colspan=\"12\" style=\"text-align:left\">" << esc(row.why) << "</td></tr>\n";
+         << "</td><td colspan=\"13\" style=\"text-align:left\">" << esc(row.why) << "</td></tr>\n";
       continue;
     }
     const Est& d = row.decode_b1_tok_per_s;
@@ -155,11 +155,12 @@ std::string format_report_html(const Report& r) {
     os << fmt::format(
         "<tr><td>{}</td><td>ok</td><td>{:.4f} ({:.4f})</td><td>{:.0f} ({:.0f})</td><td>{:.1f} [{:.1f}, {:.1f}] "
         "({:.1f})</td><td>{:.0f} [{:.0f}, {:.0f}]</td><td>{:.2f}</td><td>{:.3f}</td><td>{:.1f}</td><td>{}</td><td>{}"
-        "</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        "</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
         esc(row.precision), row.weights_gib, row.pred_weights_gib, row.kv_bytes_per_token, row.pred_kv_bytes_per_token,
         d.value, d.ci_lo, d.ci_hi, row.pred_decode_b1_tok_per_s, p.value, p.ci_lo, p.ci_hi, row.ttft_ms.value,
         row.itl_ms_p99.value, row.best_tok_per_s, num(row.usd_per_m_rent), num(row.usd_per_m_own), num(row.kwh_per_m),
-        num(row.kld_mean), num(row.mmlu));
+        num(row.ppl), num(row.kld_mean),
+        row.mmlu ? fmt::format("{:.3f} &plusmn; {:.3f}", *row.mmlu, row.mmlu_stderr.value_or(0)) : std::string("-"));
   }
   os << "</table>\n<h2>Recommendations</h2><ul>";
   for (const std::string& s : r.recommendations) os << "<li>" << esc(s) << "</li>";

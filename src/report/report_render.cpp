@@ -31,18 +31,19 @@ std::string format_report_text(const Report& r) {
   os << fmt::format("  prediction: {}; price: {}\n", r.prediction_gpu,
                     r.price_per_hour >= 0 ? fmt::format("${:.4f}/h ({})", r.price_per_hour, r.price_source)
                                           : std::string("none"));
-  os << fmt::format("  {:<10} {:<7} {:>9} {:>9} {:>22} {:>10} {:>20} {:>10} {:>10} {:>10} {:>8}\n", "precision",
-                    "status", "weights", "KV B/tok", "decode b1 tok/s [CI]", "pred", "prefill tok/s [CI]",
-                    "best tok/s", "$/1M rent", "$/1M own", "KLD");
+  os << fmt::format("  {:<10} {:<7} {:>9} {:>9} {:>22} {:>10} {:>20} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8}\n",
+                    "precision", "status", "weights", "KV B/tok", "decode b1 tok/s [CI]", "pred", "prefill tok/s [CI]",
+                    "best tok/s", "$/1M rent", "$/1M own", "PPL", "KLD", "MMLU");
   for (const PrecisionRow& row : r.rows) {
     if (row.status != "ok") {
       os << fmt::format("  {:<10} {:<7} {}\n", row.precision, row.status, row.why);
       continue;
     }
-    os << fmt::format("  {:<10} {:<7} {:>7.3f}Gi {:>9.0f} {:>22} {:>10.1f} {:>20} {:>10.1f} {:>10} {:>10} {:>8}\n",
-                      row.precision, row.status, row.weights_gib, row.kv_bytes_per_token,
-                      ci(row.decode_b1_tok_per_s, 1), row.pred_decode_b1_tok_per_s, ci(row.prefill_tok_per_s, 0),
-                      row.best_tok_per_s, opt(row.usd_per_m_rent), opt(row.usd_per_m_own), opt(row.kld_mean));
+    os << fmt::format(
+        "  {:<10} {:<7} {:>7.3f}Gi {:>9.0f} {:>22} {:>10.1f} {:>20} {:>10.1f} {:>10} {:>10} {:>8} {:>8} {:>8}\n",
+        row.precision, row.status, row.weights_gib, row.kv_bytes_per_token, ci(row.decode_b1_tok_per_s, 1),
+        row.pred_decode_b1_tok_per_s, ci(row.prefill_tok_per_s, 0), row.best_tok_per_s, opt(row.usd_per_m_rent),
+        opt(row.usd_per_m_own), opt(row.ppl, "{:.2f}"), opt(row.kld_mean), opt(row.mmlu, "{:.3f}"));
   }
   for (const std::string& s : r.recommendations) os << "  -> " << s << "\n";
   for (const std::string& n : r.notes) os << "  note: " << n << "\n";
@@ -168,7 +169,8 @@ nlohmann::json report_to_json(const Report& r) {
       o["quality"] = {{"ppl", opt_json(row.ppl)},           {"delta_ppl", opt_json(row.delta_ppl)},
                       {"kld_mean", opt_json(row.kld_mean)}, {"kld_p99", opt_json(row.kld_p99)},
                       {"same_top1", opt_json(row.same_top1)}, {"mmlu", opt_json(row.mmlu)},
-                      {"mmlu_stderr", opt_json(row.mmlu_stderr)}, {"why", row.quality_why}};
+                      {"mmlu_stderr", opt_json(row.mmlu_stderr)}, {"why", row.quality_why},
+                      {"mmlu_why", row.mmlu_why}};
     }
     rows.push_back(o);
   }

@@ -61,6 +61,8 @@ ReportOptions quick(const std::string& out) {
   o.threads = 2;
   o.out_dir = out;
   o.price_per_hour = 0.10;
+  o.text_file = frugal::testing::source_root() + "/tests/data/report/war-and-peace-excerpt.txt";
+  o.mc_dir = frugal::testing::source_root() + "/tests/data/eval/oracle-mmlu";
   o.own = {.purchase_usd = 1000, .years = 3, .usd_per_kwh = 0.15, .utilization = 1.0, .power_w = 65};
   return o;
 }
@@ -119,6 +121,15 @@ TEST_F(ReportEndToEnd, EveryPrecisionRowPresentAndEveryNumberFinite) {
       EXPECT_NEAR(row["cost"]["usd_per_m_tokens_own"].get<double>(),
                   (1000.0 / (3 * 8760) + 0.065 * 0.15) / (best * 3600) * 1e6, 1e-12);
       EXPECT_NEAR(row["cost"]["kwh_per_m_tokens"].get<double>(), 0.065 * 1e6 / best / 3600, 1e-12);
+      // Quality through frugal eval: PPL of the held-out text, MMLU over the 4 x 4 questions
+      // (--quick: 1 shot, 4 test questions per subject), bf16 the reference of KLD.
+      const auto& q = row["quality"];
+      EXPECT_GT(q["ppl"].get<double>(), 1.0) << q.dump();
+      EXPECT_EQ(q["kld_mean"].get<double>(), 0.0);
+      EXPECT_EQ(q["same_top1"].get<double>(), 1.0);
+      EXPECT_GE(q["mmlu"].get<double>(), 0.0);
+      EXPECT_LE(q["mmlu"].get<double>(), 1.0);
+      EXPECT_NE(q["mmlu_why"].get<std::string>().find("16 questions"), std::string::npos) << q.dump();
     } else {
       EXPECT_EQ(row["status"], "failed");
       EXPECT_NE(row["why"].get<std::string>().find("not supported by this build"), std::string::npos) << row.dump();
