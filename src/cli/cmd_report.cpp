@@ -17,6 +17,7 @@ struct ReportArgs {
   report::ReportOptions o;
   std::string precisions;
   std::string dummy_config;
+  std::vector<std::string> checkpoints;
 };
 
 int run_report_cmd(ReportArgs& a) {
@@ -34,6 +35,12 @@ int run_report_cmd(ReportArgs& a) {
     }
     a.o.precisions = *p;
   }
+  auto ck = report::parse_checkpoints(a.checkpoints);
+  if (!ck.is_ok()) {
+    std::fprintf(stderr, "frugal report: %s\n", ck.status().to_string().c_str());
+    return 2;
+  }
+  a.o.checkpoints = *ck;
   // Ctrl-C finishes the row in progress, then writes the report with the rest marked not run.
   std::signal(SIGINT, on_sigint);
   a.o.should_stop = [] { return g_interrupted.load(); };
@@ -46,8 +53,6 @@ int run_report_cmd(ReportArgs& a) {
   }
   std::fputs(report::format_report_text(*r).c_str(), stdout);
   std::printf("report: %s/report.html (also report.md, report.json)\n", a.o.out_dir.c_str());
-  int failed = 0;
-  for (const auto& row : r->rows) failed += row.status == "ok" ? 0 : 1;
   return r->complete ? 0 : 3;
 }
 
@@ -59,6 +64,7 @@ void register_report(CLI::App& app) {
   cmd->add_option("--model", a->o.model_dir, "HF model directory (default: models/reference-qwen2-20m)");
   cmd->add_option("--dummy-weights", a->dummy_config, "config.json: random weights of this architecture (speed rows)");
   cmd->add_option("--precisions", a->precisions, "comma list: bf16,fp8,int8,int4-awq,int4-gptq,int4-rtn,nf4");
+  cmd->add_option("--checkpoint", a->checkpoints, "reuse an existing checkpoint for a row: PRECISION=DIR (repeatable)");
   cmd->add_option("--gpu", a->o.gpu, "catalog GPU: price, TDP and the planner's prediction");
   cmd->add_option("--price-per-hour", a->o.price_per_hour, "USD per GPU-hour (default: the catalog's)");
   cmd->add_option("--text", a->o.text_file, "perplexity text for the quality columns");

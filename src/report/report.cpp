@@ -62,9 +62,10 @@ Est est_of_summary(const nlohmann::json& s, const char* key) {
   return out;
 }
 
-bench::OfflineOptions bench_options(const ReportOptions& o, const std::vector<int32_t>& batches) {
+bench::OfflineOptions bench_options(const ReportOptions& o, const std::vector<int32_t>& batches,
+                                    const std::string& model_dir) {
   bench::OfflineOptions b;
-  b.engine.model_dir = o.model_dir;
+  b.engine.model_dir = model_dir;
   b.engine.dummy_weights = o.dummy_weights;
   b.engine.device = o.device;
   b.engine.threads = o.threads;
@@ -153,7 +154,7 @@ void predict(const Prediction& pr, const ReportOptions& o, PrecisionRow& row) {
   row.pred_weights_gib = p->memory.weights_bytes / kGiB;
   row.pred_kv_bytes_per_token = static_cast<double>(p->memory.kv_bytes_per_token);
   // The bench's decode runs at KV length prompt + tokens / 2 (bench_options).
-  const bench::OfflineOptions b = bench_options(o, {});
+  const bench::OfflineOptions b = bench_options(o, {}, o.model_dir);
   const double kv_len = b.decode_prompt_len + b.decode_tokens / 2.0;
   const plan::SpeedModel sm = plan::make_speed_model(pr.model.config, p->weights, pr.gpu, 1,
                                                      row.pred_kv_bytes_per_token, r.quant.precision, r.eff);
@@ -246,6 +247,22 @@ Result<std::vector<std::string>> parse_precisions(const std::string& list) {
   return out;
 }
 
+Result<std::map<std::string, std::string>> parse_checkpoints(const std::vector<std::string>& entries) {
+  std::map<std::string, std::string> out;
+  for (const std::string& e : entries) {
+    const size_t eq = e.find('=');
+    if (eq == std::string::npos || eq + 1 == e.size()) {
+      return invalid_argument("--checkpoint '" + e + "': expected PRECISION=DIR");
+    }
+    FRUGAL_ASSIGN_OR_RETURN(auto p, parse_precisions(e.substr(0, eq)));
+    if (!std::filesystem::exists(e.substr(eq + 1) + "/config.json")) {
+      return not_found("--checkpoint '" + e + "': no config.json in " + e.substr(eq + 1));
+    }
+    out[p[0]] = e.substr(eq + 1);
+  }
+  return out;
+}
+
 Result<Report> run_report(const ReportOptions& o) {
   if (o.out_dir.empty()) return invalid_argument("--out: expected a directory");
   if (o.precisions.empty()) return invalid_argument("--precisions: expected at least one");
@@ -316,12 +333,14 @@ Result<Report> run_report(const ReportOptions& o) {
       row.why = "interrupted before this row";
       continue;
     }
-    row.weights_source = o.dummy_weights ? "dummy weights (speed only)" : "checkpoint";
-    Status s = precision_supported(row.precision);
+    const auto reuse = o.checkpoints.find(row.precision);
+    row.model_dir = reuse != o.checkpoints.end() ? reuse->second : o.model_dir;
+    row.weights_source = o.dummy_weights ? "dummy weights (speed only)" : "checkpoint " + row.model_dir;
+    Status s = reuse != o.checkpoints.end() ? Status::ok() : precision_supported(row.precision);
     if (s.is_ok()) {
       auto telemetry = bench::TelemetrySampler::with_nvml();
       telemetry->start();
-      auto j = bench::run_offline(bench_options(o, batches));
+      auto j = bench::run_offline(bench_options(o, batches, row.model_dir));
       telemetry->stop();
       if (j.is_ok()) {
         read_bench(*j, row);
@@ -334,7 +353,7 @@ Result<Report> run_report(const ReportOptions& o) {
         if (o.dummy_weights) {
           row.quality_why = "dummy weights: quality is not measured";
         } else {
-          const QualityOptions q{.model_dir = o.model_dir, .text_file = o.text_file, .out_dir = o.out_dir,
+          const QualityOptions q{.model_dir = row.model_dir, .tokenizer_dir = o.model_dir, .text_file = o.text_file, .out_dir = o.out_dir,
                                  .device = o.device, .threads = o.threads, .ctx = o.quick ? 128 : 512,
                                  .max_chunks = o.quick ? 4 : 16, .mc_dir = o.mc_dir, .mc_shots = o.quick ? 1 : 5,
                                  .mc_limit = o.quick ? 4 : 0};

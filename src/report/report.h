@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ struct ReportOptions {
   std::string catalog;         // empty: plan::default_catalog_dir()
   plan::OwnershipInputs own;   // purchase_usd / power_w < 0: the catalog's list price / TDP
   std::vector<int32_t> concurrency;  // empty: {1, 2, 4, 8} ({1, 2, 4} with --quick)
+  // Reuse: precision -> an existing checkpoint of this model at that precision (--checkpoint
+  // P=DIR). Rows without one need frugal quantize.
+  std::map<std::string, std::string> checkpoints;
   // Polled between rows: true stops the run, the rows not run are written as such.
   std::function<bool()> should_stop;
   // Called after each row with a one-line status.
@@ -55,7 +59,8 @@ struct PrecisionRow {
   std::string precision;
   std::string status = "not run";  // "ok" | "failed" | "not run"
   std::string why;                 // failed / not run: the reason
-  std::string weights_source;      // "reference model", "dummy weights", ...
+  std::string weights_source;      // "checkpoint DIR", "dummy weights", ...
+  std::string model_dir;           // the checkpoint the row ran on
   // Measured (bench, in process).
   double weights_gib = 0, kv_pool_gib = 0, workspace_gib = 0, graphs_gib = 0;
   double kv_bytes_per_token = 0;
@@ -96,6 +101,8 @@ struct Report {
 
 // Parses "bf16,fp8,..." against known_precisions(); the error names the unknown entry.
 Result<std::vector<std::string>> parse_precisions(const std::string& list);
+// Parses "--checkpoint P=DIR" entries; the error names the entry.
+Result<std::map<std::string, std::string>> parse_checkpoints(const std::vector<std::string>& entries);
 
 // Runs every row; a row that fails is recorded (never aborts the others). Writes the outputs
 // into out_dir after every row so an interrupted run leaves a consistent report.

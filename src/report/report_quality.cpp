@@ -27,7 +27,7 @@ Status measure_quality(const QualityOptions& q, PrecisionRow& row) {
     return Status::ok();
   }
   FRUGAL_ASSIGN_OR_RETURN(std::string text, eval::read_text_file(q.text_file));
-  FRUGAL_ASSIGN_OR_RETURN(auto tokz, Tokenizer::load(q.model_dir));
+  FRUGAL_ASSIGN_OR_RETURN(auto tokz, Tokenizer::load(q.tokenizer_dir.empty() ? q.model_dir : q.tokenizer_dir));
   const bool bos = tokz->add_bos_token() && tokz->bos_id() >= 0;
   std::vector<int32_t> tokens = tokz->encode(text, {.add_bos = bos, .parse_special = false});
   // Bound the time: at most max_chunks whole chunks of ctx tokens.
@@ -68,7 +68,7 @@ Status measure_mmlu(const QualityOptions& q, PrecisionRow& row) {
   }
   FRUGAL_ASSIGN_OR_RETURN(eval::McFormat fmt, eval::parse_mc_format("mmlu"));
   FRUGAL_ASSIGN_OR_RETURN(auto subjects, eval::load_mc(q.mc_dir, fmt, {.shots = q.mc_shots, .limit = q.mc_limit}));
-  FRUGAL_ASSIGN_OR_RETURN(auto tokz, Tokenizer::load(q.model_dir));
+  FRUGAL_ASSIGN_OR_RETURN(auto tokz, Tokenizer::load(q.tokenizer_dir.empty() ? q.model_dir : q.tokenizer_dir));
   runtime::EngineOptions eo{.model_dir = q.model_dir, .device = q.device, .threads = q.threads, .max_num_seqs = 64};
   eo.enable_prefix_caching = true;
   FRUGAL_ASSIGN_OR_RETURN(auto engine, runtime::create_engine(eo));

@@ -12,6 +12,7 @@ namespace frugal::report {
 
 struct QualityOptions {
   std::string model_dir;  // the row's checkpoint
+  std::string tokenizer_dir;  // the bf16 model's (quantized checkpoints may ship none)
   std::string text_file;  // empty: not measured (the row says why)
   std::string out_dir;    // bf16.logits goes here
   std::string device = "cpu";

@@ -52,6 +52,33 @@ TEST(ReportCliTest, QuickReportPrintsWhereThePageIs) {
   EXPECT_EQ(j["ownership"]["available"], false);  // no --gpu and no --purchase-usd
 }
 
+// Reuse: a row runs on the checkpoint given for it; one the engine cannot load fails with the
+// engine's reason while the other rows stand. (The fixture is a quantized checkpoint of a
+// different tiny model: only the plumbing is checked here.)
+TEST(ReportCliTest, ReusedCheckpointRowRunsOrFailsWithTheEnginesReason) {
+  const std::string dir = frugal::testing::binary_dir() + "/tests/report/artifacts/reuse";
+  std::filesystem::remove_all(dir);
+  const std::string fixture = frugal::testing::source_root() + "/tests/data/quant/int8_channel";
+  const CliRun r = run_report("--quick --threads 2 --precisions bf16,int8 --checkpoint int8=" + fixture + " --out " + dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream f(dir + "/report.json");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const auto j = nlohmann::json::parse(ss.str());
+  EXPECT_EQ(j["rows"][0]["status"], "ok");
+  const auto& row = j["rows"][1];
+  if (row["status"] == "failed") {
+    // Until the engine loads quantized checkpoints: the loader names the file and tensor.
+    EXPECT_NE(row["why"].get<std::string>().find("int8_channel"), std::string::npos) << row.dump();
+  } else {
+    EXPECT_EQ(row["status"], "ok") << row.dump();
+    EXPECT_NE(row["weights_source"].get<std::string>().find("int8_channel"), std::string::npos);
+  }
+  const CliRun bad = run_report("--quick --checkpoint int8 --out " + dir);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("PRECISION=DIR"), std::string::npos) << bad.out;
+}
+
 TEST(ReportCliTest, BadFlagsExit2NamingThem) {
   CliRun r = run_report("--precisions bf16,int3 --out /tmp/unused");
   EXPECT_EQ(r.code, 2);
