@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_tokenizer fuzz_gguf)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_tokenizer fuzz_gguf fuzz_chat_template)
 build="$root/build-fuzz"
 san="-fsanitize=address,fuzzer-no-link -fno-omit-frame-pointer -g"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRUGAL_CUDA=OFF \
@@ -18,7 +18,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRUGAL
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address" >/dev/null
 cmake --build "$build" --target "${targets[@]}" -j"${FUZZ_JOBS:-2}"
 
-shared="$root/../shared/data"
+shared="$root/tests/data/shared"
 mkdir -p "$build/crashes"
 status=0
 for t in "${targets[@]}"; do
@@ -36,6 +36,14 @@ for t in "${targets[@]}"; do
         i=$((i + 1))
       done
       printf '\x00' > "$corpus/seed_json"; cat "$root/models/stories260K/tokenizer.json" >> "$corpus/seed_json" ;;
+    fuzz_chat_template)
+      # The project's chat templates, alone (the target's fixed conversation) and with a messages array.
+      for f in "$shared"/chat-templates/*.jinja; do
+        [ -f "$f" ] || continue
+        b=$(basename "$f" .jinja)
+        cp "$f" "$corpus/$b"
+        { cat "$f"; printf '\0[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]'; } > "$corpus/$b.msgs"
+      done ;;
   esac
   echo "== $t: ${secs}s"
   log="$build/crashes/$t.log"

@@ -170,8 +170,8 @@ TEST_F(BenchServeE2e, SoakReportsWindowsAndDrift) {
 }
 
 TEST_F(BenchServeE2e, ChatWithTokenizerAndJsonl) {
-  CommandResult r = bench("--endpoint /v1/chat/completions --dataset " + frugal::testing::shared_dir() +
-                          "/data/eval/gsm8k/test.jsonl --num-prompts 4 --output-len 8 --tokenizer " + source_root() +
+  CommandResult r = bench("--endpoint /v1/chat/completions --dataset " + frugal::testing::shared_data_dir() +
+                          "/eval/gsm8k/test-first8.jsonl --num-prompts 4 --output-len 8 --tokenizer " + source_root() +
                           "/models/stories260K --json " + (dir_ / "g.json").string());
   ASSERT_EQ(r.status, 0) << r.output;
   json j = read_json(dir_ / "g.json");

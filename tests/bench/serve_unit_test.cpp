@@ -168,7 +168,7 @@ class TempFile {
 };
 
 TEST(BenchServeDataset, JsonlPromptsAndChats) {
-  auto gsm = jsonl_dataset(frugal::testing::shared_dir() + "/data/eval/gsm8k/test.jsonl", "", 64, 5, nullptr,
+  auto gsm = jsonl_dataset(frugal::testing::shared_data_dir() + "/eval/gsm8k/test-first8.jsonl", "", 64, 5, nullptr,
                            Endpoint::kCompletions);
   ASSERT_TRUE(gsm.is_ok()) << gsm.status().to_string();
   ASSERT_EQ(gsm->size(), 5u);

@@ -57,7 +57,7 @@ std::vector<NamedTemplate> load_templates() {
       {"Qwen-Qwen2.5-7B-Instruct.jinja", {"", "<|im_end|>"}},
       {"meta-llama-Llama-3.1-8B-Instruct.jinja", {"<|begin_of_text|>", "<|eot_id|>"}},
   };
-  fs::path dir = fs::path(testing::shared_dir()) / "data" / "chat-templates";
+  fs::path dir = fs::path(testing::shared_data_dir()) / "chat-templates";
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().extension() != ".jinja") continue;
     std::string name = entry.path().filename().string();

@@ -294,6 +294,33 @@ TEST(JinjaLimits, RunawayTemplatesFailCleanly) {
   EXPECT_FALSE(render_error("{% for x in xs recursive %}{% endfor %}").is_ok());
 }
 
+// Found by fuzz_chat_template (tests/fuzz): values a template builds but never writes must stay
+// within the output limit too, and huge counts must not wrap around a size check.
+TEST(JinjaLimits, BuiltValuesAreBounded) {
+  const RenderLimits small{.max_output_bytes = 1 << 20, .max_loop_iterations = 100000};
+  for (const char* src : {
+           "{{ 'ab' * 4611686018427387904 }}",   // 2 * 2^62 wraps a 64-bit multiplication
+           "{{ [1, 2] * 4611686018427387904 }}",
+           "{{ 'x' | indent(1000000000000) }}",
+           "{% set ns = namespace(x='ab') %}{% for i in range(60) %}{% set ns.x = ns.x ~ ns.x %}{% endfor %}",
+           "{% set x = 'a' * 1000000 %}{% set y = [x] * 1000 %}{{ y }}",
+           "{% set x = 'a' * 1000000 %}{% set y = [x] * 1000 %}{{ y | tojson }}",
+           "{% set x = 'a' * 1000000 %}{% set y = [x] * 1000 %}{{ y | join }}",
+           "{% set x = 'a' * 1000000 %}{% set y = x.replace('a', x) %}",
+           "{% set x = 'a' * 1000000 %}{% set y = x | replace('a', 'aa') %}",
+           "{% set x = ('a\n' * 400000) | indent(10) %}",
+           "{{ range(9223372036854775807) | length }}",
+       }) {
+    Status st = render_error_with(src, small);
+    EXPECT_EQ(st.code(), ErrorCode::kResourceExhausted) << src << ": " << st.to_string();
+  }
+  // range() near the int64 edges counts like Python's len(range(...)) instead of overflowing.
+  EXPECT_EQ(render("{{ range(9223372036854775800, 9223372036854775807, 5) | list }}"),
+            "[9223372036854775800, 9223372036854775805]");
+  EXPECT_EQ(render("{{ range(5, -5, -3) | list }} {{ range(3, 3) | list }} {{ range(0, 10, 20) | list }}"),
+            "[5, 2, -1, -4] [] [0]");
+}
+
 TEST(ChatTemplate, RenderChatTemplateApi) {
   const std::string tmpl =
       "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{{ eos_token }}{% endfor %}"

@@ -1,5 +1,5 @@
 // `frugal run` end to end on the embedded stories260K model, through the real binary.
-//  - greedy from BOS reproduces llama2.c's output (../shared/data/models/stories260K/
+//  - greedy from BOS reproduces llama2.c's output (tests/data/shared/models/stories260K/
 //    expected_greedy_200.txt, computed by an independent NumPy forward pass). That file holds
 //    200 generated tokens: llama2.c's `-n 200` runs 200 forward steps from the BOS position and
 //    prints the token each one produces, so the matching flag here is --max-tokens 200.
@@ -42,7 +42,7 @@ std::string read(const std::string& path) {
 TEST(CliRun, GreedyFromBosReproducesLlama2c) {
   RunOut r = run_frugal("--prompt \"\" --max-tokens 200 --temperature 0 --threads 2");
   ASSERT_EQ(r.rc, 0) << r.out;
-  EXPECT_EQ(r.out, read(frugal::testing::shared_dir() + "/data/models/stories260K/expected_greedy_200.txt"));
+  EXPECT_EQ(r.out, read(frugal::testing::shared_data_dir() + "/models/stories260K/expected_greedy_200.txt"));
 }
 
 TEST(CliRun, TextPromptContinuesTheStory) {

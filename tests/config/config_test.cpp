@@ -1,4 +1,4 @@
-// Every config in ../shared/data/configs parses to the values of the published architectures.
+// Every config in tests/data/shared/configs parses to the values of the published architectures.
 // Expected numbers come from the model cards / papers, not from our parser's output.
 #include <gtest/gtest.h>
 
@@ -11,14 +11,14 @@ namespace frugal::model {
 namespace {
 
 ModelConfig load(const std::string& name) {
-  auto r = load_model_config(testing::shared_dir() + "/data/configs/" + name + ".json");
+  auto r = load_model_config(testing::shared_data_dir() + "/configs/" + name + ".json");
   EXPECT_TRUE(r.is_ok()) << r.status().to_string();
   return r.is_ok() ? *r : ModelConfig{};
 }
 
 TEST(ConfigTest, EveryFileInSharedConfigsParses) {
   int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(testing::shared_dir() + "/data/configs")) {
+  for (const auto& e : std::filesystem::directory_iterator(testing::shared_data_dir() + "/configs")) {
     if (e.path().extension() != ".json") continue;
     auto r = load_model_config(e.path().string());
     EXPECT_TRUE(r.is_ok()) << e.path() << ": " << r.status().to_string();
@@ -180,7 +180,7 @@ TEST(ConfigTest, LoadsFromModelDirectory) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / "frugal_config_dir_test";
   fs::create_directories(dir);
-  fs::copy_file(testing::shared_dir() + "/data/configs/deepseek-r1-distill-qwen-1.5b.json",
+  fs::copy_file(testing::shared_data_dir() + "/configs/deepseek-r1-distill-qwen-1.5b.json",
                 dir / "config.json", fs::copy_options::overwrite_existing);
   auto r = load_model_config(dir.string());
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();

@@ -1,6 +1,6 @@
 // libFuzzer target for GGUF vocabulary parsing: any byte string either loads as a tokenizer or
 // gives an error; it never reads out of bounds or allocates without limit. Seed it with the
-// files in ../shared/data/tokenizers/gguf-vocab/ (scripts/fuzz.sh does).
+// files in tests/data/shared/tokenizers/gguf-vocab/ (scripts/fuzz.sh does).
 #include <cstdint>
 #include <cstdlib>
 

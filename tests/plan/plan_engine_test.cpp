@@ -40,7 +40,7 @@ TEST(PlanEngineTest, WeightBytesEqualWhatTheEngineLoads) {
 }
 
 TEST(PlanEngineTest, DummyWeightBytesEqualThePlan) {
-  const std::string cfg = frugal::testing::shared_dir() + "/data/configs/qwen2.5-0.5b-instruct.json";
+  const std::string cfg = frugal::testing::shared_data_dir() + "/configs/qwen2.5-0.5b-instruct.json";
   auto backend = ops::make_ref_backend();
   auto m = model::Model::load(cfg, backend.get(), {.dummy_weights = true});
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();

@@ -137,8 +137,8 @@ void check(const QuantWeight& w, int64_t m, bool with_bias, bool accumulate, con
   for (auto& v : y0) v = rand_f(-1, 1);
   const std::vector<float> wd = quant::dequantize(w);
   std::vector<float> ref = y0;
-  ops::ref::matmul({.x = x.data(), .x_dtype = DType::kF32, .ld_x = ld_x, .w = wd.data(),
-                    .w_dtype = DType::kF32, .bias = with_bias ? bias.data() : nullptr,
+  ops::ref::matmul({.x = x.data(), .x_dtype = DType::kF32, .ld_x = ld_x, .w = ops::dense_weight(wd.data(), DType::kF32),
+                    .bias = with_bias ? bias.data() : nullptr,
                     .bias_dtype = DType::kF32, .y = ref.data(), .y_dtype = DType::kF32,
                     .ld_y = ld_y, .m = m, .n = n, .k = k, .accumulate = accumulate});
   // Tolerance from the magnitude of the terms: fp32 accumulation over k products.

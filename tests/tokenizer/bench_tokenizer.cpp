@@ -1,4 +1,4 @@
-// Tokenizer throughput: encode War and Peace (3.2 MB) with the Qwen2 tokenizer on one thread.
+// Tokenizer throughput: encode the first 256 KB of War and Peace with the Qwen2 tokenizer on one thread.
 // Measures encode() only (file read and tokenizer load are excluded); the word cache is warm
 // after the first iteration, as it is in a long-running server. Reports MB/s of UTF-8 input.
 #include <benchmark/benchmark.h>
@@ -19,7 +19,7 @@ const frugal::Tokenizer* qwen() {
 
 const std::string& book() {
   static const std::string text = [] {
-    auto r = frugal::read_file(frugal::testing::shared_dir() + "/data/text/war-and-peace.txt");
+    auto r = frugal::read_file(frugal::testing::shared_data_dir() + "/text/war-and-peace-first256k.txt");
     return r.is_ok() ? *r : std::string();
   }();
   return text;
@@ -28,7 +28,7 @@ const std::string& book() {
 void BM_EncodeWarAndPeaceQwen2(benchmark::State& state) {
   const frugal::Tokenizer* tok = qwen();
   if (!tok || book().empty()) {
-    state.SkipWithError("needs tests/oracles/setup.sh and ../shared/data/text/war-and-peace.txt");
+    state.SkipWithError("needs tests/oracles/setup.sh and tests/data/shared/text/war-and-peace-first256k.txt");
     return;
   }
   size_t n_tokens = 0;
@@ -45,7 +45,7 @@ BENCHMARK(BM_EncodeWarAndPeaceQwen2)->Unit(benchmark::kMillisecond)->Repetitions
 void BM_DecodeWarAndPeaceQwen2(benchmark::State& state) {
   const frugal::Tokenizer* tok = qwen();
   if (!tok || book().empty()) {
-    state.SkipWithError("needs tests/oracles/setup.sh and ../shared/data/text/war-and-peace.txt");
+    state.SkipWithError("needs tests/oracles/setup.sh and tests/data/shared/text/war-and-peace-first256k.txt");
     return;
   }
   const auto ids = tok->encode(book());

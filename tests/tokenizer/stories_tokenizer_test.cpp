@@ -18,7 +18,7 @@ struct Llama2cVocab {
 
 Llama2cVocab read_tok512() {
   Llama2cVocab v;
-  auto data = read_file(shared_dir() + "/data/models/stories260K/tok512.bin");
+  auto data = read_file(shared_data_dir() + "/models/stories260K/tok512.bin");
   EXPECT_TRUE(data.is_ok());
   if (!data.is_ok()) return v;
   size_t off = 4;
@@ -90,7 +90,7 @@ std::vector<std::string> story_sentences() {
       " leading space",
       "trailing space ",
   };
-  auto greedy = read_file(shared_dir() + "/data/models/stories260K/expected_greedy_200.txt");
+  auto greedy = read_file(shared_data_dir() + "/models/stories260K/expected_greedy_200.txt");
   if (greedy.is_ok()) {
     size_t pos = 0;
     while (pos < greedy->size()) {

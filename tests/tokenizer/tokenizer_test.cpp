@@ -79,7 +79,7 @@ TEST(TokenizerLoad, MissingDirectoryIsNotFound) {
 }
 
 TEST(TokenizerLoad, GgufTruncationsAreErrorsNotCrashes) {
-  auto bytes = read_file(shared_dir() + "/data/tokenizers/gguf-vocab/ggml-vocab-gpt-2.gguf");
+  auto bytes = read_file(shared_data_dir() + "/tokenizers/gguf-vocab/ggml-vocab-gpt-2.gguf");
   ASSERT_TRUE(bytes.is_ok());
   const std::string path = binary_dir() + "/tokenizer_test_truncated." + std::to_string(getpid()) + ".gguf";
   for (size_t n : {size_t{0}, size_t{3}, size_t{20}, size_t{100}, bytes->size() / 2, bytes->size() - 1}) {

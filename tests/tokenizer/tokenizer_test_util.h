@@ -35,7 +35,7 @@ inline bool oracles_present() { return file_exists(oracle_package("qwen3") + "/t
 inline Result<std::unique_ptr<Tokenizer>> load_r1_qwen() {
   FRUGAL_ASSIGN_OR_RETURN(std::string base, read_file(oracle_package("qwen3") + "/tokenizer.json"));
   FRUGAL_ASSIGN_OR_RETURN(std::string extra,
-                          read_file(shared_dir() + "/data/tokenizers/deepseek-r1-distill-qwen-added_tokens.json"));
+                          read_file(shared_data_dir() + "/tokenizers/deepseek-r1-distill-qwen-added_tokens.json"));
   nlohmann::json j = nlohmann::json::parse(base);
   const nlohmann::json r1 = nlohmann::json::parse(extra);
   j["added_tokens"] = r1["added_tokens"];
@@ -54,7 +54,7 @@ inline const Tokenizer& cached_tokenizer(const std::string& name) {
     Result<std::unique_ptr<Tokenizer>> r = not_found("unknown test tokenizer " + name);
     if (name == "r1-qwen") r = load_r1_qwen();
     else if (name.rfind("gguf:", 0) == 0)
-      r = Tokenizer::load_gguf(shared_dir() + "/data/tokenizers/gguf-vocab/ggml-vocab-" + name.substr(5) + ".gguf");
+      r = Tokenizer::load_gguf(shared_data_dir() + "/tokenizers/gguf-vocab/ggml-vocab-" + name.substr(5) + ".gguf");
     else r = Tokenizer::load(oracle_package(name));
     if (!r.is_ok()) {
       ADD_FAILURE() << r.status().to_string();
@@ -73,7 +73,7 @@ struct VectorCase {
 // llama.cpp's test-tokenizer-0 format: texts separated by "\n__ggml_vocab_test__\n" (each text is
 // followed by one), and one line of ids per text.
 inline std::vector<VectorCase> read_vectors(const std::string& name) {
-  const std::string base = shared_dir() + "/data/tokenizers/vectors/ggml-vocab-" + name + ".gguf";
+  const std::string base = shared_data_dir() + "/tokenizers/vectors/ggml-vocab-" + name + ".gguf";
   auto inp = read_file(base + ".inp");
   auto out = read_file(base + ".out");
   EXPECT_TRUE(inp.is_ok() && out.is_ok()) << base;

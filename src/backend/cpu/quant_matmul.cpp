@@ -154,15 +154,14 @@ Status quant_matmul(ThreadPool& pool, const QuantMatmulRequest& r, const QuantKe
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = b * kGemmRows, rows = std::min(kGemmRows, w.n - r0);
       kt.dequant_rows(a.w, r0, r0 + rows, wf);
-      ops::MatmulParams p{.x = xp.data(), .x_dtype = DType::kF32, .ld_x = kp, .w = wf,
-                          .w_dtype = DType::kF32, .bias = r.bias ? r.bias + r0 : nullptr,
+      ops::MatmulParams p{.x = xp.data(), .x_dtype = DType::kF32, .ld_x = kp, .w = ops::dense_weight(wf, DType::kF32), .bias = r.bias ? r.bias + r0 : nullptr,
                           .bias_dtype = DType::kF32, .y = r.y + r0, .y_dtype = DType::kF32,
                           .ld_y = r.ld_y, .m = r.m, .n = rows, .k = kp,
                           .accumulate = r.accumulate};
-      if (dense.gemm)
-        dense.gemm(p, 0, rows, pack);
+      if (dense.dense_f32.gemm)
+        dense.dense_f32.gemm(p, 0, rows, pack);
       else
-        dense.gemv(p, 0, rows);
+        dense.dense_f32.gemv(p, 0, rows);
     }
   });
   return Status::ok();

@@ -270,6 +270,7 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
     std::vector<uint32_t> cps = utf8_decode(s);
     int64_t n = 0;
     for (uint32_t c : cps) {
+      if (out.size() > value_size_limit()) return out;  // over the limit: the evaluator reports it
       if (count < 0 || n < count) {
         out += repl;
         ++n;
@@ -281,7 +282,7 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
   }
   size_t start = 0;
   int64_t n = 0;
-  while (count < 0 || n < count) {
+  while ((count < 0 || n < count) && out.size() <= value_size_limit()) {
     size_t p = s.find(old, start);
     if (p == std::string::npos) break;
     out.append(s, start, p - start);

@@ -61,6 +61,7 @@ Status Evaluator::write(const std::string& s) {
 }
 
 Result<std::string> Evaluator::render(const Body& program, Object globals) {
+  ScopedValueSizeLimit size_limit(limits_.max_output_bytes);
   frames_ = {std::make_shared<Object>(std::move(globals))};
   std::string out;
   out_ = &out;
@@ -272,6 +273,7 @@ Result<Value> Evaluator::apply_filter_chain(const Expr* filter, Value input) {
   }
   FRUGAL_ASSIGN_OR_RETURN(CallArgs args, eval_args(*filter, 1));
   Result<Value> r = apply_filter(*this, filter->name, operand, args);
+  if (r.is_ok()) r = check_size(std::move(r).value());
   if (!r.is_ok()) return located(*filter, r.status());
   return r;
 }

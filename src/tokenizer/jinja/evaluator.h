@@ -57,6 +57,8 @@ class Evaluator {
   Result<CallArgs> eval_args(const Expr& e, size_t first_child);
   Value lookup(const std::string& name) const;
   Status write(const std::string& s);
+  // A string over max_output_bytes or a list over max_loop_iterations items is an error.
+  Result<Value> check_size(Value v) const;
   Status located(const Expr& e, const Status& st) const;
 
   RenderLimits limits_;

@@ -1,4 +1,5 @@
 // Expression evaluation: names, attribute/item access, calls, Python operators.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -24,15 +25,20 @@ Result<Value> checked_int(bool overflow, int64_t v) {
 
 Result<Value> repeat(const Value& seq, int64_t n) {
   if (n < 0) n = 0;
+  const uint64_t count = static_cast<uint64_t>(n);
   if (seq.is_string()) {
-    if (seq.as_string().size() * static_cast<size_t>(n) > (64u << 20)) {
-      return resource_exhausted("string repetition result too large");
+    // Division, not multiplication: a huge n must not wrap around past the check.
+    if (count > 0 && seq.as_string().size() > value_size_limit() / count) {
+      return resource_exhausted("string repetition result too large (over " + std::to_string(value_size_limit()) +
+                                " bytes)");
     }
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
     return Value::string(std::move(out));
   }
-  if (seq.items().size() * static_cast<size_t>(n) > (1u << 24)) return resource_exhausted("list repetition result too large");
+  if (count > 0 && seq.items().size() > (uint64_t{1} << 24) / count) {
+    return resource_exhausted("list repetition result too large");
+  }
   Array out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());
   return Value::array(std::move(out));
@@ -156,8 +162,21 @@ Value Evaluator::lookup(const std::string& name) const {
   return Value::undefined("'" + name + "' is undefined");
 }
 
+Result<Value> Evaluator::check_size(Value v) const {
+  if (v.is_string() && v.as_string().size() > limits_.max_output_bytes) {
+    return resource_exhausted("chat template built a string of " + std::to_string(v.as_string().size()) +
+                              " bytes, over the " + std::to_string(limits_.max_output_bytes) + "-byte output limit");
+  }
+  if (v.is_array() && v.items().size() > static_cast<uint64_t>(std::max<int64_t>(limits_.max_loop_iterations, 0))) {
+    return resource_exhausted("chat template built a list of " + std::to_string(v.items().size()) +
+                              " items, over the " + std::to_string(limits_.max_loop_iterations) + "-iteration limit");
+  }
+  return v;
+}
+
 Result<Value> Evaluator::eval(const Expr& e) {
   Result<Value> r = eval_inner(e);
+  if (r.is_ok()) r = check_size(std::move(r).value());
   if (!r.is_ok()) return located(e, r.status());
   return r;
 }

@@ -125,6 +125,9 @@ Result<Value> f_join(Evaluator&, const Value& v, const CallArgs& a) {
   FRUGAL_ASSIGN_OR_RETURN(Array items, iterate(v));
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
+    if (out.size() > value_size_limit()) {
+      return resource_exhausted("join: result exceeds " + std::to_string(value_size_limit()) + " bytes");
+    }
     if (i && sep) out += sep->to_str();
     if (attr.empty()) {
       out += items[i].to_str();
@@ -363,8 +366,12 @@ Result<Value> f_escape(Evaluator&, const Value& v, const CallArgs&) {
 
 Result<Value> f_indent(Evaluator&, const Value& v, const CallArgs& a) {
   const Value* width = a.get("width", 0);
-  std::string pad = width && width->is_string() ? width->as_string()
-                                                : std::string(width && width->is_number() ? static_cast<size_t>(std::max<int64_t>(0, width->as_int())) : 4, ' ');
+  const int64_t pad_width = width && width->is_number() ? std::max<int64_t>(0, width->as_int()) : 4;
+  if (static_cast<uint64_t>(pad_width) > value_size_limit()) {
+    return resource_exhausted("indent: width " + std::to_string(pad_width) + " exceeds " +
+                              std::to_string(value_size_limit()) + " bytes");
+  }
+  std::string pad = width && width->is_string() ? width->as_string() : std::string(static_cast<size_t>(pad_width), ' ');
   bool first = arg_bool(a, "first", 1, false);
   bool blank = arg_bool(a, "blank", 2, false);
   std::vector<std::string> lines;
@@ -381,6 +388,9 @@ Result<Value> f_indent(Evaluator&, const Value& v, const CallArgs& a) {
   }
   std::string out = lines.empty() ? "" : lines[0];
   for (size_t i = 1; i < lines.size(); ++i) {
+    if (out.size() > value_size_limit()) {
+      return resource_exhausted("indent: result exceeds " + std::to_string(value_size_limit()) + " bytes");
+    }
     out += "\n";
     if (blank || !lines[i].empty()) out += pad;
     out += lines[i];

@@ -20,14 +20,21 @@ Result<Value> range_fn(const CallArgs& args, Evaluator& ev) {
   int64_t stop = p.size() == 1 ? p[0].as_int() : p[1].as_int();
   int64_t step = p.size() == 3 ? p[2].as_int() : 1;
   if (step == 0) return invalid_argument("range() arg 3 must not be zero");
-  Array out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-    if (static_cast<int64_t>(out.size()) >= kMaxRange) {
-      return resource_exhausted("range() longer than " + std::to_string(kMaxRange) + " items");
-    }
-    out.push_back(Value::integer(i));
+  // Python's len(range(...)) in unsigned arithmetic: no step can overflow near INT64_MIN/MAX.
+  const bool up = step > 0;
+  uint64_t n = 0;
+  if (up ? start < stop : start > stop) {
+    const uint64_t span = up ? uint64_t(stop) - uint64_t(start) : uint64_t(start) - uint64_t(stop);
+    const uint64_t abs_step = up ? uint64_t(step) : uint64_t{0} - uint64_t(step);
+    n = (span - 1) / abs_step + 1;
   }
-  FRUGAL_RETURN_IF_ERROR(ev.charge_iterations(static_cast<int64_t>(out.size())));
+  if (n > static_cast<uint64_t>(kMaxRange)) {
+    return resource_exhausted("range() longer than " + std::to_string(kMaxRange) + " items");
+  }
+  FRUGAL_RETURN_IF_ERROR(ev.charge_iterations(static_cast<int64_t>(n)));
+  Array out;
+  out.reserve(n);
+  for (uint64_t k = 0; k < n; ++k) out.push_back(Value::integer(static_cast<int64_t>(uint64_t(start) + k * uint64_t(step))));
   return Value::array(std::move(out));
 }
 

@@ -248,6 +248,18 @@ std::string Value::to_str_at(std::vector<const void*>& active) const {
   return out;
 }
 
+namespace {
+thread_local size_t t_value_size_limit = size_t{64} << 20;
+}  // namespace
+
+size_t value_size_limit() { return t_value_size_limit; }
+ScopedValueSizeLimit::ScopedValueSizeLimit(size_t max_bytes) : previous_(t_value_size_limit) {
+  t_value_size_limit = max_bytes;
+}
+ScopedValueSizeLimit::~ScopedValueSizeLimit() { t_value_size_limit = previous_; }
+
+// Lists and dicts stop printing once past value_size_limit(): items may share one big string, so
+// the printed form can be far larger than the value; whoever uses the result checks its size.
 std::string Value::to_str_inner(std::vector<const void*>& active) const {
   switch (kind_) {
     case Kind::kUndefined: return "";
@@ -258,7 +270,7 @@ std::string Value::to_str_inner(std::vector<const void*>& active) const {
     case Kind::kString: return as_string();
     case Kind::kArray: {
       std::string out = tuple_ ? "(" : "[";
-      for (size_t i = 0; i < arr_->size(); ++i) {
+      for (size_t i = 0; i < arr_->size() && out.size() <= value_size_limit(); ++i) {
         if (i) out += ", ";
         out += (*arr_)[i].repr_at(active);
       }
@@ -270,6 +282,7 @@ std::string Value::to_str_inner(std::vector<const void*>& active) const {
       std::string out = "{";
       bool first = true;
       for (const auto& [k, v] : obj_->entries()) {
+        if (out.size() > value_size_limit()) break;
         if (!first) out += ", ";
         first = false;
         out += repr_string(k) + ": " + v.repr_at(active);
@@ -384,6 +397,9 @@ static void json_escape(std::string& out, const std::string& s, bool ensure_asci
 
 static Status dump_json(std::string& out, const Value& v, const JsonDumpOptions& o, int depth) {
   if (depth > 512) return invalid_argument("tojson: value nested deeper than 512 levels (circular reference?)");
+  if (out.size() > value_size_limit()) {
+    return resource_exhausted("tojson: output exceeds " + std::to_string(value_size_limit()) + " bytes");
+  }
   std::string item_sep = o.item_separator.empty() ? (o.indent >= 0 ? "," : ", ") : o.item_separator;
   std::string key_sep = o.key_separator.empty() ? ": " : o.key_separator;
   auto newline = [&](int d) {

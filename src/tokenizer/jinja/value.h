@@ -32,7 +32,7 @@ class Object {
   Value* find(std::string_view key);
   void set(const std::string& key, Value value);
   bool erase(const std::string& key);
-  size_t size() const { return entries_.size(); }
+  size_t size() const;  // defined below Value: clang needs Value complete to instantiate it
   // Direct slot access for objects with a fixed key set (the loop object is updated in place).
   Value& value_at(size_t i);
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
@@ -129,6 +129,25 @@ class Value {
   std::string to_str_at(std::vector<const void*>& active) const;
   std::string repr_at(std::vector<const void*>& active) const;
   std::string to_str_inner(std::vector<const void*>& active) const;
+};
+
+inline size_t Object::size() const { return entries_.size(); }
+
+// The most bytes one string a render builds may hold (its RenderLimits::max_output_bytes; 64 MiB
+// outside a render). Evaluator::render sets it for its thread with ScopedValueSizeLimit; the
+// builders of strings (str(), tojson, join, replace, indent, `*`) stop or fail once past it, and
+// the evaluator rejects any value over it, so a hostile template cannot exhaust memory through
+// values it never writes out.
+size_t value_size_limit();
+class ScopedValueSizeLimit {
+ public:
+  explicit ScopedValueSizeLimit(size_t max_bytes);
+  ~ScopedValueSizeLimit();
+  ScopedValueSizeLimit(const ScopedValueSizeLimit&) = delete;
+  ScopedValueSizeLimit& operator=(const ScopedValueSizeLimit&) = delete;
+
+ private:
+  size_t previous_;
 };
 
 // Python ==: 1 == 1.0 == True, lists and dicts compare deeply.
