@@ -18,8 +18,12 @@ t0=$SECONDS
   --out "$OUT/report-q7b-speed" ${REPORT_ARGS:-} >"$OUT/report-q7b-speed.txt" 2>&1
 echo "== q7b speed rows (dummy weights): rc $? ($((SECONDS - t0)) s)"
 tail -20 "$OUT/report-q7b-speed.txt"
+# Quality: perplexity of the held-out War and Peace excerpt, MMLU 5-shot on the corpus's test
+# subjects (data/corpus/mmlu.tar.xz).
+mkdir -p /tmp/mmlu && tar -xJf data/corpus/mmlu.tar.xz -C /tmp/mmlu
 t0=$SECONDS
 "$F" report --model models/reference-qwen2-20m --device cuda --gpu h200 \
+  --text tests/data/report/war-and-peace-excerpt.txt --mc /tmp/mmlu \
   --out "$OUT/report-reference-quality" ${REPORT_ARGS:-} >"$OUT/report-reference-quality.txt" 2>&1
 echo "== reference model (quality rows): rc $? ($((SECONDS - t0)) s)"
 tail -20 "$OUT/report-reference-quality.txt"

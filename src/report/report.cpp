@@ -321,7 +321,11 @@ Result<Report> run_report(const ReportOptions& o) {
   }
   if (std::find(batches.begin(), batches.end(), 1) == batches.end()) batches.insert(batches.begin(), 1);
 
-  for (const std::string& p : o.precisions) rep.rows.push_back(PrecisionRow{.precision = p});
+  // Until a row runs, the files written after each row say why it has no figures (a run
+  // killed mid-row leaves exactly that).
+  for (const std::string& p : o.precisions) {
+    rep.rows.push_back(PrecisionRow{.precision = p, .why = "not run yet: the run stopped before this row"});
+  }
   const std::string quality_why = "not measured (the row did not run)";
   bool stopped = false;
   for (PrecisionRow& row : rep.rows) {
@@ -333,6 +337,7 @@ Result<Report> run_report(const ReportOptions& o) {
       row.why = "interrupted before this row";
       continue;
     }
+    row.why.clear();
     const auto reuse = o.checkpoints.find(row.precision);
     row.model_dir = reuse != o.checkpoints.end() ? reuse->second : o.model_dir;
     row.weights_source = o.dummy_weights ? "dummy weights (speed only)" : "checkpoint " + row.model_dir;

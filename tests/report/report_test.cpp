@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -82,7 +83,10 @@ void expect_finite(const nlohmann::json& j, const std::string& where) {
 class ReportEndToEnd : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = artifacts() + "/e2e";
+    // ctest runs each test in its own process, in parallel: one directory per test filter.
+    std::string name = ::testing::GTEST_FLAG(filter);
+    for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    dir_ = artifacts() + "/e2e-" + name;
     fs::remove_all(dir_);
     auto r = run_report(quick(dir_));
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
@@ -216,7 +220,11 @@ TEST(ReportTest, InterruptedRunWritesTheRowsItHas) {
   ReportOptions o = quick(dir);
   o.precisions = {"int8", "bf16", "nf4", "fp8"};
   int polls = 0;
-  o.should_stop = [&polls] { return ++polls > 2; };  // stop after two rows
+  std::string snapshot;  // report.json as a run killed after the first row would leave it
+  o.should_stop = [&] {
+    if (++polls == 2) snapshot = read(dir + "/report.json");
+    return polls > 2;  // stop after two rows
+  };
   auto r = run_report(o);
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   const auto j = nlohmann::json::parse(read(dir + "/report.json"));
@@ -229,6 +237,12 @@ TEST(ReportTest, InterruptedRunWritesTheRowsItHas) {
   for (int i : {2, 3}) {
     EXPECT_EQ(j["rows"][i]["status"], "not run");
     EXPECT_NE(j["rows"][i]["why"].get<std::string>().find("interrupted"), std::string::npos);
+  }
+  const auto snap = nlohmann::json::parse(snapshot);
+  EXPECT_EQ(snap["rows"][0]["status"], "failed");
+  for (int i : {1, 2, 3}) {
+    EXPECT_EQ(snap["rows"][i]["status"], "not run");
+    EXPECT_NE(snap["rows"][i]["why"].get<std::string>().find("not run yet"), std::string::npos) << snap.dump();
   }
   const std::string md = read(dir + "/report.md");
   EXPECT_NE(md.find("nf4 not run: interrupted"), std::string::npos) << md;
