@@ -1,4 +1,4 @@
-// frugal: run | serve | bench | tokenize | plan | eval | quantize
+// frugal: run | serve | bench | tokenize | plan | eval | quantize | report
 #include <cstdio>
 #include <cstdlib>
 
