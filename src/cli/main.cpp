@@ -1,4 +1,4 @@
-// frugal: run | serve | bench | tokenize | plan | eval | quantize
+// frugal: run | serve | bench | tokenize | plan | eval | quantize | report
 #include <cstdio>
 #include <cstdlib>
 
@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   frugal::cli::register_plan(app);
   frugal::cli::register_eval(app);
   frugal::cli::register_quantize(app);
+  frugal::cli::register_report(app);
 
   try {
     app.parse(argc, argv);
