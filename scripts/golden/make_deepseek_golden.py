@@ -88,30 +88,39 @@ def layer_of(name):
 
 
 class RouterCapture:
-    """Records the (indices, weights) each MoE block's router returns, whichever API this version has."""
+    """Records the (indices, weights) each MoE block routes with: the inputs of its experts module
+    (transformers 5: experts(hidden_states, top_k_index, top_k_weights)), else the return value of
+    route_tokens_to_experts. Refuses float "indices" (a 5.17 run of the first version of this
+    script recorded two float tensors and truncated one to zeros)."""
 
     def __init__(self, model):
         self.calls = {}
         self.handles = []
         for name, m in moe_modules(model):
             li = layer_of(name)
+            def pre_hook(mod, args, kwargs, _li=li):
+                vals = list(args[1:]) + [kwargs[k] for k in ("top_k_index", "top_k_weights") if k in kwargs]
+                ints = [v for v in vals if torch.is_tensor(v) and not torch.is_floating_point(v)]
+                floats = [v for v in vals if torch.is_tensor(v) and torch.is_floating_point(v)]
+                if ints and floats:
+                    self.record(_li, (ints[0], floats[0]))
+            self.handles.append(m.experts.register_forward_pre_hook(pre_hook, with_kwargs=True))
             if hasattr(m, "route_tokens_to_experts"):
                 orig = m.route_tokens_to_experts
 
                 def wrapped(*a, _orig=orig, _li=li, **kw):
                     out = _orig(*a, **kw)
-                    self.record(_li, out)
+                    ints = [v for v in out if torch.is_tensor(v) and not torch.is_floating_point(v)]
+                    if ints and _li not in self.calls:
+                        self.record(_li, out)
                     return out
                 m.route_tokens_to_experts = wrapped
-            else:
-                def hook(mod, inp, out, _li=li):
-                    if isinstance(out, tuple) and len(out) >= 2:
-                        self.record(_li, out)
-                self.handles.append(m.gate.register_forward_hook(hook))
 
     def record(self, li, out):
         a, b = out[0], out[1]
         idx, w = (a, b) if not torch.is_floating_point(a) else (b, a)
+        if torch.is_floating_point(idx):
+            raise RuntimeError(f"layer {li}: router capture got float tensors, not expert indices")
         self.calls.setdefault(li, []).append((idx.detach().reshape(-1, idx.shape[-1]).clone(),
                                               w.detach().float().reshape(-1, w.shape[-1]).clone()))
 

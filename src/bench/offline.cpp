@@ -59,6 +59,15 @@ nlohmann::json estimate_json(const Estimate& e) {
   return {{"median", e.value}, {"ci95", {e.ci95.lo, e.ci95.hi}}};
 }
 
+// Latency samples (ms): {"n", "median": {"value", "ci95"}, "p99": {...}, "min", "max"}; the
+// intervals are bootstrap CIs (stats.h).
+nlohmann::json latency_json(const std::vector<double>& xs) {
+  if (xs.empty()) return {{"n", 0}};
+  const Summary s = summarize(xs);
+  const auto e = [](const Estimate& x) { return nlohmann::json{{"value", x.value}, {"ci95", {x.ci95.lo, x.ci95.hi}}}; };
+  return {{"n", s.n}, {"median", e(s.median)}, {"p99", e(s.p99)}, {"min", s.min}, {"max", s.max}};
+}
+
 // Attention FLOPs of prefilling `len` tokens (QK^T and PV, causal half).
 double attention_flops(const ModelCost& mc, double len) {
   return 2.0 * 2.0 * static_cast<double>(mc.n_layers) * static_cast<double>(mc.q_dim) * len * len / 2.0;
@@ -162,17 +171,21 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   nlohmann::json prefill = nlohmann::json::array();
   for (int32_t len : o.prefill_lens) {
     if (len == 0) continue;
-    std::vector<double> tps;
+    std::vector<double> tps, ttft_ms;
     for (int r = 0; r < o.warmup + o.reps; ++r) {
       auto prompts = random_prompts(rng, 1, len, vocab);
       FRUGAL_ASSIGN_OR_RETURN(auto reqs, run_requests(*engine, prompts, 1));
       double t = seconds_between(reqs[0].submitted, reqs[0].token_times.at(0));
-      if (r >= o.warmup) tps.push_back(len / t);
+      if (r >= o.warmup) {
+        tps.push_back(len / t);
+        ttft_ms.push_back(1000.0 * t);
+      }
     }
     Estimate e = estimate(tps, Statistic::kMedian);
     double flops = 2.0 * static_cast<double>(mc.linear_params) * len + attention_flops(mc, len);
     double tflops = flops / (len / e.value) / 1e12;
-    prefill.push_back({{"prompt_len", len}, {"tok_per_s", estimate_json(e)}, {"tflops", tflops},
+    prefill.push_back({{"prompt_len", len}, {"tok_per_s", estimate_json(e)}, {"ttft_ms", latency_json(ttft_ms)},
+                       {"ttft_ms_samples", ttft_ms}, {"tflops", tflops},
                        {"tflops_fraction_of_ceiling", o.ceilings.tflops > 0 ? tflops / o.ceilings.tflops : 0.0}});
     results.push_back({{"kind", "prefill"}, {"prompt_len", len}, {"tok_per_s", e.value}});
   }
@@ -182,7 +195,7 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   nlohmann::json decode = nlohmann::json::array();
   for (int32_t b : o.batches) {
     if (b == 0) continue;
-    std::vector<double> tps;
+    std::vector<double> tps, itl_ms;
     for (int r = 0; r < o.warmup + o.reps; ++r) {
       auto prompts = random_prompts(rng, b, o.decode_prompt_len, vocab);
       FRUGAL_ASSIGN_OR_RETURN(auto reqs, run_requests(*engine, prompts, o.decode_tokens));
@@ -196,6 +209,14 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
         for (auto& t : q.token_times) n += (t > t0 && t <= t1) ? 1 : 0;
       double s = seconds_between(t0, t1);
       if (r >= o.warmup && s > 0 && n > 0) tps.push_back(static_cast<double>(n) / s);
+      if (r >= o.warmup) {
+        // Inter-token latency: gaps between consecutive tokens of each request.
+        for (auto& q : reqs) {
+          for (size_t i = 1; i < q.token_times.size(); ++i) {
+            itl_ms.push_back(1000.0 * seconds_between(q.token_times[i - 1], q.token_times[i]));
+          }
+        }
+      }
     }
     if (tps.empty()) continue;
     Estimate e = estimate(tps, Statistic::kMedian);
@@ -203,7 +224,10 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
     double avg_ctx = o.decode_prompt_len + o.decode_tokens / 2.0;
     double step_bytes = static_cast<double>(mc.step_weight_bytes) + b * avg_ctx * static_cast<double>(mc.kv_bytes_per_token);
     double gbps = step_bytes * steps_per_s / 1e9;
+    nlohmann::json cdf = nlohmann::json::array();  // ITL percentiles 0, 5, ..., 100
+    for (int q = 0; q <= 100; q += 5) cdf.push_back(percentile(itl_ms, q));
     decode.push_back({{"batch", b}, {"tok_per_s", estimate_json(e)}, {"step_ms", 1000.0 / steps_per_s},
+                      {"itl_ms", latency_json(itl_ms)}, {"itl_ms_cdf", cdf},
                       {"bytes_per_step", step_bytes}, {"achieved_gbps", gbps},
                       {"bandwidth_fraction_of_ceiling", o.ceilings.mem_gbps > 0 ? gbps / o.ceilings.mem_gbps : 0.0},
                       {"roofline_tok_per_s", o.ceilings.mem_gbps > 0 ? o.ceilings.mem_gbps * 1e9 / step_bytes * b : 0.0}});

@@ -76,10 +76,10 @@ constexpr ArchInfo kArchs[] = {
     {.hf_class = "Qwen2ForCausalLM", .family = Family::kLlama, .runnable = true,
      .qkv_bias_always = true, .o_bias_with_attention_bias = false, .router_score_bias = false,
      .patterns = kLlamaPatterns, .ignored_suffixes = kIgnoredSuffixes},
-    {.hf_class = "DeepseekV2ForCausalLM", .family = Family::kDeepseek, .runnable = false,
+    {.hf_class = "DeepseekV2ForCausalLM", .family = Family::kDeepseek, .runnable = true,
      .qkv_bias_always = false, .o_bias_with_attention_bias = false, .router_score_bias = false,
      .patterns = kDeepseekPatterns, .ignored_suffixes = kIgnoredSuffixes},
-    {.hf_class = "DeepseekV3ForCausalLM", .family = Family::kDeepseek, .runnable = false,
+    {.hf_class = "DeepseekV3ForCausalLM", .family = Family::kDeepseek, .runnable = true,
      .qkv_bias_always = false, .o_bias_with_attention_bias = false, .router_score_bias = true,
      .patterns = kDeepseekPatterns, .ignored_suffixes = kIgnoredSuffixes},
 };

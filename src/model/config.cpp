@@ -178,8 +178,11 @@ Status parse_yarn(const Fields& r, RopeScaling& rs) {
                           r.positive("original_max_position_embeddings"));
   FRUGAL_ASSIGN_OR_RETURN(rs.beta_fast, r.number("beta_fast", 32.0));
   FRUGAL_ASSIGN_OR_RETURN(rs.beta_slow, r.number("beta_slow", 1.0));
-  FRUGAL_ASSIGN_OR_RETURN(rs.mscale, r.number("mscale", 1.0));
+  FRUGAL_ASSIGN_OR_RETURN(rs.mscale, r.number("mscale", 0.0));
   FRUGAL_ASSIGN_OR_RETURN(rs.mscale_all_dim, r.number("mscale_all_dim", 0.0));
+  FRUGAL_ASSIGN_OR_RETURN(rs.attention_factor, r.number("attention_factor", 0.0));
+  FRUGAL_ASSIGN_OR_RETURN(rs.truncate, r.boolean("truncate", true));
+  if (rs.attention_factor < 0) return r.error("attention_factor", "must not be negative");
   return Status::ok();
 }
 
@@ -397,6 +400,7 @@ Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::strin
   if (deepseek) {
     FRUGAL_RETURN_IF_ERROR(parse_mla(f, c.mla));
     FRUGAL_RETURN_IF_ERROR(parse_moe(f, c.moe, c.num_hidden_layers));
+    FRUGAL_ASSIGN_OR_RETURN(c.rope_interleave, f.boolean("rope_interleave", true));
   }
   FRUGAL_RETURN_IF_ERROR(parse_heads(f, c));
   FRUGAL_RETURN_IF_ERROR(parse_rope(f, c));

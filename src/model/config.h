@@ -23,11 +23,14 @@ struct RopeScaling {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 0;
-  // yarn (DeepSeek-V2/V3)
+  // yarn (every family: DeepSeek-V2/V3, Qwen2.5 long-context configs). mscale and
+  // mscale_all_dim are 0 when absent; attention_factor 0 means "derive it" (rope.h).
   double beta_fast = 32.0;
   double beta_slow = 1.0;
-  double mscale = 1.0;
+  double mscale = 0.0;
   double mscale_all_dim = 0.0;
+  double attention_factor = 0.0;
+  bool truncate = true;
 
   bool operator==(const RopeScaling&) const = default;
 };
@@ -106,6 +109,8 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;
   MoeConfig moe;
   MlaConfig mla;
+  // DeepSeek-V3: rope on interleaved pairs (2i, 2i + 1) (transformers' default true); V2 always.
+  bool rope_interleave = true;
   QuantizationConfig quantization;
 
   bool is_moe() const { return moe.n_routed_experts > 0; }

@@ -12,6 +12,9 @@ using FamilyFactory = Result<std::unique_ptr<ForwardFamily>> (*)(const FamilyInp
 // Llama and Qwen2 (src/model/llama.cpp).
 Result<std::unique_ptr<ForwardFamily>> make_llama_family(const FamilyInputs& in);
 
+// DeepSeek-V2 and V3 (src/model/deepseek.cpp).
+Result<std::unique_ptr<ForwardFamily>> make_deepseek_family(const FamilyInputs& in);
+
 // nullptr when the family has no forward pass yet.
 FamilyFactory family_factory(Family f);
 

@@ -72,11 +72,13 @@ class ForwardFamily {
   virtual int32_t fused_matmuls() const { return 0; }
 };
 
-// What a family builds itself from (Model::load); the weights outlive the family.
+// What a family builds itself from (Model::load); the weights outlive the family. The backend
+// is for weights a family derives once at load (DeepSeek's absorbed MLA query weight).
 struct FamilyInputs {
   const ModelConfig& config;
   const ArchInfo& arch;
   const WeightStore& weights;
+  ops::Backend* backend = nullptr;
 };
 
 }  // namespace frugal::model

@@ -14,7 +14,8 @@ Result<std::unique_ptr<KvStorage>> KvStorage::create(ops::Backend* backend, cons
 
 Result<std::unique_ptr<KvStorage>> KvStorage::create(ops::Backend* backend, const kv::KvGeometry& g,
                                                      int32_t n_blocks) {
-  if (g.kind == kv::KvKind::kMla) return unsupported("kv storage: MLA latent caches are not supported yet");
+  if (g.kind == kv::KvKind::kMla && kv::has_scale_tensors(g.dtype))
+    return unsupported("kv storage: MLA latent caches with per-token scales (int8) are not supported yet");
   if (n_blocks <= 0) return invalid_argument("kv storage: n_blocks must be positive, got " + std::to_string(n_blocks));
   auto s = std::unique_ptr<KvStorage>(new KvStorage());
   FRUGAL_ASSIGN_OR_RETURN(s->layout_, kv::make_arena_layout(g, n_blocks));
@@ -27,7 +28,18 @@ Result<std::unique_ptr<KvStorage>> KvStorage::create(ops::Backend* backend, cons
 ops::KvCacheLayer KvStorage::layer(int32_t i) const {
   const auto& g = layout_.geometry;
   auto* base = arena_.as<uint8_t>();
+  if (g.kind == kv::KvKind::kMla) {
+    // One latent row [kv_lora_rank ++ k_pe] per token, seen by the kernels as a single KV head
+    // that is both K and V (attention in the latent space, model/deepseek.cpp).
+    void* latent = base + kv::tensor_offset(layout_, i, kv::KvTensor::kLatent);
+    return ops::KvCacheLayer{.k_cache = latent, .v_cache = latent, .cache_dtype = g.dtype,
+                             .n_blocks = layout_.n_blocks, .block_size = g.block_size, .n_head_kv = 1,
+                             .head_dim = g.latent_dim + g.rope_dim};
+  }
   const bool scales = kv::has_scale_tensors(g.dtype);
+  auto scale_ptr = [&](kv::KvTensor t) {
+    return scales ? reinterpret_cast<float*>(base + kv::tensor_offset(layout_, i, t)) : nullptr;
+  };
   return ops::KvCacheLayer{.k_cache = base + kv::tensor_offset(layout_, i, kv::KvTensor::kK),
                            .v_cache = base + kv::tensor_offset(layout_, i, kv::KvTensor::kV),
                            .cache_dtype = g.dtype,
@@ -35,8 +47,8 @@ ops::KvCacheLayer KvStorage::layer(int32_t i) const {
                            .block_size = g.block_size,
                            .n_head_kv = g.n_head_kv,
                            .head_dim = g.head_dim_k,
-                           .k_scales = scales ? reinterpret_cast<float*>(base + kv::tensor_offset(layout_, i, kv::KvTensor::kKScale)) : nullptr,
-                           .v_scales = scales ? reinterpret_cast<float*>(base + kv::tensor_offset(layout_, i, kv::KvTensor::kVScale)) : nullptr};
+                           .k_scales = scale_ptr(kv::KvTensor::kKScale),
+                           .v_scales = scale_ptr(kv::KvTensor::kVScale)};
 }
 
 }  // namespace frugal::model

@@ -25,8 +25,8 @@ class KvStorage {
   // kv::kv_geometry(config) for one rank, in kv.dtype (default: the backend's activation dtype).
   static Result<std::unique_ptr<KvStorage>> create(ops::Backend* backend, const ModelConfig& config,
                                                    const KvStorageConfig& kv);
-  // An arena of n_blocks blocks of geometry g (its dtype and block_size included). GQA only:
-  // the kernels read K and V; MLA latent caches come with the MLA forward.
+  // An arena of n_blocks blocks of geometry g (its dtype and block_size included). MLA: one
+  // latent row per token, handed to the kernels as one KV head that is both K and V (layer()).
   static Result<std::unique_ptr<KvStorage>> create(ops::Backend* backend, const kv::KvGeometry& g,
                                                    int32_t n_blocks);
   ops::KvCacheLayer layer(int32_t i) const;

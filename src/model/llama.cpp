@@ -76,7 +76,8 @@ class LlamaFamily final : public ForwardFamily {
                               .head_dim = static_cast<int32_t>(c.head_dim),
                               .rotary_dim = static_cast<int32_t>(rotary_dim(c)),
                               .sliding_window = 0,
-                              .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
+                              .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))),
+                              .attention_factor = static_cast<float>(rope_attention_factor(c))};
     return Status::ok();
   }
 

@@ -23,7 +23,7 @@ int32_t default_max_context(const ModelConfig& c) {
 FamilyFactory family_factory(Family f) {
   switch (f) {
     case Family::kLlama: return &make_llama_family;
-    case Family::kDeepseek: return nullptr;
+    case Family::kDeepseek: return &make_deepseek_family;
   }
   return nullptr;
 }
@@ -64,8 +64,6 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, ops::Backend
                        " is described but not supported yet (no forward pass)");
   if (config.hidden_act != "silu")
     return unsupported(config_file + ": field 'hidden_act': '" + config.hidden_act + "' is not supported (silu only)");
-  if (config.rope_scaling.type == RopeScalingType::kYarn)
-    return unsupported(config_file + ": field 'rope_scaling': yarn is not supported for " + std::string(arch->hf_class));
   if (opts.max_batch_tokens <= 0 || opts.max_seqs <= 0 || opts.max_logit_rows <= 0 || opts.block_size <= 0)
     return invalid_argument("load options: max_batch_tokens, max_seqs, max_logit_rows and block_size must be positive");
   const auto specs = tensor_specs(config);
@@ -78,7 +76,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, ops::Backend
   m->opts_ = opts;
   m->backend_ = backend;
   FRUGAL_ASSIGN_OR_RETURN(std::unique_ptr<ForwardFamily> family,
-                          factory(FamilyInputs{.config = config, .arch = *arch, .weights = *m->weights_}));
+                          factory(FamilyInputs{.config = config, .arch = *arch, .weights = *m->weights_, .backend = backend}));
   const RunnerLimits limits{.max_batch_tokens = opts.max_batch_tokens,
                             .max_seqs = opts.max_seqs,
                             .max_logit_rows = opts.max_logit_rows,

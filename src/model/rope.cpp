@@ -1,5 +1,6 @@
 #include "model/rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -30,9 +31,53 @@ void apply_llama3(const RopeScaling& rs, std::vector<double>& f) {
   }
 }
 
+// The interpolation factor is rope_parameters' `factor` (checked against the transformers 5.17
+// goldens: deepseek_v2 has factor 4 with max_position_embeddings / original = 16).
+double yarn_factor(const ModelConfig& c) { return c.rope_scaling.factor; }
+
+// _compute_yarn_parameters: frequencies that rotate fewer than beta_slow times over the
+// original context are interpolated (divided by factor), those rotating more than beta_fast
+// times kept, with a linear ramp over the dimensions in between. `f` holds 1 / base^(2i/dim).
+void apply_yarn(const ModelConfig& c, int64_t dim, std::vector<double>& f) {
+  const RopeScaling& rs = c.rope_scaling;
+  const double factor = yarn_factor(c);
+  const double base = c.rope_theta;
+  const double orig = static_cast<double>(rs.original_max_position_embeddings > 0 ? rs.original_max_position_embeddings
+                                                                                  : c.max_position_embeddings);
+  auto correction_dim = [&](double rotations) {
+    return static_cast<double>(dim) * std::log(orig / (rotations * 2 * std::numbers::pi)) / (2 * std::log(base));
+  };
+  double low = correction_dim(rs.beta_fast), high = correction_dim(rs.beta_slow);
+  if (rs.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(dim - 1));
+  if (low == high) high += 0.001;  // linear_ramp_factor's guard against a zero-width ramp
+  for (size_t i = 0; i < f.size(); ++i) {
+    const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+    const double extrapolation = 1 - ramp;  // weight of the unscaled frequency
+    f[i] = f[i] / factor * (1 - extrapolation) + f[i] * extrapolation;
+  }
+}
+
 }  // namespace
 
-int64_t rotary_dim(const ModelConfig& c) { return c.head_dim; }
+int64_t rotary_dim(const ModelConfig& c) { return c.is_mla() ? c.mla.qk_rope_head_dim : c.head_dim; }
+
+double yarn_mscale(double scale, double mscale) {
+  return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+double rope_attention_factor(const ModelConfig& c) {
+  const RopeScaling& rs = c.rope_scaling;
+  if (rs.type != RopeScalingType::kYarn) return 1.0;
+  if (rs.attention_factor > 0) return rs.attention_factor;
+  const double factor = yarn_factor(c);
+  if (rs.mscale != 0 && rs.mscale_all_dim != 0) return yarn_mscale(factor, rs.mscale) / yarn_mscale(factor, rs.mscale_all_dim);
+  return yarn_mscale(factor, 1.0);
+}
 
 bool rope_depends_on_position(const ModelConfig& c) {
   return c.rope_scaling.type == RopeScalingType::kDynamic;
@@ -54,7 +99,9 @@ std::vector<float> rope_inv_freq(const ModelConfig& c, int64_t max_position) {
   switch (rs.type) {
     case RopeScalingType::kNone:
     case RopeScalingType::kDynamic:
-    case RopeScalingType::kYarn:  // DeepSeek-only; rejected before a forward pass exists
+      break;
+    case RopeScalingType::kYarn:
+      apply_yarn(c, dim, f);
       break;
     case RopeScalingType::kLinear:
       for (double& v : f) v /= rs.factor;

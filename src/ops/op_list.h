@@ -18,7 +18,9 @@
   X(KvWrite, kv_write)      \
   X(Attention, attention)   \
   X(SiluMul, silu_mul)      \
-  X(GatherRows, gather_rows)
+  X(GatherRows, gather_rows) \
+  X(MoeRoute, moe_route)    \
+  X(ScaleRows, scale_rows)
 
 // Ops a backend may lack: ops::Backend's default returns unsupported (and supports_<method>()
 // says false). The engine falls back to the host for these.

@@ -64,7 +64,9 @@ struct MatmulParams {
   bool accumulate;
 };
 
-// Rotary embedding in place, HF "rotate_half" convention (pairs i and i + rotary_dim/2).
+// Rotary embedding in place, HF "rotate_half" convention (pairs i and i + rotary_dim/2), or
+// with `interleaved` the pairs (2i, 2i + 1) (DeepSeek's complex-number form); pair i turns by
+// position * inv_freq[i] either way.
 // All rope scaling types (linear, dynamic NTK, llama3, ...) are folded into inv_freq by the
 // model on the host; attention_factor multiplies cos/sin (1 for all but YaRN-style scalings).
 //   q: [n_tokens, n_head, head_dim] (ld_q per token), k: [n_tokens, n_head_kv, head_dim] (ld_k)
@@ -82,6 +84,7 @@ struct RopeParams {
   int32_t head_dim;
   int32_t rotary_dim;  // <= head_dim; dims past it are left unrotated
   float attention_factor;
+  bool interleaved = false;
 };
 
 // Paged KV cache for one layer: k_cache and v_cache are [n_blocks, block_size, n_head_kv,
@@ -173,6 +176,55 @@ struct GatherRowsParams {
   int64_t ld_out;
   int64_t n_rows;
   int64_t dim;
+};
+
+// DeepSeek MoE routing (transformers' DeepseekV2Moe / DeepseekV3MoE route_tokens_to_experts),
+// per token over router logits [n_tokens, n_experts] (f32, row stride ld_logits):
+//   score  = softmax(logits) (kSoftmax, V2) or sigmoid(logits) (kSigmoid, V3)
+//   choice = score + bias[e] (bias: V3's e_score_correction_bias, or nullptr)
+//   kGreedy: the top_k experts by choice.
+//   kGroupLimitedGreedy / kNoauxTc: experts form n_group equal groups; a group scores the max
+//     (group_limited_greedy) or the sum of the top 2 (noaux_tc) of its choices; choices outside
+//     the topk_group best groups become 0 (masked_fill(0.0), as transformers), then top_k.
+//   weight = score of the chosen expert (kNoauxTc), or the masked choice (greedy methods);
+//   norm_topk_prob: weight /= (sum of the top_k weights + 1e-20); then weight *= routed_scaling_factor.
+// Ties go to the lower expert / group id. Outputs (device memory): topk_idx and topk_weight
+// [n_tokens, top_k] in descending choice order, and (if not nullptr) dense_weight
+// [n_tokens, n_experts] holding the weight at the chosen experts and 0 elsewhere.
+enum class MoeScoring : int32_t { kSoftmax, kSigmoid };
+enum class MoeTopk : int32_t { kGreedy, kGroupLimitedGreedy, kNoauxTc };
+inline constexpr int32_t kMoeMaxExperts = 512;
+inline constexpr int32_t kMoeMaxTopK = 16;
+
+struct MoeRouteParams {
+  const float* logits;
+  int64_t ld_logits;
+  const void* bias;  // [n_experts] or nullptr
+  DType bias_dtype;
+  int64_t n_tokens;
+  int32_t n_experts;  // <= kMoeMaxExperts
+  int32_t top_k;      // <= kMoeMaxTopK
+  int32_t n_group;    // divides n_experts; 1 for greedy
+  int32_t topk_group;
+  MoeScoring scoring;
+  MoeTopk method;
+  bool norm_topk_prob;
+  float routed_scaling_factor;
+  int32_t* topk_idx;
+  float* topk_weight;
+  float* dense_weight;
+};
+
+// x[t, j] *= scale[t * ld_scale] for t < rows, j < dim (x in act_dtype, row stride ld_x; scale
+// f32): a routed expert's output weighted by the router (dense_weight's column of the expert).
+struct ScaleRowsParams {
+  void* x;
+  DType act_dtype;
+  int64_t ld_x;
+  int64_t rows;
+  int64_t dim;
+  const float* scale;
+  int64_t ld_scale;
 };
 
 // Samples one token id per logits row on the device (see Backend::sample):

@@ -114,9 +114,10 @@ static void rope_rows(void* base, DType t, int64_t n_tokens, int64_t ld, int n_h
       for (int i = 0; i < half; ++i) {
         double angle = pos * static_cast<double>(p.inv_freq[i]);
         double c = std::cos(angle) * p.attention_factor, s = std::sin(angle) * p.attention_factor;
-        double x0 = load(t, base, off + i), x1 = load(t, base, off + i + half);
-        store(t, base, off + i, static_cast<float>(x0 * c - x1 * s));
-        store(t, base, off + i + half, static_cast<float>(x1 * c + x0 * s));
+        const int64_t i0 = p.interleaved ? off + 2 * i : off + i, i1 = p.interleaved ? i0 + 1 : i0 + half;
+        double x0 = load(t, base, i0), x1 = load(t, base, i1);
+        store(t, base, i0, static_cast<float>(x0 * c - x1 * s));
+        store(t, base, i1, static_cast<float>(x1 * c + x0 * s));
       }
     }
   }
@@ -299,6 +300,81 @@ void sample(const SampleParams& p) {
       consider(v - std::log(-std::log(sample_uniform(p.seeds[r], static_cast<uint64_t>(i)))), i);
     }
     p.out_ids[r] = best_i < 0 ? 0 : best_i;
+  }
+}
+
+}  // namespace frugal::ops::ref
+
+namespace frugal::ops::ref {
+
+// Indices of the k largest of v[0, n) in descending order, the lower index first on ties.
+static void top_k_desc(const double* v, int32_t n, int32_t k, int32_t* out) {
+  bool taken[kMoeMaxExperts] = {};
+  for (int32_t j = 0; j < k; ++j) {
+    int32_t best = -1;
+    for (int32_t e = 0; e < n; ++e)
+      if (!taken[e] && (best < 0 || v[e] > v[best])) best = e;
+    taken[best] = true;
+    out[j] = best;
+  }
+}
+
+void moe_route(const MoeRouteParams& p) {
+  const int32_t E = p.n_experts, K = p.top_k;
+  FRUGAL_CHECK(E > 0 && E <= kMoeMaxExperts && K > 0 && K <= E && K <= kMoeMaxTopK);
+  FRUGAL_CHECK(p.n_group > 0 && E % p.n_group == 0 && p.topk_group > 0 && p.topk_group <= p.n_group);
+  double score[kMoeMaxExperts], choice[kMoeMaxExperts], group[kMoeMaxExperts];
+  int32_t idx[kMoeMaxExperts];
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    const float* l = p.logits + t * p.ld_logits;
+    if (p.scoring == MoeScoring::kSoftmax) {
+      double mx = l[0], sum = 0;
+      for (int32_t e = 1; e < E; ++e) mx = std::max(mx, static_cast<double>(l[e]));
+      for (int32_t e = 0; e < E; ++e) sum += score[e] = std::exp(static_cast<double>(l[e]) - mx);
+      for (int32_t e = 0; e < E; ++e) score[e] /= sum;
+    } else {
+      for (int32_t e = 0; e < E; ++e) score[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(l[e])));
+    }
+    for (int32_t e = 0; e < E; ++e) choice[e] = score[e] + (p.bias ? load(p.bias_dtype, p.bias, e) : 0.0);
+    if (p.method != MoeTopk::kGreedy) {
+      const int32_t G = p.n_group, per = E / G;
+      for (int32_t g = 0; g < G; ++g) {
+        const double* c = choice + g * per;
+        if (p.method == MoeTopk::kGroupLimitedGreedy) {
+          group[g] = *std::max_element(c, c + per);
+        } else {
+          int32_t top2[2] = {0, 0};
+          top_k_desc(c, per, std::min(2, per), top2);
+          group[g] = c[top2[0]] + (per > 1 ? c[top2[1]] : 0.0);
+        }
+      }
+      int32_t keep[kMoeMaxExperts];
+      top_k_desc(group, G, p.topk_group, keep);
+      bool kept[kMoeMaxExperts] = {};
+      for (int32_t j = 0; j < p.topk_group; ++j) kept[keep[j]] = true;
+      for (int32_t e = 0; e < E; ++e)
+        if (!kept[e / per]) choice[e] = 0.0;
+    }
+    top_k_desc(choice, E, K, idx);
+    double w[kMoeMaxTopK], sum = 0;
+    for (int32_t j = 0; j < K; ++j) sum += w[j] = p.method == MoeTopk::kNoauxTc ? score[idx[j]] : choice[idx[j]];
+    if (p.dense_weight)
+      for (int32_t e = 0; e < E; ++e) p.dense_weight[t * E + e] = 0.0f;
+    for (int32_t j = 0; j < K; ++j) {
+      if (p.norm_topk_prob) w[j] /= sum + 1e-20;
+      const float wf = static_cast<float>(w[j] * p.routed_scaling_factor);
+      p.topk_idx[t * K + j] = idx[j];
+      p.topk_weight[t * K + j] = wf;
+      if (p.dense_weight) p.dense_weight[t * E + idx[j]] = wf;
+    }
+  }
+}
+
+void scale_rows(const ScaleRowsParams& p) {
+  for (int64_t t = 0; t < p.rows; ++t) {
+    const double s = p.scale[t * p.ld_scale];
+    for (int64_t j = 0; j < p.dim; ++j)
+      store(p.act_dtype, p.x, t * p.ld_x + j, static_cast<float>(load(p.act_dtype, p.x, t * p.ld_x + j) * s));
   }
 }
 

@@ -83,6 +83,16 @@ Result<GpuSpec> parse_gpu(const json& g, const std::string& where_file, size_t i
   s.price_source = string_or(g, "price_source", "");
   s.price_date = string_or(g, "price_date", "");
   s.spec_source = string_or(g, "spec_source", "");
+  if (g.contains("list_price_usd")) {
+    FRUGAL_ASSIGN_OR_RETURN(s.list_price_usd, number(g, "list_price_usd", w));
+    if (s.list_price_usd < 0) return invalid_argument(w + ": list_price_usd must be >= 0");
+  }
+  s.list_price_source = string_or(g, "list_price_source", "");
+  if (g.contains("tdp_w")) {
+    FRUGAL_ASSIGN_OR_RETURN(s.tdp_w, number(g, "tdp_w", w));
+    if (s.tdp_w < 0) return invalid_argument(w + ": tdp_w must be >= 0");
+  }
+  s.tdp_source = string_or(g, "tdp_source", "");
   return s;
 }
 

@@ -26,6 +26,12 @@ struct GpuSpec {
   double allreduce_latency_us = 0;
   double price_usd_per_hour = 0;
   std::string price_source, price_date, spec_source;
+  // Ownership cost inputs (optional in the catalog; 0: unknown). The sources name a public
+  // document or say "estimate".
+  double list_price_usd = 0;
+  std::string list_price_source;
+  double tdp_w = 0;
+  std::string tdp_source;
 
   int64_t memory_bytes() const { return static_cast<int64_t>(memory_gib * 1024.0 * 1024.0 * 1024.0); }
   // The link tensor-parallel all-reduces use, GB/s per direction.

@@ -112,6 +112,24 @@ json calibration_json(const CalibrationReport& c) {
           {"rows", rows}, {"notes", c.notes}};
 }
 
+
+nlohmann::json own_json(const CostPlan& c) {
+  if (!c.has_own) return {{"available", false}, {"why", c.own_missing}};
+  const OwnershipCost& o = c.own_b1;
+  return {{"available", true},
+          {"purchase_usd", o.purchase_usd},
+          {"purchase_source", o.purchase_source},
+          {"power_w", o.power_w},
+          {"power_source", o.power_source},
+          {"capex_usd_per_hour", o.capex_per_hour},
+          {"ops_usd_per_hour", o.ops_per_hour},
+          {"energy_usd_per_hour", o.energy_per_hour},
+          {"usd_per_gpu_hour", o.usd_per_hour},
+          {"usd_per_m_tokens_b1", c.own_b1.usd_per_m_tokens},
+          {"usd_per_m_tokens_concurrency", c.own_concurrency.usd_per_m_tokens},
+          {"kwh_per_m_tokens_b1", c.own_b1.kwh_per_m_tokens}};
+}
+
 }  // namespace
 
 json plan_to_json(const Plan& p) {
@@ -139,7 +157,8 @@ json plan_to_json(const Plan& p) {
             {"speed", speed_json(p)},
             {"cost", {{"price_per_gpu_hour", p.cost.price_per_gpu_hour}, {"price_source", p.cost.price_source},
                       {"usd_per_m_tokens_b1", p.cost.usd_per_m_tokens_b1},
-                      {"usd_per_m_tokens_concurrency", p.cost.usd_per_m_tokens_concurrency}}},
+                      {"usd_per_m_tokens_concurrency", p.cost.usd_per_m_tokens_concurrency},
+                      {"own", own_json(p.cost)}}},
             {"tensor_parallel", tp},
             {"smallest_fitting_gpus", p.smallest_fitting_gpus},
             {"steps", steps},

@@ -1,6 +1,7 @@
 // Speed and cost sections of the plan, each figure recorded with its arithmetic.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "plan/plan_format.h"
 #include "plan/planner.h"
@@ -116,6 +117,30 @@ CostPlan cost_plan(const PlanRequest& r, const SpeedPlan& s, std::vector<PlanSte
            "price/h x GPUs / (tok/s x 3600) x 1e6",
            price + " / (" + fixed(s.at_concurrency.tok_per_s(), 1) + " x 3600) x 1e6",
            usd(c.usd_per_m_tokens_concurrency), c.usd_per_m_tokens_concurrency);
+  auto own = resolve_ownership(r.own, r.gpu);
+  if (!own.is_ok()) {
+    c.own_missing = own.status().message();
+    return c;
+  }
+  c.has_own = true;
+  c.own_b1 = ownership_cost(*own, r.n_gpus, s.decode_b1.tok_per_s());
+  c.own_concurrency = ownership_cost(*own, r.n_gpus, s.at_concurrency.tok_per_s());
+  const OwnershipCost& o = c.own_b1;
+  add_step(steps, "cost", "owned USD per GPU-hour",
+           "purchase / (years x 8760) + ops per year / 8760 + W / 1000 x utilization x USD/kWh",
+           usd(o.purchase_usd) + " / (" + fixed(own->years, 1) + " x 8760) + " + usd(own->ops_usd_per_year) +
+               " / 8760 + " + fixed(o.power_w, 0) + " W / 1000 x " + fixed(own->utilization, 2) + " x " +
+               usd(own->usd_per_kwh),
+           usd(o.usd_per_hour), o.usd_per_hour);
+  for (const auto& [label, oc, tps] :
+       {std::tuple{std::string("owned USD per 1M output tokens (batch 1)"), &c.own_b1, s.decode_b1.tok_per_s()},
+        std::tuple{"owned USD per 1M output tokens (concurrency " + with_commas(r.concurrency) + ")",
+                   &c.own_concurrency, s.at_concurrency.tok_per_s()}}) {
+    add_step(steps, "cost", label, "GPUs x owned USD/h / (tok/s x 3600 x utilization) x 1e6",
+             std::to_string(r.n_gpus) + " x " + usd(oc->usd_per_hour) + " / (" + fixed(tps, 1) + " x 3600 x " +
+                 fixed(own->utilization, 2) + ") x 1e6",
+             usd(oc->usd_per_m_tokens), oc->usd_per_m_tokens);
+  }
   return c;
 }
 

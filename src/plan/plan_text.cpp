@@ -127,6 +127,12 @@ std::string format_plan_text(const Plan& p) {
   sweep_table(os, p);
   os << "\nCost (" << usd(p.cost.price_per_gpu_hour) << " per GPU-hour: " << p.cost.price_source << ")\n";
   section_steps(os, p, "cost");
+  if (p.cost.has_own) {
+    os << "  owned: purchase " << usd(p.cost.own_b1.purchase_usd) << " (" << p.cost.own_b1.purchase_source
+       << "), power " << fixed(p.cost.own_b1.power_w, 0) << " W (" << p.cost.own_b1.power_source << ")\n";
+  } else {
+    os << "  owned: not computed: " << p.cost.own_missing << "\n";
+  }
   tp_table(os, p);
   if (p.calibration) calibration_table(os, *p.calibration);
   if (!p.notes.empty()) os << "\n";

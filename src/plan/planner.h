@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "plan/calibration.h"
 #include "plan/catalog.h"
+#include "plan/ownership.h"
 #include "plan/speed.h"
 #include "plan/weights.h"
 
@@ -42,6 +43,7 @@ struct PlanRequest {
   Efficiency eff;
   Overheads over;
   std::string calibrate_path;  // `frugal bench` JSON; empty: none
+  OwnershipInputs own;         // the owned-hardware cost beside the rent (ownership.h)
 };
 
 // One line of shown arithmetic: "label = formula = numbers = result".
@@ -88,6 +90,10 @@ struct CostPlan {
   std::string price_source;
   double usd_per_m_tokens_b1 = 0;
   double usd_per_m_tokens_concurrency = 0;
+  // Owned hardware (ownership.h); absent when the catalog has no list price and none was given.
+  bool has_own = false;
+  std::string own_missing;  // why not
+  OwnershipCost own_b1, own_concurrency;
 };
 
 struct TpOption {

@@ -34,6 +34,11 @@ namespace {
 constexpr const char* kDevice = FRUGAL_ENGINE_TEST_DEVICE;
 
 std::string model_dir() { return frugal::testing::source_root() + "/models/stories260K"; }
+// Batch-invariance models: stories260K (Llama) and the DeepSeek goldens (MLA latent cache, MoE).
+std::string invariance_model_dir(const std::string& name) {
+  if (name == "stories260K") return model_dir();
+  return frugal::testing::source_root() + "/tests/data/golden/" + name;
+}
 
 struct Collected {
   std::mutex mu;
@@ -82,17 +87,17 @@ struct Workload {
 
 // 32 prompts of mixed lengths (1..120 tokens); half share a 40-token prefix so the prefix cache
 // has something to hit.
-Workload make_workload() {
+Workload make_workload(uint64_t n_ids = 500) {
   bench::SplitMix64 rng(2024);
   std::vector<int32_t> shared(40);
-  for (auto& t : shared) t = 3 + static_cast<int32_t>(rng.next() % 500);
+  for (auto& t : shared) t = 3 + static_cast<int32_t>(rng.next() % n_ids);
   Workload w;
   for (int i = 0; i < 32; ++i) {
     int len = 1 + static_cast<int>(rng.next() % 120);
     std::vector<int32_t> p;
     if (i % 2 == 0) p = shared;
     p.push_back(1);  // BOS-like marker inside
-    while (static_cast<int>(p.size()) < len + (i % 2 == 0 ? 40 : 0)) p.push_back(3 + static_cast<int32_t>(rng.next() % 500));
+    while (static_cast<int>(p.size()) < len + (i % 2 == 0 ? 40 : 0)) p.push_back(3 + static_cast<int32_t>(rng.next() % n_ids));
     w.prompts.push_back(p);
     w.max_tokens.push_back(8 + static_cast<int32_t>(rng.next() % 40));
   }
@@ -110,14 +115,20 @@ EngineOptions base_options() {
   return o;
 }
 
-// The sampling place: "host" (logits downloaded) or "device" (the backend's sample op).
-class EngineBatchInvariance : public ::testing::TestWithParam<std::string> {};
+// (model, sampling place): "host" (logits downloaded) or "device" (the backend's sample op).
+class EngineBatchInvariance : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  std::string model() const { return invariance_model_dir(std::get<0>(GetParam())); }
+  std::string sampling() const { return std::get<1>(GetParam()); }
+};
 
 TEST_P(EngineBatchInvariance, GreedyOutputsIdenticalAcrossBatchingModes) {
-  Workload w = make_workload();
-  auto base = [] {
+  const bool deepseek = std::get<0>(GetParam()) != "stories260K";
+  Workload w = make_workload(deepseek ? 380 : 500);  // the DeepSeek goldens' vocab is 384
+  auto base = [&] {
     EngineOptions o = base_options();
-    o.sampling = GetParam();
+    o.model_dir = model();
+    o.sampling = sampling();
     return o;
   };
 
@@ -125,7 +136,7 @@ TEST_P(EngineBatchInvariance, GreedyOutputsIdenticalAcrossBatchingModes) {
   auto bh_r = make_backend(kDevice, 2);
   ASSERT_TRUE(bh_r.is_ok());
   BackendHandle bh = std::move(bh_r).value();
-  auto m = model::Model::load(model_dir(), bh.backend.get(), {});
+  auto m = model::Model::load(model(), bh.backend.get(), {});
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   std::vector<std::vector<int32_t>> expected;
   for (size_t i = 0; i < w.prompts.size(); ++i) {
@@ -158,7 +169,7 @@ TEST_P(EngineBatchInvariance, GreedyOutputsIdenticalAcrossBatchingModes) {
   auto [together, st_together] = run_mode(base(), false);
   EXPECT_EQ(together, expected) << "batching changed greedy outputs";
   EXPECT_GT(st_together.prefix_cache_hits, 0) << "the shared prefix should hit the cache";
-  if (std::string(kDevice) != "cpu" && GetParam() == "device") {
+  if (std::string(kDevice) != "cpu" && sampling() == "device") {
     EXPECT_GT(st_together.graph_steps, 0) << "decode steps should replay graphs";
   }
 
@@ -188,7 +199,10 @@ TEST_P(EngineBatchInvariance, GreedyOutputsIdenticalAcrossBatchingModes) {
   EXPECT_GT(st_tiny.preemptions, 0) << "the pool was meant to be small enough to preempt";
 }
 
-INSTANTIATE_TEST_SUITE_P(Sampling, EngineBatchInvariance, ::testing::Values("host", "device"));
+INSTANTIATE_TEST_SUITE_P(Models, EngineBatchInvariance,
+                         ::testing::Combine(::testing::Values("stories260K", "deepseek_v2", "deepseek_v3"),
+                                            ::testing::Values("host", "device")),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // Seeded sampling on the device: a request's tokens depend on its seed and its own logits
 // only, so they are the same alone, in a batch of 32, and through preemption; other seeds

@@ -35,8 +35,8 @@ TEST(Arch, TableIsConsistent) {
   }
   EXPECT_TRUE(find_arch("LlamaForCausalLM")->runnable);
   EXPECT_TRUE(find_arch("Qwen2ForCausalLM")->runnable);
-  EXPECT_FALSE(find_arch("DeepseekV2ForCausalLM")->runnable);
-  EXPECT_FALSE(find_arch("DeepseekV3ForCausalLM")->runnable);
+  EXPECT_TRUE(find_arch("DeepseekV2ForCausalLM")->runnable);
+  EXPECT_TRUE(find_arch("DeepseekV3ForCausalLM")->runnable);
   EXPECT_EQ(find_arch("GPT2LMHeadModel"), nullptr);
 }
 
@@ -119,15 +119,6 @@ TEST(Arch, DeepseekV2ParameterCount) {
   // Published: DeepSeek-V2 has 236 B total parameters.
   const auto specs = tensor_specs(config_of(shared_config("deepseek-v2.json")));
   EXPECT_NEAR(static_cast<double>(total_params(specs)), 236e9, 2.5e9);
-}
-
-TEST(Arch, DeepseekIsRejectedAtLoad) {
-  LoadOptions o{.dummy_weights = true};
-  auto r = Model::load(shared_config("deepseek-v2-lite.json"), nullptr, o);
-  ASSERT_FALSE(r.is_ok());
-  EXPECT_EQ(r.status().code(), ErrorCode::kUnsupported);
-  EXPECT_NE(r.status().message().find("not supported yet"), std::string::npos) << r.status().message();
-  EXPECT_NE(r.status().message().find("DeepseekV2ForCausalLM"), std::string::npos);
 }
 
 }  // namespace

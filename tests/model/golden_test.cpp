@@ -34,7 +34,9 @@ std::vector<std::string> fixtures() {
     const auto root = std::filesystem::path(frugal::testing::source_root()) / sub;
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(root, ec))
-      if (e.is_directory() && std::filesystem::exists(e.path() / "reference.safetensors")) out.push_back(e.path().string());
+      if (e.is_directory() && std::filesystem::exists(e.path() / "reference.safetensors") &&
+          !e.path().filename().string().starts_with("deepseek"))  // tests/model/deepseek_golden_test.cpp
+        out.push_back(e.path().string());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -70,7 +72,11 @@ class Golden : public ::testing::TestWithParam<std::tuple<std::string, std::stri
   }
   void expect_fused(const Model& m) const {
     if (std::get<1>(GetParam()) == "cpuarena") {
-      EXPECT_EQ(m.fused_matmuls(), 2 * m.config().num_hidden_layers) << "q/k/v and gate/up should run fused";
+      // Tensors are placed at 256-byte boundaries: q/k/v biases whose bytes are not a multiple
+      // of that are not adjacent, and q/k/v then run as three matmuls (qwen2_yarn: 192 bf16).
+      const auto& c = m.config();
+      const bool qkv_adjacent = !c.attention_bias || dtype_bytes(c.torch_dtype, c.num_attention_heads * c.head_dim) % 256 == 0;
+      EXPECT_EQ(m.fused_matmuls(), (qkv_adjacent ? 2 : 1) * c.num_hidden_layers) << "q/k/v and gate/up should run fused";
     }
   }
 };

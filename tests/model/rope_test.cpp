@@ -81,5 +81,34 @@ TEST(Rope, Llama3KeepsHighDividesLowSmoothsMiddle) {
   EXPECT_NEAR(2 * std::numbers::pi / d[4], 32.4, 0.05);
 }
 
+// YaRN, by hand: dim 8, theta 1e4, original context 32 of 128 (factor 4), beta 32 / 1. The
+// correction dims are 8 ln(32 / (2 pi beta)) / (2 ln 1e4): -0.80 for beta_fast (floor, clamped
+// to 0) and 0.71 for beta_slow (ceil: 1), so the ramp is 0 at i = 0 and 1 from i = 1: the
+// first frequency is kept, the others divided by 4.
+TEST(Rope, YarnRampsBetweenExtrapolationAndInterpolation) {
+  auto c = base_config(8, 10000.0);
+  c.max_position_embeddings = 128;
+  c.rope_scaling.type = RopeScalingType::kYarn;
+  c.rope_scaling.factor = 4.0;
+  c.rope_scaling.original_max_position_embeddings = 32;
+  const auto f = rope_inv_freq(c, 0);
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_FLOAT_EQ(f[0], 1.0f);
+  EXPECT_FLOAT_EQ(f[1], 0.1f / 4);
+  EXPECT_FLOAT_EQ(f[2], 0.01f / 4);
+  EXPECT_FLOAT_EQ(f[3], 0.001f / 4);
+  // attention_factor: 0.1 ln 4 + 1 without mscale; 1 with mscale == mscale_all_dim;
+  // (0.1 * 1 * ln 4 + 1) / (0.1 * 0.5 * ln 4 + 1) with 1 and 0.5; given explicitly, itself.
+  EXPECT_NEAR(rope_attention_factor(c), 0.1 * std::log(4.0) + 1, 1e-12);
+  c.rope_scaling.mscale = c.rope_scaling.mscale_all_dim = 0.707;
+  EXPECT_DOUBLE_EQ(rope_attention_factor(c), 1.0);
+  c.rope_scaling.mscale = 1.0;
+  c.rope_scaling.mscale_all_dim = 0.5;
+  EXPECT_NEAR(rope_attention_factor(c), (0.1 * std::log(4.0) + 1) / (0.05 * std::log(4.0) + 1), 1e-12);
+  c.rope_scaling.attention_factor = 0.9;
+  EXPECT_DOUBLE_EQ(rope_attention_factor(c), 0.9);
+  EXPECT_DOUBLE_EQ(rope_attention_factor(base_config(8, 1e4)), 1.0);
+}
+
 }  // namespace
 }  // namespace frugal::model

@@ -159,6 +159,8 @@ class GraphCpuBackend final : public ops::Backend {
   Status attention(const ops::AttentionParams& p) override { return b_->attention(p); }
   Status silu_mul(const ops::SiluMulParams& p) override { return b_->silu_mul(p); }
   Status gather_rows(const ops::GatherRowsParams& p) override { return b_->gather_rows(p); }
+  Status moe_route(const ops::MoeRouteParams& p) override { return b_->moe_route(p); }
+  Status scale_rows(const ops::ScaleRowsParams& p) override { return b_->scale_rows(p); }
   bool supports_sample() const override { return true; }
   Status sample(const ops::SampleParams& p) override { return b_->sample(p); }
   bool supports_graphs() const override { return true; }

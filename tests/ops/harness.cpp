@@ -5,6 +5,9 @@
 #include "harness.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -102,10 +105,12 @@ void OpCases::rope() {
           const int32_t n_head = 3, n_head_kv = variant % 2 ? 2 : 1;
           const int32_t rotary_dim = partial ? (head_dim / 2) / 2 * 2 : head_dim;
           const float factor = variant % 3 == 2 ? 1.25f : 1.0f;
+          const bool interleaved = variant % 4 == 3;
           const int64_t gap = variant++ % 2 ? 6 : 0;
           const std::string what = "rope head_dim=" + std::to_string(head_dim) + " rotary_dim=" +
                                    std::to_string(rotary_dim) + " n_tokens=" + std::to_string(n_tokens) +
-                                   (with_k ? " q+k" : " q only") + " gap=" + std::to_string(gap);
+                                   (with_k ? " q+k" : " q only") + " gap=" + std::to_string(gap) +
+                                   (interleaved ? " interleaved" : "");
           HostMat q(act(), n_tokens, int64_t{n_head} * head_dim, int64_t{n_head} * head_dim + gap),
               k(act(), n_tokens, int64_t{n_head_kv} * head_dim, int64_t{n_head_kv} * head_dim + gap);
           q.fill_random(rng_, 1.0f);
@@ -121,7 +126,8 @@ void OpCases::rope() {
                             .positions = static_cast<const int32_t*>(dpos->ptr()),
                             .inv_freq = static_cast<const float*>(dfreq->ptr()), .n_tokens = n_tokens,
                             .ld_q = q.ld, .ld_k = k.ld, .n_head = n_head, .n_head_kv = n_head_kv,
-                            .head_dim = head_dim, .rotary_dim = rotary_dim, .attention_factor = factor};
+                            .head_dim = head_dim, .rotary_dim = rotary_dim, .attention_factor = factor,
+                            .interleaved = interleaved};
           if (!ran(backend()->rope(p), ops::OpKind::kRope, "", what)) continue;
           HostMat got_q = download(*dq, q), got_k = download(*dk, k), want_q = q, want_k = k;
           p.q = want_q.data(), p.k = with_k ? want_k.data() : nullptr, p.positions = pos.data();
@@ -286,6 +292,80 @@ void OpCases::gather_rows() {
     EXPECT_TRUE(compare_mats(got, want, out0, 0.0, what));
     for (auto* b : {dx.get(), drows.get(), dout.get()}) EXPECT_TRUE(b->check_guards(what));
   }
+}
+
+// Routing on f32 logits of every method; expert choices must match the reference exactly
+// (logits are spread so no two choices are within float rounding), weights to 1e-5.
+void OpCases::moe_route() {
+  struct Case { ops::MoeScoring scoring; ops::MoeTopk method; int32_t n_experts, top_k, n_group, topk_group; bool bias, norm; float scale; };
+  const Case cases[] = {
+      {ops::MoeScoring::kSoftmax, ops::MoeTopk::kGreedy, 8, 2, 1, 1, false, false, 1.0f},
+      {ops::MoeScoring::kSoftmax, ops::MoeTopk::kGreedy, 64, 6, 1, 1, false, true, 1.0f},
+      {ops::MoeScoring::kSoftmax, ops::MoeTopk::kGroupLimitedGreedy, 160, 6, 8, 3, false, false, 16.0f},
+      {ops::MoeScoring::kSigmoid, ops::MoeTopk::kNoauxTc, 16, 4, 4, 2, true, true, 2.5f},
+      {ops::MoeScoring::kSigmoid, ops::MoeTopk::kNoauxTc, 256, 8, 8, 4, true, true, 2.5f},
+  };
+  for (const Case& c : cases)
+    for (int64_t n_tokens : {1, 5, 33}) {
+      const std::string what = "moe_route experts=" + std::to_string(c.n_experts) + " top_k=" + std::to_string(c.top_k) +
+                               " groups=" + std::to_string(c.n_group) + " n_tokens=" + std::to_string(n_tokens);
+      const int64_t ld = c.n_experts + 3;
+      std::vector<float> logits(static_cast<size_t>(n_tokens * ld), NAN), bias(static_cast<size_t>(c.n_experts));
+      // A random permutation of evenly spaced values per row: distinct by far more than rounding.
+      std::vector<int32_t> perm(static_cast<size_t>(c.n_experts));
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int32_t e = 0; e < c.n_experts; ++e) perm[static_cast<size_t>(e)] = e;
+        std::shuffle(perm.begin(), perm.end(), rng_);
+        for (int32_t e = 0; e < c.n_experts; ++e)
+          logits[static_cast<size_t>(t * ld + e)] = -4.0f + 8.0f * static_cast<float>(perm[static_cast<size_t>(e)]) / static_cast<float>(c.n_experts);
+      }
+      for (int32_t e = 0; e < c.n_experts; ++e) bias[static_cast<size_t>(e)] = 0.001f * static_cast<float>(e % 7);
+      const int64_t k = c.top_k, E = c.n_experts;
+      std::vector<int32_t> idx0(static_cast<size_t>(n_tokens * k), -1);
+      std::vector<float> w0(static_cast<size_t>(n_tokens * k), -1.0f), dense0(static_cast<size_t>(n_tokens * E), -1.0f);
+      auto dl = upload(logits), db = upload(bias), di = upload(idx0), dw = upload(w0), dd = upload(dense0);
+      ops::MoeRouteParams p{.logits = static_cast<const float*>(dl->ptr()), .ld_logits = ld,
+                            .bias = c.bias ? db->ptr() : nullptr, .bias_dtype = DType::kF32, .n_tokens = n_tokens,
+                            .n_experts = c.n_experts, .top_k = c.top_k, .n_group = c.n_group, .topk_group = c.topk_group,
+                            .scoring = c.scoring, .method = c.method, .norm_topk_prob = c.norm,
+                            .routed_scaling_factor = c.scale, .topk_idx = static_cast<int32_t*>(di->ptr()),
+                            .topk_weight = static_cast<float*>(dw->ptr()), .dense_weight = static_cast<float*>(dd->ptr())};
+      if (!ran(backend()->moe_route(p), ops::OpKind::kMoeRoute, "", what)) continue;
+      std::vector<int32_t> got_idx(idx0.size()), want_idx = idx0;
+      std::vector<float> got_w(w0.size()), got_d(dense0.size()), want_w = w0, want_d = dense0;
+      auto bytes_of = [](const GuardedBuffer& b, void* dst, size_t n) { const auto v = b.download(); std::memcpy(dst, v.data(), n); };
+      bytes_of(*di, got_idx.data(), got_idx.size() * sizeof(int32_t));
+      bytes_of(*dw, got_w.data(), got_w.size() * sizeof(float));
+      bytes_of(*dd, got_d.data(), got_d.size() * sizeof(float));
+      p.logits = logits.data(), p.bias = c.bias ? bias.data() : nullptr, p.topk_idx = want_idx.data();
+      p.topk_weight = want_w.data(), p.dense_weight = want_d.data();
+      ops::ref::moe_route(p);
+      EXPECT_EQ(got_idx, want_idx) << what;
+      for (size_t i = 0; i < got_w.size(); ++i) EXPECT_NEAR(got_w[i], want_w[i], 1e-5 * c.scale) << what << " weight " << i;
+      for (size_t i = 0; i < got_d.size(); ++i) EXPECT_NEAR(got_d[i], want_d[i], 1e-5 * c.scale) << what << " dense " << i;
+      for (auto* b : {dl.get(), db.get(), di.get(), dw.get(), dd.get()}) EXPECT_TRUE(b->check_guards(what));
+    }
+}
+
+void OpCases::scale_rows() {
+  for (int64_t dim : {5, 64, 67})
+    for (int64_t rows : {1, 7}) {
+      const std::string what = "scale_rows dim=" + std::to_string(dim) + " rows=" + std::to_string(rows);
+      HostMat x(act(), rows, dim, dim + 2);
+      x.fill_random(rng_, 1.0f);
+      std::vector<float> scale(static_cast<size_t>(rows * 3));
+      for (auto& v : scale) v = std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng_);
+      scale[0] = 0.0f;  // an expert a token did not choose
+      auto dx = upload(x), ds = upload(scale);
+      ops::ScaleRowsParams p{.x = dx->ptr(), .act_dtype = act(), .ld_x = x.ld, .rows = rows, .dim = dim,
+                             .scale = static_cast<const float*>(ds->ptr()), .ld_scale = 3};
+      if (!ran(backend()->scale_rows(p), ops::OpKind::kScaleRows, "", what)) continue;
+      HostMat got = download(*dx, x), want = x;
+      p.x = want.data(), p.scale = scale.data();
+      ops::ref::scale_rows(p);
+      EXPECT_TRUE(compare_mats(got, want, x, act_tol(), what));
+      for (auto* b : {dx.get(), ds.get()}) EXPECT_TRUE(b->check_guards(what));
+    }
 }
 
 void OpCases::run(ops::OpKind k) {

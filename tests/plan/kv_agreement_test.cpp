@@ -94,11 +94,12 @@ TEST(KvAgreement, EnginePlannerAndBenchAgreeOnEveryCatalogModel) {
     if (c.is_mla()) {
       ++n_mla;
       EXPECT_EQ(runtime::engine_kv_geometry(c, DType::kBF16, kBlock).kind, kv::KvKind::kMla);
-      continue;
+    } else {
+      ++n_gqa;
     }
-    ++n_gqa;
     // What the engine's KV storage really allocates: 2 blocks of 16 tokens (every catalog
-    // model's rows are multiples of the 256-byte alignment, so no padding).
+    // model's rows are multiples of the 256-byte alignment, so no padding). MLA (issue 19,
+    // acceptance 2): the latent arena holds (kv_lora_rank + qk_rope_head_dim) values per token per layer.
     auto kv = model::KvStorage::create(backend.get(), runtime::engine_kv_geometry(c, DType::kBF16, kBlock), 2);
     ASSERT_TRUE(kv.is_ok()) << kv.status().to_string();
     EXPECT_EQ((*kv)->bytes(), formula_bytes_per_token(c, 2, 1) * 2 * kBlock);

@@ -104,3 +104,36 @@ TEST(PlanCliTest, BadInputIsAClearError) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(PlanCliTest, CompareJsonRanksFittingConfigurations) {
+  auto j = plan_json("--model deepseek-llm-67b --compare --gpus-max 2");
+  ASSERT_TRUE(j["rows"].is_array());
+  ASSERT_FALSE(j["rows"].empty());
+  double last = 0;
+  for (const auto& row : j["rows"]) {
+    EXPECT_FALSE(row["gpu"] == "h200" && row["n_gpus"] == 1 && row["precision"] == "bf16");
+    EXPECT_LE(last, row["usd_per_m_tokens_rent"].get<double>());
+    last = row["usd_per_m_tokens_rent"].get<double>();
+    EXPECT_GT(row["usd_per_m_tokens_own"].get<double>(), 0);
+    EXPECT_GE(row["max_batch"].get<int64_t>(), row["batch"].get<int64_t>());
+  }
+  auto own = plan_json("--model deepseek-llm-67b --compare --gpus-max 2 --rank-by own --utilization 0.5");
+  last = 0;
+  for (const auto& row : own["rows"]) {
+    EXPECT_LE(last, row["usd_per_m_tokens_own"].get<double>());
+    last = row["usd_per_m_tokens_own"].get<double>();
+  }
+  CliRun text = run_plan("--model deepseek-r1-distill-qwen-7b --compare --gpu h200");
+  EXPECT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("$/1M own"), std::string::npos) << text.out;
+  CliRun bad = run_plan("--model deepseek-llm-67b --compare --rank-by cheapest");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("--rank-by"), std::string::npos) << bad.out;
+  CliRun no_gpu = run_plan("--model deepseek-llm-67b");
+  EXPECT_EQ(no_gpu.code, 2);
+  EXPECT_NE(no_gpu.out.find("--gpu"), std::string::npos) << no_gpu.out;
+}
+
+}  // namespace

@@ -63,3 +63,36 @@ TEST(PlanEngineTest, KvBytesPerTokenEqualTheEnginePool) {
 
 }  // namespace
 }  // namespace frugal::plan
+
+namespace frugal::plan {
+namespace {
+
+// Issue 19, acceptance 4: DeepSeek-V2-Lite and V3. The engine loads exactly tensor_specs(config)
+// (checked tensor by tensor against the golden checkpoints above and by WeightStore::load), so its
+// weight bytes with bf16 --dummy-weights are their bf16 sizes; the planner's figure must equal
+// that sum, and its KV bytes per token the engine's latent pool (a real KvStorage).
+TEST(PlanEngineTest, DeepseekWeightAndKvBytesEqualTheEngine) {
+  auto backend = ops::make_ref_backend();
+  for (const char* name : {"deepseek-v2-lite", "deepseek-v3"}) {
+    SCOPED_TRACE(name);
+    PlanRequest r = request(name, "h200", WeightPrecision::kBf16);
+    r.n_gpus = std::string(name) == "deepseek-v3" ? 16 : 1;
+    auto p = make_plan(r);
+    ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+    int64_t engine_bytes = 0;
+    for (const auto& s : model::tensor_specs(r.model.config)) engine_bytes += dtype_bytes(DType::kBF16, s.shape.numel());
+    auto w = summarize_weights(r.model.config, {.precision = WeightPrecision::kBf16});
+    ASSERT_TRUE(w.is_ok());
+    EXPECT_EQ(w->total_bytes, engine_bytes);
+    const int32_t n_blocks = 2, block_size = 16;
+    auto kv = model::KvStorage::create(backend.get(), r.model.config,
+                                       {.n_blocks = n_blocks, .block_size = block_size, .dtype = DType::kBF16});
+    ASSERT_TRUE(kv.is_ok()) << kv.status().to_string();
+    EXPECT_EQ((*kv)->bytes(), p->memory.kv_bytes_per_token_model * n_blocks * block_size);
+    const auto& m = r.model.config.mla;
+    EXPECT_EQ(p->memory.kv_bytes_per_token_model, (m.kv_lora_rank + m.qk_rope_head_dim) * 2 * r.model.config.num_hidden_layers);
+  }
+}
+
+}  // namespace
+}  // namespace frugal::plan

@@ -222,6 +222,34 @@ Status CpuBackend::gather_rows(const ops::GatherRowsParams& p) {
   return {};
 }
 
+// Routing is a few hundred scalar operations per token: the reference, over token ranges.
+Status CpuBackend::moe_route(const ops::MoeRouteParams& p) {
+  FRUGAL_RETURN_IF_ERROR(validate(p));
+  pool_->parallel_for(p.n_tokens, grain_for(int64_t{8} * p.n_experts), [&](int64_t t0, int64_t t1) {
+    ops::MoeRouteParams q = p;
+    q.logits = p.logits + t0 * p.ld_logits;
+    q.n_tokens = t1 - t0;
+    q.topk_idx = p.topk_idx + t0 * p.top_k;
+    q.topk_weight = p.topk_weight + t0 * p.top_k;
+    q.dense_weight = p.dense_weight ? p.dense_weight + t0 * p.n_experts : nullptr;
+    ops::ref::moe_route(q);
+  });
+  return {};
+}
+
+Status CpuBackend::scale_rows(const ops::ScaleRowsParams& p) {
+  FRUGAL_RETURN_IF_ERROR(validate(p));
+  if (p.rows == 0 || p.dim == 0) return {};
+  pool_->parallel_for(p.rows, grain_for(p.dim), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float s = p.scale[t * p.ld_scale];
+      float* x = static_cast<float*>(p.x) + t * p.ld_x;
+      for (int64_t j = 0; j < p.dim; ++j) x[j] *= s;
+    }
+  });
+  return {};
+}
+
 }  // namespace
 }  // namespace cpu
 

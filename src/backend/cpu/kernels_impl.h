@@ -180,6 +180,19 @@ void silu_mul(const ops::SiluMulParams& p, int64_t t0, int64_t t1) {
 
 // ---------------------------------------------------------------- rope
 
+// Interleaved pairs (2i, 2i + 1): DeepSeek's small rope part, scalar.
+inline void rope_heads_interleaved(float* base, int64_t ld, int n_heads, int64_t t, int head_dim, int half,
+                                   const float* cs, const float* sn) {
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = base + t * ld + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float x0 = v[2 * i], x1 = v[2 * i + 1];
+      v[2 * i] = x0 * cs[i] - x1 * sn[i];
+      v[2 * i + 1] = x1 * cs[i] + x0 * sn[i];
+    }
+  }
+}
+
 inline void rope_heads(float* base, int64_t ld, int n_heads, int64_t t, int head_dim, int half,
                        const float* cs, const float* sn) {
   for (int h = 0; h < n_heads; ++h) {
@@ -210,8 +223,9 @@ void rope(const ops::RopeParams& p, int64_t t0, int64_t t1) {
       cs[i] = static_cast<float>(std::cos(a) * p.attention_factor);
       sn[i] = static_cast<float>(std::sin(a) * p.attention_factor);
     }
-    if (p.q) rope_heads(static_cast<float*>(p.q), p.ld_q, p.n_head, t, p.head_dim, half, cs, sn);
-    if (p.k) rope_heads(static_cast<float*>(p.k), p.ld_k, p.n_head_kv, t, p.head_dim, half, cs, sn);
+    const auto heads = p.interleaved ? rope_heads_interleaved : rope_heads;
+    if (p.q) heads(static_cast<float*>(p.q), p.ld_q, p.n_head, t, p.head_dim, half, cs, sn);
+    if (p.k) heads(static_cast<float*>(p.k), p.ld_k, p.n_head_kv, t, p.head_dim, half, cs, sn);
   }
 }
 

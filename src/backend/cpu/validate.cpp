@@ -241,4 +241,35 @@ Status validate(const ops::GatherRowsParams& p) {
   return {};
 }
 
+Status validate(const ops::MoeRouteParams& p) {
+  const char* op = "moe_route";
+  FRUGAL_RETURN_IF_ERROR(need(p.n_tokens >= 0, op, "negative n_tokens"));
+  FRUGAL_RETURN_IF_ERROR(need(p.n_experts > 0 && p.n_experts <= ops::kMoeMaxExperts, op,
+                              "n_experts must be in [1, " + str(ops::kMoeMaxExperts) + "]"));
+  FRUGAL_RETURN_IF_ERROR(need(p.top_k > 0 && p.top_k <= p.n_experts && p.top_k <= ops::kMoeMaxTopK, op,
+                              "top_k must be in [1, min(n_experts, " + str(ops::kMoeMaxTopK) + ")]"));
+  FRUGAL_RETURN_IF_ERROR(need(p.n_group > 0 && p.n_experts % p.n_group == 0, op, "n_group must divide n_experts"));
+  FRUGAL_RETURN_IF_ERROR(need(p.topk_group > 0 && p.topk_group <= p.n_group, op, "topk_group must be in [1, n_group]"));
+  FRUGAL_RETURN_IF_ERROR(need(p.method == ops::MoeTopk::kGreedy || p.top_k <= p.topk_group * (p.n_experts / p.n_group), op,
+                              "top_k exceeds the experts of topk_group groups"));
+  if (p.n_tokens == 0) return {};
+  FRUGAL_RETURN_IF_ERROR(need_ptr(p.logits, op, "logits"));
+  FRUGAL_RETURN_IF_ERROR(need_ptr(p.topk_idx, op, "topk_idx"));
+  FRUGAL_RETURN_IF_ERROR(need_ptr(p.topk_weight, op, "topk_weight"));
+  FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_logits, p.n_experts, op, "ld_logits"));
+  if (p.bias) FRUGAL_RETURN_IF_ERROR(need_float(p.bias_dtype, op, "bias_dtype"));
+  return {};
+}
+
+Status validate(const ops::ScaleRowsParams& p) {
+  const char* op = "scale_rows";
+  FRUGAL_RETURN_IF_ERROR(need(p.rows >= 0 && p.dim >= 0 && p.ld_scale >= 0, op, "negative rows, dim or ld_scale"));
+  if (p.rows == 0 || p.dim == 0) return {};
+  FRUGAL_RETURN_IF_ERROR(need_f32(p.act_dtype, op, "act_dtype"));
+  FRUGAL_RETURN_IF_ERROR(need_ptr(p.x, op, "x"));
+  FRUGAL_RETURN_IF_ERROR(need_ptr(p.scale, op, "scale"));
+  FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_x, p.dim, op, "ld_x"));
+  return {};
+}
+
 }  // namespace frugal::cpu

@@ -335,6 +335,21 @@ Status CudaBackend::silu_mul(const ops::SiluMulParams& p) {
   return check_launch(launch_silu_mul(p, stream_), "silu_mul");
 }
 
+Status CudaBackend::moe_route(const ops::MoeRouteParams& p) {
+  if (p.n_experts <= 0 || p.n_experts > ops::kMoeMaxExperts || p.top_k <= 0 || p.top_k > p.n_experts ||
+      p.top_k > ops::kMoeMaxTopK || p.n_group <= 0 || p.n_experts % p.n_group != 0 || p.topk_group <= 0 ||
+      p.topk_group > p.n_group)
+    return invalid_argument("cuda moe_route: n_experts " + std::to_string(p.n_experts) + ", top_k " +
+                            std::to_string(p.top_k) + ", n_group " + std::to_string(p.n_group) + ", topk_group " +
+                            std::to_string(p.topk_group) + " out of range");
+  return check_launch(launch_moe_route(p, stream_), "moe_route");
+}
+
+Status CudaBackend::scale_rows(const ops::ScaleRowsParams& p) {
+  if (!is_float_act(p.act_dtype)) return unsupported("cuda scale_rows: act " + dt(p.act_dtype));
+  return check_launch(launch_scale_rows(p, stream_), "scale_rows");
+}
+
 Status CudaBackend::gather_rows(const ops::GatherRowsParams& p) {
   if (!is_float_act(p.x_dtype) || !is_float_act(p.out_dtype))
     return unsupported("cuda gather_rows: " + dt(p.x_dtype) + " -> " + dt(p.out_dtype));

@@ -79,9 +79,10 @@ __global__ void rope_kernel(ops::RopeParams p) {
     sincosf(pos * p.inv_freq[i], &s, &c);  // fp32 angle, as HF computes it
     c *= p.attention_factor;
     s *= p.attention_factor;
-    float x0 = load_f(p.act_dtype, base, off + i), x1 = load_f(p.act_dtype, base, off + i + half);
-    store_f(p.act_dtype, base, off + i, x0 * c - x1 * s);
-    store_f(p.act_dtype, base, off + i + half, x1 * c + x0 * s);
+    const int64_t i0 = p.interleaved ? off + 2 * i : off + i, i1 = p.interleaved ? i0 + 1 : i0 + half;
+    float x0 = load_f(p.act_dtype, base, i0), x1 = load_f(p.act_dtype, base, i1);
+    store_f(p.act_dtype, base, i0, x0 * c - x1 * s);
+    store_f(p.act_dtype, base, i1, x1 * c + x0 * s);
   }
 }
 
@@ -252,7 +253,7 @@ __global__ void rope_bf16_kernel(ops::RopeParams p) {
 }
 
 bool rope_bf16_ok(const ops::RopeParams& p) {
-  return p.act_dtype == DType::kBF16 && p.q != nullptr && p.k != nullptr && p.rotary_dim % 4 == 0 &&
+  return p.act_dtype == DType::kBF16 && !p.interleaved && p.q != nullptr && p.k != nullptr && p.rotary_dim % 4 == 0 &&
          p.head_dim % 2 == 0 && p.ld_q % 2 == 0 && p.ld_k % 2 == 0 && aligned(p.q, 4) && aligned(p.k, 4);
 }
 

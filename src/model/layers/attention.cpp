@@ -31,7 +31,7 @@ Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaS
   FRUGAL_RETURN_IF_ERROR(b->rope(ops::RopeParams{
       .q = q, .k = k, .act_dtype = act, .positions = step.positions, .inv_freq = step.inv_freq,
       .n_tokens = n, .ld_q = ld_q, .ld_k = ld_kv, .n_head = shape.n_head, .n_head_kv = shape.n_head_kv,
-      .head_dim = shape.head_dim, .rotary_dim = shape.rotary_dim, .attention_factor = 1.0f}));
+      .head_dim = shape.head_dim, .rotary_dim = shape.rotary_dim, .attention_factor = shape.attention_factor}));
   FRUGAL_RETURN_IF_ERROR(b->kv_write(ops::KvWriteParams{
       .cache = cache, .k = k, .v = v, .act_dtype = act, .ld_k = ld_kv, .ld_v = ld_kv,
       .slot_mapping = step.slot_mapping, .n_tokens = n}));

@@ -25,6 +25,7 @@ struct GqaShape {
   int32_t sliding_window = 0;  // 0: full attention
   int32_t sink_tokens = 0;     // with sliding_window: positions < sink_tokens are attended too
   float scale = 1.0f;
+  float attention_factor = 1.0f;  // multiplies cos/sin (YaRN; model/rope.h)
 };
 
 // Device metadata of one step, shared by every layer.

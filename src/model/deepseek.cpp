@@ -1,0 +1,398 @@
+// The DeepSeek family forward pass (DeepseekV2ForCausalLM, DeepseekV3ForCausalLM), as
+// transformers' modeling_deepseek_v2 / v3: pre-norm decoder layers of multi-head latent
+// attention (MLA) and either a dense gated MLP (the first first_k_dense_replace layers, and
+// those off moe_layer_freq) or DeepSeekMoE (shared experts plus top-k routed experts), each added
+// into the residual stream. Weights are bound by arch-table slot; the step machinery is the
+// ModelRunner's (runner.h).
+//
+// MLA, per token: q = q_proj(x) (or q_b(rms_norm(q_a(x))) with q_lora_rank), per head
+// [q_nope | q_pe]; kv_a(x) = [c | k_pe] with the latent c = rms_norm(kv_a_layernorm) of the first
+// kv_lora_rank values; kv_b(c) = per head [k_nope | v]. The paged cache stores only [c | k_pe]
+// (kv_lora_rank + qk_rope_head_dim values per token per layer, kv/kv_geometry.h), and attention
+// runs in the latent space for every step (weight absorption):
+//   q_nope . k_nope = (W_UK^T q_nope) . c,   out = W_UV (sum_j p_j c_j)
+// so each head's query is [W_UK^T q_nope | q_pe] against one shared KV head [c | k_pe], which
+// the paged attention op runs as MQA with K = V = the latent row (its output's first
+// kv_lora_rank values are sum_j p_j c_j). W_abs[h] = [[W_UK[h]^T, 0], [0, I]] is built once
+// at load (one matmul per head gives [q_abs | q_pe]); W_UV[h] is a row slice of kv_b_proj.
+//
+// RoPE is the interleaved form (pairs (2i, 2i + 1)) on the qk_rope part only: transformers'
+// DeepSeek-V2 complex-number rope and V3 with rope_interleave (its default).
+//
+// MoE (correctness first): the router (mlp.gate, f32 logits) feeds the moe_route op, which
+// writes each token's weight for every expert (0 where not chosen); every routed expert then
+// runs over all tokens with its output rows scaled by those weights. Permuting tokens by expert
+// and a grouped GEMM are the next step (docs/model.md).
+#include <cmath>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/families.h"
+#include "model/layers/linear.h"
+#include "model/layers/mlp.h"
+#include "model/rope.h"
+
+namespace frugal::model {
+namespace {
+
+using T = TensorSlot;
+
+struct MlaWeights {
+  std::optional<Linear> q;   // q_proj [H * qk, hidden] (q_lora_rank == 0)
+  std::optional<Linear> q_a; // q_a_proj [q_lora_rank, hidden]
+  Norm q_a_norm;             // [q_lora_rank]
+  std::optional<Linear> q_b; // q_b_proj [H * qk, q_lora_rank]
+  Linear kv_a;               // kv_a_proj_with_mqa [rank + rope, hidden]
+  Norm kv_a_norm;            // [rank]
+  Linear kv_b;               // kv_b_proj [H * (nope + v), rank]
+  Linear o;                  // o_proj [hidden, H * v]
+  ops::DeviceBuffer w_abs;   // [H, rank + rope, qk]: W_abs[h] (kv_b's dtype)
+};
+
+struct MoeWeights {
+  Linear router;                       // mlp.gate [E, hidden], never quantized
+  const void* router_bias = nullptr;   // e_score_correction_bias [E] (V3)
+  DType router_bias_dtype = DType::kF32;
+  std::vector<layers::MlpWeights> experts;
+  std::optional<layers::MlpWeights> shared;
+};
+
+struct DeepseekLayer {
+  Norm attn_norm;
+  MlaWeights attn;
+  Norm mlp_norm;
+  std::optional<layers::MlpWeights> dense;  // dense layers
+  std::optional<MoeWeights> moe;            // MoE layers
+};
+
+// Activation buffers for max_batch_tokens rows T and max_logit_rows rows R.
+struct Workspace {
+  void* resid;    // [T, hidden]
+  void* xn;       // [T, hidden]
+  void* qa;       // [T, q_lora_rank]
+  void* q;        // [T, H * qk]
+  void* kva;      // [T, rank + rope]: [c | k_pe], the cache row
+  void* qcat;     // [T, H * (rank + rope)]: [q_abs | q_pe] per head
+  void* ocat;     // [T, H * (rank + rope)]: attention output in the latent space
+  void* attn;     // [T, H * v]
+  void* gate;     // [T, 2 * max inter]
+  void* up;       // [T, max inter]
+  float* rlogits; // [T, E] f32 router logits
+  float* rdense;  // [T, E] f32 router weights (0 where not chosen)
+  int32_t* ridx;  // [T, top_k]
+  float* rw;      // [T, top_k]
+  void* sel;      // [R, hidden]
+};
+
+class DeepseekFamily final : public ForwardFamily {
+ public:
+  Status bind(const FamilyInputs& in) {
+    const ModelConfig& c = in.config;
+    config_ = c;
+    const MlaConfig& m = c.mla;
+    H_ = c.num_attention_heads;
+    rank_ = m.kv_lora_rank;
+    rope_ = m.qk_rope_head_dim;
+    nope_ = m.qk_nope_head_dim;
+    vdim_ = m.v_head_dim;
+    qk_ = nope_ + rope_;
+    auto name = [&](TensorSlot s, int64_t layer = -1, int64_t expert = -1) { return tensor_name(in.arch, s, layer, expert); };
+    const WeightStore& w = in.weights;
+    FRUGAL_ASSIGN_OR_RETURN(embed_, w.embedding(name(T::kTokenEmbd)));
+    FRUGAL_ASSIGN_OR_RETURN(final_norm_, w.norm(name(T::kOutputNorm)));
+    FRUGAL_ASSIGN_OR_RETURN(lm_head_, w.linear(name(c.tie_word_embeddings ? T::kTokenEmbd : T::kOutput), ""));
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      DeepseekLayer l;
+      FRUGAL_ASSIGN_OR_RETURN(l.attn_norm, w.norm(name(T::kAttnNorm, i)));
+      FRUGAL_ASSIGN_OR_RETURN(l.mlp_norm, w.norm(name(T::kFfnNorm, i)));
+      MlaWeights& a = l.attn;
+      if (m.q_lora_rank > 0) {
+        FRUGAL_ASSIGN_OR_RETURN(a.q_a, w.linear(name(T::kAttnQA, i), name(T::kAttnQABias, i)));
+        FRUGAL_ASSIGN_OR_RETURN(a.q_a_norm, w.norm(name(T::kAttnQANorm, i)));
+        FRUGAL_ASSIGN_OR_RETURN(a.q_b, w.linear(name(T::kAttnQB, i), ""));
+      } else {
+        FRUGAL_ASSIGN_OR_RETURN(a.q, w.linear(name(T::kAttnQ, i), ""));
+      }
+      FRUGAL_ASSIGN_OR_RETURN(a.kv_a, w.linear(name(T::kAttnKvA, i), name(T::kAttnKvABias, i)));
+      FRUGAL_ASSIGN_OR_RETURN(a.kv_a_norm, w.norm(name(T::kAttnKvANorm, i)));
+      FRUGAL_ASSIGN_OR_RETURN(a.kv_b, w.linear(name(T::kAttnKvB, i), ""));
+      FRUGAL_ASSIGN_OR_RETURN(a.o, w.linear(name(T::kAttnO, i), name(T::kAttnOBias, i)));
+      FRUGAL_ASSIGN_OR_RETURN(a.w_abs, absorbed_q_weight(in.backend, a.kv_b, name(T::kAttnKvB, i)));
+      if (is_moe_layer(c, i)) {
+        MoeWeights moe;
+        FRUGAL_ASSIGN_OR_RETURN(moe.router, w.linear(name(T::kFfnRouter, i), ""));
+        if (moe.router.weight.format.scheme != ops::WeightScheme::kDense)
+          return invalid_argument(name(T::kFfnRouter, i) + ": the MoE router must be stored dense (bf16/f32), not quantized");
+        if (in.arch.router_score_bias) {
+          const std::string bn = name(T::kFfnRouterBias, i);
+          const TensorView* b = w.find(bn);
+          if (!b) return not_found(bn + ": missing");
+          moe.router_bias = b->data;
+          moe.router_bias_dtype = b->dtype;
+        }
+        for (int64_t e = 0; e < c.moe.n_routed_experts; ++e) {
+          layers::MlpWeights x;
+          FRUGAL_RETURN_IF_ERROR(bind_mlp(w, name(T::kExpGate, i, e), name(T::kExpUp, i, e), name(T::kExpDown, i, e), x));
+          moe.experts.push_back(x);
+        }
+        if (c.moe.n_shared_experts > 0) {
+          layers::MlpWeights x;
+          FRUGAL_RETURN_IF_ERROR(bind_mlp(w, name(T::kShexpGate, i), name(T::kShexpUp, i), name(T::kShexpDown, i), x));
+          moe.shared = x;
+        }
+        l.moe = std::move(moe);
+      } else {
+        layers::MlpWeights x;
+        FRUGAL_RETURN_IF_ERROR(bind_mlp(w, name(T::kFfnGate, i), name(T::kFfnUp, i), name(T::kFfnDown, i), x));
+        l.dense = x;
+      }
+      layers_.push_back(std::move(l));
+    }
+    // Softmax scale: qk_head_dim^-0.5, times yarn_mscale(factor, mscale_all_dim)^2 under YaRN
+    // (transformers' DeepseekV2/V3Attention).
+    double scale = 1.0 / std::sqrt(static_cast<double>(qk_));
+    const RopeScaling& rs = c.rope_scaling;
+    if (rs.type == RopeScalingType::kYarn && rs.mscale_all_dim != 0) {
+      const double ms = yarn_mscale(rs.factor, rs.mscale_all_dim);
+      scale *= ms * ms;
+    }
+    scale_ = static_cast<float>(scale);
+    attention_factor_ = static_cast<float>(rope_attention_factor(c));
+    interleaved_ = (c.architecture == "DeepseekV2ForCausalLM" || c.rope_interleave);
+    return Status::ok();
+  }
+
+  std::vector<BufferRequest> workspace(const RunnerLimits& lim, DType act) const override {
+    const auto& c = config_;
+    const int64_t T = lim.max_batch_tokens, R = lim.max_logit_rows;
+    const int64_t E = std::max<int64_t>(c.moe.n_routed_experts, 1), K = std::max<int64_t>(c.moe.num_experts_per_tok, 1);
+    const int64_t inter = std::max({c.intermediate_size, c.moe.moe_intermediate_size,
+                                    c.moe.moe_intermediate_size * c.moe.n_shared_experts});
+    auto b = [&](const char* n, int64_t elems) { return BufferRequest{.name = n, .bytes = dtype_bytes(act, elems)}; };
+    auto f = [&](const char* n, int64_t elems) { return BufferRequest{.name = n, .bytes = elems * 4}; };
+    return {b("resid", T * c.hidden_size), b("xn", T * c.hidden_size), b("qa", T * std::max<int64_t>(c.mla.q_lora_rank, 1)),
+            b("q", T * H_ * qk_), b("kva", T * (rank_ + rope_)), b("qcat", T * H_ * (rank_ + rope_)),
+            b("ocat", T * H_ * (rank_ + rope_)), b("attn", T * H_ * vdim_), b("gate", 2 * T * inter), b("up", T * inter),
+            f("router_logits", T * E), f("router_dense", T * E), f("router_idx", T * K), f("router_w", T * K),
+            b("sel", R * c.hidden_size)};
+  }
+
+  void bind_workspace(std::span<void* const> p) override {
+    ws_ = Workspace{.resid = p[0], .xn = p[1], .qa = p[2], .q = p[3], .kva = p[4], .qcat = p[5], .ocat = p[6],
+                    .attn = p[7], .gate = p[8], .up = p[9], .rlogits = static_cast<float*>(p[10]),
+                    .rdense = static_cast<float*>(p[11]), .ridx = static_cast<int32_t*>(p[12]),
+                    .rw = static_cast<float*>(p[13]), .sel = p[14]};
+  }
+
+  // x = embed(tokens); the layers; logits = lm_head(rms_norm(x)[logits_rows]).
+  Status forward(const StepContext& step, KvStorage& kv) override {
+    ops::Backend* be = step.backend;
+    const DType act = step.act;
+    const int64_t n = step.in.n_tokens, hidden = config_.hidden_size;
+    const double eps = config_.rms_norm_eps;
+    FRUGAL_RETURN_IF_ERROR(be->embedding(ops::EmbeddingParams{
+        .table = embed_.table, .table_dtype = embed_.dtype, .ids = step.tokens, .out = ws_.resid,
+        .out_dtype = act, .n_tokens = n, .dim = hidden, .vocab = embed_.vocab}));
+    FRUGAL_RETURN_IF_ERROR(step.tap("embed", ws_.resid, n, hidden));
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const DeepseekLayer& l = layers_[i];
+      const std::string blk = "blk." + std::to_string(i);
+      // x += mla(rms_norm(x))
+      FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, l.attn_norm, act, ws_.resid, ws_.xn, n, eps));
+      FRUGAL_RETURN_IF_ERROR(mla(be, act, l.attn, step.in, kv.layer(static_cast<int32_t>(i)), n));
+      if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap(blk + ".attn_out", ws_.resid, n, hidden));
+      // x += mlp(rms_norm(x)) or moe(rms_norm(x))
+      FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, l.mlp_norm, act, ws_.resid, ws_.xn, n, eps));
+      if (l.dense) {
+        FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, *l.dense, n, ws_.xn, ws_.resid, ws_.gate, ws_.up));
+      } else {
+        FRUGAL_RETURN_IF_ERROR(moe(be, act, *l.moe, n));
+        // The router's weights per expert (0 where not chosen): f32 only where act is f32.
+        if (step.taps->enabled() && act == DType::kF32)
+          FRUGAL_RETURN_IF_ERROR(step.tap(blk + ".router", ws_.rdense, n, config_.moe.n_routed_experts));
+      }
+      if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap(blk + ".out", ws_.resid, n, hidden));
+    }
+    FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, final_norm_, act, ws_.resid, ws_.xn, n, eps));
+    FRUGAL_RETURN_IF_ERROR(step.tap("out_norm", ws_.xn, n, hidden));
+    const int64_t rows = step.n_logits_rows;
+    if (rows == 0) return Status::ok();
+    FRUGAL_RETURN_IF_ERROR(be->gather_rows(ops::GatherRowsParams{
+        .x = ws_.xn, .x_dtype = act, .ld_x = hidden, .rows = step.logits_rows,
+        .out = ws_.sel, .out_dtype = act, .ld_out = hidden, .n_rows = rows, .dim = hidden}));
+    return be->matmul(ops::MatmulParams{
+        .x = ws_.sel, .x_dtype = act, .ld_x = hidden, .w = lm_head_.weight,
+        .bias = nullptr, .bias_dtype = DType::kF32, .y = step.logits, .y_dtype = DType::kF32,
+        .ld_y = config_.vocab_size, .m = rows, .n = config_.vocab_size, .k = hidden, .accumulate = false});
+  }
+
+ private:
+  static Status bind_mlp(const WeightStore& w, const std::string& g, const std::string& u, const std::string& d,
+                         layers::MlpWeights& out) {
+    FRUGAL_ASSIGN_OR_RETURN(out.gate, w.linear(g, ""));
+    FRUGAL_ASSIGN_OR_RETURN(out.up, w.linear(u, ""));
+    FRUGAL_ASSIGN_OR_RETURN(out.down, w.linear(d, ""));
+    const Linear parts[] = {out.gate, out.up};
+    out.gate_up = fuse_rows(parts);
+    return Status::ok();
+  }
+
+  // W_abs[h] = [[W_UK[h]^T, 0], [0, I_rope]] ([rank + rope, qk], kv_b's dtype), where W_UK[h]
+  // is rows [h (nope + v), h (nope + v) + nope) of kv_b_proj ([nope, rank]).
+  Result<ops::DeviceBuffer> absorbed_q_weight(ops::Backend* be, const Linear& kv_b, const std::string& name) const {
+    if (kv_b.weight.format.scheme != ops::WeightScheme::kDense)
+      return unsupported(name + ": MLA weight absorption needs a dense kv_b_proj (quantized kv_b is not supported yet)");
+    const DType t = kv_b.weight.format.dtype;
+    if (t != DType::kBF16 && t != DType::kF32 && t != DType::kF16)
+      return unsupported(name + ": kv_b_proj dtype " + std::string(dtype_name(t)) + " (expected bf16, f16 or f32)");
+    const size_t es = static_cast<size_t>(dtype_bytes(t, 1));
+    std::vector<uint8_t> kvb(static_cast<size_t>(kv_b.out * kv_b.in) * es);
+    FRUGAL_RETURN_IF_ERROR(be->download(kvb.data(), kv_b.weight.data, kvb.size()));
+    FRUGAL_RETURN_IF_ERROR(be->synchronize());
+    const int64_t rows = rank_ + rope_, cols = qk_;
+    std::vector<uint8_t> abs(static_cast<size_t>(H_ * rows * cols) * es, 0);
+    uint8_t one[4];
+    if (t == DType::kF32) { const float f = 1.0f; std::memcpy(one, &f, 4); }
+    else { const uint16_t b = t == DType::kBF16 ? f32_to_bf16(1.0f) : f32_to_f16(1.0f); std::memcpy(one, &b, 2); }
+    for (int64_t h = 0; h < H_; ++h) {
+      uint8_t* dst = abs.data() + static_cast<size_t>(h * rows * cols) * es;
+      for (int64_t r = 0; r < rank_; ++r)      // W_abs[h][r][j] = W_UK[h][j][r]
+        for (int64_t j = 0; j < nope_; ++j)
+          std::memcpy(dst + static_cast<size_t>(r * cols + j) * es,
+                      kvb.data() + static_cast<size_t>((h * (nope_ + vdim_) + j) * rank_ + r) * es, es);
+      for (int64_t r = 0; r < rope_; ++r)
+        std::memcpy(dst + static_cast<size_t>((rank_ + r) * cols + nope_ + r) * es, one, es);
+    }
+    FRUGAL_ASSIGN_OR_RETURN(ops::DeviceBuffer buf, ops::DeviceBuffer::create(be, abs.size()));
+    FRUGAL_RETURN_IF_ERROR(be->upload(buf.data(), abs.data(), abs.size()));
+    FRUGAL_RETURN_IF_ERROR(be->synchronize());
+    return buf;
+  }
+
+  // residual += o_proj(MLA(xn)), absorbed (see the top of the file).
+  Status mla(ops::Backend* be, DType act, const MlaWeights& a, const layers::StepInputs& in,
+             const ops::KvCacheLayer& cache, int64_t n) const {
+    const int64_t hidden = config_.hidden_size, lat = rank_ + rope_, q_ld = H_ * qk_, cat_ld = H_ * lat;
+    if (a.q) {
+      FRUGAL_RETURN_IF_ERROR(layers::linear(be, *a.q, act, ws_.xn, hidden, ws_.q, q_ld, n, false));
+    } else {
+      const int64_t qr = a.q_a->out;
+      FRUGAL_RETURN_IF_ERROR(layers::linear(be, *a.q_a, act, ws_.xn, hidden, ws_.qa, qr, n, false));
+      FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, a.q_a_norm, act, ws_.qa, ws_.qa, n, config_.rms_norm_eps));
+      FRUGAL_RETURN_IF_ERROR(layers::linear(be, *a.q_b, act, ws_.qa, qr, ws_.q, q_ld, n, false));
+    }
+    // [c | k_pe] = kv_a(x); c = rms_norm(c) in place.
+    FRUGAL_RETURN_IF_ERROR(layers::linear(be, a.kv_a, act, ws_.xn, hidden, ws_.kva, lat, n, false));
+    FRUGAL_RETURN_IF_ERROR(be->rms_norm(ops::RmsNormParams{
+        .x = ws_.kva, .residual = nullptr, .y = ws_.kva, .weight = a.kv_a_norm.weight, .act_dtype = act,
+        .weight_dtype = a.kv_a_norm.dtype, .rows = n, .dim = rank_, .ld_x = lat, .ld_res = lat, .ld_y = lat,
+        .eps = static_cast<float>(config_.rms_norm_eps)}));
+    // RoPE on q_pe (the last rope values of each q head) and k_pe (the end of the latent row):
+    // pointers start at the rope part, heads are qk apart, only the first rotary_dim rotate.
+    FRUGAL_RETURN_IF_ERROR(be->rope(ops::RopeParams{
+        .q = static_cast<uint8_t*>(ws_.q) + dtype_bytes(act, nope_), .k = static_cast<uint8_t*>(ws_.kva) + dtype_bytes(act, rank_),
+        .act_dtype = act, .positions = in.positions, .inv_freq = in.inv_freq, .n_tokens = n, .ld_q = q_ld,
+        .ld_k = lat, .n_head = static_cast<int32_t>(H_), .n_head_kv = 1, .head_dim = static_cast<int32_t>(qk_),
+        .rotary_dim = static_cast<int32_t>(rope_), .attention_factor = attention_factor_, .interleaved = interleaved_}));
+    FRUGAL_RETURN_IF_ERROR(be->kv_write(ops::KvWriteParams{
+        .cache = cache, .k = ws_.kva, .v = ws_.kva, .act_dtype = act, .ld_k = lat, .ld_v = lat,
+        .slot_mapping = in.slot_mapping, .n_tokens = n}));
+    // [q_abs | q_pe] per head.
+    const DType wt = a.kv_b.weight.format.dtype;
+    for (int64_t h = 0; h < H_; ++h) {
+      FRUGAL_RETURN_IF_ERROR(be->matmul(ops::MatmulParams{
+          .x = static_cast<const uint8_t*>(ws_.q) + dtype_bytes(act, h * qk_), .x_dtype = act, .ld_x = q_ld,
+          .w = ops::dense_weight(a.w_abs.as<uint8_t>() + dtype_bytes(wt, h * lat * qk_), wt), .bias = nullptr,
+          .bias_dtype = DType::kF32, .y = static_cast<uint8_t*>(ws_.qcat) + dtype_bytes(act, h * lat), .y_dtype = act,
+          .ld_y = cat_ld, .m = n, .n = lat, .k = qk_, .accumulate = false}));
+    }
+    FRUGAL_RETURN_IF_ERROR(be->attention(ops::AttentionParams{
+        .cache = cache, .q = ws_.qcat, .out = ws_.ocat, .act_dtype = act, .ld_q = cat_ld, .ld_out = cat_ld,
+        .n_seqs = in.n_seqs, .n_tokens = static_cast<int32_t>(n), .q_start = in.q_start, .ctx_len = in.ctx_len,
+        .block_tables = in.block_tables, .max_blocks_per_seq = in.max_blocks_per_seq, .max_ctx_len = in.max_ctx_len,
+        .n_head = static_cast<int32_t>(H_), .sliding_window = 0, .scale = scale_, .n_decode_seqs = in.n_decode_seqs,
+        .decode_max_ctx_len = in.decode_max_ctx_len}));
+    // v[h] = W_UV[h] (the latent part of the output); W_UV[h] is rows [h (nope + v) + nope, + v) of kv_b.
+    for (int64_t h = 0; h < H_; ++h) {
+      const auto* w_uv = static_cast<const uint8_t*>(a.kv_b.weight.data) + dtype_bytes(wt, (h * (nope_ + vdim_) + nope_) * rank_);
+      FRUGAL_RETURN_IF_ERROR(be->matmul(ops::MatmulParams{
+          .x = static_cast<const uint8_t*>(ws_.ocat) + dtype_bytes(act, h * lat), .x_dtype = act, .ld_x = cat_ld,
+          .w = ops::dense_weight(w_uv, wt), .bias = nullptr, .bias_dtype = DType::kF32,
+          .y = static_cast<uint8_t*>(ws_.attn) + dtype_bytes(act, h * vdim_), .y_dtype = act, .ld_y = H_ * vdim_,
+          .m = n, .n = vdim_, .k = rank_, .accumulate = false}));
+    }
+    return layers::linear(be, a.o, act, ws_.attn, H_ * vdim_, ws_.resid, hidden, n, true);
+  }
+
+  // residual += shared(xn) + sum_e weight[t, e] expert_e(xn).
+  Status moe(ops::Backend* be, DType act, const MoeWeights& w, int64_t n) const {
+    const MoeConfig& m = config_.moe;
+    const int64_t hidden = config_.hidden_size, E = m.n_routed_experts;
+    FRUGAL_RETURN_IF_ERROR(be->matmul(ops::MatmulParams{
+        .x = ws_.xn, .x_dtype = act, .ld_x = hidden, .w = w.router.weight, .bias = nullptr, .bias_dtype = DType::kF32,
+        .y = ws_.rlogits, .y_dtype = DType::kF32, .ld_y = E, .m = n, .n = E, .k = hidden, .accumulate = false}));
+    const ops::MoeTopk method = m.topk_method == "noaux_tc"               ? ops::MoeTopk::kNoauxTc
+                                : m.topk_method == "group_limited_greedy" ? ops::MoeTopk::kGroupLimitedGreedy
+                                                                          : ops::MoeTopk::kGreedy;
+    FRUGAL_RETURN_IF_ERROR(be->moe_route(ops::MoeRouteParams{
+        .logits = ws_.rlogits, .ld_logits = E, .bias = w.router_bias, .bias_dtype = w.router_bias_dtype,
+        .n_tokens = n, .n_experts = static_cast<int32_t>(E), .top_k = static_cast<int32_t>(m.num_experts_per_tok),
+        .n_group = method == ops::MoeTopk::kGreedy ? 1 : static_cast<int32_t>(m.n_group),
+        .topk_group = method == ops::MoeTopk::kGreedy ? 1 : static_cast<int32_t>(m.topk_group),
+        .scoring = m.scoring_func == "sigmoid" ? ops::MoeScoring::kSigmoid : ops::MoeScoring::kSoftmax,
+        .method = method, .norm_topk_prob = norm_topk_prob(), .routed_scaling_factor = static_cast<float>(m.routed_scaling_factor),
+        .topk_idx = ws_.ridx, .topk_weight = ws_.rw, .dense_weight = ws_.rdense}));
+    for (int64_t e = 0; e < E; ++e)
+      FRUGAL_RETURN_IF_ERROR(expert(be, act, w.experts[static_cast<size_t>(e)], n, ws_.rdense + e, E));
+    if (w.shared) FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, *w.shared, n, ws_.xn, ws_.resid, ws_.gate, ws_.up));
+    return Status::ok();
+  }
+
+  // transformers' DeepseekV2Moe never normalizes the top-k weights; V3 does with norm_topk_prob.
+  bool norm_topk_prob() const {
+    return config_.architecture == "DeepseekV3ForCausalLM" && config_.moe.norm_topk_prob;
+  }
+
+  // residual += scale[t] * down(silu(gate(xn)) * up(xn)), scale[t] = weights[t * ld_w].
+  Status expert(ops::Backend* be, DType act, const layers::MlpWeights& w, int64_t n, const float* weights,
+                int64_t ld_w) const {
+    const int64_t hidden = w.gate.in, inter = w.gate.out;
+    if (w.gate_up) {
+      FRUGAL_RETURN_IF_ERROR(layers::linear(be, *w.gate_up, act, ws_.xn, hidden, ws_.gate, 2 * inter, n, false));
+      FRUGAL_RETURN_IF_ERROR(be->silu_mul(ops::SiluMulParams{
+          .gate = ws_.gate, .up = static_cast<uint8_t*>(ws_.gate) + dtype_bytes(act, inter), .out = ws_.up,
+          .act_dtype = act, .n_tokens = n, .dim = inter, .ld_gate = 2 * inter, .ld_up = 2 * inter, .ld_out = inter}));
+    } else {
+      FRUGAL_RETURN_IF_ERROR(layers::linear(be, w.gate, act, ws_.xn, hidden, ws_.gate, inter, n, false));
+      FRUGAL_RETURN_IF_ERROR(layers::linear(be, w.up, act, ws_.xn, hidden, ws_.up, inter, n, false));
+      FRUGAL_RETURN_IF_ERROR(be->silu_mul(ops::SiluMulParams{
+          .gate = ws_.gate, .up = ws_.up, .out = ws_.up, .act_dtype = act, .n_tokens = n, .dim = inter,
+          .ld_gate = inter, .ld_up = inter, .ld_out = inter}));
+    }
+    FRUGAL_RETURN_IF_ERROR(be->scale_rows(ops::ScaleRowsParams{
+        .x = ws_.up, .act_dtype = act, .ld_x = inter, .rows = n, .dim = inter, .scale = weights, .ld_scale = ld_w}));
+    return layers::linear(be, w.down, act, ws_.up, inter, ws_.resid, hidden, n, true);
+  }
+
+  ModelConfig config_;
+  int64_t H_ = 0, rank_ = 0, rope_ = 0, nope_ = 0, vdim_ = 0, qk_ = 0;
+  float scale_ = 1.0f, attention_factor_ = 1.0f;
+  bool interleaved_ = true;
+  Embedding embed_;
+  Norm final_norm_;
+  Linear lm_head_;
+  std::vector<DeepseekLayer> layers_;
+  Workspace ws_{};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ForwardFamily>> make_deepseek_family(const FamilyInputs& in) {
+  auto f = std::make_unique<DeepseekFamily>();
+  FRUGAL_RETURN_IF_ERROR(f->bind(in));
+  return std::unique_ptr<ForwardFamily>(std::move(f));
+}
+
+}  // namespace frugal::model

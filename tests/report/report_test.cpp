@@ -1,0 +1,268 @@
+// `frugal report --quick` on the default model (models/reference-qwen2-20m) on the CPU:
+// every precision row present, every number finite, the JSON valid against
+// docs/report.schema.json (checked by python3-jsonschema, an independent validator), the HTML
+// rendered by headless Chromium with every plot and no console errors, and a screenshot left
+// under the build tree (tests/report/artifacts/). Failing and interrupted rows (acceptance 6).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include "report/report.h"
+#include "test_paths.h"
+
+namespace frugal::report {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kPlots[] = {"pareto", "sweep", "latency", "memory"};
+
+std::string artifacts() { return frugal::testing::binary_dir() + "/tests/report/artifacts"; }
+
+std::string read(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct ShellRun {
+  int code = -1;
+  std::string out;
+};
+
+ShellRun sh(const std::string& cmd) {
+  ShellRun r;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(f);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+ReportOptions quick(const std::string& out) {
+  ReportOptions o;
+  o.model_dir = frugal::testing::source_root() + "/models/reference-qwen2-20m";
+  o.quick = true;
+  o.threads = 2;
+  o.out_dir = out;
+  o.price_per_hour = 0.10;
+  o.text_file = frugal::testing::source_root() + "/tests/data/report/war-and-peace-excerpt.txt";
+  o.mc_dir = frugal::testing::source_root() + "/tests/data/eval/oracle-mmlu";
+  o.own = {.purchase_usd = 1000, .years = 3, .usd_per_kwh = 0.15, .utilization = 1.0, .power_w = 65};
+  return o;
+}
+
+// Every number anywhere in the document is finite (NaN/Inf would not even serialize as JSON
+// numbers: nlohmann writes them as null, so nulls are only allowed where a "why" explains them).
+void expect_finite(const nlohmann::json& j, const std::string& where) {
+  if (j.is_number()) {
+    EXPECT_TRUE(std::isfinite(j.get<double>())) << where;
+  } else if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) expect_finite(it.value(), where + "." + it.key());
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) expect_finite(j[i], where + "[" + std::to_string(i) + "]");
+  }
+}
+
+class ReportEndToEnd : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // ctest runs each test in its own process, in parallel: one directory per test filter.
+    std::string name = ::testing::GTEST_FLAG(filter);
+    for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    dir_ = artifacts() + "/e2e-" + name;
+    fs::remove_all(dir_);
+    auto r = run_report(quick(dir_));
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    report_ = new Report(*r);
+  }
+  static void TearDownTestSuite() { delete report_; }
+  static std::string dir_;
+  static Report* report_;
+};
+std::string ReportEndToEnd::dir_;
+Report* ReportEndToEnd::report_ = nullptr;
+
+TEST_F(ReportEndToEnd, EveryPrecisionRowPresentAndEveryNumberFinite) {
+  ASSERT_NE(report_, nullptr);
+  const auto j = nlohmann::json::parse(read(dir_ + "/report.json"));
+  ASSERT_EQ(j["rows"].size(), known_precisions().size());
+  for (size_t i = 0; i < known_precisions().size(); ++i) {
+    const auto& row = j["rows"][i];
+    EXPECT_EQ(row["precision"], known_precisions()[i]);
+    if (row["precision"] == "bf16") {
+      ASSERT_EQ(row["status"], "ok") << row.dump();
+      const auto& m = row["measured"];
+      EXPECT_GT(m["decode_b1_tok_per_s"]["value"].get<double>(), 0);
+      EXPECT_GT(m["prefill_tok_per_s"]["value"].get<double>(), 0);
+      EXPECT_GT(m["ttft_ms"]["value"].get<double>(), 0);
+      EXPECT_GE(m["itl_ms_p99"]["value"].get<double>(), m["itl_ms_p50"]["value"].get<double>());
+      EXPECT_LE(m["decode_b1_tok_per_s"]["ci95"][0].get<double>(), m["decode_b1_tok_per_s"]["value"].get<double>());
+      // KV per token of the CPU engine (f32), by hand: 2 (K, V) x 6 layers x 2 KV heads x 64 x 4 B.
+      EXPECT_EQ(m["kv_bytes_per_token"].get<double>(), 2 * 6 * 2 * 64 * 4);
+      EXPECT_EQ(row["predicted"]["kv_bytes_per_token"].get<double>(), 6144);
+      EXPECT_EQ(m["sweep"].size(), 3u);  // --quick: 1, 2, 4
+      // $/1M at the best batch: $0.10/h / (tok/s x 3600) x 1e6.
+      const double best = m["best_tok_per_s"].get<double>();
+      EXPECT_NEAR(row["cost"]["usd_per_m_tokens_rent"].get<double>(), 0.10 / (best * 3600) * 1e6, 1e-12);
+      // Owned: $1000 / (3 x 8760) + 0.065 kW x $0.15 per hour.
+      EXPECT_NEAR(row["cost"]["usd_per_m_tokens_own"].get<double>(),
+                  (1000.0 / (3 * 8760) + 0.065 * 0.15) / (best * 3600) * 1e6, 1e-12);
+      EXPECT_NEAR(row["cost"]["kwh_per_m_tokens"].get<double>(), 0.065 * 1e6 / best / 3600, 1e-12);
+      // Quality through frugal eval: PPL of the held-out text, MMLU over the 4 x 4 questions
+      // (--quick: 1 shot, 4 test questions per subject), bf16 the reference of KLD.
+      const auto& q = row["quality"];
+      EXPECT_GT(q["ppl"].get<double>(), 1.0) << q.dump();
+      EXPECT_EQ(q["kld_mean"].get<double>(), 0.0);
+      EXPECT_EQ(q["same_top1"].get<double>(), 1.0);
+      EXPECT_GE(q["mmlu"].get<double>(), 0.0);
+      EXPECT_LE(q["mmlu"].get<double>(), 1.0);
+      EXPECT_NE(q["mmlu_why"].get<std::string>().find("16 questions"), std::string::npos) << q.dump();
+    } else {
+      EXPECT_EQ(row["status"], "failed");
+      EXPECT_NE(row["why"].get<std::string>().find("not supported by this build"), std::string::npos) << row.dump();
+    }
+  }
+  expect_finite(j, "report");
+  EXPECT_TRUE(j["complete"].get<bool>());
+  EXPECT_FALSE(j["recommendations"].empty());
+  const std::string md = read(dir_ + "/report.md");
+  for (const std::string& p : known_precisions()) EXPECT_NE(md.find("| " + p + " |"), std::string::npos) << p;
+}
+
+TEST_F(ReportEndToEnd, JsonMatchesTheSchema) {
+  ASSERT_NE(report_, nullptr);
+  if (sh("python3 -c 'import jsonschema' 2>&1").code != 0) GTEST_SKIP() << "python3-jsonschema not installed";
+  const std::string schema = frugal::testing::source_root() + "/docs/report.schema.json";
+  const std::string check =
+      "import json, sys, jsonschema\n"
+      "s = json.load(open(sys.argv[1])); j = json.load(open(sys.argv[2]))\n"
+      "V = jsonschema.Draft202012Validator; V.check_schema(s); V(s).validate(j)\n"
+      "j['rows'][0]['measured'].pop('sweep'); ok = not V(s).is_valid(j)\n"
+      "print('schema ok' if ok else 'schema accepted a row without its sweep')\n"
+      "sys.exit(0 if ok else 1)\n";
+  std::ofstream(artifacts() + "/check_schema.py") << check;
+  const ShellRun r = sh("python3 " + artifacts() + "/check_schema.py " + schema + " " + dir_ + "/report.json 2>&1");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+TEST_F(ReportEndToEnd, HtmlIsSelfContainedWithEveryPlot) {
+  ASSERT_NE(report_, nullptr);
+  const std::string html = read(dir_ + "/report.html");
+  for (const char* id : kPlots) {
+    const size_t at = html.find(std::string("<figure class=\"plot\" id=\"") + id + "\">");
+    ASSERT_NE(at, std::string::npos) << id;
+    EXPECT_EQ(html.compare(at + std::string("<figure class=\"plot\" id=\"").size() + std::string(id).size() + 2, 4,
+                           "<svg"),
+              0)
+        << id;
+  }
+  // No network: nothing is fetched (no external scripts, styles, images or fonts).
+  EXPECT_EQ(html.find("src=\"http"), std::string::npos);
+  EXPECT_EQ(html.find("href=\"http"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+}
+
+std::string chromium() {
+  for (const char* c : {"chromium", "chromium-browser", "google-chrome"}) {
+    if (sh(std::string("command -v ") + c + " >/dev/null 2>&1").code == 0) return c;
+  }
+  return "";
+}
+
+TEST_F(ReportEndToEnd, RendersInHeadlessChromium) {
+  ASSERT_NE(report_, nullptr);
+  const std::string browser = chromium();
+  if (browser.empty()) GTEST_SKIP() << "chromium not installed (scripts/setup.sh installs Debian's)";
+  const std::string url = "file://" + fs::absolute(dir_ + "/report.html").string();
+  const std::string flags = " --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir=" + artifacts() +
+                            "/chromium-profile --enable-logging=stderr --v=0 --virtual-time-budget=2000";
+  const std::string log = artifacts() + "/chromium.log";
+  const ShellRun dom = sh(browser + flags + " --dump-dom " + url + " 2>" + log);
+  ASSERT_EQ(dom.code, 0) << read(log);
+  for (const char* id : kPlots) {
+    const size_t at = dom.out.find(std::string("id=\"") + id + "\"");
+    ASSERT_NE(at, std::string::npos) << id << "\n" << dom.out.substr(0, 2000);
+    EXPECT_NE(dom.out.find("<svg", at), std::string::npos) << id;
+  }
+  // Chromium logs console messages as "CONSOLE(line)" (errors also as "Uncaught ...").
+  const std::string errors = read(log);
+  EXPECT_EQ(errors.find("CONSOLE"), std::string::npos) << errors;
+  EXPECT_EQ(errors.find("Uncaught"), std::string::npos) << errors;
+  const std::string png = artifacts() + "/report.png";
+  fs::remove(png);
+  const ShellRun shot = sh(browser + flags + " --window-size=1280,2600 --screenshot=" + png + " " + url + " 2>>" + log);
+  EXPECT_EQ(shot.code, 0) << read(log);
+  ASSERT_TRUE(fs::exists(png)) << read(log);
+  EXPECT_GT(fs::file_size(png), 10000u);
+  std::printf("screenshot: %s\n", png.c_str());
+}
+
+TEST(ReportTest, InterruptedRunWritesTheRowsItHas) {
+  const std::string dir = artifacts() + "/interrupted";
+  fs::remove_all(dir);
+  ReportOptions o = quick(dir);
+  o.precisions = {"int8", "bf16", "nf4", "fp8"};
+  int polls = 0;
+  std::string snapshot;  // report.json as a run killed after the first row would leave it
+  o.should_stop = [&] {
+    if (++polls == 2) snapshot = read(dir + "/report.json");
+    return polls > 2;  // stop after two rows
+  };
+  auto r = run_report(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  const auto j = nlohmann::json::parse(read(dir + "/report.json"));
+  EXPECT_FALSE(j["complete"].get<bool>());
+  ASSERT_EQ(j["rows"].size(), 4u);
+  // A failing precision before a working one: the working row still runs.
+  EXPECT_EQ(j["rows"][0]["status"], "failed");
+  EXPECT_NE(j["rows"][0]["why"].get<std::string>().find("int8"), std::string::npos);
+  EXPECT_EQ(j["rows"][1]["status"], "ok");
+  for (int i : {2, 3}) {
+    EXPECT_EQ(j["rows"][i]["status"], "not run");
+    EXPECT_NE(j["rows"][i]["why"].get<std::string>().find("interrupted"), std::string::npos);
+  }
+  const auto snap = nlohmann::json::parse(snapshot);
+  EXPECT_EQ(snap["rows"][0]["status"], "failed");
+  for (int i : {1, 2, 3}) {
+    EXPECT_EQ(snap["rows"][i]["status"], "not run");
+    EXPECT_NE(snap["rows"][i]["why"].get<std::string>().find("not run yet"), std::string::npos) << snap.dump();
+  }
+  const std::string md = read(dir + "/report.md");
+  EXPECT_NE(md.find("nf4 not run: interrupted"), std::string::npos) << md;
+  EXPECT_NE(md.find("int8 failed: format int8 not supported"), std::string::npos) << md;
+  EXPECT_NE(read(dir + "/report.html").find("interrupted"), std::string::npos);
+}
+
+TEST(ReportTest, BadInputIsNamed) {
+  auto p = parse_precisions("bf16,int3");
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("'int3'"), std::string::npos);
+  EXPECT_EQ(*parse_precisions("int8,bf16,int8"), (std::vector<std::string>{"int8", "bf16"}));
+  ReportOptions o = quick(artifacts() + "/bad");
+  o.model_dir = "/nonexistent/model";
+  auto r = run_report(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("/nonexistent/model"), std::string::npos) << r.status().to_string();
+  o = quick("");
+  EXPECT_NE(run_report(o).status().message().find("--out"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace frugal::report
