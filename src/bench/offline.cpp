@@ -258,6 +258,12 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   j["device"] = o.engine.device;
   j["gpu"] = o.gpu_name;
   j["precision"] = o.precision;
+  {
+    nlohmann::json roles = nlohmann::json::array();
+    for (const auto& r : mem.weights_by_role)
+      roles.push_back({{"role", r.role}, {"format", r.format}, {"tensors", r.n_tensors}, {"bytes", r.bytes}});
+    j["memory"]["weights_by_role"] = roles;
+  }
   j["gpus"] = 1;
   j["kv_dtype"] = dtype_name(kv_dtype);
   j["decode_prompt_len"] = o.decode_prompt_len;

@@ -24,6 +24,7 @@ int run_bench_offline(BenchOfflineArgs& a) {
   if (!a.dummy_config.empty()) {
     o.engine.model_dir = a.dummy_config;
     o.engine.dummy_weights = true;
+    o.engine.weight_precision = o.precision;
   } else {
     o.engine.model_dir = a.model.empty() ? default_model_dir() : a.model;
   }
@@ -62,6 +63,9 @@ void register_bench(CLI::App& app) {
   auto* off = bench->add_subcommand("offline", "In-process prefill / decode / throughput benchmarks");
   off->add_option("--model", a->model, "HF model directory (default: the embedded model)");
   off->add_option("--dummy-weights", a->dummy_config, "config.json: random weights of this architecture");
+  off->add_option("--precision", a->o.precision,
+                  "dummy weights' linears: bf16 | int8 | int4 | fp8 | nf4 (a checkpoint's own format otherwise)")
+      ->capture_default_str();
   off->add_option("--device", a->o.engine.device, "cpu | cuda | cuda:N")->capture_default_str();
   off->add_option("--threads", a->o.engine.threads, "CPU threads (0 = all)");
   off->add_option("--prefill-lens", a->o.prefill_lens, "prompt lengths for prefill")->delimiter(',');

@@ -93,6 +93,8 @@ void register_serve(CLI::App& app) {
   auto& e = args->engine;
   cmd->add_option("--device", e.device, "cpu | cuda | cuda:N")->capture_default_str();
   cmd->add_flag("--dummy-weights", e.dummy_weights, "random weights of the config's shape (speed work)");
+  cmd->add_option("--precision", e.weight_precision, "dummy weights' linears: bf16 | int8 | int4 | fp8 | nf4")
+      ->capture_default_str();
   cmd->add_option("--threads", e.threads, "CPU compute threads (0 = all)");
   cmd->add_option("--max-num-seqs", e.max_num_seqs, "sequences per batch")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "tokens per engine step")->capture_default_str();
