@@ -134,7 +134,7 @@ inline int64_t weight_groups_k(const WeightFormat& f, int64_t k) { return f.grou
 inline int64_t weight_scale_rows(const WeightFormat& f, int64_t n) { return f.group_n > 0 ? (n + f.group_n - 1) / f.group_n : 1; }
 // The quantized format frugal gives a linear of k inputs (dummy weights, `frugal plan`): scheme
 // s with scale groups of `group` inputs, halved down to 32 until one divides k, else the whole
-// row (0); f32 offsets when `zeros` (int8 / int4); `block_n` rows per scale (fp8; 1 otherwise).
+// row (0, also when the group is all of k); f32 offsets when `zeros` (int8 / int4); `block_n` rows per scale (fp8; 1 otherwise).
 inline WeightFormat quant_format(WeightScheme s, int64_t k, int32_t group, bool zeros, int32_t block_n) {
   WeightFormat f;
   f.scheme = s;
@@ -142,7 +142,8 @@ inline WeightFormat quant_format(WeightScheme s, int64_t k, int32_t group, bool 
   f.packing = f.dtype == DType::kI4 ? WeightPacking::kBlock32Nibbles : WeightPacking::kNone;
   int32_t g = group;
   while (g >= static_cast<int32_t>(kQuantBlock) && k % g != 0) g /= 2;
-  f.group_k = g >= static_cast<int32_t>(kQuantBlock) && g % kQuantBlock == 0 ? g : 0;
+  // A group covering the whole row is per channel (0), as quant::weight_format_of names it.
+  f.group_k = g >= static_cast<int32_t>(kQuantBlock) && g % kQuantBlock == 0 && g < k ? g : 0;
   f.group_n = s == WeightScheme::kFp8 ? block_n : 1;
   if (zeros && (s == WeightScheme::kInt8 || s == WeightScheme::kInt4)) f.zero = ZeroPoint::kOffset;
   return f;
