@@ -13,6 +13,7 @@ void register_bench(CLI::App& app);
 void register_bench_serve(CLI::App& bench);  // cmd_bench_serve.cpp, called by register_bench
 void register_plan(CLI::App& app);
 void register_eval(CLI::App& app);  // cmd_eval.cpp: ppl, kld, mc, gsm8k
+void register_quantize(CLI::App& app);
 
 // Set by a subcommand callback: the process exit code.
 void set_exit_code(int code);

@@ -1,4 +1,4 @@
-// frugal: run | serve | bench | tokenize | plan | eval
+// frugal: run | serve | bench | tokenize | plan | eval | quantize
 #include <cstdio>
 #include <cstdlib>
 
@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   frugal::cli::register_bench(app);
   frugal::cli::register_plan(app);
   frugal::cli::register_eval(app);
+  frugal::cli::register_quantize(app);
 
   try {
     app.parse(argc, argv);

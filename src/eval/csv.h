@@ -3,6 +3,8 @@
 // A '"' inside an unquoted field is taken literally (as Python's csv module does).
 #pragma once
 
+#include <cstdint>
+
 #include <string>
 #include <string_view>
 #include <vector>

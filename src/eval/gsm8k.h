@@ -2,6 +2,8 @@
 // extraction and exact match against the reference's "#### N".
 #pragma once
 
+#include <cstdint>
+
 #include <optional>
 #include <string>
 #include <string_view>

@@ -7,6 +7,8 @@
 //               its own first `shots` items, which are then not scored.
 #pragma once
 
+#include <cstdint>
+
 #include <array>
 #include <string>
 #include <vector>

@@ -1,5 +1,6 @@
 #include "eval/text_file.h"
 
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 

@@ -2,6 +2,8 @@
 // file and line.
 #pragma once
 
+#include <cstdint>
+
 #include <string>
 #include <string_view>
 

@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <new>
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -317,7 +318,11 @@ Result<std::unique_ptr<WeightStore>> WeightStore::dummy(const std::vector<Tensor
     offsets.push_back(total);
     if (!is_quant(s)) total += align_up(dtype_bytes(opts.dtype, s.shape.numel()));
   }
-  ws->dummy_host_ = HostBuffer(static_cast<size_t>(std::max<int64_t>(total, kAlign)));
+  try {
+    ws->dummy_host_ = HostBuffer(static_cast<size_t>(std::max<int64_t>(total, kAlign)));
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted("dummy weights: cannot allocate " + std::to_string(total) + " bytes of host memory");
+  }
   if (!ws->dummy_host_.data()) return resource_exhausted("dummy weights: cannot allocate " + std::to_string(total) + " bytes");
   auto* base = ws->dummy_host_.as<uint8_t>();
   std::vector<std::pair<std::string, TensorView>> host;

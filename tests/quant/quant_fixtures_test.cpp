@@ -62,8 +62,7 @@ TEST(QuantFixtures, EveryLinearLoadsAndDequantizesLikeTheScript) {
         // The kernels on the real weights, against the reference matmul on them.
         std::vector<float> x(static_cast<size_t>(3 * w->k)), y(static_cast<size_t>(3 * w->n)), yr(y.size());
         for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
-        ASSERT_TRUE(cpu::quant_matmul(pool, {.x = x.data(), .ld_x = w->k, .w = &*w, .y = y.data(), .ld_y = w->n, .m = 3,
-                                             .exact_activations = true}));  // f32 x: the VNNI path has its own bound
+        ASSERT_TRUE(cpu::quant_matmul(pool, {.x = x.data(), .ld_x = w->k, .w = &*w, .y = y.data(), .ld_y = w->n, .m = 3, .exact_activations = true}));
         ops::ref::matmul({.x = x.data(), .x_dtype = DType::kF32, .ld_x = w->k, .w = ops::dense_weight(deq.data(), DType::kF32),
                           .bias = nullptr, .bias_dtype = DType::kF32, .y = yr.data(), .y_dtype = DType::kF32,
                           .ld_y = w->n, .m = 3, .n = w->n, .k = w->k, .accumulate = false});

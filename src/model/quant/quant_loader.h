@@ -9,6 +9,8 @@
 // loader's to enforce when it calls is_quantized_linear.
 #pragma once
 
+#include <cstdint>
+
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>

@@ -1,0 +1,552 @@
+#include "quantize/quantize.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "core/mapped_file.h"
+#include "model/config.h"
+#include "model/safetensors.h"
+#include "quantize/host_layer.h"
+#include "quantize/methods.h"
+#include "quantize/packing.h"
+#include "quantize/rtn.h"
+#include "quantize/writer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace frugal::quantize {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Progress bar per layer with ETA, on stderr only when it is a terminal.
+class Progress {
+ public:
+  Progress(bool on, int64_t total) : on_(on && isatty(2)), total_(total), t0_(std::chrono::steady_clock::now()) {}
+  void update(int64_t done, const std::string& what) {
+    if (!on_) return;
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const double eta = done > 0 ? el / static_cast<double>(done) * static_cast<double>(total_ - done) : 0;
+    const int width = 30, fill = static_cast<int>(width * done / std::max<int64_t>(total_, 1));
+    std::fprintf(stderr, "\r[%s%s] %3lld/%lld layers  %5.0fs  ETA %5.0fs  %-40s", std::string(fill, '#').c_str(),
+                 std::string(width - fill, '.').c_str(), static_cast<long long>(done), static_cast<long long>(total_), el,
+                 eta, what.c_str());
+    if (done == total_) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool on_;
+  int64_t total_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// Removes the temporary output directory unless released.
+struct TmpDir {
+  std::string path;
+  bool keep = false;
+  ~TmpDir() {
+    if (!keep && !path.empty()) {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  }
+};
+
+bool ends_with(const std::string& s, const std::string& suf) { return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0; }
+
+bool is_kept(const std::string& prefix, const std::vector<std::string>& keep) {
+  for (const auto& k : keep)
+    if (prefix == k || ends_with(prefix, "." + k)) return true;
+  return false;
+}
+
+// A 2-D weight of a decoder layer that the format quantizes: not embeddings, lm_head, norms, or
+// the MoE router (mlp.gate), which stay in precision whatever the flags say.
+bool is_candidate(const model::TensorEntry& e) {
+  const std::string& n = e.name;
+  if (!ends_with(n, ".weight") || e.shape.ndim != 2) return false;
+  if (n.rfind("model.layers.", 0) != 0) return false;
+  if (n.find("norm") != std::string::npos || n.find("embed") != std::string::npos) return false;
+  if (ends_with(n, ".mlp.gate.weight")) return false;  // MoE router
+  return true;
+}
+
+std::string prefix_of(const std::string& weight_name) { return weight_name.substr(0, weight_name.size() - 7); }
+
+int64_t layer_of(const std::string& name) {
+  if (name.rfind("model.layers.", 0) != 0) return -1;
+  return std::strtoll(name.c_str() + 13, nullptr, 10);
+}
+
+IntSpec int_spec(const StoredLayout& l) {
+  switch (l.layout) {
+    case Layout::kAwqGemm: return {.scheme = IntScheme::kAwq, .bits = 4, .group = l.group};
+    case Layout::kCtInt8:
+    case Layout::kCtInt8W8A8: return {.scheme = IntScheme::kCtInt8, .bits = 8, .group = -1};
+    default: return {.scheme = l.sym ? IntScheme::kGptqSym : IntScheme::kGptqAsym, .bits = l.bits, .group = l.group};
+  }
+}
+
+OutTensor float_tensor(const std::string& name, DType dt, std::vector<int64_t> shape, const std::vector<float>& v) {
+  OutTensor t{name, dt, std::move(shape), {}};
+  t.data.resize(static_cast<size_t>(dtype_bytes(dt, static_cast<int64_t>(v.size()))));
+  for (size_t i = 0; i < v.size(); ++i) {
+    switch (dt) {
+      case DType::kF16: reinterpret_cast<uint16_t*>(t.data.data())[i] = f32_to_f16(v[i]); break;
+      case DType::kBF16: reinterpret_cast<uint16_t*>(t.data.data())[i] = f32_to_bf16(v[i]); break;
+      default: reinterpret_cast<float*>(t.data.data())[i] = v[i]; break;
+    }
+  }
+  return t;
+}
+
+// Copies a source tensor: tensors in the checkpoint's main dtype `src` convert to `dt`; others
+// (an f32 router bias in a bf16 checkpoint, integer tensors) are copied as they are.
+OutTensor copy_tensor(const model::TensorEntry& e, DType src, DType dt) {
+  std::vector<int64_t> shape(e.shape.dims.begin(), e.shape.dims.begin() + e.shape.ndim);
+  if (e.dtype != src || e.dtype == dt) {
+    OutTensor t{e.name, e.dtype, shape, std::vector<uint8_t>(e.data, e.data + e.nbytes)};
+    return t;
+  }
+  std::vector<float> v(static_cast<size_t>(e.shape.numel()));
+  convert_to_f32(e.dtype, e.data, v.data(), e.shape.numel());
+  return float_tensor(e.name, dt, shape, v);
+}
+
+struct Ctx {
+  const QuantizeRequest& req;
+  const QuantizeOptions& o;
+  StoredLayout layout;
+  DType keep_dtype;
+  ShardedWriter& writer;
+  QuantizeReport& report;
+  std::vector<std::string>& kept;
+};
+
+// Quantizes w [out, in] by RTN in the layout; returns tensors (relative names) and dequantized weights.
+Result<std::vector<OutTensor>> rtn_pack(const Ctx& c, const std::string& name, const std::vector<float>& w, int64_t out,
+                                        int64_t in, std::vector<float>* deq) {
+  switch (c.layout.layout) {
+    case Layout::kGptq:
+    case Layout::kAwqGemm:
+    case Layout::kCtInt8:
+    case Layout::kCtInt8W8A8: {
+      FRUGAL_ASSIGN_OR_RETURN(IntQuant q, rtn_int(name, w.data(), out, in, int_spec(c.layout)));
+      *deq = q.dequantize();
+      if (c.layout.layout == Layout::kGptq) return pack_gptq(name, q, c.layout.gptq_v2);
+      if (c.layout.layout == Layout::kAwqGemm) return pack_awq(name, q);
+      return pack_ct_int8(q);
+    }
+    case Layout::kCtFp8:
+    case Layout::kFp8Block: {
+      const Fp8Quant q = rtn_fp8(w.data(), out, in, c.layout.layout == Layout::kFp8Block ? Fp8Scale::kBlock : c.layout.fp8);
+      *deq = q.dequantize();
+      return pack_fp8(q);
+    }
+    case Layout::kBnbNf4: {
+      FRUGAL_ASSIGN_OR_RETURN(Nf4Quant q, rtn_nf4(name, w.data(), out, in, c.layout.group));
+      *deq = q.dequantize();
+      return pack_nf4(q, c.keep_dtype == DType::kF16 ? "float16" : c.keep_dtype == DType::kF32 ? "float32" : "bfloat16");
+    }
+  }
+  return internal_error("unknown layout");
+}
+
+double weight_error(const std::vector<float>& w, const std::vector<float>& d) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    num += (static_cast<double>(w[i]) - d[i]) * (static_cast<double>(w[i]) - d[i]);
+    den += static_cast<double>(w[i]) * w[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+Status emit_linear(const Ctx& c, const std::string& name, std::vector<OutTensor> ts, std::vector<float> deq,
+                   const std::vector<float>* bias) {
+  for (auto& t : ts) {
+    t.name = name + "." + t.name;
+    FRUGAL_RETURN_IF_ERROR(c.writer.add(std::move(t)));
+  }
+  if (bias && !bias->empty()) {
+    FRUGAL_RETURN_IF_ERROR(c.writer.add(float_tensor(name + ".bias", c.keep_dtype, {static_cast<int64_t>(bias->size())}, *bias)));
+  }
+  if (c.req.keep_dequantized) c.report.dequantized[name] = std::move(deq);
+  return {};
+}
+
+Status emit_kept(const Ctx& c, const LinearF32& l) {
+  c.kept.push_back(l.name);
+  FRUGAL_RETURN_IF_ERROR(c.writer.add(float_tensor(l.name + ".weight", c.keep_dtype, {l.out, l.in}, l.w)));
+  if (!l.b.empty()) FRUGAL_RETURN_IF_ERROR(c.writer.add(float_tensor(l.name + ".bias", c.keep_dtype, {l.out}, l.b)));
+  c.report.linears.push_back({.name = l.name, .out = l.out, .in = l.in, .kept = true, .err = 0, .err_rtn = 0, .weight_err = 0});
+  if (c.req.keep_dequantized) c.report.dequantized[l.name] = l.w;
+  return {};
+}
+
+// RTN of one source tensor without calibration (any layer layout, MoE experts included).
+Status rtn_uncalibrated(const Ctx& c, const model::TensorEntry& e) {
+  const std::string name = prefix_of(e.name);
+  std::vector<float> w(static_cast<size_t>(e.shape.numel()));
+  convert_to_f32(e.dtype, e.data, w.data(), e.shape.numel());
+  const int64_t out = e.shape[0], in = e.shape[1];
+  if (is_kept(name, c.o.keep)) return emit_kept(c, LinearF32{.name = name, .out = out, .in = in, .w = w, .b = {}});
+  std::vector<float> deq;
+  FRUGAL_ASSIGN_OR_RETURN(auto ts, rtn_pack(c, name, w, out, in, &deq));
+  const double we = weight_error(w, deq);
+  c.report.linears.push_back({.name = name, .out = out, .in = in, .kept = false, .err = NAN, .err_rtn = NAN, .weight_err = we});
+  return emit_linear(c, name, std::move(ts), std::move(deq), nullptr);
+}
+
+// Per-stage calibration inputs of one layer.
+struct Captured {
+  std::vector<float> x[kNumStages];
+};
+
+Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
+  const int64_t n = calib.n_tokens();
+  const Method m = c.o.method;
+  const IntSpec spec = int_spec(c.layout);
+  const bool w8a8 = c.layout.layout == Layout::kCtInt8W8A8;
+  Captured cap;
+  struct Done {
+    std::vector<OutTensor> ts;
+    std::vector<float> deq;
+  };
+  std::map<std::string, Done> done;
+  if (m == Method::kGptq) {
+    const GptqOptions go{.spec = spec, .damp_percent = c.o.damp_percent, .block = c.o.gptq_block,
+                         .act_order = c.o.act_order, .static_groups = c.o.static_groups};
+    auto hook = [&](Stage s, const std::vector<float>& x, LayerF32& layer) -> Status {
+      std::optional<GptqFactor> f;  // one factorisation per shared input
+      for (LinearF32* l : layer.stage_linears(s)) {
+        if (is_kept(l->name, c.o.keep)) continue;
+        if (!f) {
+          FRUGAL_ASSIGN_OR_RETURN(GptqFactor gf, gptq_factor(l->name, gptq_hessian(x, n, l->in), l->in, go.damp_percent, go.act_order));
+          f.emplace(std::move(gf));
+        }
+        FRUGAL_ASSIGN_OR_RETURN(IntQuant q, gptq_quantize(l->name, l->w, l->out, *f, go));
+        std::vector<float> deq = q.dequantize();
+        FRUGAL_ASSIGN_OR_RETURN(auto ts, pack_gptq(l->name, q, c.layout.gptq_v2));
+        std::vector<float> rdeq;
+        FRUGAL_ASSIGN_OR_RETURN(auto rts, rtn_pack(c, l->name, l->w, l->out, l->in, &rdeq));
+        c.report.linears.push_back({.name = l->name, .out = l->out, .in = l->in, .kept = false,
+                                    .err = relative_output_error(x, n, {}, l->w, deq, l->out, l->in),
+                                    .err_rtn = relative_output_error(x, n, {}, l->w, rdeq, l->out, l->in),
+                                    .weight_err = weight_error(l->w, deq)});
+        l->w = deq;  // later stages see this linear quantized
+        done[l->name] = {std::move(ts), std::move(deq)};
+      }
+      return {};
+    };
+    FRUGAL_RETURN_IF_ERROR(calib.run_layer(L, hook));
+  } else {
+    auto hook = [&](Stage s, const std::vector<float>& x, LayerF32&) -> Status {
+      cap.x[static_cast<int>(s)] = x;
+      return {};
+    };
+    FRUGAL_RETURN_IF_ERROR(calib.run_layer(L, hook));  // residual stream: unquantized outputs
+    // Input-side scales per stage (1 = none): the quantized weight is Q(W diag(s)) and the
+    // stage input becomes x / s (folded into the norm or the producing linear).
+    std::vector<float> sc[kNumStages];
+    if (m == Method::kAwq) {
+      auto consts = [&](Stage s) {
+        std::vector<const LinearF32*> v;
+        for (LinearF32* l : L.stage_linears(s)) v.push_back(l);
+        return v;
+      };
+      sc[0] = awq_search_scales(consts(Stage::kQkv), cap.x[0], n, spec, c.o.awq_grid);
+      if (L.v.out == L.o.in) sc[1] = awq_search_scales(consts(Stage::kO), cap.x[1], n, spec, c.o.awq_grid);
+      sc[2] = awq_search_scales(consts(Stage::kGateUp), cap.x[2], n, spec, c.o.awq_grid);
+      sc[3] = awq_search_scales(consts(Stage::kDown), cap.x[3], n, spec, c.o.awq_grid);
+    } else if (m == Method::kSmoothQuant) {
+      sc[0] = smoothquant_scales({&L.q, &L.k, &L.v}, cap.x[0], n, c.o.smooth_alpha);
+      sc[2] = smoothquant_scales({&L.gate, &L.up}, cap.x[2], n, c.o.smooth_alpha);
+    }
+    // Fold: producers divide, consumers multiply.
+    if (!sc[0].empty())
+      for (size_t j = 0; j < sc[0].size(); ++j) L.norm_in[j] /= sc[0][j];
+    if (!sc[1].empty()) divide_rows(L.v, sc[1]);
+    if (!sc[2].empty())
+      for (size_t j = 0; j < sc[2].size(); ++j) L.norm_post[j] /= sc[2][j];
+    if (!sc[3].empty()) divide_rows(L.up, sc[3]);
+    for (int s = 0; s < kNumStages; ++s) {
+      for (LinearF32* l : L.stage_linears(static_cast<Stage>(s))) {
+        // Reference: the weight after output-side folds only (an exact change of basis).
+        std::vector<float> ref = l->w;
+        if (!sc[s].empty()) scale_columns(*l, sc[s]);  // kept linears take the fold too
+        if (is_kept(l->name, c.o.keep)) continue;
+        std::vector<float> xs = cap.x[s];  // the stage input as the quantized model sees it
+        if (!sc[s].empty())
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t j = 0; j < l->in; ++j) xs[t * l->in + j] /= sc[s][j];
+        if (m == Method::kAwq && c.o.awq_clip && s != 0) awq_clip(*l, xs, n, spec);
+        if (m == Method::kAwq && c.o.awq_clip && s == 0 && l != &L.q && l != &L.k) awq_clip(*l, xs, n, spec);
+        std::vector<float> deq;
+        FRUGAL_ASSIGN_OR_RETURN(auto ts, rtn_pack(c, l->name, l->w, l->out, l->in, &deq));
+        std::vector<float> rdeq;
+        FRUGAL_ASSIGN_OR_RETURN(auto rts, rtn_pack(c, l->name, ref, l->out, l->in, &rdeq));
+        LinearReport rep{.name = l->name, .out = l->out, .in = l->in, .kept = false, .err = 0, .err_rtn = 0,
+                         .weight_err = weight_error(l->w, deq)};
+        if (w8a8) {
+          rep.err = relative_output_error(cap.x[s], n, fake_quant_tokens_int8(cap.x[s], n, l->in, sc[s]), ref, deq, l->out, l->in);
+          rep.err_rtn = relative_output_error(cap.x[s], n, fake_quant_tokens_int8(cap.x[s], n, l->in, {}), ref, rdeq, l->out, l->in);
+        } else {
+          rep.err = relative_output_error(cap.x[s], n, xs, ref, deq, l->out, l->in);
+          rep.err_rtn = relative_output_error(cap.x[s], n, {}, ref, rdeq, l->out, l->in);
+        }
+        c.report.linears.push_back(rep);
+        done[l->name] = {std::move(ts), std::move(deq)};
+      }
+    }
+  }
+  // Write the layer: norms (folded), then every linear.
+  const std::string p = "model.layers." + std::to_string(L.index) + ".";
+  FRUGAL_RETURN_IF_ERROR(c.writer.add(float_tensor(p + "input_layernorm.weight", c.keep_dtype, {static_cast<int64_t>(L.norm_in.size())}, L.norm_in)));
+  FRUGAL_RETURN_IF_ERROR(c.writer.add(float_tensor(p + "post_attention_layernorm.weight", c.keep_dtype, {static_cast<int64_t>(L.norm_post.size())}, L.norm_post)));
+  if (c.req.keep_dequantized) {
+    c.report.dequantized[p + "input_layernorm.weight"] = L.norm_in;
+    c.report.dequantized[p + "post_attention_layernorm.weight"] = L.norm_post;
+  }
+  for (int s = 0; s < kNumStages; ++s) {
+    for (LinearF32* l : L.stage_linears(static_cast<Stage>(s))) {
+      auto it = done.find(l->name);
+      if (it == done.end()) {
+        FRUGAL_RETURN_IF_ERROR(emit_kept(c, *l));
+        continue;
+      }
+      FRUGAL_RETURN_IF_ERROR(emit_linear(c, l->name, std::move(it->second.ts), std::move(it->second.deq), &l->b));
+    }
+  }
+  return {};
+}
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("calibration text " + path + ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+Result<std::vector<int32_t>> calibration_tokens(const QuantizeRequest& r) {
+  if (!r.calib_ids.empty()) return r.calib_ids;
+  const std::string path = r.calib_file.empty() ? r.default_calib_file : r.calib_file;
+  if (path.empty()) return invalid_argument("--calib: no calibration text given and no bundled default");
+  FRUGAL_ASSIGN_OR_RETURN(std::string text, read_text(path));
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return invalid_argument("calibration text " + path + " is empty");
+  FRUGAL_ASSIGN_OR_RETURN(auto tok, Tokenizer::load(r.model_dir));
+  std::vector<int32_t> ids = tok->encode(text, {.add_bos = false, .parse_special = false});
+  if (static_cast<int64_t>(ids.size()) < r.min_calib_tokens) {
+    return invalid_argument("calibration text " + path + " is too short: " + std::to_string(ids.size()) +
+                            " tokens, at least " + std::to_string(r.min_calib_tokens) + " are needed");
+  }
+  return ids;
+}
+
+// Tokenizer, generation and template files copied as they are.
+bool is_side_file(const std::string& n) {
+  if (n == "config.json" || n == "model.safetensors.index.json" || ends_with(n, ".safetensors")) return false;
+  return n.rfind("tokenizer", 0) == 0 || n == "generation_config.json" || n == "special_tokens_map.json" ||
+         n == "added_tokens.json" || n == "vocab.json" || n == "merges.txt" || ends_with(n, ".jinja") ||
+         n.rfind("chat_template", 0) == 0 || ends_with(n, ".model") || ends_with(n, ".tiktoken");
+}
+
+}  // namespace
+
+Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const QuantizeOptions& o = r.options;
+  FRUGAL_ASSIGN_OR_RETURN(Layout layout, choose_layout(o));
+  if (r.out_dir.empty()) return invalid_argument("--out: an output directory is required");
+  std::error_code ec;
+  if (fs::exists(r.out_dir, ec)) return invalid_argument("--out " + r.out_dir + " already exists (frugal quantize never overwrites)");
+  const std::string cfg_path = r.model_dir + "/config.json";
+  FRUGAL_ASSIGN_OR_RETURN(std::string cfg_text, read_text(cfg_path));
+  nlohmann::json cfg = nlohmann::json::parse(cfg_text, nullptr, false);
+  if (cfg.is_discarded() || !cfg.is_object()) return corrupt(cfg_path + ": not a JSON object");
+  if (cfg.contains("quantization_config")) {
+    return invalid_argument(cfg_path + ": the model is already quantized (quantization_config is present); quantize a bf16/f16/f32 checkpoint");
+  }
+  FRUGAL_ASSIGN_OR_RETURN(model::ModelConfig mc, model::parse_model_config(cfg, cfg_path));
+  FRUGAL_ASSIGN_OR_RETURN(auto st, model::SafetensorsSet::open_dir(r.model_dir));
+  StoredLayout sl = stored_layout_for(o, layout);
+
+  // Check every weight before writing anything: dtypes, group sizes, packing divisibility.
+  DType src_dtype = DType::kF32;
+  bool first = true;
+  for (const auto& name : st->names()) {
+    const model::TensorEntry& e = *st->find(name);
+    const bool is_float = e.dtype == DType::kF32 || e.dtype == DType::kF16 || e.dtype == DType::kBF16;
+    if (!is_candidate(e)) {
+      if (is_float && first) {
+        src_dtype = e.dtype;
+        first = false;
+      }
+      continue;
+    }
+    if (!is_float) return unsupported("tensor " + name + ": dtype " + dtype_name(e.dtype) + "; frugal quantize reads bf16, f16 or f32 checkpoints");
+    if (is_kept(prefix_of(name), o.keep)) continue;
+    const int64_t out = e.shape[0], in = e.shape[1];
+    if (sl.layout == Layout::kGptq || sl.layout == Layout::kAwqGemm) {
+      FRUGAL_RETURN_IF_ERROR(resolve_group(prefix_of(name), in, sl.group).status());
+      const int64_t per = sl.layout == Layout::kAwqGemm ? 8 : 32 / sl.bits;
+      if (out % per != 0 || (sl.layout == Layout::kGptq && in % per != 0)) {
+        return invalid_argument(prefix_of(name) + ": shape [" + std::to_string(out) + ", " + std::to_string(in) + "] cannot be packed by " +
+                                layout_name(sl.layout) + " (needs multiples of " + std::to_string(per) + "); --keep it");
+      }
+    } else if (sl.layout == Layout::kBnbNf4 && (out * in) % sl.group != 0) {
+      return invalid_argument("--group-size " + std::to_string(sl.group) + " does not divide the " + std::to_string(out * in) +
+                              " elements of " + prefix_of(name));
+    }
+  }
+  const DType keep_dtype = (layout == Layout::kGptq || layout == Layout::kAwqGemm) ? DType::kF16 : src_dtype;
+
+  const bool calibrate = needs_calibration(o.method) || !r.calib_file.empty() || !r.calib_ids.empty();
+  std::vector<int32_t> ids;
+  std::optional<HostCalibration> calib;
+  if (calibrate && r.calib_tokens < r.min_calib_tokens) {
+    return invalid_argument("--calib-tokens " + std::to_string(r.calib_tokens) + ": at least " + std::to_string(r.min_calib_tokens) + " are needed");
+  }
+  if (calibrate) {
+    FRUGAL_ASSIGN_OR_RETURN(ids, calibration_tokens(r));
+    if (static_cast<int64_t>(ids.size()) < r.min_calib_tokens) {
+      return invalid_argument("calibration: " + std::to_string(ids.size()) + " tokens, at least " + std::to_string(r.min_calib_tokens) + " are needed");
+    }
+    if (static_cast<int64_t>(ids.size()) > r.calib_tokens) ids.resize(static_cast<size_t>(r.calib_tokens));
+    const int64_t seq = std::min<int64_t>({r.seq_len, static_cast<int64_t>(ids.size()), mc.max_position_embeddings});
+    FRUGAL_ASSIGN_OR_RETURN(HostCalibration hc, HostCalibration::create(mc, *st, ids, seq));
+    calib.emplace(std::move(hc));
+  }
+
+  // Output into a temporary sibling directory, renamed when complete.
+  const fs::path out_path = fs::absolute(r.out_dir);
+  if (!fs::is_directory(out_path.parent_path(), ec)) return not_found("--out " + r.out_dir + ": parent directory does not exist");
+  std::string tmpl = out_path.string() + ".tmp-XXXXXX";
+  if (!mkdtemp(tmpl.data())) return io_error(tmpl + ": cannot create the temporary output directory");
+  TmpDir tmp{tmpl};
+
+  QuantizeReport report;
+  report.layout = layout;
+  report.calib_tokens = calib ? calib->n_tokens() : 0;
+  ShardedWriter writer(tmp.path, r.max_shard_bytes);
+  std::vector<std::string> kept;
+  const Ctx c{r, o, sl, keep_dtype, writer, report, kept};
+
+  // Tensors outside the decoder layers (embeddings, final norm, lm_head) stay in precision.
+  std::map<int64_t, std::vector<std::string>> by_layer;
+  for (const auto& name : st->names()) {
+    const int64_t li = layer_of(name);
+    if (li < 0) {
+      FRUGAL_RETURN_IF_ERROR(writer.add(copy_tensor(*st->find(name), src_dtype, keep_dtype)));
+    } else {
+      by_layer[li].push_back(name);
+    }
+  }
+  Progress progress(r.progress, static_cast<int64_t>(by_layer.size()));
+  int64_t n_done = 0;
+  progress.update(0, "");
+  for (auto& [li, names] : by_layer) {
+    std::set<std::string> handled;
+    if (calib && li < mc.num_hidden_layers) {
+      FRUGAL_ASSIGN_OR_RETURN(LayerF32 L, read_layer(*st, li));
+      FRUGAL_RETURN_IF_ERROR(calibrated_layer(c, *calib, L).with_context("layer " + std::to_string(li)));
+      const std::string p = "model.layers." + std::to_string(li) + ".";
+      handled = {p + "input_layernorm.weight", p + "post_attention_layernorm.weight"};
+      for (int s = 0; s < kNumStages; ++s)
+        for (LinearF32* l : L.stage_linears(static_cast<Stage>(s))) {
+          handled.insert(l->name + ".weight");
+          handled.insert(l->name + ".bias");
+        }
+    }
+    for (const auto& name : names) {
+      if (handled.count(name)) continue;
+      const model::TensorEntry& e = *st->find(name);
+      if (is_candidate(e)) {
+        FRUGAL_RETURN_IF_ERROR(rtn_uncalibrated(c, e));
+      } else {
+        FRUGAL_RETURN_IF_ERROR(writer.add(copy_tensor(e, src_dtype, keep_dtype)));
+      }
+    }
+    progress.update(++n_done, "layer " + std::to_string(li));
+  }
+  FRUGAL_RETURN_IF_ERROR(writer.finish());
+  report.out_bytes = writer.total_bytes();
+
+  // config.json: the source config with quantization_config and the stored dtype.
+  cfg["quantization_config"] = make_quantization_config(sl, o.method, kept);
+  const char* dt = keep_dtype == DType::kF16 ? "float16" : keep_dtype == DType::kBF16 ? "bfloat16" : "float32";
+  cfg["dtype"] = dt;
+  if (cfg.contains("torch_dtype")) cfg["torch_dtype"] = dt;
+  {
+    std::ofstream f(tmp.path + "/config.json");
+    f << cfg.dump(2) << "\n";
+    if (!f) return io_error(tmp.path + "/config.json: write failed");
+  }
+  for (const auto& ent : fs::directory_iterator(r.model_dir, ec)) {
+    const std::string n = ent.path().filename().string();
+    if (ent.is_regular_file() && is_side_file(n)) {
+      fs::copy_file(ent.path(), tmp.path + "/" + n, ec);
+      if (ec) return io_error(tmp.path + "/" + n + ": " + ec.message());
+    }
+  }
+  // Complete: appear under the final name (never over an existing one).
+  if (fs::exists(r.out_dir, ec)) return invalid_argument("--out " + r.out_dir + " appeared while quantizing; left untouched");
+  fs::rename(tmp.path, out_path, ec);
+  if (ec) return io_error("renaming " + tmp.path + " to " + r.out_dir + ": " + ec.message());
+  tmp.keep = true;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+std::string format_report(const QuantizeReport& r, Method m) {
+  std::ostringstream os;
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%-44s %11s %12s %12s %12s\n", "linear", "shape", std::string(method_name(m)).append(" err").c_str(),
+                "rtn err", "weight err");
+  os << buf;
+  int64_t cur = -2;
+  double lsum = 0, lrtn = 0;
+  auto layer_total = [&]() {
+    if (cur >= 0 && !std::isnan(lsum)) {
+      std::snprintf(buf, sizeof(buf), "%-44s %11s %12.4e %12.4e\n", ("layer " + std::to_string(cur) + " total").c_str(), "", lsum, lrtn);
+      os << buf;
+    }
+  };
+  for (const auto& l : r.linears) {
+    const int64_t li = layer_of(l.name);
+    if (li != cur) {
+      layer_total();
+      cur = li;
+      lsum = lrtn = 0;
+    }
+    const std::string shape = std::to_string(l.out) + "x" + std::to_string(l.in);
+    if (l.kept) {
+      std::snprintf(buf, sizeof(buf), "%-44s %11s %12s\n", l.name.c_str(), shape.c_str(), "kept");
+    } else {
+      std::snprintf(buf, sizeof(buf), "%-44s %11s %12.4e %12.4e %12.4e\n", l.name.c_str(), shape.c_str(), l.err, l.err_rtn, l.weight_err);
+      lsum += l.err;
+      lrtn += l.err_rtn;
+    }
+    os << buf;
+  }
+  layer_total();
+  std::snprintf(buf, sizeof(buf), "errors: relative squared output error on %lld calibration tokens (nan: no calibration); %s; %.1f MB in %.1fs\n",
+                static_cast<long long>(r.calib_tokens), layout_name(r.layout), static_cast<double>(r.out_bytes) / 1e6, r.seconds);
+  os << buf;
+  return os.str();
+}
+
+}  // namespace frugal::quantize

@@ -1,0 +1,172 @@
+// Acceptance 5: bad input gets a clear error and nothing half-written is left looking complete:
+// unsupported format/method pairs, group sizes that do not divide a dimension, empty or too
+// short calibration text, an existing output directory, an already-quantized model, and a
+// failure halfway through (a tensor missing in the last layer).
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "model/safetensors.h"
+#include "quant_test_util.h"
+#include "quantize/quantize.h"
+
+namespace frugal::quantize {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Everything in `dir` whose name starts with `stem` (the output and its temporaries).
+std::vector<std::string> outputs_like(const std::string& dir, const std::string& stem) {
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(stem, 0) == 0) v.push_back(e.path().filename().string());
+  return v;
+}
+
+QuantizeRequest request(const std::string& model, const std::string& out, QuantizeOptions o) {
+  QuantizeRequest r{.model_dir = model, .out_dir = out, .options = o};
+  r.min_calib_tokens = 64;
+  for (int i = 0; i < 128; ++i) r.calib_ids.push_back(i % 300);
+  return r;
+}
+
+std::string error_of(const QuantizeRequest& r) {
+  auto rep = quantize_model(r);
+  EXPECT_FALSE(rep.is_ok());
+  return rep.is_ok() ? "" : rep.status().message();
+}
+
+TEST(QuantizeErrors, GroupSizeThatDoesNotDivideNamesTheTensor) {
+  const std::string work = testing::quant_temp_dir("group");
+  const std::string msg = error_of(request(testing::golden_dir("qwen2"), work + "/out", {.format = Format::kInt4, .group_size = 128}));
+  EXPECT_NE(msg.find("--group-size 128 does not divide the input dimension 320 of model.layers.0.mlp.down_proj"), std::string::npos) << msg;
+  EXPECT_TRUE(outputs_like(work, "out").empty());
+  const std::string nf4 = error_of(request(testing::golden_dir("qwen2"), work + "/out", {.format = Format::kNf4, .group_size = 10}));
+  EXPECT_NE(nf4.find("--group-size 10"), std::string::npos) << nf4;
+  fs::remove_all(work);
+}
+
+TEST(QuantizeErrors, ExistingOutputIsNeverTouched) {
+  const std::string work = testing::quant_temp_dir("exists");
+  fs::create_directories(work + "/out");
+  std::ofstream(work + "/out/keep.txt") << "mine";
+  const std::string msg = error_of(request(testing::golden_dir("qwen2"), work + "/out", {.format = Format::kFp8}));
+  EXPECT_NE(msg.find("already exists"), std::string::npos) << msg;
+  EXPECT_TRUE(fs::exists(work + "/out/keep.txt"));
+  EXPECT_EQ(outputs_like(work, "out"), std::vector<std::string>{"out"});
+  fs::remove_all(work);
+}
+
+TEST(QuantizeErrors, AlreadyQuantizedInput) {
+  const std::string work = testing::quant_temp_dir("prequant");
+  const std::string msg = error_of(request(testing::quant_fixture_dir("awq_w4g128"), work + "/out", {.format = Format::kInt8}));
+  EXPECT_NE(msg.find("already quantized"), std::string::npos) << msg;
+  fs::remove_all(work);
+}
+
+TEST(QuantizeErrors, EmptyAndShortCalibrationText) {
+  const std::string work = testing::quant_temp_dir("calib");
+  std::ofstream(work + "/empty.txt") << "  \n";
+  std::ofstream(work + "/short.txt") << "Well, Prince, so Genoa and Lucca are now just family estates.";
+  QuantizeRequest r{.model_dir = testing::reference_model_dir(), .out_dir = work + "/out",
+                    .options = {.format = Format::kInt4, .method = Method::kGptq}};
+  r.calib_file = work + "/empty.txt";
+  std::string msg = error_of(r);
+  EXPECT_NE(msg.find("empty.txt is empty"), std::string::npos) << msg;
+  r.calib_file = work + "/short.txt";
+  msg = error_of(r);
+  EXPECT_NE(msg.find("short.txt is too short"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("at least 128"), std::string::npos) << msg;
+  r.calib_file = work + "/missing.txt";
+  msg = error_of(r);
+  EXPECT_NE(msg.find("missing.txt: cannot open"), std::string::npos) << msg;
+  EXPECT_TRUE(outputs_like(work, "out").empty());
+  fs::remove_all(work);
+}
+
+TEST(QuantizeErrors, FailureHalfwayLeavesNothingBehind) {
+  // A copy of the golden qwen2 model without layer 1's down_proj: layer 0 is written first.
+  const std::string work = testing::quant_temp_dir("halfway");
+  const std::string src = work + "/src";
+  fs::create_directories(src);
+  fs::copy_file(testing::golden_dir("qwen2") + "/config.json", src + "/config.json");
+  auto st = model::SafetensorsSet::open_dir(testing::golden_dir("qwen2"));
+  ASSERT_TRUE(st.is_ok());
+  std::vector<model::TensorToWrite> tw;
+  for (const auto& n : (*st)->names()) {
+    if (n == "model.layers.1.mlp.down_proj.weight") continue;
+    const model::TensorEntry* e = (*st)->find(n);
+    tw.push_back({n, e->dtype, std::vector<int64_t>(e->shape.dims.begin(), e->shape.dims.begin() + e->shape.ndim), e->data});
+  }
+  ASSERT_TRUE(model::write_safetensors(src + "/model.safetensors", tw).is_ok());
+  QuantizeRequest r = request(src, work + "/out", {.format = Format::kInt4, .method = Method::kGptq, .group_size = 64});
+  const std::string msg = error_of(r);
+  EXPECT_NE(msg.find("model.layers.1.mlp.down_proj.weight is missing"), std::string::npos) << msg;
+  EXPECT_TRUE(outputs_like(work, "out").empty());
+  fs::remove_all(work);
+}
+
+TEST(QuantizeErrors, CliReportsBadPairsWithExitCode2) {
+  const std::string work = testing::quant_temp_dir("cli");
+  const std::string cmd = testing::frugal_binary() + " quantize --model " + testing::golden_dir("qwen2") +
+                          " --format int4 --method smoothquant --out " + work + "/out 2>" + work + "/err.txt";
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  std::ifstream f(work + "/err.txt");
+  const std::string err((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(err.find("--format int4 with --method smoothquant is not supported"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(work + "/out"));
+  fs::remove_all(work);
+}
+
+TEST(QuantizeErrors, CliWritesACompleteShardedDirectory) {
+  const std::string work = testing::quant_temp_dir("cli_ok");
+  const std::string cmd = testing::frugal_binary() + " quantize --model " + testing::reference_model_dir() +
+                          " --format fp8 --fp8-scale channel --keep layers.0.mlp.down_proj --max-shard-gb 0.01 --out " +
+                          work + "/out > " + work + "/table.txt";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_TRUE(fs::exists(work + "/out/model.safetensors.index.json"));
+  EXPECT_TRUE(fs::exists(work + "/out/tokenizer.json"));
+  EXPECT_TRUE(fs::exists(work + "/out/generation_config.json"));
+  auto st = model::SafetensorsSet::open_dir(work + "/out");
+  ASSERT_TRUE(st.is_ok()) << st.status().to_string();
+  EXPECT_NE((*st)->find("model.layers.0.mlp.down_proj.weight"), nullptr);
+  EXPECT_EQ((*st)->find("model.layers.0.mlp.down_proj.weight")->dtype, DType::kBF16);  // kept
+  EXPECT_EQ((*st)->find("model.layers.1.mlp.down_proj.weight")->dtype, DType::kF8E4M3);
+  EXPECT_EQ((*st)->find("model.embed_tokens.weight")->dtype, DType::kBF16);
+  const auto cfg = testing::read_json_file(work + "/out/config.json");
+  EXPECT_EQ(cfg["quantization_config"]["ignore"], nlohmann::json({"lm_head", "model.layers.0.mlp.down_proj"}));
+  EXPECT_EQ(outputs_like(work, "out"), std::vector<std::string>{"out"});
+  fs::remove_all(work);
+}
+
+TEST(QuantizeMoe, RouterStaysPreciseAndExpertsQuantizeOneByOne) {
+  const std::string work = testing::quant_temp_dir("moe");
+  QuantizeRequest r{.model_dir = testing::golden_dir("deepseek_v2"), .out_dir = work + "/out",
+                    .options = {.format = Format::kInt4, .group_size = 64}};
+  r.keep_dequantized = true;
+  auto rep = quantize_model(r);
+  ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+  auto st = model::SafetensorsSet::open_dir(r.out_dir);
+  ASSERT_TRUE(st.is_ok());
+  const model::TensorEntry* router = (*st)->find("model.layers.1.mlp.gate.weight");
+  ASSERT_NE(router, nullptr);
+  EXPECT_EQ(router->dtype, DType::kF16);  // GPTQ checkpoints store what stays precise in f16
+  EXPECT_NE((*st)->find("model.layers.1.mlp.experts.7.down_proj.qweight"), nullptr);
+  EXPECT_NE((*st)->find("model.layers.1.mlp.shared_experts.up_proj.qweight"), nullptr);
+  EXPECT_NE((*st)->find("model.layers.1.self_attn.kv_b_proj.qweight"), nullptr);
+  EXPECT_EQ((*st)->find("model.layers.1.mlp.gate.qweight"), nullptr);
+  EXPECT_NE((*st)->find("model.layers.1.self_attn.kv_a_layernorm.weight"), nullptr);
+  // Calibrated methods need the host forward, which covers dense layers only.
+  QuantizeRequest a = request(testing::golden_dir("deepseek_v2"), work + "/awq", {.format = Format::kInt4, .method = Method::kAwq, .group_size = 64});
+  const std::string msg = error_of(a);
+  EXPECT_NE(msg.find("--method rtn only"), std::string::npos) << msg;
+  EXPECT_TRUE(outputs_like(work, "awq").empty());
+  fs::remove_all(work);
+}
+
+}  // namespace
+}  // namespace frugal::quantize
