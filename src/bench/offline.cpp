@@ -1,6 +1,7 @@
 #include "bench/offline.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -17,6 +18,7 @@
 #include "bench/workload.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "core/thread_pool.h"
 
 namespace frugal::bench {
 namespace {
@@ -86,6 +88,34 @@ double measure_host_copy_gbps(int64_t bytes, int reps) {
     double s = seconds_between(t0, Clock::now());
     rates.push_back(2.0 * static_cast<double>(bytes) / s / 1e9);
   }
+  return median(rates);
+}
+
+double measure_host_read_gbps(int64_t bytes, int reps) {
+  HostBuffer a(static_cast<size_t>(bytes));
+  std::memset(a.data(), 1, static_cast<size_t>(bytes));
+  ThreadPool& pool = ThreadPool::global();
+  const int64_t words = bytes / 8, chunk = 1 << 16;  // 512 KiB per task
+  const auto* w = static_cast<const uint64_t*>(a.data());
+  std::atomic<uint64_t> sink{0};
+  std::vector<double> rates;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    pool.parallel_for((words + chunk - 1) / chunk, 1, [&](int64_t c0, int64_t c1) {
+      uint64_t acc[8] = {};
+      const int64_t end = std::min(words, c1 * chunk);
+      int64_t i = c0 * chunk;
+      for (; i + 8 <= end; i += 8)
+        for (int l = 0; l < 8; ++l) acc[l] += w[i + l];
+      for (; i < end; ++i) acc[0] += w[i];
+      uint64_t s = 0;
+      for (uint64_t v : acc) s += v;
+      sink.fetch_add(s, std::memory_order_relaxed);
+    });
+    double s = seconds_between(t0, Clock::now());
+    rates.push_back(static_cast<double>(words * 8) / s / 1e9);
+  }
+  if (sink.load() == 42) rates.push_back(0);  // keeps the sums observable
   return median(rates);
 }
 
@@ -286,6 +316,12 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   j["device"] = o.engine.device;
   j["gpu"] = o.gpu_name;
   j["precision"] = o.precision;
+  {
+    nlohmann::json roles = nlohmann::json::array();
+    for (const auto& r : mem.weights_by_role)
+      roles.push_back({{"role", r.role}, {"format", r.format}, {"tensors", r.n_tensors}, {"bytes", r.bytes}});
+    j["memory"]["weights_by_role"] = roles;
+  }
   j["gpus"] = 1;
   j["kv_dtype"] = dtype_name(kv_dtype);
   j["kv_bytes_per_token"] = mem.kv_bytes_per_token;

@@ -55,5 +55,9 @@ std::string format_offline_markdown(const nlohmann::json& j);
 
 // Measures host memory copy bandwidth (GB/s, bytes read + written) over a buffer of `bytes`.
 double measure_host_copy_gbps(int64_t bytes, int reps);
+// Host read bandwidth (GB/s): every pool thread sums its contiguous slice of a `bytes` buffer
+// with 64-bit integer adds (the stream a decode step's weight reads are), median of `reps`.
+// The decode ceiling on the CPU (a memcpy also writes, so it understates what reads reach).
+double measure_host_read_gbps(int64_t bytes, int reps);
 
 }  // namespace frugal::bench

@@ -5,6 +5,7 @@
 
 #include "bench/offline.h"
 #include "bench/telemetry.h"
+#include "core/thread_pool.h"
 #include "cli/commands.h"
 
 namespace frugal::cli {
@@ -24,15 +25,17 @@ int run_bench_offline(BenchOfflineArgs& a) {
   if (!a.dummy_config.empty()) {
     o.engine.model_dir = a.dummy_config;
     o.engine.dummy_weights = true;
+    o.engine.weight_precision = o.precision;
   } else {
     o.engine.model_dir = a.model.empty() ? default_model_dir() : a.model;
   }
   if (a.ceiling_gbps > 0 || a.ceiling_tflops > 0) {
     o.ceilings = {a.ceiling_gbps, a.ceiling_tflops, "given on the command line"};
   } else if (o.engine.device == "cpu" || a.measure_ceilings) {
-    // Host copy bandwidth is cheap to measure; GPU ceilings come from scripts/gpu (docs/perf).
-    o.ceilings.mem_gbps = bench::measure_host_copy_gbps(1ll << 28, 5);
-    o.ceilings.source = "measured host memcpy";
+    // Host read bandwidth (all threads streaming a 1 GiB buffer) is cheap to measure; GPU
+    // ceilings come from scripts/gpu (docs/perf).
+    o.ceilings.mem_gbps = bench::measure_host_read_gbps(1ll << 30, 5);
+    o.ceilings.source = "measured host streaming read (" + std::to_string(ThreadPool::global().size()) + " threads, 1 GiB)";
   }
   auto telemetry = bench::TelemetrySampler::with_nvml();
   telemetry->start();
@@ -62,6 +65,9 @@ void register_bench(CLI::App& app) {
   auto* off = bench->add_subcommand("offline", "In-process prefill / decode / throughput benchmarks");
   off->add_option("--model", a->model, "HF model directory (default: the embedded model)");
   off->add_option("--dummy-weights", a->dummy_config, "config.json: random weights of this architecture");
+  off->add_option("--precision", a->o.precision,
+                  "dummy weights' linears: bf16 | int8 | int4 | fp8 | nf4 (a checkpoint's own format otherwise)")
+      ->capture_default_str();
   off->add_option("--device", a->o.engine.device, "cpu | cuda | cuda:N")->capture_default_str();
   off->add_option("--threads", a->o.engine.threads, "CPU threads (0 = all)");
   off->add_option("--prefill-lens", a->o.prefill_lens, "prompt lengths for prefill")->delimiter(',');

@@ -163,7 +163,7 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--model", args->model, "catalog name, model directory or config.json")->required();
   cmd->add_option("--gpu", args->gpu, "GPU from the catalog, e.g. rtx-4090, a100-80gb, h100-sxm, h200 (with --compare: only this GPU)");
   cmd->add_option("--gpus", args->gpus, "GPUs, tensor parallel")->capture_default_str();
-  cmd->add_option("--precision", args->precision, "weights: bf16|fp8|int8|int4")->capture_default_str();
+  cmd->add_option("--precision", args->precision, "weights: bf16|fp8|int8|int4|nf4 (the engine's formats: docs/weight_formats.md)")->capture_default_str();
   cmd->add_option("--group-size", args->group_size, "int4 group size")->capture_default_str();
   cmd->add_flag("--int4-symmetric", args->int4_symmetric, "int4 without zero points");
   cmd->add_option("--fp8-block", args->fp8_block, "fp8 scale block (0: one scale per tensor)")->capture_default_str();

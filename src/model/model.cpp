@@ -68,7 +68,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, ops::Backend
     return invalid_argument("load options: max_batch_tokens, max_seqs, max_logit_rows and block_size must be positive");
   const auto specs = tensor_specs(config);
   if (opts.dummy_weights) {
-    FRUGAL_ASSIGN_OR_RETURN(m->weights_, WeightStore::dummy(specs, {.dtype = config.torch_dtype, .seed = opts.seed}, backend));
+    FRUGAL_ASSIGN_OR_RETURN(m->weights_, WeightStore::dummy(specs, {.dtype = config.torch_dtype, .seed = opts.seed,
+                                                                        .precision = opts.dummy_precision},
+                                                                 backend));
   } else {
     FRUGAL_ASSIGN_OR_RETURN(m->weights_, WeightStore::load(dir, specs, backend));
   }

@@ -35,6 +35,7 @@ namespace frugal::model {
 struct LoadOptions {
   bool dummy_weights = false;
   uint64_t seed = 0;               // dummy weights
+  DummyPrecision dummy_precision = DummyPrecision::kDense;  // dummy weights' linears (weights.h)
   int32_t max_batch_tokens = 512;  // activation buffers are sized for this many tokens
   int32_t max_seqs = 64;
   int32_t max_logit_rows = 64;
@@ -58,6 +59,8 @@ class Model {
   const LoadOptions& options() const { return opts_; }
   ops::Backend* backend() const { return backend_; }
   int64_t weight_bytes() const { return weights_->bytes(); }
+  // Loaded weight bytes by role and format (embedding, attention, mlp, lm_head, router, ...).
+  const std::vector<WeightRoleBytes>& weight_bytes_by_role() const { return weights_->bytes_by_role(); }
   // Device bytes of the step workspace (activations, logits, step inputs), fixed at load.
   int64_t workspace_bytes() const { return runner_->workspace_bytes(); }
   int32_t max_context() const { return runner_->limits().max_context; }

@@ -5,7 +5,13 @@
 #include <cmath>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "core/log.h"
+#include "core/mapped_file.h"
 #include "core/thread_pool.h"
+#include "model/quant/quant_loader.h"
+#include "ops/weight_format_check.h"
 
 namespace frugal::model {
 namespace {
@@ -47,7 +53,126 @@ bool ignorable(const std::string& name, const std::vector<TensorSpec>& specs,
   return name == "lm_head.weight" && !wanted.count(name) && !specs.empty();
 }
 
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string role_of(const TensorSpec& s) {
+  switch (s.role) {
+    case TensorRole::kEmbedding: return "embedding";
+    case TensorRole::kLmHead: return "lm_head";
+    case TensorRole::kRouter: case TensorRole::kRouterBias: return "router";
+    case TensorRole::kNorm: return "norm";
+    case TensorRole::kBias: return "bias";
+    case TensorRole::kLinear: break;
+  }
+  if (s.name.find(".self_attn.") != std::string::npos) return "attention";
+  if (s.expert >= 0) return "mlp (routed experts)";
+  return "mlp";
+}
+
+// The quantization_config of dir/config.json, or nullopt when it has none.
+Result<std::optional<QuantConfig>> read_quant_config(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  if (!file_exists(path)) return std::optional<QuantConfig>();
+  FRUGAL_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::optional<QuantConfig>();  // load_model_config reports it
+  auto it = j.find("quantization_config");
+  if (it == j.end() || it->is_null()) return std::optional<QuantConfig>();
+  FRUGAL_ASSIGN_OR_RETURN(QuantConfig c, parse_quantization_config(*it, path));
+  return std::optional<QuantConfig>(std::move(c));
+}
+
+// A dummy n x k weight in format f (int8, int4, fp8 or nf4) with values of about the scale of
+// fill_dummy's linears (std ~0.02): random codes, one scale per group. Codes are hashed in
+// parallel chunks of rows so the split does not change the bytes.
+Result<quant::QuantWeight> dummy_quant(const ops::WeightFormat& f, int64_t n, int64_t k, uint64_t seed, uint64_t stream) {
+  quant::CodeKind kind = quant::CodeKind::kQ8;
+  float scale = 0.02f / 74.0f, offset = 0;  // uniform int8 codes: std ~74
+  switch (f.scheme) {
+    case ops::WeightScheme::kInt8: break;
+    case ops::WeightScheme::kInt4: kind = quant::CodeKind::kQ4; scale = 0.02f / 4.6f; offset = -7.5f * scale; break;
+    case ops::WeightScheme::kNf4: kind = quant::CodeKind::kQ4; scale = 0.02f / 0.52f; break;
+    case ops::WeightScheme::kFp8: kind = quant::CodeKind::kF8; scale = 0.02f / 0.9f; break;
+    case ops::WeightScheme::kDense: return internal_error("dummy_quant: dense format");
+  }
+  const int64_t k_pad = (k + quant::kBlock - 1) / quant::kBlock * quant::kBlock;
+  const int64_t group = f.group_k > 0 ? f.group_k : k_pad;
+  const int64_t row_block = f.group_n > 0 ? f.group_n : n;
+  if (f.group_k > 0 && k % f.group_k != 0)
+    return invalid_argument("dummy weights: group size " + std::to_string(f.group_k) + " does not divide in_features " +
+                            std::to_string(k));
+  quant::QuantWeight w = quant::make_quant_weight(kind, n, k, group, row_block);
+  if (f.scheme == ops::WeightScheme::kNf4) w.lut.assign(quant::kNf4Table, quant::kNf4Table + 16);
+  if (f.scheme == ops::WeightScheme::kInt4)
+    for (int c = 0; c < 16; ++c) w.lut.push_back(static_cast<float>(c));
+  const uint64_t key = splitmix64(seed * 0x100000001b3ull ^ splitmix64(stream + 0x51ed27ull));
+  const int64_t ld = w.ld_q();
+  ThreadPool::global().parallel_for(n, std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(ld, 1)),
+                                    [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      uint8_t* row = w.q.data() + r * ld;
+      for (int64_t b = 0; b < ld; b += 8) {
+        uint64_t h = splitmix64(key + static_cast<uint64_t>(r * ld + b));
+        for (int64_t i = b; i < std::min(b + 8, ld); ++i, h >>= 8) {
+          uint8_t c = static_cast<uint8_t>(h);
+          if (kind == quant::CodeKind::kF8) c &= 0xbf;  // exponent <= 7: |v| < 2, never NaN
+          row[i] = c;
+        }
+      }
+      // Padding codes past k stay zero (4-bit: zero the codes of blocks past k too).
+      if (kind != quant::CodeKind::kQ4) {
+        std::fill(row + k, row + ld, uint8_t{0});
+      } else {
+        for (int64_t j = k; j < k_pad; ++j) {
+          uint8_t& byte = row[(j / quant::kBlock) * (quant::kBlock / 2) + (j % 16)];
+          byte = (j % quant::kBlock) < 16 ? (byte & 0xf0) : (byte & 0x0f);
+        }
+      }
+    }
+  });
+  std::fill(w.scale.begin(), w.scale.end(), scale);
+  if (offset != 0) w.offset.assign(static_cast<size_t>(n * w.n_groups), offset);
+  w.spec.source = f.scheme == ops::WeightScheme::kFp8 ? quant::SourceFormat::kFp8Block
+                  : f.scheme == ops::WeightScheme::kNf4 ? quant::SourceFormat::kNf4
+                  : f.scheme == ops::WeightScheme::kInt4 ? quant::SourceFormat::kAwqGemm
+                                                          : quant::SourceFormat::kInt8Channel;
+  return w;
+}
+
 }  // namespace
+
+Result<DummyPrecision> parse_dummy_precision(const std::string& s) {
+  if (s.empty() || s == "bf16" || s == "f16" || s == "f32" || s == "dense") return DummyPrecision::kDense;
+  if (s == "int8") return DummyPrecision::kInt8;
+  if (s == "int4") return DummyPrecision::kInt4;
+  if (s == "fp8") return DummyPrecision::kFp8;
+  if (s == "nf4") return DummyPrecision::kNf4;
+  return invalid_argument("--precision: unknown '" + s + "' (expected bf16, int8, int4, fp8 or nf4)");
+}
+
+const char* dummy_precision_name(DummyPrecision p) {
+  switch (p) {
+    case DummyPrecision::kDense: return "dense";
+    case DummyPrecision::kInt8: return "int8";
+    case DummyPrecision::kInt4: return "int4";
+    case DummyPrecision::kFp8: return "fp8";
+    case DummyPrecision::kNf4: return "nf4";
+  }
+  return "?";
+}
+
+ops::WeightFormat dummy_linear_format(DummyPrecision p, DType dtype, int64_t k) {
+  switch (p) {
+    case DummyPrecision::kDense: break;
+    case DummyPrecision::kInt8: return ops::quant_format(ops::WeightScheme::kInt8, k, 0, false, 1);
+    case DummyPrecision::kInt4: return ops::quant_format(ops::WeightScheme::kInt4, k, 128, true, 1);
+    case DummyPrecision::kFp8: return ops::quant_format(ops::WeightScheme::kFp8, k, 128, false, 128);
+    case DummyPrecision::kNf4: return ops::quant_format(ops::WeightScheme::kNf4, k, 64, false, 1);
+  }
+  return ops::dense_format(dtype);
+}
 
 void fill_dummy(TensorRole role, DType dtype, uint64_t seed, uint64_t stream, void* out, int64_t n) {
   float mean = 0, std = 0.02f;
@@ -115,10 +240,43 @@ Result<std::unique_ptr<WeightStore>> WeightStore::load(const std::string& dir,
                                                        ops::Backend* backend) {
   auto ws = std::unique_ptr<WeightStore>(new WeightStore());
   FRUGAL_ASSIGN_OR_RETURN(ws->files_, SafetensorsSet::open_dir(dir));
-  std::set<std::string> wanted;
-  std::vector<std::pair<std::string, TensorView>> host;
+  FRUGAL_ASSIGN_OR_RETURN(const std::optional<QuantConfig> qc, read_quant_config(dir));
+  std::set<std::string> wanted, consumed;
+  HostTensors host;
+  int64_t n_quant = 0, n_routers = 0;
   for (const auto& s : specs) {
     wanted.insert(s.name);
+    if (s.role == TensorRole::kRouter) ++n_routers;
+    if (qc && s.shape.ndim == 2 && ends_with(s.name, ".weight") &&
+        (s.role == TensorRole::kLinear || s.role == TensorRole::kLmHead || s.role == TensorRole::kRouter)) {
+      const std::string prefix = s.name.substr(0, s.name.size() - 7);
+      if (is_quantized_linear(*qc, *ws->files_, prefix)) {
+        Result<quant::QuantWeight> qw = load_quant_linear(*qc, *ws->files_, prefix);
+        if (!qw) return Status(qw.status().code(), describe_files(dir) + ": " + qw.status().message());
+        if (qw->n != s.shape[0] || qw->k != s.shape[1])
+          return corrupt(describe_files(dir) + ": quantized linear '" + prefix + "' unpacks to [" +
+                         std::to_string(qw->n) + ", " + std::to_string(qw->k) + "], config.json implies " +
+                         s.shape.to_string());
+        for (const auto& name : ws->files_->names())
+          if (name.compare(0, prefix.size() + 1, prefix + ".") == 0) consumed.insert(name);
+        if (s.role == TensorRole::kLinear) {
+          qw->name = prefix;
+          FRUGAL_RETURN_IF_ERROR(ws->add_quant(s.name, std::move(*qw), host));
+          ws->count_role(s, ops::weight_format_name(ws->quant_[s.name].format), ws->quant_host_.back()->bytes());
+          ++n_quant;
+        } else {
+          // Routers (and lm_head unless asked) are never run quantized: dequantized to f32.
+          FRUGAL_LOG_WARN("{}: '{}' ({}) is stored quantized in the checkpoint; dequantized to f32 ({} are never "
+                          "run quantized)", dir, s.name, tensor_role_name(s.role),
+                          s.role == TensorRole::kRouter ? "MoE routers" : "lm_head weights");
+          ws->dequant_host_.push_back(quant::dequantize(*qw));
+          TensorView v{ws->dequant_host_.back().data(), DType::kF32, s.shape};
+          host.emplace_back(s.name, v);
+          ws->count_role(s, ops::weight_format_name(ops::dense_format(DType::kF32)), v.nbytes());
+        }
+        continue;
+      }
+    }
     const TensorEntry* e = ws->files_->find(s.name);
     if (!e)
       return not_found(describe_files(dir) + ": tensor '" + s.name + "' (" + tensor_role_name(s.role) +
@@ -130,9 +288,15 @@ Result<std::unique_ptr<WeightStore>> WeightStore::load(const std::string& dir,
       return unsupported(e->file + ": tensor '" + s.name + "' has dtype " + dtype_safetensors_name(e->dtype) +
                          "; weights must be BF16, F16 or F32");
     host.emplace_back(s.name, e->view());
+    ws->count_role(s, ops::weight_format_name(ops::dense_format(e->dtype)), e->view().nbytes());
+  }
+  if (qc) {
+    FRUGAL_LOG_INFO("{}: {} quantized linears; embeddings, norms, biases and lm_head stay as stored", dir, n_quant);
+    if (n_routers > 0)
+      FRUGAL_LOG_INFO("{}: {} MoE router weights stay precise (routers are never quantized)", dir, n_routers);
   }
   for (const auto& name : ws->files_->names()) {
-    if (wanted.count(name) || ignorable(name, specs, wanted)) continue;
+    if (wanted.count(name) || consumed.count(name) || ignorable(name, specs, wanted)) continue;
     return invalid_argument(ws->files_->find(name)->file + ": unexpected tensor '" + name +
                             "' (not part of this architecture/config; check config.json)");
   }
@@ -146,11 +310,13 @@ Result<std::unique_ptr<WeightStore>> WeightStore::dummy(const std::vector<Tensor
   if (!is_weight_dtype(opts.dtype))
     return unsupported(std::string("dummy weights: dtype ") + dtype_name(opts.dtype) + " is not bf16, f16 or f32");
   auto ws = std::unique_ptr<WeightStore>(new WeightStore());
+  const bool quantized = opts.precision != DummyPrecision::kDense;
+  auto is_quant = [&](const TensorSpec& s) { return quantized && s.role == TensorRole::kLinear && s.shape.ndim == 2; };
   std::vector<int64_t> offsets;
   int64_t total = 0;
   for (const auto& s : specs) {
     offsets.push_back(total);
-    total += align_up(dtype_bytes(opts.dtype, s.shape.numel()));
+    if (!is_quant(s)) total += align_up(dtype_bytes(opts.dtype, s.shape.numel()));
   }
   try {
     ws->dummy_host_ = HostBuffer(static_cast<size_t>(std::max<int64_t>(total, kAlign)));
@@ -164,6 +330,15 @@ Result<std::unique_ptr<WeightStore>> WeightStore::dummy(const std::vector<Tensor
   constexpr int64_t kChunk = int64_t{1} << 16;  // elements per task
   for (size_t t = 0; t < specs.size(); ++t) {
     const auto& s = specs[t];
+    if (is_quant(s)) {
+      FRUGAL_ASSIGN_OR_RETURN(quant::QuantWeight w,
+                              dummy_quant(dummy_linear_format(opts.precision, opts.dtype, s.shape[1]), s.shape[0], s.shape[1],
+                                          opts.seed, static_cast<uint64_t>(t)));
+      w.name = s.name;
+      FRUGAL_RETURN_IF_ERROR(ws->add_quant(s.name, std::move(w), host));
+      ws->count_role(s, ops::weight_format_name(ws->quant_[s.name].format), ws->quant_host_.back()->bytes());
+      continue;
+    }
     uint8_t* dst = base + offsets[t];
     const int64_t n = s.shape.numel();
     const int64_t elem_bytes = dtype_bytes(opts.dtype, 1);
@@ -176,9 +351,36 @@ Result<std::unique_ptr<WeightStore>> WeightStore::dummy(const std::vector<Tensor
       }
     });
     host.emplace_back(s.name, TensorView{dst, opts.dtype, s.shape});
+    ws->count_role(s, ops::weight_format_name(ops::dense_format(opts.dtype)), dtype_bytes(opts.dtype, n));
   }
   FRUGAL_RETURN_IF_ERROR(ws->place(backend, host));
   return ws;
+}
+
+Status WeightStore::add_quant(const std::string& name, quant::QuantWeight w, HostTensors& host) {
+  FRUGAL_ASSIGN_OR_RETURN(const ops::WeightFormat f, quant::weight_format_of(w));
+  quant_[name] = QuantLinear{.format = f, .n = w.n, .k = w.k};
+  quant_host_.push_back(std::make_unique<quant::QuantWeight>(std::move(w)));
+  quant::QuantWeight& q = *quant_host_.back();
+  host.emplace_back(name + "#codes", TensorView{q.q.data(), DType::kU8, Shape{static_cast<int64_t>(q.q.size())}});
+  host.emplace_back(name + "#scales", TensorView{q.scale.data(), DType::kF32, Shape{static_cast<int64_t>(q.scale.size())}});
+  if (!q.offset.empty())
+    host.emplace_back(name + "#zeros", TensorView{q.offset.data(), DType::kF32, Shape{static_cast<int64_t>(q.offset.size())}});
+  if (!q.k_perm.empty())
+    host.emplace_back(name + "#k_perm", TensorView{q.k_perm.data(), DType::kI32, Shape{static_cast<int64_t>(q.k_perm.size())}});
+  return {};
+}
+
+void WeightStore::count_role(const TensorSpec& s, const std::string& format, int64_t bytes) {
+  const std::string role = role_of(s);
+  for (auto& r : by_role_)
+    if (r.role == role && r.format == format) {
+      ++r.n_tensors;
+      r.bytes += bytes;
+      return;
+    }
+  by_role_.push_back({.role = role, .format = format, .n_tensors = 1, .bytes = bytes});
+  std::stable_sort(by_role_.begin(), by_role_.end(), [](const auto& a, const auto& b) { return a.role < b.role; });
 }
 
 Status WeightStore::place(ops::Backend* backend, const std::vector<std::pair<std::string, TensorView>>& host) {
@@ -212,6 +414,8 @@ Status WeightStore::place(ops::Backend* backend, const std::vector<std::pair<std
   // Device copies are complete: the mmap and host dummy copies are no longer needed.
   files_.reset();
   dummy_host_ = HostBuffer();
+  quant_host_.clear();
+  dequant_host_.clear();
   return {};
 }
 
@@ -221,9 +425,26 @@ const TensorView* WeightStore::find(const std::string& name) const {
 }
 
 Result<Linear> WeightStore::linear(const std::string& weight_name, const std::string& bias_name) const {
-  const TensorView* w = find(weight_name);
-  if (!w || w->shape.ndim != 2) return internal_error("weights: no 2-d tensor '" + weight_name + "'");
-  Linear l{.weight = ops::dense_weight(w->data, w->dtype), .out = w->shape[0], .in = w->shape[1]};
+  Linear l;
+  if (auto q = quant_.find(weight_name); q != quant_.end()) {
+    const TensorView* codes = find(weight_name + "#codes");
+    const TensorView* scales = find(weight_name + "#scales");
+    const TensorView* zeros = find(weight_name + "#zeros");
+    const TensorView* perm = find(weight_name + "#k_perm");
+    if (!codes || !scales) return internal_error("weights: quantized '" + weight_name + "' has no codes or scales");
+    l.weight.data = codes->data;
+    l.weight.format = q->second.format;
+    l.weight.scales = scales->data;
+    l.weight.zeros = zeros ? zeros->data : nullptr;
+    l.weight.k_perm = perm ? static_cast<const int32_t*>(perm->data) : nullptr;
+    l.out = q->second.n;
+    l.in = q->second.k;
+    FRUGAL_RETURN_IF_ERROR(ops::check_weight_view(l.weight, weight_name.c_str()));
+  } else {
+    const TensorView* w = find(weight_name);
+    if (!w || w->shape.ndim != 2) return internal_error("weights: no 2-d tensor '" + weight_name + "'");
+    l = Linear{.weight = ops::dense_weight(w->data, w->dtype), .out = w->shape[0], .in = w->shape[1]};
+  }
   if (const TensorView* b = bias_name.empty() ? nullptr : find(bias_name)) {
     l.bias = b->data;
     l.bias_dtype = b->dtype;

@@ -18,6 +18,7 @@
 #include "model/arch.h"
 #include "model/safetensors.h"
 #include "ops/backend.h"
+#include "ops/quant/quant_weight.h"
 
 namespace frugal::model {
 
@@ -52,16 +53,40 @@ struct Embedding {
   int64_t dim = 0;
 };
 
+// Precision of the dummy weights' linear projections (embeddings, norms, biases, lm_head and
+// routers stay in `dtype`): the formats `frugal plan --precision` counts (dummy_linear_format).
+enum class DummyPrecision : uint8_t { kDense, kInt8, kInt4, kFp8, kNf4 };
+// "bf16" (or f16/f32: dense in that dtype) / "int8" / "int4" / "fp8" / "nf4".
+Result<DummyPrecision> parse_dummy_precision(const std::string& s);
+const char* dummy_precision_name(DummyPrecision p);
+// The format of a dummy linear with k inputs (ops::quant_format): int8 per channel; int4 with
+// zero points (offsets) in groups of 128; fp8 e4m3 with 128 x 128 block scales; nf4 absmax per
+// 64 (groups halved while they do not divide k); dense `dtype` for kDense. `frugal plan
+// --precision` counts the same formats (plan/weights.cpp).
+ops::WeightFormat dummy_linear_format(DummyPrecision p, DType dtype, int64_t k);
+
 struct DummyWeightOptions {
   DType dtype = DType::kBF16;
   uint64_t seed = 0;
+  DummyPrecision precision = DummyPrecision::kDense;
+};
+
+// Bytes and formats of the loaded weights per role (the engine's memory report).
+struct WeightRoleBytes {
+  std::string role;    // "embedding", "attention", "mlp", "lm_head", "router", "norm", "bias", ...
+  std::string format;  // ops::weight_format_name ("int4 i4 group_k=128 zero=offset(f32)", "dense bf16")
+  int64_t n_tensors = 0;
+  int64_t bytes = 0;
 };
 
 class WeightStore {
  public:
   // Opens the safetensors of `dir` and checks them against `specs`: every spec present with
   // its shape and a float dtype (bf16/f16/f32), and no unexpected tensor. Errors name the file
-  // and the tensor.
+  // and the tensor. With a quantization_config in dir/config.json (model/quant/quant_loader.h),
+  // each linear stored quantized becomes a quantized Linear (ops/weight_format.h); embeddings,
+  // norms and biases stay as stored, and a router or lm_head stored quantized is dequantized to
+  // f32 (routers are never run quantized; the loader logs it).
   static Result<std::unique_ptr<WeightStore>> load(const std::string& dir,
                                                    const std::vector<TensorSpec>& specs,
                                                    ops::Backend* backend);
@@ -75,6 +100,8 @@ class WeightStore {
   const TensorView* find(const std::string& name) const;
   // Bytes of weights the engine holds (device or mapped).
   int64_t bytes() const { return bytes_; }
+  // The same by role and format, sorted by role.
+  const std::vector<WeightRoleBytes>& bytes_by_role() const { return by_role_; }
 
   Result<Linear> linear(const std::string& weight_name, const std::string& bias_name) const;
   Result<Norm> norm(const std::string& name) const;
@@ -82,7 +109,20 @@ class WeightStore {
 
  private:
   WeightStore() = default;
-  Status place(ops::Backend* backend, const std::vector<std::pair<std::string, TensorView>>& host);
+  using HostTensors = std::vector<std::pair<std::string, TensorView>>;
+  Status place(ops::Backend* backend, const HostTensors& host);
+  // Adds the parts of quantized weight `name` (codes, scales, offsets, permutation) to `host`.
+  Status add_quant(const std::string& name, quant::QuantWeight w, HostTensors& host);
+  void count_role(const TensorSpec& s, const std::string& format, int64_t bytes);
+
+  struct QuantLinear {
+    ops::WeightFormat format;
+    int64_t n = 0, k = 0;
+  };
+  std::map<std::string, QuantLinear> quant_;                // by the spec's weight name
+  std::vector<std::unique_ptr<quant::QuantWeight>> quant_host_;  // host copies (until uploaded)
+  std::vector<std::vector<float>> dequant_host_;            // quantized routers / lm_head made f32
+  std::vector<WeightRoleBytes> by_role_;
 
   std::unique_ptr<SafetensorsSet> files_;  // keeps the mmap alive
   HostBuffer dummy_host_;                  // dummy weights on the host

@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "ops/kv_quant.h"
+#include "ops/quant_element.h"
 #include "ops/weight_format_check.h"
 
 namespace frugal::ops::ref {
@@ -76,28 +77,38 @@ void rms_norm(const RmsNormParams& p) {
   }
 }
 
-// W[o, j] as a float, decoded from its stored format (the oracle for every format's kernels).
+// W[o, j'] as a float, decoded from its stored format (the oracle for every format's kernels).
+// j' is the internal column (ops/weight_format.h); it multiplies x[k_perm[j']] under act order.
 // One function per scheme, chosen once per call.
-static float dense_w(const WeightView& w, int64_t k, int64_t o, int64_t j) { return load(w.format.dtype, w.data, o * k + j); }
+static float dense_w(const WeightView& w, const QuantGeometry&, int64_t k, int64_t o, int64_t j) {
+  return load(w.format.dtype, w.data, o * k + j);
+}
+static float quant_w(const WeightView& w, const QuantGeometry& g, int64_t, int64_t o, int64_t j) {
+  return quant_weight_element(w, g, o, j);
+}
 
-using WeightElement = float (*)(const WeightView& w, int64_t k, int64_t o, int64_t j);
+using WeightElement = float (*)(const WeightView& w, const QuantGeometry& g, int64_t k, int64_t o, int64_t j);
 
 static WeightElement weight_element(const WeightFormat& f) {
   const Status st = check_weight_format(f, "ref matmul");
   FRUGAL_CHECK_MSG(st.is_ok(), st.to_string());
   switch (f.scheme) {
     case WeightScheme::kDense: return dense_w;
+    case WeightScheme::kInt8: case WeightScheme::kInt4: case WeightScheme::kNf4: case WeightScheme::kFp8:
+      return quant_w;
   }
   check_failed(__FILE__, __LINE__, "weight_element", weight_format_name(f));
 }
 
 void matmul(const MatmulParams& p) {
   const WeightElement w_at = weight_element(p.w.format);
+  const QuantGeometry g = quant_geometry(p.w.format, p.n, p.k);
+  const int32_t* perm = p.w.format.act_order ? p.w.k_perm : nullptr;
   for (int64_t i = 0; i < p.m; ++i) {
     for (int64_t o = 0; o < p.n; ++o) {
       double acc = 0;
       for (int64_t j = 0; j < p.k; ++j)
-        acc += static_cast<double>(load(p.x_dtype, p.x, i * p.ld_x + j)) * w_at(p.w, p.k, o, j);
+        acc += static_cast<double>(load(p.x_dtype, p.x, i * p.ld_x + (perm ? perm[j] : j))) * w_at(p.w, g, p.k, o, j);
       if (p.bias) acc += load(p.bias_dtype, p.bias, o);
       if (p.accumulate) acc += load(p.y_dtype, p.y, i * p.ld_y + o);
       store(p.y_dtype, p.y, i * p.ld_y + o, static_cast<float>(acc));

@@ -8,9 +8,7 @@ namespace {
 const char* packing_name(WeightPacking p) {
   switch (p) {
     case WeightPacking::kNone: return "none";
-    case WeightPacking::kInt32AlongN: return "int32_along_n";
-    case WeightPacking::kInt32AlongK: return "int32_along_k";
-    case WeightPacking::kNibblesAlongK: return "nibbles_along_k";
+    case WeightPacking::kBlock32Nibbles: return "block32_nibbles";
   }
   return "?";
 }
@@ -18,7 +16,6 @@ const char* packing_name(WeightPacking p) {
 const char* layout_name(WeightLayout l) {
   switch (l) {
     case WeightLayout::kOutIn: return "out_in";
-    case WeightLayout::kInOut: return "in_out";
   }
   return "?";
 }
@@ -26,8 +23,7 @@ const char* layout_name(WeightLayout l) {
 const char* zero_name(ZeroPoint z) {
   switch (z) {
     case ZeroPoint::kNone: return "none";
-    case ZeroPoint::kStored: return "stored";
-    case ZeroPoint::kStoredMinusOne: return "stored_minus_one";
+    case ZeroPoint::kOffset: return "offset";
   }
   return "?";
 }
@@ -59,8 +55,11 @@ std::string weight_format_name(const WeightFormat& f) {
   const char* scheme = weight_scheme_name(f.scheme);
   std::string s = scheme ? scheme : "scheme#" + std::to_string(static_cast<int>(f.scheme));
   s += std::string(" ") + dtype_name(f.dtype);
-  const WeightFormat d = dense_format(f.dtype);
-  if (f.packing != d.packing) s += std::string(" packing=") + packing_name(f.packing);
+  WeightFormat d = dense_format(f.dtype);
+  d.scheme = f.scheme;
+  if (is_quant_scheme(f.scheme)) d.group_n = 1;  // per output row unless said otherwise
+  if (f.packing != d.packing && !(f.packing == WeightPacking::kBlock32Nibbles && f.dtype == DType::kI4))
+    s += std::string(" packing=") + packing_name(f.packing);
   if (f.layout != d.layout) s += std::string(" layout=") + layout_name(f.layout);
   if (f.group_k != d.group_k) s += " group_k=" + std::to_string(f.group_k);
   if (f.group_n != d.group_n) s += " group_n=" + std::to_string(f.group_n);
@@ -92,6 +91,34 @@ Status check_weight_format(const WeightFormat& f, const char* what) {
                                 ": dense weights have no packing, groups, zero points, act order or activation quantization");
       return {};
     }
+    case WeightScheme::kInt8:
+    case WeightScheme::kInt4:
+    case WeightScheme::kNf4:
+    case WeightScheme::kFp8: {
+      const bool four = f.scheme == WeightScheme::kInt4 || f.scheme == WeightScheme::kNf4;
+      const DType want = four ? DType::kI4 : f.scheme == WeightScheme::kInt8 ? DType::kI8 : DType::kF8E4M3;
+      if (f.dtype != want)
+        return unsupported(prefix(what, f) + ": " + weight_scheme_name(f.scheme) + " codes are " + dtype_name(want));
+      if (f.packing != (four ? WeightPacking::kBlock32Nibbles : WeightPacking::kNone))
+        return invalid_argument(prefix(what, f) + ": " + (four ? "4-bit codes are packed block32_nibbles"
+                                                                 : "8-bit codes are not packed"));
+      if (f.layout != WeightLayout::kOutIn) return invalid_argument(prefix(what, f) + ": layout must be out_in");
+      if (f.group_k < 0 || f.group_k % kQuantBlock != 0)
+        return invalid_argument(prefix(what, f) + ": group_k must be 0 (all of k) or a multiple of 32");
+      if (f.scheme == WeightScheme::kFp8 ? f.group_n < 0 : f.group_n != 1)
+        return invalid_argument(prefix(what, f) + (f.scheme == WeightScheme::kFp8
+                                                       ? ": group_n must be 0 (all of n) or positive"
+                                                       : ": integer and nf4 scales are per output row (group_n = 1)"));
+      if (f.scale_dtype != DType::kF32) return unsupported(prefix(what, f) + ": scales must be f32");
+      const bool offsets_ok = f.scheme == WeightScheme::kInt8 || f.scheme == WeightScheme::kInt4;
+      if (f.zero != ZeroPoint::kNone && (!offsets_ok || f.zero != ZeroPoint::kOffset || f.zero_dtype != DType::kF32))
+        return invalid_argument(prefix(what, f) + ": zero points are f32 offsets of int8 / int4 only");
+      if (f.act_order && !offsets_ok)
+        return invalid_argument(prefix(what, f) + ": act order (k_perm) is for int8 / int4 (GPTQ) only");
+      if (f.act_quant != ActivationQuant::kNone)
+        return unsupported(prefix(what, f) + ": activation quantization is a kernel choice, not stored (use none)");
+      return {};
+    }
   }
   std::string known;
 #define FRUGAL_WEIGHT_SCHEME_LIST_(Name, str) known += std::string(known.empty() ? "" : ", ") + str;
@@ -106,8 +133,20 @@ Status check_weight_view(const WeightView& w, const char* what) {
   if (!w.data) return invalid_argument(std::string(what) + ": w.data is null");
   switch (w.format.scheme) {
     case WeightScheme::kDense:
-      if (w.scales || w.zeros || w.g_idx)
-        return invalid_argument(prefix(what, w.format) + ": dense weights take no scales, zeros or g_idx");
+      if (w.scales || w.zeros || w.k_perm)
+        return invalid_argument(prefix(what, w.format) + ": dense weights take no scales, zeros or k_perm");
+      return {};
+    case WeightScheme::kInt8:
+    case WeightScheme::kInt4:
+    case WeightScheme::kNf4:
+    case WeightScheme::kFp8:
+      if (!w.scales) return invalid_argument(prefix(what, w.format) + ": scales are null");
+      if ((w.format.zero == ZeroPoint::kOffset) != (w.zeros != nullptr))
+        return invalid_argument(prefix(what, w.format) + (w.zeros ? ": zeros given for a format without zero points"
+                                                                  : ": zeros (offsets) are null"));
+      if (w.format.act_order != (w.k_perm != nullptr))
+        return invalid_argument(prefix(what, w.format) + (w.k_perm ? ": k_perm given without act_order"
+                                                                   : ": act_order needs k_perm"));
       return {};
   }
   return {};  // unreachable: check_weight_format refused the scheme

@@ -3,18 +3,21 @@
 // dispatches on it explicitly, once per call, and refuses one it has no kernels for with an
 // error naming it (never a silent fallback). See docs/weight_formats.md.
 //
-// Adding a format (issue 16: INT8 per channel, INT4 AWQ/GPTQ, FP8 E4M3, NF4) is one line in
-// FRUGAL_WEIGHT_SCHEMES plus its checks in weight_format.cpp, its dequantization in
-// ops/reference.cpp and its kernels; the fields below already describe them:
-//   scheme   dtype    packing        layout  group_k group_n scales      zero             act_order
-//   dense    bf16     none           out_in  -       -       -           none             no
-//   int8     i8       none           out_in  0       1       [n]         none             no
-//   int4 AWQ i4       int32_along_n  in_out  128     1       [k/g, n]    stored           no
-//   int4 GPTQ i4      int32_along_k  in_out  128     1       [k/g, n]    stored_minus_one yes (g_idx [k])
-//   fp8 tensor f8e4m3 none           out_in  0       0       [1]         none             no
-//   fp8 block f8e4m3  none           out_in  128     128     [n/128, k/128] none          no
-//                                                                (W8A8: act_quant per token or per 128-group)
-//   nf4      i4       nibbles_along_k out_in 64      1       [n, k/64]   none             no
+// Quantized checkpoints (AutoAWQ, GPTQ, compressed-tensors, DeepSeek FP8, bitsandbytes NF4) are
+// converted at load into ONE internal layout (ops/quant/checkpoint_layouts.h documents the
+// checkpoint layouts; ops/quant/quant_weight.h owns the host copy); the schemes below describe
+// that layout, which is what every backend reads:
+//   scheme  dtype   packing          group_k      group_n          scales            zeros             k_perm
+//   dense   f32/f16/bf16 none        0            0                -                 -                 -
+//   int8    i8      none             0 | 32m      1                f32 [n][ng]       none | offset     act order
+//   int4    i4      block32_nibbles  0 | 32m      1                f32 [n][ng]       none | offset     act order
+//   nf4     i4      block32_nibbles  0 | 32m      1                f32 [n][ng]       none              -
+//   fp8     f8e4m3  none             0 | 32m      0 | 1 | bn       f32 [nr][ng]      none              -
+// Quantized rows hold k_pad = round_up(k, 32) codes (weight_row_bytes); ng = groups along k
+// (weight_groups_k), nr = scale rows (weight_scale_rows). Element (o, j') of the internal order:
+//   W = scale[o / group_n][j' / group_k] * value(code) + offset[o][j' / group_k]
+// int8: value = code (signed); int4: code 0..15; nf4: kNf4Codebook[code]; fp8: the E4M3 number.
+// Internal column j' multiplies x[k_perm[j']] when act_order (GPTQ desc_act), else x[j'].
 //
 // No STL here: included by .cu files (through ops/params.h). CUDA code is C++17.
 #pragma once
@@ -26,8 +29,12 @@
 namespace frugal::ops {
 
 // X(Name, "name"): every weight scheme, once. Only dense has kernels today.
-#define FRUGAL_WEIGHT_SCHEMES(X) \
-  X(Dense, "dense") /* W[o, j] = data[o * k + j] in dtype (f32, f16 or bf16); no scales */
+#define FRUGAL_WEIGHT_SCHEMES(X)                                                                 \
+  X(Dense, "dense") /* W[o, j] = data[o * k + j] in dtype (f32, f16 or bf16); no scales */     \
+  X(Int8, "int8")   /* signed int8 codes, W8A16: compressed-tensors int8, GPTQ 8-bit */        \
+  X(Int4, "int4")   /* 4-bit codes 0..15 with offsets (zero points), W4A16: AWQ, GPTQ 4-bit */ \
+  X(Nf4, "nf4")     /* 4-bit NF4 code book with absmax scales: bitsandbytes */                \
+  X(Fp8, "fp8")     /* FP8 E4M3 with tensor / channel / block scales: compressed-tensors, DeepSeek-V3 */
 
 enum class WeightScheme : uint8_t {
 #define FRUGAL_WEIGHT_SCHEME_ENUM_(Name, str) k##Name,
@@ -37,16 +44,14 @@ enum class WeightScheme : uint8_t {
 
 // How quantized values share storage words.
 enum class WeightPacking : uint8_t {
-  kNone,           // one value per dtype element
-  kInt32AlongN,    // 8 4-bit values per int32, consecutive outputs (AutoAWQ GEMM, order 0 2 4 6 1 3 5 7)
-  kInt32AlongK,    // 8 4-bit values per int32, consecutive inputs, low nibble first (GPTQ)
-  kNibblesAlongK,  // 2 4-bit values per byte, consecutive inputs, high nibble first (bitsandbytes NF4)
+  kNone,            // one value per dtype element
+  kBlock32Nibbles,  // 4-bit codes in 32-code blocks of 16 bytes: byte i = code i | code (i + 16) << 4
 };
 
-// Which axis is contiguous in the stored weight.
+// Which axis is contiguous in the stored weight (every scheme stores [n, k] rows today;
+// [k, n] checkpoint tensors such as AWQ / GPTQ `qweight` are transposed at load).
 enum class WeightLayout : uint8_t {
   kOutIn,  // [n, k] row-major: HF nn.Linear `weight`
-  kInOut,  // [k, n] row-major: AutoAWQ / GPTQ `qweight`
 };
 
 // Activations quantized on the fly for W8A8 kernels (FP8 E4M3 with dynamic scales).
@@ -56,11 +61,12 @@ enum class ActivationQuant : uint8_t {
   kDynamicPerGroup,  // one scale per group_k inputs of each token row (DeepSeek-V3: 128)
 };
 
-// Zero points of asymmetric integer schemes: W = (q - z) * scale.
+// Zero points of asymmetric integer schemes. Checkpoints store W = (q - z) * s (AWQ, GPTQ v1's
+// z - 1 and v2's z); the loader folds them into W = q * s + offset with offset = -z * s, so
+// the kernels add sum_g offset[g] * sum(x over group g) outside their inner loop.
 enum class ZeroPoint : uint8_t {
-  kNone,            // symmetric: W = q * scale (q signed, or offset by half the range)
-  kStored,          // z as stored (AutoAWQ, GPTQ v2)
-  kStoredMinusOne,  // classic GPTQ: the stored value is z - 1
+  kNone,    // symmetric: W = value(q) * scale
+  kOffset,  // WeightView::zeros holds f32 offset [n][groups_k]
 };
 
 struct WeightFormat {
@@ -74,8 +80,8 @@ struct WeightFormat {
   int32_t group_n = 0;
   DType scale_dtype = DType::kF32;  // WeightView::scales, one per block, laid out like the weight
   ZeroPoint zero = ZeroPoint::kNone;
-  DType zero_dtype = DType::kI4;    // WeightView::zeros; i4 zeros are 8 per int32 along n (AWQ and GPTQ qzeros)
-  bool act_order = false;           // WeightView::g_idx [k] gives each input's group (GPTQ desc_act)
+  DType zero_dtype = DType::kF32;   // WeightView::zeros (f32 offsets)
+  bool act_order = false;           // WeightView::k_perm [k]: internal column j' multiplies x[k_perm[j']]
   ActivationQuant act_quant = ActivationQuant::kNone;
 };
 
@@ -97,10 +103,60 @@ inline WeightFormat dense_format(DType t) {
 struct WeightView {
   const void* data = nullptr;     // the stored weight, in format.layout / format.packing
   WeightFormat format;
-  const void* scales = nullptr;   // format.scale_dtype, one per scale block (null for dense)
-  const void* zeros = nullptr;    // format.zero_dtype, one per scale block (null when zero = kNone)
-  const int32_t* g_idx = nullptr; // [k] group of each input (only when format.act_order)
+  const void* scales = nullptr;    // format.scale_dtype, one per scale block (null for dense)
+  const void* zeros = nullptr;     // format.zero_dtype, one per (row, k group) (null when zero = kNone)
+  const int32_t* k_perm = nullptr; // [k] input of each internal column (only when format.act_order)
 };
+
+// The NF4 code book (QLoRA appendix E; bitsandbytes' table), the one copy every backend uses.
+#define FRUGAL_NF4_CODEBOOK                                                                               \
+  -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f, -0.28444138169288635f,       \
+      -0.18477343022823334f, -0.09105003625154495f, 0.0f, 0.07958029955625534f, 0.16093020141124725f,    \
+      0.24611230194568634f, 0.33791524171829224f, 0.44070982933044434f, 0.5626170039176941f,              \
+      0.7229568362236023f, 1.0f
+inline constexpr float kNf4Codebook[16] = {FRUGAL_NF4_CODEBOOK};
+
+inline constexpr int64_t kQuantBlock = 32;  // codes per block of a quantized row
+
+inline bool is_quant_scheme(WeightScheme s) {
+  return s == WeightScheme::kInt8 || s == WeightScheme::kInt4 || s == WeightScheme::kNf4 || s == WeightScheme::kFp8;
+}
+// Codes per row: k rounded up to whole 32-code blocks (quantized schemes), k for dense.
+inline int64_t weight_k_pad(const WeightFormat& f, int64_t k) {
+  return is_quant_scheme(f.scheme) ? (k + kQuantBlock - 1) / kQuantBlock * kQuantBlock : k;
+}
+// Bytes of one stored row of W.
+inline int64_t weight_row_bytes(const WeightFormat& f, int64_t k) {
+  return f.packing == WeightPacking::kBlock32Nibbles ? weight_k_pad(f, k) / 2 : dtype_bytes(f.dtype, weight_k_pad(f, k));
+}
+// Scale groups along k (1 when group_k = 0) and scale rows along n (1 when group_n = 0).
+inline int64_t weight_groups_k(const WeightFormat& f, int64_t k) { return f.group_k > 0 ? (k + f.group_k - 1) / f.group_k : 1; }
+inline int64_t weight_scale_rows(const WeightFormat& f, int64_t n) { return f.group_n > 0 ? (n + f.group_n - 1) / f.group_n : 1; }
+// The quantized format frugal gives a linear of k inputs (dummy weights, `frugal plan`): scheme
+// s with scale groups of `group` inputs, halved down to 32 until one divides k, else the whole
+// row (0, also when the group is all of k); f32 offsets when `zeros` (int8 / int4); `block_n` rows per scale (fp8; 1 otherwise).
+inline WeightFormat quant_format(WeightScheme s, int64_t k, int32_t group, bool zeros, int32_t block_n) {
+  WeightFormat f;
+  f.scheme = s;
+  f.dtype = s == WeightScheme::kInt8 ? DType::kI8 : s == WeightScheme::kFp8 ? DType::kF8E4M3 : DType::kI4;
+  f.packing = f.dtype == DType::kI4 ? WeightPacking::kBlock32Nibbles : WeightPacking::kNone;
+  int32_t g = group;
+  while (g >= static_cast<int32_t>(kQuantBlock) && k % g != 0) g /= 2;
+  // A group covering the whole row is per channel (0), as quant::weight_format_of names it.
+  f.group_k = g >= static_cast<int32_t>(kQuantBlock) && g % kQuantBlock == 0 && g < k ? g : 0;
+  f.group_n = s == WeightScheme::kFp8 ? block_n : 1;
+  if (zeros && (s == WeightScheme::kInt8 || s == WeightScheme::kInt4)) f.zero = ZeroPoint::kOffset;
+  return f;
+}
+
+// Bytes of the weight and its side tensors (scales, offsets, permutation) for an n x k weight.
+inline int64_t weight_bytes(const WeightFormat& f, int64_t n, int64_t k) {
+  if (!is_quant_scheme(f.scheme)) return dtype_bytes(f.dtype, n * k);
+  int64_t b = n * weight_row_bytes(f, k) + 4 * weight_scale_rows(f, n) * weight_groups_k(f, k);
+  if (f.zero == ZeroPoint::kOffset) b += 4 * n * weight_groups_k(f, k);
+  if (f.act_order) b += 4 * k;
+  return b;
+}
 
 inline WeightView dense_weight(const void* data, DType t) {
   WeightView w;

@@ -13,6 +13,7 @@ ComputePeak compute_peak(const GpuSpec& gpu, WeightPrecision p) {
       return {gpu.tflops_bf16, "bf16", "no fp8 tensor cores on this GPU: fp8 weights dequantized to bf16 GEMMs"};
     case WeightPrecision::kInt8:
     case WeightPrecision::kInt4:
+    case WeightPrecision::kNf4:
       return {gpu.tflops_bf16, "bf16", "weight-only quantization: weights dequantized into bf16 GEMMs"};
   }
   return {gpu.tflops_bf16, "bf16", ""};

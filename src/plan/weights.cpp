@@ -3,6 +3,8 @@
 #include <cmath>
 #include <map>
 
+#include "ops/weight_format.h"
+
 namespace frugal::plan {
 namespace {
 
@@ -13,26 +15,38 @@ constexpr int64_t kF32Bytes = 4;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// int8 per output channel: 1 byte per weight + one bf16 scale per row.
-StoredTensor int8_per_channel(int64_t rows, int64_t cols) {
-  return {"int8 + bf16 scale/row", rows * cols + rows * kBf16Bytes};
+// A linear stored in an engine weight format (ops/weight_format.h): the bytes the loaded
+// engine holds for it (codes with rows padded to 32, f32 scales, offsets), so plan and the
+// engine agree.
+StoredTensor quantized(const model::TensorSpec& t, const ops::WeightFormat& f, const std::string& label) {
+  return {label, ops::weight_bytes(f, t.shape[0], t.shape[1])};
 }
 
-StoredTensor int4_grouped(int64_t rows, int64_t cols, const QuantOptions& q) {
-  const int64_t groups = rows * ceil_div(cols, q.group_size);
-  // Two 4-bit weights per byte; per group a bf16 scale and (asymmetric) a packed 4-bit zero.
-  const int64_t bytes = ceil_div(rows * cols, 2) + groups * kBf16Bytes +
-                        (q.int4_zero_point ? ceil_div(groups, 2) : 0);
-  const std::string fmt = "int4 g" + std::to_string(q.group_size) +
-                          (q.int4_zero_point ? " + bf16 scale + 4-bit zero" : " + bf16 scale");
-  return {fmt, bytes};
+std::string group_label(const ops::WeightFormat& f) {
+  return f.group_k > 0 ? " g" + std::to_string(f.group_k) : " per channel";
 }
 
-StoredTensor fp8(int64_t rows, int64_t cols, const QuantOptions& q) {
-  if (q.fp8_block <= 0) return {"fp8 e4m3 + f32 scale/tensor", rows * cols + kF32Bytes};
-  const int64_t blocks = ceil_div(rows, q.fp8_block) * ceil_div(cols, q.fp8_block);
-  const std::string b = std::to_string(q.fp8_block);
-  return {"fp8 e4m3 + f32 scale/" + b + "x" + b, rows * cols + blocks * kF32Bytes};
+StoredTensor int8_per_channel(const model::TensorSpec& t) {
+  return quantized(t, ops::quant_format(ops::WeightScheme::kInt8, t.shape[1], 0, false, 1), "int8 + f32 scale/row");
+}
+
+StoredTensor int4_grouped(const model::TensorSpec& t, const QuantOptions& q) {
+  const ops::WeightFormat f = ops::quant_format(ops::WeightScheme::kInt4, t.shape[1], static_cast<int32_t>(q.group_size),
+                                                q.int4_zero_point, 1);
+  return quantized(t, f, "int4" + group_label(f) + (q.int4_zero_point ? " + f32 scale + f32 zero" : " + f32 scale"));
+}
+
+StoredTensor nf4(const model::TensorSpec& t) {
+  const ops::WeightFormat f = ops::quant_format(ops::WeightScheme::kNf4, t.shape[1], 64, false, 1);
+  return quantized(t, f, "nf4" + group_label(f) + " + f32 absmax");
+}
+
+StoredTensor fp8(const model::TensorSpec& t, const QuantOptions& q) {
+  if (q.fp8_block <= 0)
+    return quantized(t, ops::quant_format(ops::WeightScheme::kFp8, t.shape[1], 0, false, 0), "fp8 e4m3 + f32 scale/tensor");
+  const auto b = static_cast<int32_t>(q.fp8_block);
+  const ops::WeightFormat f = ops::quant_format(ops::WeightScheme::kFp8, t.shape[1], b, false, b);
+  return quantized(t, f, "fp8 e4m3 + f32 scale/" + std::to_string(b) + "x" + std::to_string(f.group_k > 0 ? f.group_k : t.shape[1]));
 }
 
 }  // namespace
@@ -43,6 +57,7 @@ const char* precision_name(WeightPrecision p) {
     case WeightPrecision::kFp8: return "fp8";
     case WeightPrecision::kInt8: return "int8";
     case WeightPrecision::kInt4: return "int4";
+    case WeightPrecision::kNf4: return "nf4";
   }
   return "?";
 }
@@ -52,21 +67,23 @@ Result<WeightPrecision> parse_precision(const std::string& s) {
   if (s == "fp8") return WeightPrecision::kFp8;
   if (s == "int8") return WeightPrecision::kInt8;
   if (s == "int4") return WeightPrecision::kInt4;
-  return invalid_argument("--precision: unknown '" + s + "' (expected bf16, fp8, int8 or int4)");
+  if (s == "nf4") return WeightPrecision::kNf4;
+  return invalid_argument("--precision: unknown '" + s + "' (expected bf16, fp8, int8, int4 or nf4)");
 }
 
 StoredTensor stored_tensor(const model::TensorSpec& t, const QuantOptions& q) {
   const int64_t n = t.shape.numel();
   const bool matrix = t.shape.ndim == 2;
   if (t.role == TensorRole::kLmHead && q.lm_head_int8 && matrix) {
-    return int8_per_channel(t.shape[0], t.shape[1]);
+    return int8_per_channel(t);
   }
   if (t.role != TensorRole::kLinear || !matrix) return {"bf16", n * kBf16Bytes};
   switch (q.precision) {
     case WeightPrecision::kBf16: return {"bf16", n * kBf16Bytes};
-    case WeightPrecision::kInt8: return int8_per_channel(t.shape[0], t.shape[1]);
-    case WeightPrecision::kInt4: return int4_grouped(t.shape[0], t.shape[1], q);
-    case WeightPrecision::kFp8: return fp8(t.shape[0], t.shape[1], q);
+    case WeightPrecision::kInt8: return int8_per_channel(t);
+    case WeightPrecision::kInt4: return int4_grouped(t, q);
+    case WeightPrecision::kFp8: return fp8(t, q);
+    case WeightPrecision::kNf4: return nf4(t);
   }
   return {"bf16", n * kBf16Bytes};
 }

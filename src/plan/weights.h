@@ -1,6 +1,9 @@
 // Weight bytes by precision, summed over the exact tensors the engine loads
 // (model::tensor_specs). Only linear projections are quantized; embeddings, norms, biases and
-// MoE routers stay bf16; lm_head is bf16 or int8 per QuantOptions.
+// MoE routers stay bf16; lm_head is bf16 or int8 per QuantOptions. Quantized linears count the
+// bytes of the engine's own weight format (ops::quant_format / ops::weight_bytes: codes with
+// rows padded to 32, f32 scales and offsets), which is what the loaded engine holds: with the
+// default options these are the formats of `--dummy-weights --precision` (model/weights.h).
 #pragma once
 
 #include <cstdint>
@@ -13,18 +16,18 @@
 
 namespace frugal::plan {
 
-enum class WeightPrecision { kBf16, kFp8, kInt8, kInt4 };
+enum class WeightPrecision { kBf16, kFp8, kInt8, kInt4, kNf4 };
 const char* precision_name(WeightPrecision p);
 Result<WeightPrecision> parse_precision(const std::string& s);
 
 struct QuantOptions {
   WeightPrecision precision = WeightPrecision::kBf16;
-  // int4: one bf16 scale per group of group_size input elements, plus a packed 4-bit zero point
-  // per group when asymmetric (AWQ / GPTQ layout).
+  // int4: one f32 scale per group of group_size inputs, plus an f32 offset (the folded zero
+  // point) per group when asymmetric (AWQ / GPTQ checkpoints load into this).
   int64_t group_size = 128;
   bool int4_zero_point = true;
   // fp8: float32 scales per block x block tile (DeepSeek-V3's weight_scale_inv) or, with
-  // fp8_block == 0, one float32 scale per tensor.
+  // fp8_block == 0, one float32 scale per tensor. nf4: f32 absmax per 64 inputs.
   int64_t fp8_block = 128;
   bool lm_head_int8 = false;  // lm_head as int8 per-channel instead of bf16
 };

@@ -157,7 +157,12 @@ class EngineImpl final : public Engine {
 Status EngineImpl::init(const EngineOptions& o) {
   opts_ = o;
   FRUGAL_ASSIGN_OR_RETURN(backend_, make_backend(o.device, o.threads));
+  FRUGAL_ASSIGN_OR_RETURN(const model::DummyPrecision precision, model::parse_dummy_precision(o.weight_precision));
+  if (precision != model::DummyPrecision::kDense && !o.dummy_weights)
+    return invalid_argument("--precision " + o.weight_precision +
+                            " applies to --dummy-weights; a checkpoint loads in the format it is stored in");
   model::LoadOptions lo{.dummy_weights = o.dummy_weights,
+                        .dummy_precision = precision,
                         .max_batch_tokens = o.max_num_batched_tokens,
                         .max_seqs = o.max_num_seqs,
                         .max_logit_rows = o.max_num_seqs,
@@ -210,6 +215,9 @@ Status EngineImpl::init(const EngineOptions& o) {
                                                                         pool_.get()));
   sched_ = std::make_unique<sched::Scheduler>(std::move(s));
   memory_.weights_bytes = model_->weight_bytes();
+  memory_.weights_by_role = model_->weight_bytes_by_role();
+  for (const auto& r : memory_.weights_by_role)
+    FRUGAL_LOG_INFO("engine: weights {}: {} tensors, {}, {:.1f} MiB", r.role, r.n_tensors, r.format, r.bytes / 1048576.0);
   memory_.workspace_bytes = model_->workspace_bytes();
   memory_.kv_pool_bytes = kv_->bytes();
   memory_.kv_dtype = kv::kv_dtype_label(kv_dtype);

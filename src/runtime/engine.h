@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "model/weights.h"
 
 namespace frugal::runtime {
 
@@ -102,6 +103,8 @@ struct EngineStats {
 
 struct MemoryReport {
   int64_t weights_bytes = 0;
+  // The weights by role (embedding, attention, mlp, lm_head, router, norm, bias) and format.
+  std::vector<model::WeightRoleBytes> weights_by_role;
   int64_t kv_pool_bytes = 0;
   std::string kv_dtype;             // the KV cache dtype (kv::kv_dtype_label: bf16, fp8, int8, f32)
   int64_t kv_bytes_per_token = 0;   // kv::bytes_per_token of the pool's geometry, scales included
@@ -113,6 +116,9 @@ struct MemoryReport {
 struct EngineOptions {
   std::string model_dir;        // HF directory, or a config.json with dummy_weights
   bool dummy_weights = false;
+  // Dummy weights' linears: "bf16" (the config's dtype) | "int8" | "int4" | "fp8" | "nf4"
+  // (model::dummy_linear_format). Checkpoints load in the format they are stored in.
+  std::string weight_precision = "bf16";
   std::string device = "cpu";   // "cpu" | "cuda" | "cuda:N" | "ref"
   int32_t threads = 0;          // CPU threads, 0 = all
   int32_t max_num_seqs = 256;

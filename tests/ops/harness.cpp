@@ -64,6 +64,7 @@ void OpCases::matmul() {
     run_case(64, 257, 520, wt);
     run_case(2, 1000, 300, wt);
   }
+  matmul_quant();
 }
 
 void OpCases::rms_norm() {

@@ -107,6 +107,8 @@ class OpCases {
 #undef FRUGAL_OP_CASES_
   // Runs every case of op k.
   void run(ops::OpKind k);
+  // matmul's cases for the quantized weight schemes (harness_quant.cpp; matmul() calls it).
+  void matmul_quant();
 
   ops::Backend* backend() const { return backend_; }
   DType act() const { return backend_->activation_dtype(); }

@@ -37,25 +37,33 @@ TEST(PlanWeightsTest, Bf16IsTwoBytesPerParameter) {
   EXPECT_EQ(bytes(tiny(), {.precision = WeightPrecision::kBf16}), 2 * 1168128);
 }
 
+// Quantized linears count the engine's own format (ops/weight_format.h): codes (rows padded
+// to 32 inputs; every size here is a multiple), f32 scales, f32 offsets for int4 zero points.
 TEST(PlanWeightsTest, Int8PerChannel) {
-  // rows x cols + rows x 2 B: 4 x (65,536 + 512) + 2 x (131,072 + 1,024) + (131,072 + 512)
-  EXPECT_EQ(bytes(tiny(), {.precision = WeightPrecision::kInt8}), 659968 + kBf16Rest);
+  // rows x cols + rows x 4 B: 4 x (65,536 + 1,024) + 2 x (131,072 + 2,048) + (131,072 + 1,024)
+  EXPECT_EQ(bytes(tiny(), {.precision = WeightPrecision::kInt8}), 664576 + kBf16Rest);
+}
+
+TEST(PlanWeightsTest, Nf4Absmax64) {
+  // rows x cols / 2 + groups x 4 B, groups = rows x cols / 64:
+  // 256x256: 32,768 + 4,096 (x4); 512x256 and 256x512: 65,536 + 8,192 (x3)
+  EXPECT_EQ(bytes(tiny(), {.precision = WeightPrecision::kNf4}), 4 * 36864 + 3 * 73728 + kBf16Rest);
 }
 
 TEST(PlanWeightsTest, Int4GroupedWithZeroPoints) {
-  // rows x cols / 2 + groups x 2 B (scale) + groups / 2 (4-bit zero), groups = rows x cols/128:
-  // 256x256: 32,768 + 1,024 + 256 = 34,048 (x4); 512x256 and 256x512: 65,536 + 2,048 + 512 = 68,096 (x3)
-  const int64_t linear = 4 * 34048 + 3 * 68096;
+  // rows x cols / 2 + groups x 4 B (scale) + groups x 4 B (offset), groups = rows x cols/128:
+  // 256x256: 32,768 + 2,048 + 2,048 = 36,864 (x4); 512x256 and 256x512: 65,536 + 4,096 + 4,096 = 73,728 (x3)
+  const int64_t linear = 4 * 36864 + 3 * 73728;
   EXPECT_EQ(bytes(tiny(), {.precision = WeightPrecision::kInt4, .group_size = 128}), linear + kBf16Rest);
-  // Symmetric: no zero points (4 x 256 + 3 x 512 bytes fewer).
+  // Symmetric: no offsets (4 x 2,048 + 3 x 4,096 bytes fewer).
   EXPECT_EQ(bytes(tiny(), {.precision = WeightPrecision::kInt4, .group_size = 128, .int4_zero_point = false}),
-            linear - 2560 + kBf16Rest);
-  // lm_head int8 per channel: 1000 x 256 + 1000 x 2 B instead of 512,000 B.
+            linear - 20480 + kBf16Rest);
+  // lm_head int8 per channel: 1000 x 256 + 1000 x 4 B instead of 512,000 B.
   EXPECT_EQ(bytes(tiny(), {.precision = WeightPrecision::kInt4, .group_size = 128, .lm_head_int8 = true}),
-            linear + kBf16Rest - 512000 + 258000);
-  // Group 64 doubles the groups: 256x256: 32,768 + 2,048 + 512 = 35,328; others 65,536 + 4,096 + 1,024.
+            linear + kBf16Rest - 512000 + 260000);
+  // Group 64 doubles the groups: 256x256: 32,768 + 4,096 + 4,096 = 40,960; others 65,536 + 8,192 + 8,192.
   EXPECT_EQ(bytes(tiny(), {.precision = WeightPrecision::kInt4, .group_size = 64}),
-            4 * 35328 + 3 * 70656 + kBf16Rest);
+            4 * 40960 + 3 * 81920 + kBf16Rest);
 }
 
 TEST(PlanWeightsTest, Fp8BlockAndTensorScales) {

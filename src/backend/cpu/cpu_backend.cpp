@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/quant_matmul.h"
 #include "backend/cpu/validate.h"
 #include "core/cpu_features.h"
 #include "ops/reference.h"
@@ -45,7 +46,7 @@ float* thread_scratch(int64_t n_floats) {
 
 class CpuBackend final : public ops::Backend {
  public:
-  CpuBackend(ThreadPool* pool, const KernelTable& kernels) : pool_(pool), k_(kernels) {}
+  CpuBackend(ThreadPool* pool, const KernelTable& kernels) : pool_(pool), k_(kernels), qk_(quant_table_for(kernels)) {}
 
   std::string name() const override { return std::string("cpu-") + k_.isa; }
   DType activation_dtype() const override { return DType::kF32; }
@@ -85,8 +86,18 @@ class CpuBackend final : public ops::Backend {
   }
 
  private:
+  // The quant kernels of the dense table's ISA (VNNI where an AVX-512 CPU has it).
+  static const QuantKernelTable& quant_table_for(const KernelTable& k) {
+    if (std::strcmp(k.isa, "scalar") == 0) return scalar_quant_kernels();
+    if (std::strcmp(k.isa, "avx2") == 0) return avx2_quant_kernels();
+    if (cpu_features().avx512_vnni) return avx512_vnni_quant_kernels();
+    return avx512_quant_kernels();
+  }
+  Status matmul_quant(const ops::MatmulParams& p);
+
   ThreadPool* pool_;
   const KernelTable& k_;
+  const QuantKernelTable& qk_;
 };
 
 Status CpuBackend::embedding(const ops::EmbeddingParams& p) {
@@ -120,13 +131,35 @@ Result<MatmulKernels> matmul_kernels(const KernelTable& k, const ops::WeightForm
           break;
       }
       break;
+    case ops::WeightScheme::kInt8: case ops::WeightScheme::kInt4: case ops::WeightScheme::kNf4:
+    case ops::WeightScheme::kFp8:
+      break;  // quant_matmul (CpuBackend::matmul), not a dense kernel pair
   }
   return unsupported(std::string("cpu matmul: no kernels for weight format '") + ops::weight_format_name(f) + "'");
+}
+
+// Quantized weights (int8, int4, nf4, fp8): the quant kernels on their kernel view; the bias
+// goes in as f32.
+Status CpuBackend::matmul_quant(const ops::MatmulParams& p) {
+  std::vector<float> bias;
+  if (p.bias && p.bias_dtype != DType::kF32) {
+    bias.resize(static_cast<size_t>(p.n));
+    k_.to_f32(p.bias_dtype, p.bias, bias.data(), p.n);
+  }
+  const QuantMatmulRequest r{.x = static_cast<const float*>(p.x), .ld_x = p.ld_x, .w = nullptr,
+                             .bias = bias.empty() ? static_cast<const float*>(p.bias) : bias.data(),
+                             .y = static_cast<float*>(p.y), .ld_y = p.ld_y, .m = p.m, .accumulate = p.accumulate};
+  return quant_matmul_view(*pool_, r, quant::kernel_view(p.w, p.n, p.k), "cpu matmul", qk_);
 }
 
 Status CpuBackend::matmul(const ops::MatmulParams& p) {
   FRUGAL_RETURN_IF_ERROR(validate(p));
   if (p.m == 0 || p.n == 0) return {};
+  switch (p.w.format.scheme) {
+    case ops::WeightScheme::kDense: break;
+    case ops::WeightScheme::kInt8: case ops::WeightScheme::kInt4: case ops::WeightScheme::kNf4:
+    case ops::WeightScheme::kFp8: return matmul_quant(p);
+  }
   FRUGAL_ASSIGN_OR_RETURN(const MatmulKernels mk, matmul_kernels(k_, p.w.format));
   if (mk.gemm && p.m > kGemvMaxTokens) {
     // Prefill: whole packed blocks per thread, so a block is converted and packed only once.

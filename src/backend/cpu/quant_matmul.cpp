@@ -71,16 +71,22 @@ Status quant_matmul(ThreadPool& pool, const QuantMatmulRequest& r) {
 
 Status quant_matmul(ThreadPool& pool, const QuantMatmulRequest& r, const QuantKernelTable& kt) {
   if (r.w == nullptr) return invalid_argument("quant_matmul: w is null");
-  const quant::QuantWeight& w = *r.w;
-  const std::string who = "quant_matmul(" + w.name + "): ";
+  const quant::QuantWeight& qw = *r.w;
+  if (static_cast<int64_t>(qw.q.size()) != qw.n * qw.ld_q())
+    return invalid_argument("quant_matmul(" + qw.name + "): codes hold " + std::to_string(qw.q.size()) +
+                            " bytes, expected " + std::to_string(qw.n * qw.ld_q()));
+  return quant_matmul_view(pool, r, qw.view(), qw.name.c_str(), kt);
+}
+
+Status quant_matmul_view(ThreadPool& pool, const QuantMatmulRequest& r, const quant::QuantWeightView& w,
+                         const char* name, const QuantKernelTable& kt) {
+  const std::string who = std::string("quant_matmul(") + (name ? name : "") + "): ";
   if (r.m < 0) return invalid_argument(who + "m = " + std::to_string(r.m) + " is negative");
   if (r.m == 0 || w.n == 0) return Status::ok();
   if (r.x == nullptr || r.y == nullptr) return invalid_argument(who + "x or y is null");
   if (r.ld_x < w.k) return invalid_argument(who + "ld_x " + std::to_string(r.ld_x) + " < k " + std::to_string(w.k));
   if (r.ld_y < w.n) return invalid_argument(who + "ld_y " + std::to_string(r.ld_y) + " < n " + std::to_string(w.n));
-  if (static_cast<int64_t>(w.q.size()) != w.n * w.ld_q())
-    return invalid_argument(who + "codes hold " + std::to_string(w.q.size()) + " bytes, expected " +
-                            std::to_string(w.n * w.ld_q()));
+  if (w.q == nullptr || w.scale == nullptr) return invalid_argument(who + "codes or scales are null");
 
   // x in the weight's internal input order, zero-padded to k_pad; per-group sums for offsets.
   const int64_t kp = w.k_pad, ng = w.n_groups;
@@ -88,21 +94,21 @@ Status quant_matmul(ThreadPool& pool, const QuantMatmulRequest& r, const QuantKe
   for (int64_t i = 0; i < r.m; ++i) {
     const float* src = r.x + i * r.ld_x;
     float* dst = xp.data() + i * kp;
-    if (w.k_perm.empty()) {
+    if (w.k_perm == nullptr) {
       std::memcpy(dst, src, static_cast<size_t>(w.k) * sizeof(float));
     } else {
-      for (int64_t j = 0; j < w.k; ++j) dst[j] = src[w.k_perm[static_cast<size_t>(j)]];
+      for (int64_t j = 0; j < w.k; ++j) dst[j] = src[w.k_perm[j]];
     }
   }
   std::vector<float> xsum;
-  if (!w.offset.empty()) {
+  if (w.offset != nullptr) {
     xsum.assign(static_cast<size_t>(r.m * ng), 0.0f);
     for (int64_t i = 0; i < r.m; ++i)
       for (int64_t j = 0; j < w.k; ++j) xsum[static_cast<size_t>(i * ng + j / w.group)] += xp[static_cast<size_t>(i * kp + j)];
   }
   QuantMatmulArgs a{.x = xp.data(), .ld_x = kp, .xsum = xsum.empty() ? nullptr : xsum.data(),
                     .bias = r.bias, .y = r.y, .ld_y = r.ld_y, .m = r.m,
-                    .accumulate = r.accumulate, .w = w.view(), .xq = nullptr, .ld_xq = 0,
+                    .accumulate = r.accumulate, .w = w, .xq = nullptr, .ld_xq = 0,
                     .xd16 = nullptr, .ld_xd16 = 0};
 
   const bool int8_x = kt.gemv_i8 != nullptr && !r.exact_activations && r.m <= kGemvMaxTokens &&

@@ -4,8 +4,8 @@
 // dtype). m <= kGemvMaxTokens streams the codes once (GEMV, bandwidth bound); larger m
 // dequantizes 64-row blocks to f32 and runs the dense packed GEMM on them.
 //
-// Self-contained for now: the CPU backend's matmul dispatch calls this once Linear carries a
-// weight-format descriptor (see docs/quantization.md).
+// The CPU backend's matmul calls quant_matmul_view for the int8, int4, nf4 and fp8 weight
+// schemes (ops/weight_format.h); see docs/quantization.md.
 #pragma once
 
 #include <cstdint>
@@ -38,5 +38,9 @@ Result<const QuantKernelTable*> quant_kernels_for(const char* isa);
 
 Status quant_matmul(ThreadPool& pool, const QuantMatmulRequest& r);
 Status quant_matmul(ThreadPool& pool, const QuantMatmulRequest& r, const QuantKernelTable& kernels);
+// The same on a kernel view (r.w is ignored): the CPU backend's matmul for quantized WeightViews
+// (quant::kernel_view). `name` prefixes errors.
+Status quant_matmul_view(ThreadPool& pool, const QuantMatmulRequest& r, const quant::QuantWeightView& w,
+                         const char* name, const QuantKernelTable& kernels);
 
 }  // namespace frugal::cpu

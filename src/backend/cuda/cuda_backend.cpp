@@ -182,6 +182,9 @@ Status CudaBackend::matmul(const ops::MatmulParams& p) {
   FRUGAL_RETURN_IF_ERROR(ops::check_weight_view(p.w, "cuda matmul"));
   switch (p.w.format.scheme) {
     case ops::WeightScheme::kDense: return matmul_dense(p);
+    case ops::WeightScheme::kInt8: case ops::WeightScheme::kInt4: case ops::WeightScheme::kNf4:
+    case ops::WeightScheme::kFp8:
+      return check_launch(launch_matmul_quant(p, stream_), "matmul_quant");
   }
   return unsupported("cuda matmul: no kernels for weight format '" + ops::weight_format_name(p.w.format) + "'");
 }

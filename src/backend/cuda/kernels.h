@@ -43,6 +43,9 @@ bool gemv_supported(const ops::MatmulParams& p);
 cudaError_t launch_gemv(const ops::MatmulParams& p, cudaStream_t stream);
 // Any-dtype, any-shape matmul with dense weights: the slow but general path (one warp per output).
 cudaError_t launch_matmul_generic(const ops::MatmulParams& p, cudaStream_t stream);
+// Quantized weights (int8, int4, nf4, fp8; quant_matmul.cu): the correctness path, any m, n, k,
+// any activation dtype; one warp per output decoding weights on the fly.
+cudaError_t launch_matmul_quant(const ops::MatmulParams& p, cudaStream_t stream);
 
 // Attention over the paged cache (attention_prefill.cu, attention_decode.cu).
 // Prefill: FlashAttention-2 with mma.sync bf16 tensor cores; bf16 q/cache, head_dim 64 or 128.

@@ -1,16 +1,13 @@
 #include "ops/quant/quant_weight.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/status.h"
 
 namespace frugal::quant {
 
-const float kNf4Table[16] = {
-    -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
-    -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
-    0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f, 0.33791524171829224f,
-    0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f};
+const float kNf4Table[16] = {FRUGAL_NF4_CODEBOOK};
 
 const char* source_format_name(SourceFormat f) {
   switch (f) {
@@ -40,8 +37,83 @@ QuantWeightView QuantWeight::view() const {
 }
 
 int64_t QuantWeight::bytes() const {
-  return static_cast<int64_t>(q.size() + 4 * (scale.size() + offset.size() + lut.size() +
+  return static_cast<int64_t>(q.size() + 4 * (scale.size() + offset.size() +
                                               k_perm.size()));
+}
+
+namespace {
+const float kIdentityLut[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+}  // namespace
+
+Result<ops::WeightFormat> weight_format_of(const QuantWeight& w) {
+  ops::WeightFormat f;
+  f.layout = ops::WeightLayout::kOutIn;
+  f.scale_dtype = DType::kF32;
+  f.zero_dtype = DType::kF32;
+  f.group_k = w.group >= w.k ? 0 : static_cast<int32_t>(w.group);
+  f.group_n = 1;
+  switch (w.kind) {
+    case CodeKind::kQ8: f.scheme = ops::WeightScheme::kInt8; f.dtype = DType::kI8; break;
+    case CodeKind::kF8:
+      f.scheme = ops::WeightScheme::kFp8;
+      f.dtype = DType::kF8E4M3;
+      f.group_n = w.spec.source == SourceFormat::kFp8Tensor && w.row_block >= w.n ? 0 : static_cast<int32_t>(w.row_block);
+      break;
+    case CodeKind::kQ4: {
+      f.dtype = DType::kI4;
+      f.packing = ops::WeightPacking::kBlock32Nibbles;
+      bool identity = w.lut.size() == 16, nf4 = w.lut.size() == 16;
+      for (size_t c = 0; c < w.lut.size() && c < 16; ++c) {
+        identity = identity && w.lut[c] == static_cast<float>(c);
+        nf4 = nf4 && w.lut[c] == ops::kNf4Codebook[c];
+      }
+      if (identity) {
+        f.scheme = ops::WeightScheme::kInt4;
+      } else if (nf4) {
+        f.scheme = ops::WeightScheme::kNf4;
+      } else {
+        return unsupported(w.name + ": its 4-bit code table (nf4 weight.quant_map) is neither the NF4 code book nor "
+                           "the integers 0..15; no weight format describes it");
+      }
+      break;
+    }
+  }
+  if (w.kind != CodeKind::kF8 && w.row_block != 1)
+    return internal_error(w.name + ": integer scales shared by " + std::to_string(w.row_block) + " rows");
+  if (!w.offset.empty()) f.zero = ops::ZeroPoint::kOffset;
+  f.act_order = !w.k_perm.empty();
+  return f;
+}
+
+Result<ops::WeightView> weight_view_of(const QuantWeight& w) {
+  FRUGAL_ASSIGN_OR_RETURN(const ops::WeightFormat f, weight_format_of(w));
+  ops::WeightView v;
+  v.data = w.q.data();
+  v.format = f;
+  v.scales = w.scale.data();
+  v.zeros = w.offset.empty() ? nullptr : w.offset.data();
+  v.k_perm = w.k_perm.empty() ? nullptr : w.k_perm.data();
+  return v;
+}
+
+QuantWeightView kernel_view(const ops::WeightView& w, int64_t n, int64_t k) {
+  const ops::WeightFormat& f = w.format;
+  QuantWeightView v{};
+  v.kind = f.scheme == ops::WeightScheme::kInt8 ? CodeKind::kQ8 : f.scheme == ops::WeightScheme::kFp8 ? CodeKind::kF8 : CodeKind::kQ4;
+  v.n = n;
+  v.k = k;
+  v.k_pad = (k + kBlock - 1) / kBlock * kBlock;
+  v.ld_q = v.kind == CodeKind::kQ4 ? v.k_pad / 2 : v.k_pad;
+  v.group = f.group_k > 0 ? f.group_k : std::max<int64_t>(v.k_pad, 1);
+  v.n_groups = (k + v.group - 1) / v.group;
+  v.row_block = f.group_n > 0 ? f.group_n : std::max<int64_t>(n, 1);
+  v.q = static_cast<const uint8_t*>(w.data);
+  v.scale = static_cast<const float*>(w.scales);
+  v.offset = static_cast<const float*>(w.zeros);
+  v.lut = f.scheme == ops::WeightScheme::kNf4 ? ops::kNf4Codebook : f.scheme == ops::WeightScheme::kInt4 ? kIdentityLut : nullptr;
+  v.lut_is_identity = f.scheme == ops::WeightScheme::kInt4;
+  v.k_perm = w.k_perm;
+  return v;
 }
 
 QuantWeight make_quant_weight(CodeKind kind, int64_t n, int64_t k, int64_t group,

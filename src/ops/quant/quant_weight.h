@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/status.h"
+#include "ops/weight_format.h"
 #include "ops/quant/quant_view.h"
 
 namespace frugal::quant {
@@ -55,7 +57,8 @@ struct QuantWeight {
 
   int64_t ld_q() const { return kind == CodeKind::kQ4 ? k_pad / 2 : k_pad; }
   QuantWeightView view() const;
-  // Bytes the weight occupies in memory (codes, scales, offsets, permutation).
+  // Bytes the weight occupies in memory (codes, scales, offsets, permutation; the 4-bit code
+  // table is shared): ops::weight_bytes of its format.
   int64_t bytes() const;
 };
 
@@ -73,7 +76,17 @@ int get_code(const QuantWeight& w, int64_t r, int64_t j);
 // quant kernels).
 std::vector<float> dequantize(const QuantWeight& w);
 
-// The 16 NF4 code values (QLoRA appendix E; bitsandbytes' table).
+// The 16 NF4 code values (QLoRA appendix E; bitsandbytes' table): ops::kNf4Codebook.
 extern const float kNf4Table[16];
+
+// The ops::WeightFormat of a QuantWeight (weight_format.h: int8, int4, nf4 or fp8 over this
+// layout). The format is the contract between loader and kernels; QuantWeight is only the host
+// owner of the bytes. Error for a weight no scheme describes (an NF4 quant_map other than the
+// standard code book, a 4-bit code table that is neither identity nor NF4).
+Result<ops::WeightFormat> weight_format_of(const QuantWeight& w);
+// The view of w in host memory (codes, scales, offsets, k_perm); w.name names it in errors.
+Result<ops::WeightView> weight_view_of(const QuantWeight& w);
+// The kernels' view of a quantized WeightView of an n x k weight (the inverse of weight_view_of).
+QuantWeightView kernel_view(const ops::WeightView& w, int64_t n, int64_t k);
 
 }  // namespace frugal::quant
