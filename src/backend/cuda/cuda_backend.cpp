@@ -277,6 +277,13 @@ Status CudaBackend::kv_write(const ops::KvWriteParams& p) {
 // One new token per sequence (decode) goes to the split-KV kernel, anything else to the
 // tensor-core prefill kernel; both are correct for every layout, only their speed differs.
 Status CudaBackend::attention(const ops::AttentionParams& p) {
+  // Refused before any kernel path: none of them reads sinks or quantized caches yet.
+  if (p.sink_tokens > 0)
+    return unsupported("cuda attention: attention sinks (--kv-sinks " + std::to_string(p.sink_tokens) +
+                       ") are not supported on the CUDA backend yet");
+  if (p.cache.cache_dtype == DType::kF8E4M3 || p.cache.cache_dtype == DType::kI8)
+    return unsupported("cuda attention: KV cache dtype " + dt(p.cache.cache_dtype) +
+                       " (--kv-cache-dtype fp8/int8) is not supported on the CUDA backend yet; use bf16");
   if (p.n_tokens == 0 || p.n_seqs == 0) return Status::ok();
   const bool decode = p.n_tokens <= p.n_seqs;
   if (decode && attention_decode_supported(p)) {
@@ -322,12 +329,6 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     }
     return check_launch(launch_attention_prefill(p, n_splits, partials, stream_), "attention_prefill");
   }
-  if (p.sink_tokens > 0)
-    return unsupported("cuda attention: attention sinks (--kv-sinks " + std::to_string(p.sink_tokens) +
-                       ") are not supported on the CUDA backend yet");
-  if (p.cache.cache_dtype == DType::kF8E4M3 || p.cache.cache_dtype == DType::kI8)
-    return unsupported("cuda attention: KV cache dtype " + dt(p.cache.cache_dtype) +
-                       " (--kv-cache-dtype fp8/int8) is not supported on the CUDA backend yet; use bf16");
   if (!is_float_act(p.act_dtype) || !is_float_act(p.cache.cache_dtype))
     return unsupported("cuda attention: act " + dt(p.act_dtype) + ", cache " + dt(p.cache.cache_dtype));
   return check_launch(launch_attention_generic(p, stream_), "attention_generic");
