@@ -49,10 +49,11 @@ TEST(PlanCliTest, Qwen7bOnH200Bf16KvBytes) {
 TEST(PlanCliTest, Llama70bInt4OnRtx4090) {
   auto one = plan_json("--model deepseek-r1-distill-llama-70b --gpu rtx-4090 --precision int4");
   EXPECT_EQ(one["fits"], false);
-  EXPECT_EQ(one["smallest_fitting_gpus"], 2);
-  auto two = plan_json("--model deepseek-r1-distill-llama-70b --gpu rtx-4090 --precision int4 --gpus 2");
-  EXPECT_EQ(two["fits"], true);
-  EXPECT_GE(two["memory"]["max_context_batch1"].get<int64_t>(), 4096);
+  // The engine's int4 (f32 scale + offset per group of 128) needs four (plan_memory_test).
+  EXPECT_EQ(one["smallest_fitting_gpus"], 4);
+  auto four = plan_json("--model deepseek-r1-distill-llama-70b --gpu rtx-4090 --precision int4 --gpus 4");
+  EXPECT_EQ(four["fits"], true);
+  EXPECT_GE(four["memory"]["max_context_batch1"].get<int64_t>(), 4096);
 }
 
 TEST(PlanCliTest, JsonHasEveryFigure) {
