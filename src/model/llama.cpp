@@ -9,6 +9,7 @@
 
 #include "model/families.h"
 #include "model/layers/attention.h"
+#include "model/layers/head.h"
 #include "model/layers/linear.h"
 #include "model/layers/mlp.h"
 #include "model/rope.h"
@@ -126,17 +127,8 @@ class LlamaFamily final : public ForwardFamily {
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap("blk." + std::to_string(i) + ".out", ws_.resid, n, hidden));
     }
 
-    FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, final_norm_, act, ws_.resid, ws_.xn, n, eps));
-    FRUGAL_RETURN_IF_ERROR(step.tap("out_norm", ws_.xn, n, hidden));
-    const int64_t rows = step.n_logits_rows;
-    if (rows == 0) return Status::ok();
-    FRUGAL_RETURN_IF_ERROR(be->gather_rows(ops::GatherRowsParams{
-        .x = ws_.xn, .x_dtype = act, .ld_x = hidden, .rows = step.logits_rows,
-        .out = ws_.sel, .out_dtype = act, .ld_out = hidden, .n_rows = rows, .dim = hidden}));
-    return be->matmul(ops::MatmulParams{
-        .x = ws_.sel, .x_dtype = act, .ld_x = hidden, .w = lm_head_.weight,
-        .bias = nullptr, .bias_dtype = DType::kF32, .y = step.logits, .y_dtype = DType::kF32,
-        .ld_y = config_.vocab_size, .m = rows, .n = config_.vocab_size, .k = hidden, .accumulate = false});
+    return layers::logits_head(step, final_norm_, lm_head_, {.resid = ws_.resid, .xn = ws_.xn, .sel = ws_.sel}, hidden,
+                               config_.vocab_size, eps);
   }
 
  private:
