@@ -1,7 +1,8 @@
 // cuda_kernel_bench: what the CUDA backend's kernels achieve on this GPU against its measured
 // ceilings. Measures device time only (CUDA events), excluding host launch gaps where kernels
 // run back to back. Weights rotate through enough copies to defeat the L2 cache, as the layers
-// of a real model do. Usage: cuda_kernel_bench [--quick | --mixed (the mixed-step part only)]
+// of a real model do. Usage: cuda_kernel_bench [--quick | --mixed (the mixed-step part only) |
+// --quant (the quantized GEMV / GEMM part only)]
 #include "cuda_bench.h"
 
 #include <cstring>
@@ -238,6 +239,7 @@ int main(int argc, char** argv) {
   using namespace frugal::cuda::bench;
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const bool mixed_only = argc > 1 && std::strcmp(argv[1], "--mixed") == 0;
+  const bool quant_only = argc > 1 && std::strcmp(argv[1], "--quant") == 0;
   auto b = CudaBackend::create(0);
   if (!b.is_ok()) {
     std::fprintf(stderr, "%s\n", b.status().to_string().c_str());
@@ -251,6 +253,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   const double ceiling = measure_copy_ceiling(b->get(), &table);
+  if (quant_only) {
+    bench_quant(b->get(), ceiling, &table);
+    table.print();
+    return 0;
+  }
   bench_gemv(b->get(), lt->get(), ceiling, &table, quick);
   bench_gemm(b->get(), &table);
   bench_attention(b->get(), ceiling, &table);

@@ -79,4 +79,7 @@ void* random_buffer(CudaBackend* b, DType t, int64_t n, uint64_t seed, float lo 
 // CUDA graph and a 2048-token prefill, reported as tok/s with bandwidth / FLOP accounting.
 void bench_model_7b(CudaBackend* b, double ceiling_gbs, Table* table);
 
+// The quantized GEMV / GEMM paths on the 7B shapes (cuda_bench_quant.cpp).
+void bench_quant(CudaBackend* b, double ceiling_gbs, Table* table);
+
 }  // namespace frugal::cuda::bench

@@ -184,9 +184,35 @@ Status CudaBackend::matmul(const ops::MatmulParams& p) {
     case ops::WeightScheme::kDense: return matmul_dense(p);
     case ops::WeightScheme::kInt8: case ops::WeightScheme::kInt4: case ops::WeightScheme::kNf4:
     case ops::WeightScheme::kFp8:
-      return check_launch(launch_matmul_quant(p, stream_), "matmul_quant");
+      return matmul_quant(p);
   }
   return unsupported("cuda matmul: no kernels for weight format '" + ops::weight_format_name(p.w.format) + "'");
+}
+
+// Quantized weights: the tensor-core GEMV for decode-sized m (bandwidth-bound, one pass over the
+// codes per 8 tokens); above kQuantGemvMaxM (or for formats it does not take) the weight is
+// dequantized to bf16 in the scratch and multiplied by cuBLASLt, when the scratch is large
+// enough (it cannot grow inside a capture); else the per-element correctness kernel.
+// FRUGAL_QUANT_PATH=gemv|lt|ref forces one where it applies (benchmarks, tests).
+Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
+  static const char* force = std::getenv("FRUGAL_QUANT_PATH");
+  const bool want_ref = force && std::strcmp(force, "ref") == 0;
+  const bool want_lt = force && std::strcmp(force, "lt") == 0;
+  const bool want_gemv = force && std::strcmp(force, "gemv") == 0;
+  if (!want_ref && !want_lt && quant_gemv_supported(p) && (p.m <= kQuantGemvMaxM || want_gemv))
+    return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
+  const size_t w_bytes = static_cast<size_t>(p.n) * static_cast<size_t>(p.k) * 2;
+  if (!want_ref && p.x_dtype == DType::kBF16 && (!capturing_ || w_bytes <= scratch_bytes_)) {
+    FRUGAL_ASSIGN_OR_RETURN(void* w, scratch(w_bytes));
+    ops::MatmulParams q = p;
+    q.w = ops::dense_weight(w, DType::kBF16);
+    if (LtGemm::supports(q)) {
+      FRUGAL_RETURN_IF_ERROR(check_launch(launch_dequant_bf16(p.w, p.n, p.k, w, stream_), "dequant_bf16"));
+      Status st = run_lt(q);
+      if (st.code() != ErrorCode::kUnsupported) return st;
+    }
+  }
+  return check_launch(launch_matmul_quant(p, stream_), "matmul_quant");
 }
 
 // Dense f32 / f16 / bf16 weights (check_weight_view checked the dtype).

@@ -70,6 +70,7 @@ class CudaBackend final : public ops::Backend {
   CudaBackend() = default;
   Status check_launch(cudaError_t e, const char* op);
   Status matmul_dense(const ops::MatmulParams& p);
+  Status matmul_quant(const ops::MatmulParams& p);
   Status run_lt(const ops::MatmulParams& p);
   Result<bool> small_m_prefers_lt(const ops::MatmulParams& p);
   Result<void*> scratch(size_t nbytes);

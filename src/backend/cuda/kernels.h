@@ -46,6 +46,17 @@ cudaError_t launch_matmul_generic(const ops::MatmulParams& p, cudaStream_t strea
 // Quantized weights (int8, int4, nf4, fp8; quant_matmul.cu): the correctness path, any m, n, k,
 // any activation dtype; one warp per output decoding weights on the fly.
 cudaError_t launch_matmul_quant(const ops::MatmulParams& p, cudaStream_t stream);
+// The weight-only quantized GEMV (quant_gemv.cu): int4 / int8 / fp8 without act order, bf16 x,
+// group_k 0 or a multiple of 128 (int4) / 64 (8-bit), k % 8 == 0, ld_x % 8 == 0, 16-byte aligned x
+// and codes; any m (one pass over the weight per 8 tokens), so meant for m <= kQuantGemvMaxM.
+constexpr int64_t kQuantGemvMaxM = 64;
+bool quant_gemv_supported(const ops::MatmulParams& p);
+cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream);
+// Benchmark knob: quads in flight per warp (2 | 4) and warps per row tile (4 | 8); 0 = default rule.
+void set_quant_gemv_tuning(int quads_in_flight, int warps);
+// Dequantizes an n x k quantized weight into dense bf16 [n][k] in the original input order
+// (act order undone): the large-m path feeds it to cuBLASLt.
+cudaError_t launch_dequant_bf16(const ops::WeightView& w, int64_t n, int64_t k, void* out, cudaStream_t stream);
 
 // Attention over the paged cache (attention_prefill.cu, attention_decode.cu).
 // Prefill: FlashAttention-2 with mma.sync bf16 tensor cores; bf16 q/cache, head_dim 64 or 128.

@@ -1,0 +1,281 @@
+// Weight-only quantized GEMV for decode (W4A16 int4, W8A16 int8, W8A16 fp8), m = 1..8 per
+// token tile (grid.y tiles larger m, re-reading the weight once per 8 tokens).
+//
+// Bandwidth-bound design: the internal layout (ops/weight_format.h) already stores each row as
+// 16-byte chunks of 32 int4 / 16 int8-fp8 codes, so no re-layout is needed for coalescing: a
+// warp owns a 16-row tile and, per "quad" of 4 consecutive chunks (64 contiguous bytes of
+// every row, 128 int4 / 64 8-bit codes), lane (g, q) loads chunk q of rows g and g + 8 with
+// one 16-byte streaming load each. The codes are turned into bf16 pairs in registers (int4:
+// one byte_perm + lop3 per pair, 128 + code exactly, no conversion instruction; int8: the
+// 2^23 float trick; fp8: the hardware e4m3x2 -> f16x2 convert) and fed as the A operand of
+// mma.sync m16n8k16 with x (the tile's 8 tokens) as B and f32 accumulators. A quad lies in one
+// scale group (group_k a multiple of the quad, or per channel), so the group scale and offset
+// are applied once per quad to the f32 partial: y += s * P + o * X, where X (the sum of x over
+// the quad) comes from a second mma with an all-ones A; int4's +128 bias folds into o. The
+// dequantized values are exact in bf16, so the only rounding is the f32 accumulation.
+// U quads are loaded before any is used (bytes in flight), and the warps of a block split k;
+// their partial tiles are summed through shared memory.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdlib>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+#include "ops/quant_element.h"
+
+namespace frugal::cuda {
+namespace {
+
+enum class QKind { kInt4, kInt8, kFp8 };
+
+__device__ __forceinline__ uint4 load_stream16(const void* ptr) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr));
+  return v;
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t as_u32(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t*>(&v); }
+
+// Codes per 16-byte chunk.
+template <QKind K>
+constexpr int codes_per_chunk() {
+  return K == QKind::kInt4 ? 32 : 16;
+}
+
+// The two bf16 pairs (k slots lo and hi of one mma step) of one row's chunk for step s, and
+// which x words (bf16 pairs of the chunk's inputs) they multiply.
+//   int4: word i = bytes 4i..4i+3; byte b holds codes b (low nibble) and b + 16 (high). After
+//   byte_perm to [b0, b2, b1, b3], masking nibbles 0 and 4 of each half gives the pairs
+//   (4i, 4i+1), (4i+2, 4i+3) (>> 8), (4i+16, 4i+17) (>> 4), (4i+18, 4i+19) (>> 12); OR-ing
+//   0x4300 (bf16 128.0, 7 mantissa bits) makes each 128 + code exactly.
+//   Step s = 2i + h: lo = pair h of the low codes, hi = pair h of the high codes:
+//   x words 2i + h and 8 + 2i + h.
+//   int8 / fp8: word i holds codes 4i..4i+3; step i: lo = (4i, 4i+1), hi = (4i+2, 4i+3): x words 2i, 2i + 1.
+template <QKind K>
+__device__ __forceinline__ void dequant_step(const uint4& v, int s, uint32_t& lo, uint32_t& hi) {
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(&v);
+  if constexpr (K == QKind::kInt4) {
+    const uint32_t pw = __byte_perm(w[s >> 1], 0, 0x3120);
+    const int sh = (s & 1) * 8;
+    lo = ((pw >> sh) & 0x000f000fu) | 0x43004300u;
+    hi = ((pw >> (sh + 4)) & 0x000f000fu) | 0x43004300u;
+  } else if constexpr (K == QKind::kInt8) {
+    const uint32_t u = w[s] ^ 0x80808080u;  // code + 128 as unsigned bytes
+    const float m = 8388736.0f;             // 2^23 + 128
+    const float c0 = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7440)) - m;
+    const float c1 = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7441)) - m;
+    const float c2 = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7442)) - m;
+    const float c3 = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7443)) - m;
+    lo = as_u32(__floats2bfloat162_rn(c0, c1));
+    hi = as_u32(__floats2bfloat162_rn(c2, c3));
+  } else {
+    const __half2_raw h01 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[s] & 0xffffu), __NV_E4M3);
+    const __half2_raw h23 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[s] >> 16), __NV_E4M3);
+    const float2 f01 = __half22float2(__half2(h01)), f23 = __half22float2(__half2(h23));
+    lo = as_u32(__floats2bfloat162_rn(f01.x, f01.y));
+    hi = as_u32(__floats2bfloat162_rn(f23.x, f23.y));
+  }
+}
+
+template <QKind K>
+__device__ __forceinline__ int x_word_lo(int s) {
+  if constexpr (K == QKind::kInt4) return 2 * (s >> 1) + (s & 1);
+  return 2 * s;
+}
+template <QKind K>
+__device__ __forceinline__ int x_word_hi(int s) {
+  if constexpr (K == QKind::kInt4) return 8 + 2 * (s >> 1) + (s & 1);
+  return 2 * s + 1;
+}
+
+struct QGemvArgs {
+  ops::MatmulParams p;
+  int64_t row_bytes;  // bytes per stored row (a multiple of 16)
+  int64_t group_k;    // codes per scale group (k_pad when per channel)
+  int64_t groups_k;   // scale groups per scale row
+  int64_t group_n;    // rows per scale row
+};
+
+// W warps per block, all on one 16-row tile, splitting the quads of k; U quads in flight per warp.
+template <QKind K, int W, int U, bool kOffsets>
+__global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
+  constexpr int C = codes_per_chunk<K>();
+  constexpr int S = C / 4;        // mma steps per chunk
+  constexpr int QC = 4 * C;       // codes per quad
+  constexpr int XW = C / 2;       // x words (bf16 pairs) per chunk
+  constexpr bool kBias128 = K == QKind::kInt4;
+  constexpr bool kNeedX = kOffsets || kBias128;
+  __shared__ float red[W > 1 ? W - 1 : 1][32][4];
+  pdl_wait();
+  const ops::MatmulParams& p = a.p;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
+  const int64_t row_a = static_cast<int64_t>(blockIdx.x) * 16 + gq, row_b = row_a + 8;
+  const int64_t ra = row_a < p.n ? row_a : p.n - 1, rb = row_b < p.n ? row_b : p.n - 1;  // clamp: loaded, never stored
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * 8;
+  const bool has_tok = m0 + gq < p.m;
+  const uint8_t* wa = static_cast<const uint8_t*>(p.w.data) + ra * a.row_bytes;
+  const uint8_t* wb = static_cast<const uint8_t*>(p.w.data) + rb * a.row_bytes;
+  const __nv_bfloat16* xrow = static_cast<const __nv_bfloat16*>(p.x) + (has_tok ? (m0 + gq) * p.ld_x : 0);
+  const float* scales = static_cast<const float*>(p.w.scales);
+  const float* zeros = static_cast<const float*>(p.w.zeros);
+  const int64_t sa_row = (ra / a.group_n) * a.groups_k, sb_row = (rb / a.group_n) * a.groups_k;
+  const int64_t n_chunks = a.row_bytes / 16;
+  const int64_t n_quads = (n_chunks + 3) / 4;
+  constexpr uint32_t kOnes = 0x3F803F80u;  // bf16 (1, 1)
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int64_t base = warp; base < n_quads; base += static_cast<int64_t>(W) * U) {
+    uint4 va[U], vb[U];
+    uint4 xv[U][XW / 4];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t quad = base + static_cast<int64_t>(u) * W;
+      const int64_t chunk = quad * 4 + q;
+      const bool in = quad < n_quads && chunk < n_chunks;
+      va[u] = in ? load_stream16(wa + chunk * 16) : make_uint4(0, 0, 0, 0);
+      vb[u] = in ? load_stream16(wb + chunk * 16) : make_uint4(0, 0, 0, 0);
+      const int64_t j0 = chunk * C;
+#pragma unroll
+      for (int t = 0; t < XW / 4; ++t) {
+        const int64_t j = j0 + 8 * t;
+        xv[u][t] = in && has_tok && j < p.k ? __ldg(reinterpret_cast<const uint4*>(xrow + j)) : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t quad = base + static_cast<int64_t>(u) * W;
+      if (quad >= n_quads) break;
+      const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xv[u][0]);
+      float part[4] = {0.f, 0.f, 0.f, 0.f}, xs[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        uint32_t alo, ahi, blo, bhi;
+        dequant_step<K>(va[u], s, alo, ahi);
+        dequant_step<K>(vb[u], s, blo, bhi);
+        const uint32_t x0 = xw[x_word_lo<K>(s)], x1 = xw[x_word_hi<K>(s)];
+        mma_bf16(part, alo, blo, ahi, bhi, x0, x1);
+        if constexpr (kNeedX) mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, x0, x1);
+      }
+      const int64_t g = quad * QC / a.group_k;
+      const float sa = __ldg(scales + sa_row + g), sb = __ldg(scales + sb_row + g);
+      float oa = 0.f, ob = 0.f;
+      if constexpr (kOffsets) {
+        oa = __ldg(zeros + ra * a.groups_k + g);
+        ob = __ldg(zeros + rb * a.groups_k + g);
+      }
+      if constexpr (kBias128) {
+        oa -= 128.f * sa;
+        ob -= 128.f * sb;
+      }
+      acc[0] = fmaf(sa, part[0], acc[0]);
+      acc[1] = fmaf(sa, part[1], acc[1]);
+      acc[2] = fmaf(sb, part[2], acc[2]);
+      acc[3] = fmaf(sb, part[3], acc[3]);
+      if constexpr (kNeedX) {
+        acc[0] = fmaf(oa, xs[0], acc[0]);
+        acc[1] = fmaf(oa, xs[1], acc[1]);
+        acc[2] = fmaf(ob, xs[2], acc[2]);
+        acc[3] = fmaf(ob, xs[3], acc[3]);
+      }
+    }
+  }
+  if constexpr (W > 1) {
+    if (warp > 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[warp - 1][lane][i] = acc[i];
+    }
+    __syncthreads();
+    if (warp > 0) return;
+#pragma unroll
+    for (int w = 0; w < W - 1; ++w)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] += red[w][lane][i];
+  }
+  // c0, c1: row g, tokens 2q, 2q + 1; c2, c3: row g + 8.
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t row = i < 2 ? row_a : row_b;
+    const int64_t tok = m0 + 2 * q + (i & 1);
+    if (row >= p.n || tok >= p.m) continue;
+    float v = acc[i];
+    if (p.bias) v += load_f(p.bias_dtype, p.bias, row);
+    if (p.accumulate) v += load_f(p.y_dtype, p.y, tok * p.ld_y + row);
+    store_f(p.y_dtype, p.y, tok * p.ld_y + row, v);
+  }
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+// Tuning knobs for the benchmark (FRUGAL_QGEMV_U=2|4 quads in flight per warp,
+// FRUGAL_QGEMV_W=4|8 warps per tile; 0 = the default rule below); set_quant_gemv_tuning wins.
+int env_int(const char* name) {
+  const char* e = std::getenv(name);
+  return e ? std::atoi(e) : 0;
+}
+int g_tune_u = -1, g_tune_w = -1;
+
+template <QKind K, int W, bool kOffsets>
+cudaError_t launch_k(const QGemvArgs& a, cudaStream_t stream) {
+  static const int u_env0 = env_int("FRUGAL_QGEMV_U");
+  const int u_env = g_tune_u >= 0 ? g_tune_u : u_env0;
+  const dim3 grid(static_cast<unsigned>(ceil_div(a.p.n, 16)), static_cast<unsigned>(ceil_div(a.p.m, 8)));
+  if (u_env == 2) return launch_kernel(quant_gemv_kernel<K, W, 2, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+  return launch_kernel(quant_gemv_kernel<K, W, 4, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+}
+
+template <QKind K, bool kOffsets>
+cudaError_t launch_w(const QGemvArgs& a, cudaStream_t stream) {
+  static const int w_env0 = env_int("FRUGAL_QGEMV_W");
+  const int w_env = g_tune_w >= 0 ? g_tune_w : w_env0;
+  // Few row tiles (small n): 8 warps split k to keep bytes in flight.
+  const bool eight = w_env == 8 || (w_env != 4 && ceil_div(a.p.n, 16) * ceil_div(a.p.m, 8) < 1024);
+  return eight ? launch_k<K, 8, kOffsets>(a, stream) : launch_k<K, 4, kOffsets>(a, stream);
+}
+
+}  // namespace
+
+void set_quant_gemv_tuning(int quads_in_flight, int warps) {
+  g_tune_u = quads_in_flight;
+  g_tune_w = warps;
+}
+
+bool quant_gemv_supported(const ops::MatmulParams& p) {
+  const ops::WeightFormat& f = p.w.format;
+  const bool int4 = f.scheme == ops::WeightScheme::kInt4, int8 = f.scheme == ops::WeightScheme::kInt8,
+             fp8 = f.scheme == ops::WeightScheme::kFp8;
+  if (!(int4 || int8 || fp8) || f.act_order || p.x_dtype != DType::kBF16) return false;
+  if (f.scale_dtype != DType::kF32 || (f.zero == ops::ZeroPoint::kOffset && (fp8 || f.zero_dtype != DType::kF32))) return false;
+  const int64_t quad_codes = int4 ? 128 : 64;
+  if (f.group_k != 0 && f.group_k % quad_codes != 0) return false;
+  return p.m >= 1 && p.k % 8 == 0 && p.ld_x % 8 == 0 && aligned16(p.x) && aligned16(p.w.data);
+}
+
+cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream) {
+  if (p.m * p.n == 0) return cudaSuccess;
+  const ops::QuantGeometry g = ops::quant_geometry(p.w.format, p.n, p.k);
+  const QGemvArgs a{p, g.row_bytes, g.group_k, g.groups_k, g.group_n};
+  const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
+  switch (p.w.format.scheme) {
+    case ops::WeightScheme::kInt4:
+      return offsets ? launch_w<QKind::kInt4, true>(a, stream) : launch_w<QKind::kInt4, false>(a, stream);
+    case ops::WeightScheme::kInt8:
+      return offsets ? launch_w<QKind::kInt8, true>(a, stream) : launch_w<QKind::kInt8, false>(a, stream);
+    case ops::WeightScheme::kFp8: return launch_w<QKind::kFp8, false>(a, stream);
+    default: break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace frugal::cuda

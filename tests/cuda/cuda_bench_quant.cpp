@@ -1,0 +1,139 @@
+// cuda_kernel_bench --quant: the weight-only quantized GEMV (quant_gemv.cu) on the
+// DeepSeek-R1-Distill-Qwen-7B linear shapes in the dummy-weight formats (int4 g128 with zero
+// points, int8 per channel, fp8 128x128 blocks), GB/s against the measured copy ceiling, each
+// checked first against the per-element correctness kernel on the same weights; and the
+// large-m path (dequantize to bf16 + cuBLASLt) at m = 2048.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/kernels.h"
+#include "cuda_bench.h"
+
+namespace frugal::cuda::bench {
+namespace {
+
+struct QShape {
+  const char* name;
+  int64_t n, k;
+};
+constexpr QShape kQShapes[] = {{"q 3584x3584", 3584, 3584},       {"k 512x3584", 512, 3584},
+                               {"gate 18944x3584", 18944, 3584}, {"down 3584x18944", 3584, 18944}};
+
+struct QFmt {
+  const char* name;
+  ops::WeightFormat (*make)(int64_t k);
+};
+const QFmt kQFmts[] = {
+    {"int4g128", [](int64_t k) { return ops::quant_format(ops::WeightScheme::kInt4, k, 128, true, 1); }},
+    {"int8", [](int64_t k) { return ops::quant_format(ops::WeightScheme::kInt8, k, 0, false, 1); }},
+    {"fp8b128", [](int64_t k) { return ops::quant_format(ops::WeightScheme::kFp8, k, 128, false, 128); }},
+};
+
+std::vector<float> download_bf16(CudaBackend* b, const void* d, int64_t n) {
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  (void)b->download(h.data(), d, h.size() * 2);
+  std::vector<float> f(h.size());
+  for (size_t i = 0; i < h.size(); ++i) {
+    uint32_t u = static_cast<uint32_t>(h[i]) << 16;
+    std::memcpy(&f[i], &u, 4);
+  }
+  return f;
+}
+
+}  // namespace
+
+void bench_quant(CudaBackend* b, double ceiling, Table* table) {
+  std::mt19937 rng(5);
+  for (const QFmt& fm : kQFmts) {
+    for (const QShape& s : kQShapes) {
+      const ops::WeightFormat f = fm.make(s.k);
+      const int64_t row_bytes = ops::weight_row_bytes(f, s.k), code_bytes = s.n * row_bytes;
+      const int64_t n_scales = ops::weight_scale_rows(f, s.n) * ops::weight_groups_k(f, s.k);
+      const int64_t n_zeros = f.zero == ops::ZeroPoint::kOffset ? s.n * ops::weight_groups_k(f, s.k) : 0;
+      const int copies = static_cast<int>(std::max<int64_t>(2, (int64_t{768} << 20) / code_bytes));
+      std::vector<void*> codes;
+      // Copy 0 from the host (no fp8 NaN patterns: it is the one checked); the rest random on the device.
+      {
+        std::vector<uint8_t> h(static_cast<size_t>(code_bytes));
+        for (auto& c : h) {
+          c = static_cast<uint8_t>(rng());
+          if ((c & 0x7f) == 0x7f) c ^= 1;
+        }
+        void* d = b->alloc(h.size()).value();
+        (void)b->upload(d, h.data(), h.size());
+        codes.push_back(d);
+      }
+      for (int c = 1; c < copies; ++c) codes.push_back(random_buffer(b, DType::kBF16, code_bytes / 2, 200 + c, 0.01f, 0.02f));
+      void* scales = random_buffer(b, DType::kF32, n_scales, 9, 0.001f, 0.002f);
+      void* zeros = n_zeros ? random_buffer(b, DType::kF32, n_zeros, 10, -0.01f, 0.01f) : nullptr;
+      const int64_t max_m = 2048;
+      void* x = random_buffer(b, DType::kBF16, max_m * s.k, 7);
+      void* y = b->alloc(static_cast<size_t>(max_m * s.n * 2)).value();
+      void* y_ref = b->alloc(static_cast<size_t>(64 * s.n * 2)).value();
+      ops::WeightView w;
+      w.data = codes[0];
+      w.format = f;
+      w.scales = scales;
+      w.zeros = zeros;
+      const std::string tag = std::string(fm.name) + " " + s.name;
+      // Check: the fast GEMV against the correctness kernel on the same weights.
+      for (int64_t m : {1, 8, 33}) {
+        ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+        ops::MatmulParams r = p;
+        r.y = y_ref;
+        if (!quant_gemv_supported(p)) {
+          std::printf("CHECK %s: quant_gemv does not take this format\n", tag.c_str());
+          break;
+        }
+        (void)launch_quant_gemv(p, b->stream());
+        (void)launch_matmul_quant(r, b->stream());
+        if (cudaStreamSynchronize(b->stream()) != cudaSuccess) {
+          std::printf("CHECK %s m=%ld: CUDA error %s\n", tag.c_str(), static_cast<long>(m), cudaGetErrorString(cudaGetLastError()));
+          std::abort();
+        }
+        const auto got = download_bf16(b, y, m * s.n), want = download_bf16(b, y_ref, m * s.n);
+        double worst = 0, scale = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
+          const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+          worst = std::isnan(d) ? 1e30 : std::max(worst, d);
+        }
+        const double rel = worst / (scale > 0 ? scale : 1);
+        std::printf("CHECK %s m=%ld: max |fast - ref| / max |ref| = %.3g %s\n", tag.c_str(), static_cast<long>(m), rel,
+                    rel < 2e-2 ? "ok" : "FAIL");
+      }
+      struct Tune { int u, w; const char* name; };
+      for (int64_t m : {1, 2, 4, 8}) {
+        for (Tune t : {Tune{0, 0, ""}, Tune{2, 4, " u2w4"}, Tune{4, 4, " u4w4"}, Tune{2, 8, " u2w8"}, Tune{4, 8, " u4w8"}}) {
+          if (m != 1 && t.u != 0) continue;
+          set_quant_gemv_tuning(t.u, t.w);
+          ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+          Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+            p.w.data = codes[static_cast<size_t>(i % copies)];
+            (void)launch_quant_gemv(p, b->stream());
+          });
+          const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
+          const double gbs = bytes / (tm.median_us * 1e3);
+          table->add({"qgemv m=" + std::to_string(m) + " " + tag + t.name, tm, gbs, "GB/s", 100 * gbs / ceiling});
+        }
+      }
+      set_quant_gemv_tuning(-1, -1);
+      if (s.n == 18944) {  // large m: dequantize + cuBLASLt through the backend
+        ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, max_m, s.n, s.k, false};
+        Timing tm = time_op(b->stream(), 10, 3, [&](int) { (void)b->matmul(p); });
+        const double tflops = 2.0 * max_m * s.n * s.k / (tm.median_us * 1e6);
+        table->add({"qgemm m=2048 dequant+lt " + tag, tm, tflops, "TFLOP/s", 100 * tflops / 790.0});
+      }
+      for (void* c : codes) b->free(c);
+      b->free(scales);
+      if (zeros) b->free(zeros);
+      b->free(x);
+      b->free(y);
+      b->free(y_ref);
+    }
+  }
+}
+
+}  // namespace frugal::cuda::bench
