@@ -222,9 +222,23 @@ std::optional<Linear> fuse_rows(std::span<const Linear> parts) {
     const Linear& a = parts[i - 1];
     const Linear& b = parts[i];
     if (b.weight.format != f.weight.format || b.in != f.in || (b.bias != nullptr) != biased) return std::nullopt;
-    if (f.weight.format.scheme != ops::WeightScheme::kDense) return std::nullopt;
-    if (static_cast<const uint8_t*>(a.weight.data) + dtype_bytes(a.weight.format.dtype, a.out * a.in) != b.weight.data)
-      return std::nullopt;
+    auto follows = [](const void* p, int64_t bytes, const void* q) {
+      return p && q && static_cast<const uint8_t*>(p) + bytes == q;
+    };
+    const ops::WeightFormat& wf = f.weight.format;
+    if (wf.scheme == ops::WeightScheme::kDense) {
+      if (!follows(a.weight.data, dtype_bytes(wf.dtype, a.out * a.in), b.weight.data)) return std::nullopt;
+    } else {
+      // Quantized: codes, scale rows and zero points must each continue the previous part's,
+      // scale blocks must not straddle two parts, and one permutation cannot cover two.
+      const int64_t groups = ops::weight_groups_k(wf, a.in);
+      if (wf.act_order || wf.group_n == 0 || a.out % wf.group_n != 0) return std::nullopt;
+      if (!follows(a.weight.data, a.out * ops::weight_row_bytes(wf, a.in), b.weight.data) ||
+          !follows(a.weight.scales, 4 * ops::weight_scale_rows(wf, a.out) * groups, b.weight.scales))
+        return std::nullopt;
+      if (wf.zero == ops::ZeroPoint::kOffset && !follows(a.weight.zeros, 4 * a.out * groups, b.weight.zeros))
+        return std::nullopt;
+    }
     if (biased && (b.bias_dtype != f.bias_dtype ||
                    static_cast<const uint8_t*>(a.bias) + dtype_bytes(a.bias_dtype, a.out) != b.bias))
       return std::nullopt;

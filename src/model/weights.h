@@ -34,8 +34,9 @@ struct Linear {
 
 // One Linear over several whose weights (and biases, if any) lie back to back in memory, in
 // the order given: y = x @ [w0; w1; ...]^T computes every part's output side by side.
-// nullopt when they are not contiguous (e.g. mmap'ed checkpoints on the CPU), and for formats
-// other than dense (their scale tensors would have to be contiguous too).
+// nullopt when they are not contiguous (e.g. mmap'ed checkpoints on the CPU). Quantized parts
+// fuse when their codes, scale rows and zero points are each back to back (as WeightStore
+// places them), no scale block straddles two parts and there is no act-order permutation.
 std::optional<Linear> fuse_rows(std::span<const Linear> parts);
 // The order WeightStore places tensors on a device: groups q/k/v and gate/up (exposed for tests).
 std::string placement_key(const std::string& name);

@@ -75,6 +75,47 @@ TEST(WeightPlacement, FuseRowsNeedsAdjacentWeightsAndBiases) {
   EXPECT_FALSE(fuse_rows(bias_gap).has_value()) << "biases not adjacent";
 }
 
+TEST(WeightPlacement, FuseRowsQuantizedNeedsCodesScalesAndZerosAdjacent) {
+  // int4 g32 with zero points, k = 64: 32 code bytes and 2 scale / zero groups per row.
+  const ops::WeightFormat f = ops::quant_format(ops::WeightScheme::kInt4, 64, 32, true, 1);
+  ASSERT_EQ(ops::weight_row_bytes(f, 64), 32);
+  std::vector<uint8_t> codes(10 * 32);
+  std::vector<float> scales(10 * 2), zeros(10 * 2);
+  auto part = [&](int64_t row0, int64_t rows) {
+    Linear l{.out = rows, .in = 64};
+    l.weight.format = f;
+    l.weight.data = codes.data() + row0 * 32;
+    l.weight.scales = scales.data() + row0 * 2;
+    l.weight.zeros = zeros.data() + row0 * 2;
+    return l;
+  };
+  const Linear ab[] = {part(0, 6), part(6, 4)};
+  auto fused = fuse_rows(ab);
+  ASSERT_TRUE(fused.has_value());
+  EXPECT_EQ(fused->out, 10);
+  EXPECT_EQ(fused->weight.data, codes.data());
+  EXPECT_EQ(fused->weight.scales, scales.data());
+  EXPECT_EQ(fused->weight.zeros, zeros.data());
+  Linear b_scales = part(6, 4);
+  b_scales.weight.scales = scales.data() + 13;
+  const Linear scale_gap[] = {part(0, 6), b_scales};
+  EXPECT_FALSE(fuse_rows(scale_gap).has_value()) << "scales not adjacent";
+  Linear b_zeros = part(6, 4);
+  b_zeros.weight.zeros = zeros.data() + 14;
+  const Linear zero_gap[] = {part(0, 6), b_zeros};
+  EXPECT_FALSE(fuse_rows(zero_gap).has_value()) << "zero points not adjacent";
+  Linear b_codes = part(6, 4);
+  b_codes.weight.data = codes.data() + 7 * 32;
+  const Linear code_gap[] = {part(0, 6), b_codes};
+  EXPECT_FALSE(fuse_rows(code_gap).has_value()) << "codes not adjacent";
+  // FP8 128-row scale blocks: a part of 6 rows would split a block.
+  Linear fa = part(0, 6), fb = part(6, 4);
+  fa.weight.format = fb.weight.format = ops::quant_format(ops::WeightScheme::kFp8, 64, 32, false, 128);
+  fa.weight.zeros = fb.weight.zeros = nullptr;
+  const Linear fp8_split[] = {fa, fb};
+  EXPECT_FALSE(fuse_rows(fp8_split).has_value()) << "a scale block across two parts";
+}
+
 TEST(ModelLoad, TinyModelLoads) {
   const std::string dir = temp_dir("ok");
   write_model_dir(dir, tiny_llama_config());
