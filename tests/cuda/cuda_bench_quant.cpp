@@ -71,7 +71,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       const int64_t max_m = 2048;
       void* x = random_buffer(b, DType::kBF16, max_m * s.k, 7);
       void* y = b->alloc(static_cast<size_t>(max_m * s.n * 2)).value();
-      void* y_ref = b->alloc(static_cast<size_t>(64 * s.n * 2)).value();
+      void* y_ref = b->alloc(static_cast<size_t>(64 * s.n * 2)).value();  // checks up to m = 64
       ops::WeightView w;
       w.data = codes[0];
       w.format = f;
@@ -79,7 +79,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       w.zeros = zeros;
       const std::string tag = std::string(fm.name) + " " + s.name;
       // Check: the fast GEMV against the correctness kernel on the same weights.
-      for (int64_t m : {1, 8, 33}) {
+      for (int64_t m : {1, 8, 33, 64}) {
         ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
         ops::MatmulParams r = p;
         r.y = y_ref;
@@ -105,7 +105,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
                     rel < 2e-2 ? "ok" : "FAIL");
       }
       struct Tune { int u, w; const char* name; };
-      for (int64_t m : {1, 2, 4, 8}) {
+      for (int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
         for (Tune t : {Tune{0, 0, ""}, Tune{2, 4, " u2w4"}, Tune{4, 4, " u4w4"}, Tune{2, 8, " u2w8"}, Tune{4, 8, " u4w8"}}) {
           if (m != 1 && t.u != 0) continue;
           set_quant_gemv_tuning(t.u, t.w);

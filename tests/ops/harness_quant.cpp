@@ -91,9 +91,10 @@ void OpCases::matmul_quant() {
     cases.push_back({S::kFp8, g, 16, false, false});
   }
   cases.push_back({S::kFp8, 128, 128, false, false});  // DeepSeek-V3 blocks
-  // m 80 takes the CUDA large-m path (dequantize + cuBLASLt); k 4352 (34 int4 quads of 128)
-  // runs the CUDA GEMV's k loop more than once per warp.
-  const int64_t ms[] = {1, 3, 8, 9, 33, 80};
+  // m 9 / 20 / 33 take 2 / 4 / 8 token tiles per pass of the CUDA GEMV, m 80 its large-m path
+  // (dequantize + cuBLASLt); k 4352 (34 int4 quads of 128) runs the GEMV's k loop more than once
+  // per warp.
+  const int64_t ms[] = {1, 3, 8, 9, 20, 33, 80};
   const std::pair<int64_t, int64_t> nks[] = {{13, 67}, {67, 160}, {130, 256}, {1, 300}, {37, 4352}};
   int variant = 0;
   for (const QuantCase& qc : cases)

@@ -108,37 +108,53 @@ struct QGemvArgs {
   int64_t group_n;    // rows per scale row
 };
 
-// W warps per block, all on one 16-row tile, splitting the quads of k; U quads in flight per warp.
-template <QKind K, int W, int U, bool kOffsets>
+// W warps per block, all on one 16-row tile, splitting the quads of k; U quads in flight per
+// warp; MT tiles of 8 tokens per pass over the weight (the dequantized A fragments of a quad are
+// reused for every tile). MT = 1 loads x with the weights; MT > 1 loads each tile's x when used.
+template <QKind K, int W, int U, int MT, bool kOffsets>
 __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
   constexpr int C = codes_per_chunk<K>();
   constexpr int S = C / 4;        // mma steps per chunk
   constexpr int QC = 4 * C;       // codes per quad
-  constexpr int XW = C / 2;       // x words (bf16 pairs) per chunk
+  constexpr int XV = C / 8;       // 16-byte x loads (8 bf16) per chunk
   constexpr bool kBias128 = K == QKind::kInt4;
   constexpr bool kNeedX = kOffsets || kBias128;
-  __shared__ float red[W > 1 ? W - 1 : 1][32][4];
+  __shared__ float red[W > 1 ? W - 1 : 1][32][4 * MT];
   pdl_wait();
   const ops::MatmulParams& p = a.p;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
   const int64_t row_a = static_cast<int64_t>(blockIdx.x) * 16 + gq, row_b = row_a + 8;
   const int64_t ra = row_a < p.n ? row_a : p.n - 1, rb = row_b < p.n ? row_b : p.n - 1;  // clamp: loaded, never stored
-  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * 8;
-  const bool has_tok = m0 + gq < p.m;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * 8 * MT;
   const uint8_t* wa = static_cast<const uint8_t*>(p.w.data) + ra * a.row_bytes;
   const uint8_t* wb = static_cast<const uint8_t*>(p.w.data) + rb * a.row_bytes;
-  const __nv_bfloat16* xrow = static_cast<const __nv_bfloat16*>(p.x) + (has_tok ? (m0 + gq) * p.ld_x : 0);
+  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
   const float* scales = static_cast<const float*>(p.w.scales);
   const float* zeros = static_cast<const float*>(p.w.zeros);
   const int64_t sa_row = (ra / a.group_n) * a.groups_k, sb_row = (rb / a.group_n) * a.groups_k;
   const int64_t n_chunks = a.row_bytes / 16;
   const int64_t n_quads = (n_chunks + 3) / 4;
   constexpr uint32_t kOnes = 0x3F803F80u;  // bf16 (1, 1)
+  // This lane's x chunk (token tile t, chunk index) as XV 16-byte loads; zeros past m, k or the row.
+  auto load_x = [&](int t, int64_t chunk, bool in, uint4 (&xv)[XV]) {
+    const int64_t tok = m0 + 8 * t + gq;
+    const bool ok = in && tok < p.m;
+    const __nv_bfloat16* xr = x + (ok ? tok * p.ld_x : 0);
+#pragma unroll
+    for (int v = 0; v < XV; ++v) {
+      const int64_t j = chunk * C + 8 * v;
+      xv[v] = ok && j < p.k ? __ldg(reinterpret_cast<const uint4*>(xr + j)) : make_uint4(0, 0, 0, 0);
+    }
+  };
 
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  float acc[MT][4];
+#pragma unroll
+  for (int t = 0; t < MT; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[t][i] = 0.f;
   for (int64_t base = warp; base < n_quads; base += static_cast<int64_t>(W) * U) {
     uint4 va[U], vb[U];
-    uint4 xv[U][XW / 4];
+    uint4 xv1[MT == 1 ? U : 1][XV];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t quad = base + static_cast<int64_t>(u) * W;
@@ -146,27 +162,19 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
       const bool in = quad < n_quads && chunk < n_chunks;
       va[u] = in ? load_stream16(wa + chunk * 16) : make_uint4(0, 0, 0, 0);
       vb[u] = in ? load_stream16(wb + chunk * 16) : make_uint4(0, 0, 0, 0);
-      const int64_t j0 = chunk * C;
-#pragma unroll
-      for (int t = 0; t < XW / 4; ++t) {
-        const int64_t j = j0 + 8 * t;
-        xv[u][t] = in && has_tok && j < p.k ? __ldg(reinterpret_cast<const uint4*>(xrow + j)) : make_uint4(0, 0, 0, 0);
-      }
+      if constexpr (MT == 1) load_x(0, chunk, in, xv1[u]);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t quad = base + static_cast<int64_t>(u) * W;
       if (quad >= n_quads) break;
-      const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xv[u][0]);
-      float part[4] = {0.f, 0.f, 0.f, 0.f}, xs[4] = {0.f, 0.f, 0.f, 0.f};
+      const int64_t chunk = quad * 4 + q;
+      const bool in = chunk < n_chunks;
+      uint32_t A[S][4];  // the mma A fragments of this quad: {row a lo, row b lo, row a hi, row b hi}
 #pragma unroll
       for (int s = 0; s < S; ++s) {
-        uint32_t alo, ahi, blo, bhi;
-        dequant_step<K>(va[u], s, alo, ahi);
-        dequant_step<K>(vb[u], s, blo, bhi);
-        const uint32_t x0 = xw[x_word_lo<K>(s)], x1 = xw[x_word_hi<K>(s)];
-        mma_bf16(part, alo, blo, ahi, bhi, x0, x1);
-        if constexpr (kNeedX) mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, x0, x1);
+        dequant_step<K>(va[u], s, A[s][0], A[s][2]);
+        dequant_step<K>(vb[u], s, A[s][1], A[s][3]);
       }
       const int64_t g = quad * QC / a.group_k;
       const float sa = __ldg(scales + sa_row + g), sb = __ldg(scales + sb_row + g);
@@ -179,41 +187,66 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
         oa -= 128.f * sa;
         ob -= 128.f * sb;
       }
-      acc[0] = fmaf(sa, part[0], acc[0]);
-      acc[1] = fmaf(sa, part[1], acc[1]);
-      acc[2] = fmaf(sb, part[2], acc[2]);
-      acc[3] = fmaf(sb, part[3], acc[3]);
-      if constexpr (kNeedX) {
-        acc[0] = fmaf(oa, xs[0], acc[0]);
-        acc[1] = fmaf(oa, xs[1], acc[1]);
-        acc[2] = fmaf(ob, xs[2], acc[2]);
-        acc[3] = fmaf(ob, xs[3], acc[3]);
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+        if (m0 + 8 * t >= p.m) break;  // warp-uniform
+        uint4 xt[XV];
+        if constexpr (MT == 1) {
+#pragma unroll
+          for (int v = 0; v < XV; ++v) xt[v] = xv1[u][v];
+        } else {
+          load_x(t, chunk, in, xt);
+        }
+        const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xt[0]);
+        float part[4] = {0.f, 0.f, 0.f, 0.f}, xs[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int s = 0; s < S; ++s) {
+          const uint32_t x0 = xw[x_word_lo<K>(s)], x1 = xw[x_word_hi<K>(s)];
+          mma_bf16(part, A[s][0], A[s][1], A[s][2], A[s][3], x0, x1);
+          if constexpr (kNeedX) mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, x0, x1);
+        }
+        acc[t][0] = fmaf(sa, part[0], acc[t][0]);
+        acc[t][1] = fmaf(sa, part[1], acc[t][1]);
+        acc[t][2] = fmaf(sb, part[2], acc[t][2]);
+        acc[t][3] = fmaf(sb, part[3], acc[t][3]);
+        if constexpr (kNeedX) {
+          acc[t][0] = fmaf(oa, xs[0], acc[t][0]);
+          acc[t][1] = fmaf(oa, xs[1], acc[t][1]);
+          acc[t][2] = fmaf(ob, xs[2], acc[t][2]);
+          acc[t][3] = fmaf(ob, xs[3], acc[t][3]);
+        }
       }
     }
   }
   if constexpr (W > 1) {
     if (warp > 0) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) red[warp - 1][lane][i] = acc[i];
+      for (int t = 0; t < MT; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[warp - 1][lane][4 * t + i] = acc[t][i];
     }
     __syncthreads();
     if (warp > 0) return;
 #pragma unroll
     for (int w = 0; w < W - 1; ++w)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[i] += red[w][lane][i];
-  }
-  // c0, c1: row g, tokens 2q, 2q + 1; c2, c3: row g + 8.
+      for (int t = 0; t < MT; ++t)
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int64_t row = i < 2 ? row_a : row_b;
-    const int64_t tok = m0 + 2 * q + (i & 1);
-    if (row >= p.n || tok >= p.m) continue;
-    float v = acc[i];
-    if (p.bias) v += load_f(p.bias_dtype, p.bias, row);
-    if (p.accumulate) v += load_f(p.y_dtype, p.y, tok * p.ld_y + row);
-    store_f(p.y_dtype, p.y, tok * p.ld_y + row, v);
+        for (int i = 0; i < 4; ++i) acc[t][i] += red[w][lane][4 * t + i];
   }
+  // c0, c1: row g, tokens 2q, 2q + 1 of the tile; c2, c3: row g + 8.
+#pragma unroll
+  for (int t = 0; t < MT; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t row = i < 2 ? row_a : row_b;
+      const int64_t tok = m0 + 8 * t + 2 * q + (i & 1);
+      if (row >= p.n || tok >= p.m) continue;
+      float v = acc[t][i];
+      if (p.bias) v += load_f(p.bias_dtype, p.bias, row);
+      if (p.accumulate) v += load_f(p.y_dtype, p.y, tok * p.ld_y + row);
+      store_f(p.y_dtype, p.y, tok * p.ld_y + row, v);
+    }
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -226,22 +259,36 @@ int env_int(const char* name) {
 }
 int g_tune_u = -1, g_tune_w = -1;
 
-template <QKind K, int W, bool kOffsets>
+template <QKind K, int W, int MT, bool kOffsets>
 cudaError_t launch_k(const QGemvArgs& a, cudaStream_t stream) {
   static const int u_env0 = env_int("FRUGAL_QGEMV_U");
   const int u_env = g_tune_u >= 0 ? g_tune_u : u_env0;
-  const dim3 grid(static_cast<unsigned>(ceil_div(a.p.n, 16)), static_cast<unsigned>(ceil_div(a.p.m, 8)));
-  if (u_env == 2) return launch_kernel(quant_gemv_kernel<K, W, 2, kOffsets>, grid, dim3(W * 32), 0, stream, a);
-  return launch_kernel(quant_gemv_kernel<K, W, 4, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+  const dim3 grid(static_cast<unsigned>(ceil_div(a.p.n, 16)), static_cast<unsigned>(ceil_div(a.p.m, 8 * MT)));
+  if constexpr (MT == 1) {
+    if (u_env == 2) return launch_kernel(quant_gemv_kernel<K, W, 2, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+    return launch_kernel(quant_gemv_kernel<K, W, 4, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+  } else {
+    return launch_kernel(quant_gemv_kernel<K, W, 2, MT, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+  }
 }
 
-template <QKind K, bool kOffsets>
+template <QKind K, int MT, bool kOffsets>
 cudaError_t launch_w(const QGemvArgs& a, cudaStream_t stream) {
   static const int w_env0 = env_int("FRUGAL_QGEMV_W");
   const int w_env = g_tune_w >= 0 ? g_tune_w : w_env0;
   // Few row tiles (small n): 8 warps split k to keep bytes in flight.
-  const bool eight = w_env == 8 || (w_env != 4 && ceil_div(a.p.n, 16) * ceil_div(a.p.m, 8) < 1024);
-  return eight ? launch_k<K, 8, kOffsets>(a, stream) : launch_k<K, 4, kOffsets>(a, stream);
+  const bool eight = w_env == 8 || (w_env != 4 && ceil_div(a.p.n, 16) * ceil_div(a.p.m, 8 * MT) < 1024);
+  return eight ? launch_k<K, 8, MT, kOffsets>(a, stream) : launch_k<K, 4, MT, kOffsets>(a, stream);
+}
+
+// Token tiles per pass: one pass over the weight for m <= 64 (more tiles cost registers and
+// tensor-core issue, fewer passes save weight bytes).
+template <QKind K, bool kOffsets>
+cudaError_t launch_mt(const QGemvArgs& a, cudaStream_t stream) {
+  if (a.p.m <= 8) return launch_w<K, 1, kOffsets>(a, stream);
+  if (a.p.m <= 16) return launch_w<K, 2, kOffsets>(a, stream);
+  if (a.p.m <= 32) return launch_w<K, 4, kOffsets>(a, stream);
+  return launch_w<K, 8, kOffsets>(a, stream);
 }
 
 }  // namespace
@@ -269,10 +316,10 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream) {
   const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
   switch (p.w.format.scheme) {
     case ops::WeightScheme::kInt4:
-      return offsets ? launch_w<QKind::kInt4, true>(a, stream) : launch_w<QKind::kInt4, false>(a, stream);
+      return offsets ? launch_mt<QKind::kInt4, true>(a, stream) : launch_mt<QKind::kInt4, false>(a, stream);
     case ops::WeightScheme::kInt8:
-      return offsets ? launch_w<QKind::kInt8, true>(a, stream) : launch_w<QKind::kInt8, false>(a, stream);
-    case ops::WeightScheme::kFp8: return launch_w<QKind::kFp8, false>(a, stream);
+      return offsets ? launch_mt<QKind::kInt8, true>(a, stream) : launch_mt<QKind::kInt8, false>(a, stream);
+    case ops::WeightScheme::kFp8: return launch_mt<QKind::kFp8, false>(a, stream);
     default: break;
   }
   return cudaErrorInvalidValue;
