@@ -11,7 +11,7 @@ OUT="${OUT:-/tmp/frugal-out}"
 mkdir -p "$OUT"
 source scripts/gpu/lib.sh
 catalog_config deepseek-r1-distill-qwen-7b /tmp/q7b
-[ "${SKIP_BUILD:-0}" = 1 ] || TARGETS="frugal cuda_kernel_bench cuda_harness_test" bash scripts/gpu/check.sh build || exit 1
+[ "${SKIP_BUILD:-0}" = 1 ] || TARGETS="frugal cuda_kernel_bench cuda_harness_test cuda_quant_model_test" bash scripts/gpu/check.sh build || exit 1
 B=build-gpu
 T="$OUT/quant_summary.txt"
 : >"$T"
@@ -19,6 +19,11 @@ if [ "${SKIP_HARNESS:-0}" != 1 ]; then
   "$B/tests/cuda/cuda_harness_test" >"$OUT/harness.log" 2>&1
   echo "== harness rc $?" >>"$T"
   grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/harness.log" | head -20 >>"$T"
+  if [ -d tests/data/quant ]; then  # the checkpoint fixtures (carry them: devprep ... tests/data/quant)
+    "$B/tests/cuda/cuda_quant_model_test" >>"$OUT/harness.log" 2>&1
+    echo "== cuda_quant_model_test rc $?" >>"$T"
+    grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/harness.log" | tail -20 >>"$T"
+  fi
 fi
 "$B/tests/cuda/cuda_kernel_bench" --quant >"$OUT/qbench.log" 2>&1
 echo "== qbench rc $?" >>"$T"

@@ -1,6 +1,7 @@
 // Quantized checkpoints on CUDA (issue 16): every tests/data/quant fixture loads onto the GPU
 // (codes, scales, offsets and permutations uploaded into the weight arena) and runs through the
-// quantized correctness kernel (backend/cuda/quant_matmul.cu) with bf16 activations; its
+// CUDA quantized paths (the tensor-core GEMV of quant_gemv.cu for the 24-token prompt where the
+// format allows, else dequantize + cuBLASLt) with bf16 activations; its
 // teacher-forced logits match transformers' fp32 logits on the dequantized weights within a
 // bf16 tolerance, and decode steps replayed from step graphs give the logits of eager steps.
 #include <gtest/gtest.h>
