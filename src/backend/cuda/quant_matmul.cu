@@ -5,6 +5,8 @@
 // it runs inside captured step graphs. Slow by design: the fast CUDA kernels are another issue.
 #include <algorithm>
 
+#include <cuda_fp8.h>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "ops/quant_element.h"
@@ -32,16 +34,53 @@ __global__ void matmul_quant_kernel(ops::MatmulParams p, ops::QuantGeometry g) {
   }
 }
 
-// W[o, j] (original input order) as bf16, for the dequantize-then-cuBLASLt path of large m.
+// The value of internal code j' of a row (before scale and offset).
+__device__ __forceinline__ float code_value(const ops::WeightFormat& f, const uint8_t* row, int64_t jp) {
+  if (f.packing == ops::WeightPacking::kBlock32Nibbles) {
+    const uint8_t byte = row[(jp >> 5) * 16 + (jp & 15)];
+    const int code = (jp & 31) < 16 ? (byte & 0xf) : (byte >> 4);
+    if (f.scheme == ops::WeightScheme::kNf4) {
+      constexpr float kBook[16] = {FRUGAL_NF4_CODEBOOK};
+      return kBook[code];
+    }
+    return static_cast<float>(code);
+  }
+  if (f.scheme == ops::WeightScheme::kFp8) {
+    const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(row[jp]), __NV_E4M3);
+    return __half2float(__half(h));
+  }
+  return static_cast<float>(static_cast<int8_t>(row[jp]));
+}
+
+// W[o, j] (original input order) as bf16, for the dequantize-then-cuBLASLt path of large m: one
+// block per row (grid-stride over rows), each thread 8 consecutive codes of one scale group, so
+// the group's scale and offset are read once per 8 values and, without act order, the 8 values
+// leave in one 16-byte store.
 __global__ void dequant_bf16_kernel(ops::WeightView w, ops::QuantGeometry g, int64_t n, int64_t k,
                                     __nv_bfloat16* out) {
   pdl_wait();
-  const int64_t total = n * k;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t o = e / k, jp = e % k;
-    const int64_t j = w.format.act_order ? w.k_perm[jp] : jp;
-    out[o * k + j] = __float2bfloat16(ops::quant_weight_element(w, g, o, jp));
+  const ops::WeightFormat& f = w.format;
+  const bool perm = f.act_order;
+  const bool zeros = f.zero == ops::ZeroPoint::kOffset;
+  const bool vec = !perm && k % 8 == 0 && (reinterpret_cast<uintptr_t>(out) & 15u) == 0;
+  for (int64_t o = blockIdx.x; o < n; o += gridDim.x) {
+    const uint8_t* row = static_cast<const uint8_t*>(w.data) + o * g.row_bytes;
+    const float* sc = static_cast<const float*>(w.scales) + (o / g.group_n) * g.groups_k;
+    const float* zr = zeros ? static_cast<const float*>(w.zeros) + o * g.groups_k : nullptr;
+    __nv_bfloat16* orow = out + o * k;
+    for (int64_t j0 = static_cast<int64_t>(threadIdx.x) * 8; j0 < k; j0 += static_cast<int64_t>(blockDim.x) * 8) {
+      const int64_t gk = j0 / g.group_k;  // 8 codes never straddle a group (group_k is a multiple of 32)
+      const float s = sc[gk], z = zr ? zr[gk] : 0.f;
+      if (vec) {
+        __align__(16) __nv_bfloat16 v[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = __float2bfloat16(fmaf(s, code_value(f, row, j0 + i), z));
+        *reinterpret_cast<uint4*>(orow + j0) = *reinterpret_cast<const uint4*>(v);
+      } else {
+        for (int64_t jp = j0; jp < j0 + 8 && jp < k; ++jp)
+          orow[perm ? w.k_perm[jp] : jp] = __float2bfloat16(fmaf(s, code_value(f, row, jp), z));
+      }
+    }
   }
 }
 
@@ -49,8 +88,8 @@ __global__ void dequant_bf16_kernel(ops::WeightView w, ops::QuantGeometry g, int
 
 cudaError_t launch_dequant_bf16(const ops::WeightView& w, int64_t n, int64_t k, void* out, cudaStream_t stream) {
   if (n * k == 0) return cudaSuccess;
-  const int threads = 256;
-  const int64_t blocks = std::min<int64_t>(ceil_div(n * k, threads), 132 * 64);
+  const int threads = 128;
+  const int64_t blocks = std::min<int64_t>(n, 132 * 16);
   return launch_kernel(dequant_bf16_kernel, static_cast<unsigned>(blocks), threads, 0, stream, w,
                        ops::quant_geometry(w.format, n, k), n, k, static_cast<__nv_bfloat16*>(out));
 }
