@@ -206,7 +206,9 @@ Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
     FRUGAL_ASSIGN_OR_RETURN(void* w, scratch(w_bytes));
     ops::MatmulParams q = p;
     q.w = ops::dense_weight(w, DType::kBF16);
-    if (LtGemm::supports(q)) {
+    ops::MatmulParams probe = q;  // run_lt adds a bias of another dtype than y itself
+    if (probe.bias && probe.bias_dtype != probe.y_dtype) probe.bias = nullptr;
+    if (LtGemm::supports(probe)) {
       FRUGAL_RETURN_IF_ERROR(check_launch(launch_dequant_bf16(p.w, p.n, p.k, w, stream_), "dequant_bf16"));
       Status st = run_lt(q);
       if (st.code() != ErrorCode::kUnsupported) return st;
