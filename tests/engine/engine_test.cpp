@@ -177,6 +177,11 @@ void check_batch_invariance(const std::string& model_dir, const std::string& sam
 
   auto [together, st_together] = run_mode(base(), false);
   EXPECT_EQ(together, expected) << "batching changed greedy outputs";
+  if (kv.window > 0) {
+    EXPECT_GT(st_together.kv_window_released_blocks, 0) << "blocks behind the window should go back to the pool";
+  } else {
+    EXPECT_EQ(st_together.kv_window_released_blocks, 0);
+  }
   EXPECT_GT(st_together.prefix_cache_hits, 0) << "the shared prefix should hit the cache";
   if (std::string(kDevice) != "cpu" && sampling == "device") {
     EXPECT_GT(st_together.graph_steps, 0) << "decode steps should replay graphs";

@@ -119,12 +119,14 @@ __device__ __forceinline__ void load_kv_tile(const ops::AttentionParams& p, cons
     const int r = idx / kChunks, ch = idx % kChunks;
     const int j = kb + r;
     int64_t off = 0;
-    if (j < end) {
-      int64_t slot = static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size;
+    // A released block (-1: behind the window, no sink) is never visible: zero-filled.
+    const int32_t blk = j < end ? table[j / c.block_size] : -1;
+    if (blk >= 0) {
+      int64_t slot = static_cast<int64_t>(blk) * c.block_size + j % c.block_size;
       off = (slot * c.n_head_kv + kvh) * D + ch * 8;
     }
-    cp_async16(sk + r * (D + kPad) + ch * 8, kc + off, j < end);
-    cp_async16(sv + r * (D + kPad) + ch * 8, vc + off, j < end);
+    cp_async16(sk + r * (D + kPad) + ch * 8, kc + off, blk >= 0);
+    cp_async16(sv + r * (D + kPad) + ch * 8, vc + off, blk >= 0);
   }
   cp_async_commit();
 }
@@ -151,20 +153,22 @@ __device__ __forceinline__ void load_kv_tile8(const ops::AttentionParams& p, con
     const int r = idx / kChunks, ch = idx % kChunks;
     const int j = kb + r;
     int64_t off = 0;
-    if (j < end) {
-      int64_t slot = static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size;
+    const int32_t blk = j < end ? table[j / c.block_size] : -1;  // -1: released, never visible
+    if (blk >= 0) {
+      int64_t slot = static_cast<int64_t>(blk) * c.block_size + j % c.block_size;
       off = (slot * c.n_head_kv + kvh) * D + ch * 16;
     }
-    cp_async16(rk + r * D + ch * 16, kc + off, j < end);
-    cp_async16(rv + r * D + ch * 16, vc + off, j < end);
+    cp_async16(rk + r * D + ch * 16, kc + off, blk >= 0);
+    cp_async16(rv + r * D + ch * 16, vc + off, blk >= 0);
   }
   if constexpr (kInt8) {
     static_assert(kThreads == 2 * kBlockK, "one scale per thread");
     const int r = threadIdx.x % kBlockK, j = kb + r;
     const bool is_v = threadIdx.x >= kBlockK;
     int64_t off = 0;
-    if (j < end) off = (static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size) * c.n_head_kv + kvh;
-    cp_async4(rscale + threadIdx.x, (is_v ? c.v_scales : c.k_scales) + off, j < end);
+    const int32_t blk = j < end ? table[j / c.block_size] : -1;
+    if (blk >= 0) off = (static_cast<int64_t>(blk) * c.block_size + j % c.block_size) * c.n_head_kv + kvh;
+    cp_async4(rscale + threadIdx.x, (is_v ? c.v_scales : c.k_scales) + off, blk >= 0);
   }
   cp_async_commit();
 }
