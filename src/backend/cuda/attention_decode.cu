@@ -21,6 +21,8 @@
 // per-(key, head) scales multiply each key's score and each key's probability in the PV sum.
 // Attention sinks: a token's keys are [0, min(S, lo)) and [lo, pos], two ranges walked in turn
 // with one online softmax.
+#include <cstdlib>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_quant.cuh"
@@ -42,9 +44,24 @@ struct DecodeArgs {
   int head_groups;   // ceil(group / NH)
   float scale_log2;  // softmax scale in log2 units, times fp8's k_scale
   float v_mult;      // fp8's v_scale, else 1
+  int pipelined;     // 1: the next iteration's K/V load while this one computes (FRUGAL_DECODE_PIPELINE=0: off)
   float* part_o;     // [n_tokens, n_head, n_splits, D] or nullptr when n_splits == 1
   float2* part_ml;   // [n_tokens, n_head, n_splits] (max, sum)
 };
+
+template <int BYTES>
+__device__ __forceinline__ void cp_async_vec(void* smem, const void* gmem, bool valid) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? BYTES : 0;  // 0: zero-filled, nothing read
+  if constexpr (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(gmem), "n"(BYTES), "r"(src_bytes));
+  }
+}
+__device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
 // Keys per key group per iteration: 4 for bf16 (16-byte loads), 8 for 8-bit caches (8-byte).
 template <KvElem E>
@@ -114,6 +131,11 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
   __shared__ float sl[NH];                              // block sum (relative to the block max)
   __shared__ float smax[NH];                            // block max
   __shared__ __align__(16) float so[G][NH][D];          // per group: accumulators
+  // Dynamic: the K/V staging of two iterations, [stage][key u][K, V][thread] (consecutive
+  // threads, consecutive 8/16 bytes: no bank conflicts), then for int8 the scales likewise.
+  extern __shared__ __align__(16) unsigned char dyn_smem[];
+  Vec* stage = reinterpret_cast<Vec*>(dyn_smem);
+  float* stage_sc = reinterpret_cast<float*>(dyn_smem + 2 * KU * 2 * kThreads * sizeof(Vec));
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = warp * KPW + lane / LPK, li = lane % LPK;
@@ -188,27 +210,60 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
         slot[u] = j < k1 ? table[j / bs] * bs + j % bs : -1;
       }
     };
+    // Issues this lane's K/V pieces (and int8 scales) of the iteration whose slots are in
+    // `slot` into stage st; keys past the range are zero-filled (nothing is read).
+    auto issue = [&](int st) {
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        const bool ok = slot[u] >= 0;
+        const int64_t off = ok ? slot[u] * row_stride : 0;
+        cp_async_vec<sizeof(Vec)>(stage + ((st * KU + u) * 2 + 0) * kThreads + threadIdx.x, kbase + off, ok);
+        cp_async_vec<sizeof(Vec)>(stage + ((st * KU + u) * 2 + 1) * kThreads + threadIdx.x, vbase + off, ok);
+        if constexpr (kInt8) {
+          const int64_t so = ok ? static_cast<int64_t>(slot[u]) * p.cache.n_head_kv : 0;
+          cp_async_vec<4>(stage_sc + ((st * KU + u) * 2 + 0) * kThreads + threadIdx.x, kscales + so, ok);
+          cp_async_vec<4>(stage_sc + ((st * KU + u) * 2 + 1) * kThreads + threadIdx.x, vscales + so, ok);
+        }
+      }
+      cp_async_commit_group();
+    };
+    // Pipelined (a.pipelined): iteration it + 1's loads are in flight while it computes, and
+    // the table entries of it + 2 load meanwhile. Otherwise each iteration loads, waits, computes.
     load_slots(0);
+    if (a.pipelined) {
+      issue(0);
+      if (n_it > 1) load_slots(1);
+    }
     for (int it = 0; it < n_it; ++it) {
       const int jb = k0 + it * KPI + g * KU;
+      const int st = a.pipelined ? it & 1 : 0;
+      if (a.pipelined) {
+        if (it + 1 < n_it) {
+          issue((it + 1) & 1);
+        } else {
+          cp_async_commit_group();  // an empty group keeps the wait below uniform
+        }
+        if (it + 2 < n_it) load_slots(it + 2);
+        cp_async_wait_group<1>();
+      } else {
+        issue(0);
+        if (it + 1 < n_it) load_slots(it + 1);  // the next table entries load under this wait
+        cp_async_wait_group<0>();
+      }
+      // Each lane reads back only what it copied itself: the wait makes it visible, no barrier.
       Vec kr[KU], vr[KU];
       float ksc[KU], vsc[KU];
 #pragma unroll
       for (int u = 0; u < KU; ++u) {
-        kr[u] = Vec{};
-        vr[u] = Vec{};
-        ksc[u] = 0.f;
-        vsc[u] = 0.f;
-        if (slot[u] >= 0) {
-          kr[u] = __ldg(reinterpret_cast<const Vec*>(kbase + slot[u] * row_stride));
-          vr[u] = __ldg(reinterpret_cast<const Vec*>(vbase + slot[u] * row_stride));
-          if constexpr (kInt8) {
-            ksc[u] = __ldg(kscales + static_cast<int64_t>(slot[u]) * p.cache.n_head_kv);
-            vsc[u] = __ldg(vscales + static_cast<int64_t>(slot[u]) * p.cache.n_head_kv);
-          }
+        kr[u] = stage[((st * KU + u) * 2 + 0) * kThreads + threadIdx.x];
+        vr[u] = stage[((st * KU + u) * 2 + 1) * kThreads + threadIdx.x];
+        if constexpr (kInt8) {
+          ksc[u] = stage_sc[((st * KU + u) * 2 + 0) * kThreads + threadIdx.x];
+          vsc[u] = stage_sc[((st * KU + u) * 2 + 1) * kThreads + threadIdx.x];
+        } else {
+          ksc[u] = vsc[u] = 1.f;
         }
       }
-      if (it + 1 < n_it) load_slots(it + 1);  // the next table entries load under this compute
 
       // Partial QK dots over this lane's 8 dims, index u * NH + h.
       float kf[KU][8];
@@ -427,12 +482,34 @@ int heads_per_block(const ops::AttentionParams& p) {
   return group >= 5 ? 8 : group >= 3 ? 4 : group;  // 1, 2, 4 or 8 (padded heads compute zeros)
 }
 
+template <KvElem E>
+constexpr size_t dyn_smem_bytes() {
+  constexpr size_t ku = keys_per_group<E>();
+  return 2 * ku * 2 * kThreads * (KvElemTraits<E>::kBytes * 8) + (E == KvElem::kInt8 ? 2 * ku * 2 * kThreads * 4 : 0);
+}
+
+// Raises the kernel's dynamic shared memory limit once (the staging passes 48 KB with the
+// static part for int8).
+template <int D, int NH, KvElem E>
+cudaError_t configure() {
+  static bool done = false;
+  if (!done) {
+    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NH, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(dyn_smem_bytes<E>()));
+    if (e != cudaSuccess) return e;
+    done = true;
+  }
+  return cudaSuccess;
+}
+
 template <int D, int NH, KvElem E>
 int blocks_per_sm() {
   static int n = 0;  // cached: the occupancy query is host work
   if (n == 0) {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_decode_kernel<D, NH, E>, kThreads, 0) != cudaSuccess || b < 1)
+    if (configure<D, NH, E>() != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_decode_kernel<D, NH, E>, kThreads, dyn_smem_bytes<E>()) != cudaSuccess ||
+        b < 1)
       b = 2;
     n = b;
   }
@@ -473,7 +550,8 @@ template <int D, int NH, KvElem E>
 cudaError_t launch_dn(const ops::AttentionParams& p, const DecodeArgs& a, cudaStream_t stream) {
   const int n_units = p.cache.n_head_kv * a.head_groups;
   dim3 grid(static_cast<unsigned>(a.n_splits), static_cast<unsigned>(n_units), static_cast<unsigned>(p.n_seqs));
-  cudaError_t e = launch_kernel(attention_decode_kernel<D, NH, E>, grid, kThreads, 0, stream, p, a);
+  if (cudaError_t e = configure<D, NH, E>(); e != cudaSuccess) return e;
+  cudaError_t e = launch_kernel(attention_decode_kernel<D, NH, E>, grid, kThreads, dyn_smem_bytes<E>(), stream, p, a);
   if (e != cudaSuccess || a.part_o == nullptr) return e;
   const size_t combine_smem = (2 * a.n_splits + 32 + (kCombineThreads / 32) * D) * sizeof(float);
   return launch_kernel(attention_combine_kernel<D>, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)),
@@ -497,6 +575,14 @@ cudaError_t launch_d(const ops::AttentionParams& p, const DecodeArgs& a, cudaStr
     case KvElem::kInt8: return launch_de<D, KvElem::kInt8>(p, a, stream);
     default: return launch_de<D, KvElem::kBF16>(p, a, stream);
   }
+}
+
+bool decode_pipeline_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("FRUGAL_DECODE_PIPELINE");
+    return !(e != nullptr && e[0] == '0');
+  }();
+  return on;
 }
 
 bool aligned(const void* ptr, uintptr_t n) { return (reinterpret_cast<uintptr_t>(ptr) & (n - 1)) == 0; }
@@ -541,7 +627,7 @@ size_t attention_decode_scratch_bytes(const ops::AttentionParams& p, int n_split
 
 cudaError_t launch_attention_combine(const ops::AttentionParams& p, int n_splits, float* part_o, float2* part_ml,
                                      cudaStream_t stream) {
-  DecodeArgs a{0, n_splits, 1, 0.f, 1.f, part_o, part_ml};
+  DecodeArgs a{0, n_splits, 1, 0.f, 1.f, 0, part_o, part_ml};
   const int D = p.cache.head_dim;
   const size_t smem = (2 * n_splits + 32 + (kCombineThreads / 32) * D) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head));
@@ -556,7 +642,7 @@ cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits,
   const bool fp8 = p.cache.cache_dtype == DType::kF8E4M3;
   DecodeArgs a{chunk_for(p, n_splits), n_splits, static_cast<int>(ceil_div(group, heads_per_block(p))),
                p.scale * 1.4426950408889634f * (fp8 ? p.cache.k_scale : 1.f), fp8 ? p.cache.v_scale : 1.f,
-               nullptr, nullptr};
+               decode_pipeline_enabled() ? 1 : 0, nullptr, nullptr};
   if (n_splits > 1) {
     a.part_o = static_cast<float*>(partials);
     a.part_ml = reinterpret_cast<float2*>(a.part_o + static_cast<size_t>(p.n_tokens) * p.n_head * n_splits * p.cache.head_dim);
