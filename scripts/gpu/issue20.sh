@@ -27,3 +27,5 @@ grep -E "^\[  (PASSED|FAILED) |FAILED  \]|OK \]" "$OUT/engine.log" | head -12 | 
 KV_DTYPES=bf16 FRUGAL_DECODE_PIPELINE=0 timeout 40 bash scripts/gpu/accept.sh long32k >/dev/null 2>&1
 say "long32k bf16 with FRUGAL_DECODE_PIPELINE=0 rc=$?"
 show <"$OUT/accept_summary.txt"
+# At most 8 files come back: everything but issue20.txt goes into one archive.
+(cd "$OUT" && tar czf /tmp/issue20_all.tgz --exclude=issue20.txt . && find . -mindepth 1 ! -name issue20.txt -delete && mv /tmp/issue20_all.tgz all.tgz)
