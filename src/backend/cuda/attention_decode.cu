@@ -589,6 +589,19 @@ bool aligned(const void* ptr, uintptr_t n) { return (reinterpret_cast<uintptr_t>
 
 }  // namespace
 
+cudaError_t prepare_attention_decode() {
+  // Sets every instantiation's shared-memory limit and caches its occupancy now, so neither
+  // host call happens first inside a graph capture.
+  int sum = 0;
+  for (int nh : {1, 2, 4, 8}) {
+    sum += occupancy_de<64, KvElem::kBF16>(nh) + occupancy_de<128, KvElem::kBF16>(nh);
+    sum += occupancy_de<64, KvElem::kFp8>(nh) + occupancy_de<128, KvElem::kFp8>(nh);
+    sum += occupancy_de<64, KvElem::kInt8>(nh) + occupancy_de<128, KvElem::kInt8>(nh);
+  }
+  (void)sum;
+  return cudaGetLastError();
+}
+
 bool attention_decode_supported(const ops::AttentionParams& p) {
   const auto& c = p.cache;
   // Row loads are 16 bytes (bf16) or 8 bytes (fp8, int8) per lane.
