@@ -7,6 +7,10 @@
 #   mixed    500 mixed-length requests (16-4096 in, 1-1024 out) vs a 16,384-block pool
 #   itl      64 decoders + a 10,000-token prompt (ITL_CHUNKS, default "default")
 #   kernels  the kernel-level micro-benchmark (cuda_kernel_bench)
+#   long32k  issue 20: 32,768-token prefill and batch-1 decode at a 32k context, per KV dtype
+#            (KV_DTYPES, default "bf16 fp8")                                (~25 s each)
+#   kvtput   issue 20: KV_PROMPTS (default 256) x 1024/1024 at KV_SEQS (256) sequences, per
+#            KV dtype (KV_DTYPES)                                           (~15 s each)
 # Needs a built build-gpu (scripts/gpu/check.sh build).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -47,6 +51,15 @@ for step in "$@"; do
            FRUGAL_PREFILL_SPLIT=$split \
              run "itl_${spec/:/_}" --prefill-lens 0 --batches 0 --itl-probe 64 --itl-long-prompt 10000 "${args[@]}"
          done ;;
+    long32k) for dt in ${KV_DTYPES:-bf16 fp8}; do
+               run "long32k_$dt" --prefill-lens 32768 --reps 2 --warmup 1 --batches 1 --decode-prompt-len 32768 \
+                 --decode-tokens 128 --kv-cache-dtype "$dt" --max-num-batched-tokens 8192
+             done ;;
+    kvtput) for dt in ${KV_DTYPES:-bf16 fp8}; do
+              run "kvtput_$dt" --prefill-lens 0 --batches 0 --num-prompts "${KV_PROMPTS:-256}" --input-len 1024 \
+                --output-len 1024 --throughput-reps 1 --max-num-seqs "${KV_SEQS:-256}" --max-num-batched-tokens 8192 \
+                --kv-cache-dtype "$dt"
+            done ;;
     kernels) "$BUILD_DIR/tests/cuda/cuda_kernel_bench" >"$OUT/kernels.txt" 2>&1
              echo "== kernels: rc $?" >>"$TABLE"; grep -E "7B|gemv m=1 |gemm m=2048|attn prefill" "$OUT/kernels.txt" >>"$TABLE" ;;
     *) echo "unknown step $step"; exit 2 ;;

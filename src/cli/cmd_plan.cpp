@@ -26,6 +26,8 @@ struct PlanArgs {
   int64_t concurrency = 1;
   bool concurrency_given = false;
   int64_t prompt_len = 0;
+  int64_t kv_window = 0;
+  int64_t kv_sinks = 0;
   double price = -1;
   double utilization = 0.90;
   int64_t max_batched_tokens = 8192;
@@ -75,6 +77,8 @@ Result<plan::PlanRequest> build_request(const PlanArgs& a) {
   r.context = a.context;
   r.concurrency = a.concurrency;
   r.prompt_len = a.prompt_len;
+  r.kv_window = a.kv_window;
+  r.kv_sinks = a.kv_sinks;
   r.price_per_hour = a.price;
   if (!(a.utilization > 0 && a.utilization <= 1)) {
     return invalid_argument("--gpu-memory-utilization: expected a fraction in (0, 1]");
@@ -169,6 +173,8 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--fp8-block", args->fp8_block, "fp8 scale block (0: one scale per tensor)")->capture_default_str();
   cmd->add_option("--lm-head", args->lm_head, "lm_head storage: bf16|int8")->capture_default_str();
   cmd->add_option("--kv-dtype,--kv-cache-dtype", args->kv_dtype, "KV cache: bf16|fp8|int8")->capture_default_str();
+  cmd->add_option("--kv-window", args->kv_window, "attend to (and keep blocks of) the last W tokens only (0 = off)");
+  cmd->add_option("--kv-sinks", args->kv_sinks, "with --kv-window: also the first S tokens");
   cmd->add_option("--context", args->context, "tokens per sequence (default min(4096, model max))");
   cmd->add_option("--concurrency", args->concurrency, "sequences decoding together (--compare: default each configuration's max batch)")
       ->capture_default_str()

@@ -174,8 +174,25 @@ void BlockPool::commit_full_blocks(BlockTable& table, std::span<const int32_t> t
 }
 
 void BlockPool::release(BlockTable& table) {
-  for (auto it = table.blocks.rbegin(); it != table.blocks.rend(); ++it) release_one(*it);
+  for (auto it = table.blocks.rbegin(); it != table.blocks.rend(); ++it)
+    if (*it != kNoBlock) release_one(*it);
   table = BlockTable{};
+}
+
+int32_t BlockPool::release_behind(BlockTable& table, int32_t first_needed_pos, int32_t n_sink_tokens) {
+  const int32_t bs = config_.block_size;
+  const int32_t first = std::max(table.n_released_upto, blocks_for_tokens(std::max(0, n_sink_tokens)));
+  int32_t n = 0, i = first;
+  for (; i < static_cast<int32_t>(table.blocks.size()) && (i + 1) * bs <= first_needed_pos; ++i) {
+    FRUGAL_CHECK_MSG(i < table.n_committed, "release_behind: block not committed yet");
+    FRUGAL_CHECK(table.blocks[i] != kNoBlock);
+    release_one(table.blocks[i]);
+    table.blocks[i] = kNoBlock;
+    ++n;
+  }
+  if (i > table.n_released_upto) table.n_released_upto = i;
+  table.n_released += n;
+  return n;
 }
 
 int32_t BlockPool::slot_of(const BlockTable& table, int32_t pos) const {

@@ -45,7 +45,15 @@ struct BlockTable {
   uint64_t chain_key = 0;       // key of block n_committed - 1 (0 before the first block)
   uint64_t chain_serial = 0;    // cache entry that block n_committed - 1 matched (0: none)
   bool chain_broken = false;    // a collision stopped registration for the rest of this sequence
+  // Window + sinks (release_behind): blocks [n_sink_blocks, n_released_upto) were returned to
+  // the pool and read kNoBlock; they hold no sink token and lie wholly behind the window.
+  int32_t n_released_upto = 0;
+  int32_t n_released = 0;
 };
+
+// A block-table entry whose block was returned to the pool (release_behind): the kernels never
+// read it, since no query of the sequence sees its positions any more.
+inline constexpr BlockId kNoBlock = -1;
 
 struct BlockPoolStats {
   int32_t n_blocks = 0;
@@ -101,6 +109,17 @@ class BlockPool {
   void commit_full_blocks(BlockTable& table, std::span<const int32_t> tokens, int32_t n_computed);
   // Drops the table's references, last block first (so a prefix outlives its tail on the LRU).
   void release(BlockTable& table);
+  // Window + sinks (--kv-window W --kv-sinks S): returns to the pool every block that holds no
+  // sink position (< n_sink_tokens) and lies wholly before first_needed_pos (for a window W and
+  // the next query at position p: p - W + 1). Its entry becomes kNoBlock; the table keeps its
+  // length and positions. Blocks must be committed first (commit_full_blocks), so a released
+  // block that is in the prefix cache stays cached (evictable) for other requests: only its
+  // refcount changes. Returns the number of blocks released.
+  int32_t release_behind(BlockTable& table, int32_t first_needed_pos, int32_t n_sink_tokens);
+  // Blocks the table holds (entries that are not kNoBlock).
+  int32_t live_blocks(const BlockTable& table) const {
+    return static_cast<int32_t>(table.blocks.size()) - table.n_released;
+  }
 
   // Slot index (block * block_size + offset) of token position `pos` of a table.
   int32_t slot_of(const BlockTable& table, int32_t pos) const;

@@ -58,6 +58,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, ops::Backend
   }
   const ModelConfig& config = m->config_;
   FRUGAL_ASSIGN_OR_RETURN(const ArchInfo* arch, arch_for(config, config_file));
+  if (arch->family == Family::kLlama && config.use_sliding_window && config.max_window_layers == 0)
+    m->all_layers_window_ = static_cast<int32_t>(config.sliding_window);
   FamilyFactory factory = family_factory(arch->family);
   if (!arch->runnable || !factory)
     return unsupported(config_file + ": architecture " + std::string(arch->hf_class) +

@@ -86,6 +86,11 @@ class Model {
     return runner_->forward_sample(batch, kv, ids, host_rows, host_logits);
   }
   bool supports_sampling() const { return runner_->supports_sampling(); }
+  // The attention window every layer uses (0: some layer sees the whole context) and its sink
+  // tokens: then a sequence's blocks behind the window that hold no sink can be freed
+  // (sched::SchedulerConfig::kv_window). Llama-family layers only; MLA ignores windows.
+  int32_t all_layers_window() const { return all_layers_window_; }
+  int32_t all_layers_sinks() const { return all_layers_window_ > 0 ? static_cast<int32_t>(config_.attention_sink_tokens) : 0; }
   void set_graphs_enabled(bool on) { runner_->set_graphs_enabled(on); }
   // Steps run by graph replay / eagerly since load (for benchmarks and tests).
   int64_t graph_replays() const { return runner_->graph_replays(); }
@@ -106,6 +111,7 @@ class Model {
   GenerationConfig generation_;
   LoadOptions opts_;
   ops::Backend* backend_ = nullptr;
+  int32_t all_layers_window_ = 0;
   std::unique_ptr<WeightStore> weights_;
   std::unique_ptr<ModelRunner> runner_;  // destroyed before the weights its family views
 };

@@ -155,8 +155,17 @@ Status ModelRunner::validate(const ForwardBatch& b, const KvStorage& kv) const {
     if (ctx > L.max_context) return bad("sequence " + std::to_string(s) + ": ctx_len " + std::to_string(ctx) + " exceeds the context " + std::to_string(L.max_context));
     const int64_t used = (ctx + kv.block_size() - 1) / kv.block_size();
     if (used > b.max_blocks_per_seq) return bad("sequence " + std::to_string(s) + ": block table too short for ctx_len");
+    // Every layer windowed (--kv-window): blocks no query of the sequence sees (no sink, wholly
+    // behind the first query's window) may have gone back to the pool (-1, kv::kNoBlock).
+    int64_t sink_blocks = used, window_block = 0;
+    if (config_.use_sliding_window && config_.max_window_layers == 0 && config_.sliding_window > 0) {
+      const int64_t lo = std::max<int64_t>(0, int64_t{ctx} - nq - config_.sliding_window + 1);
+      sink_blocks = (std::min<int64_t>(config_.attention_sink_tokens, lo) + kv.block_size() - 1) / kv.block_size();
+      window_block = lo / kv.block_size();
+    }
     for (int64_t j = 0; j < used; ++j) {
       const int32_t blk = b.block_tables[static_cast<size_t>(s * b.max_blocks_per_seq + j)];
+      if (blk == -1 && j >= sink_blocks && j < window_block) continue;
       if (blk < 0 || blk >= kv.n_blocks()) return bad("sequence " + std::to_string(s) + ": block id " + std::to_string(blk) + " out of range");
     }
   }

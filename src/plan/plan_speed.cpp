@@ -22,7 +22,8 @@ std::string tok_s(double v) { return fixed(v, v < 100 ? 1 : 0) + " tok/s"; }
 void decode_steps(const PlanRequest& r, const SpeedModel& sm, const SpeedPlan& s, std::vector<PlanStep>* steps) {
   const StepTime& d = s.decode_b1;
   const double weights = sm.weights.step_weight_bytes(1) / sm.n_gpus;
-  const double kv = static_cast<double>(r.context) * sm.kv_bytes_per_token_rank;
+  const int64_t attended = attended_kv_tokens(r, r.context);
+  const double kv = static_cast<double>(attended) * sm.kv_bytes_per_token_rank;
   std::string what = "weights read per token (all but the embedding table";
   if (sm.weights.n_routed_experts > 0) {
     what += "; " + std::to_string(sm.weights.experts_per_token) + " of " +
@@ -30,7 +31,7 @@ void decode_steps(const PlanRequest& r, const SpeedModel& sm, const SpeedPlan& s
   }
   what += ") / N + context x KV bytes/token";
   add_step(steps, "speed", "decode bytes/token (batch 1)", what,
-           gb(weights) + " + " + with_commas(r.context) + " x " + with_commas(static_cast<int64_t>(sm.kv_bytes_per_token_rank)) +
+           gb(weights) + " + " + with_commas(attended) + " x " + with_commas(static_cast<int64_t>(sm.kv_bytes_per_token_rank)) +
                " B = " + gb(weights) + " + " + gb(kv),
            gb(d.bytes), d.bytes);
   std::string numbers = fixed(sm.eff.decode_bw, 2) + " x " + fixed(sm.bandwidth / 1e9, 0) + " GB/s / " + gb(d.bytes) +
@@ -51,7 +52,7 @@ void prefill_steps(const PlanRequest& r, const SpeedModel& sm, const SpeedPlan& 
            fixed(sm.eff.prefill_mfu, 2) + " x " + fixed(s.peak_tflops, 1) + " TFLOP/s x " + std::to_string(sm.n_gpus) +
                " / " + fixed(s.prefill_flops_per_token / 1e9, 2) + " GFLOP",
            tok_s(s.prefill_tok_per_s), s.prefill_tok_per_s);
-  const StepTime first = sm.decode(1, static_cast<double>(r.prompt_len));
+  const StepTime first = sm.decode(1, static_cast<double>(attended_kv_tokens(r, r.prompt_len)));
   add_step(steps, "speed", "TTFT", "prompt / prefill tok/s + one decode step",
            with_commas(r.prompt_len) + " / " + fixed(s.prefill_tok_per_s, 0) + " + " + seconds(first.seconds()),
            seconds(s.ttft_s), s.ttft_s);
@@ -65,13 +66,13 @@ SpeedPlan speed_plan(const PlanRequest& r, const SpeedModel& sm, const MemoryPla
   s.compute_dtype = peak.dtype;
   s.compute_note = peak.note;
   s.peak_tflops = peak.tflops;
-  const double ctx = static_cast<double>(r.context);
+  const double ctx = static_cast<double>(attended_kv_tokens(r, r.context));  // a window reads W + S
   s.decode_b1 = sm.decode(1, ctx);
   s.decode_b1_bytes_per_token = s.decode_b1.bytes;
   s.prefill_flops_per_token = sm.prefill_flops_per_token(r.prompt_len);
   s.prefill_tok_per_s = sm.prefill_tok_per_s(r.prompt_len);
   s.ttft_s = static_cast<double>(r.prompt_len) / s.prefill_tok_per_s +
-             sm.decode(1, static_cast<double>(r.prompt_len)).seconds();
+             sm.decode(1, static_cast<double>(attended_kv_tokens(r, r.prompt_len))).seconds();
   decode_steps(r, sm, s, steps);
   prefill_steps(r, sm, s, steps);
 

@@ -28,6 +28,9 @@ Status resolve_defaults(PlanRequest& r) {
     return invalid_argument("--concurrency: expected >= 1, got " + std::to_string(r.concurrency));
   }
   if (r.prompt_len == 0) r.prompt_len = std::min<int64_t>(1024, r.context);
+  if (r.kv_window < 0 || r.kv_sinks < 0 || (r.kv_sinks > 0 && r.kv_window == 0))
+    return invalid_argument("--kv-window / --kv-sinks: expected >= 0, and sinks only with a window (got " +
+                            std::to_string(r.kv_window) + ", " + std::to_string(r.kv_sinks) + ")");
   if (r.prompt_len < 1) return invalid_argument("--prompt-len: expected >= 1");
   if (r.price_per_hour < 0) r.price_per_hour = r.gpu.price_usd_per_hour;
   if (r.over.block_size < 1) return invalid_argument("block size: expected >= 1");
@@ -111,18 +114,34 @@ MemoryPlan memory_plan(const PlanRequest& r, const WeightSummary& w, int n, std:
   add_step(steps, "memory", "KV pool", "blocks of " + std::to_string(g.block_size) + " tokens in the budget (kv_layout)",
            gib(std::max<int64_t>(0, m.kv_budget_bytes)) + " / " + with_commas(kv::bytes_per_block(g)) + " B per block",
            with_commas(m.kv_blocks) + " blocks = " + with_commas(m.kv_tokens) + " tokens", m.kv_blocks);
-  const int64_t blocks_per_seq = (r.context + g.block_size - 1) / g.block_size;
+  int64_t blocks_per_seq = (r.context + g.block_size - 1) / g.block_size;
+  if (r.kv_window > 0) {
+    // Blocks wholly behind the window and holding no sink go back to the pool (the engine's
+    // scheduler, kv::BlockPool::release_behind): a decoding sequence keeps the sink blocks and
+    // the <= W + 1 positions (p - W, p], which touch at most ceil(W / block) + 1 blocks.
+    const int64_t bs = g.block_size;
+    const int64_t window_blocks = (r.kv_sinks + bs - 1) / bs + (r.kv_window + bs - 1) / bs + 1;
+    add_step(steps, "memory", "blocks per sequence (window)", "ceil(sinks / block) + ceil(window / block) + 1",
+             "ceil(" + with_commas(r.kv_sinks) + " / " + std::to_string(bs) + ") + ceil(" + with_commas(r.kv_window) +
+                 " / " + std::to_string(bs) + ") + 1, against ceil(context / block) = " + with_commas(blocks_per_seq),
+             with_commas(std::min(blocks_per_seq, window_blocks)) + " blocks", static_cast<double>(std::min(blocks_per_seq, window_blocks)));
+    blocks_per_seq = std::min(blocks_per_seq, window_blocks);
+  }
   m.needed_blocks = r.concurrency * blocks_per_seq;
   m.needed_kv_bytes = kv::arena_bytes(g, static_cast<int32_t>(std::min<int64_t>(m.needed_blocks, INT32_MAX)));
   m.total_needed_bytes = m.weights_bytes + m.workspace_bytes + m.overhead_bytes + m.needed_kv_bytes;
   m.fits = m.kv_budget_bytes > 0 && m.kv_blocks >= m.needed_blocks;
-  add_step(steps, "memory", "needed", "concurrency x ceil(context / block) blocks",
+  add_step(steps, "memory", "needed", "concurrency x blocks per sequence",
            with_commas(r.concurrency) + " x " + with_commas(blocks_per_seq) + " = " + with_commas(m.needed_blocks) +
                " blocks (" + gib(m.needed_kv_bytes) + "); total " + gib(m.total_needed_bytes) + " of " +
                gib(m.usable_bytes),
            m.fits ? "fits" : "does not fit", m.fits ? 1 : 0);
   m.max_context_batch1 = std::min(m.kv_tokens, c.max_position_embeddings);
   m.max_context_limited_by_model = m.kv_tokens >= c.max_position_embeddings;
+  if (r.kv_window > 0 && m.kv_blocks >= blocks_per_seq) {  // a window that fits runs any length
+    m.max_context_batch1 = c.max_position_embeddings;
+    m.max_context_limited_by_model = true;
+  }
   add_step(steps, "memory", "max context (batch 1)", "min(pool tokens, max_position_embeddings)",
            "min(" + with_commas(m.kv_tokens) + ", " + with_commas(c.max_position_embeddings) + ")",
            with_commas(m.max_context_batch1) + " tokens", m.max_context_batch1);
@@ -153,7 +172,7 @@ TpOption tp_option(const PlanRequest& r, const WeightSummary& w, int n) {
   o.max_concurrency = m.max_concurrency;
   const SpeedModel sm = make_speed_model(r.model.config, w, r.gpu, n, static_cast<double>(m.kv_bytes_per_token),
                                          r.quant.precision, r.eff);
-  o.decode_b1_tok_per_s = sm.decode(1, static_cast<double>(r.context)).tok_per_s();
+  o.decode_b1_tok_per_s = sm.decode(1, static_cast<double>(attended_kv_tokens(r, r.context))).tok_per_s();
   o.usd_per_m_tokens_b1 = r.price_per_hour * n / (o.decode_b1_tok_per_s * 3600.0) * 1e6;
   return o;
 }

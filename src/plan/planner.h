@@ -3,6 +3,7 @@
 // output shows the arithmetic and --json carries the same numbers.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,6 +40,10 @@ struct PlanRequest {
   int64_t context = 0;      // 0: min(4096, max_position_embeddings)
   int64_t concurrency = 1;
   int64_t prompt_len = 0;   // 0: min(1024, context)
+  // --kv-window W --kv-sinks S (docs/kv_cache.md): a sequence attends to, and keeps blocks of,
+  // its first S and last W tokens only; 0 = the whole context.
+  int64_t kv_window = 0;
+  int64_t kv_sinks = 0;
   double price_per_hour = -1;  // per GPU; < 0: the catalog's
   Efficiency eff;
   Overheads over;
@@ -47,6 +52,12 @@ struct PlanRequest {
 };
 
 // One line of shown arithmetic: "label = formula = numbers = result".
+// Tokens a decode step at context `context` reads (and keeps) per sequence: the whole context,
+// or under a window its last W plus its first S.
+inline int64_t attended_kv_tokens(const PlanRequest& r, int64_t context) {
+  return r.kv_window > 0 ? std::min(context, r.kv_window + r.kv_sinks) : context;
+}
+
 struct PlanStep {
   std::string section;  // "memory", "speed", "cost"
   std::string label, formula, numbers, result;

@@ -211,7 +211,9 @@ Status EngineImpl::init(const EngineOptions& o) {
                                                                          .max_model_len = max_model_len_,
                                                                          .max_prefill_chunk_tokens = o.max_prefill_chunk_tokens,
                                                                          .long_prefill_token_threshold = o.long_prefill_token_threshold,
-                                                                         .long_prefill_chunk_tokens = o.long_prefill_chunk_tokens},
+                                                                         .long_prefill_chunk_tokens = o.long_prefill_chunk_tokens,
+                                                                         .kv_window = model_->all_layers_window(),
+                                                                         .kv_sinks = model_->all_layers_sinks()},
                                                                         pool_.get()));
   sched_ = std::make_unique<sched::Scheduler>(std::move(s));
   memory_.weights_bytes = model_->weight_bytes();
@@ -531,6 +533,7 @@ EngineStats EngineImpl::publish_stats() {
   stats_.prefix_cache_queries = s.n_prefix_queried_blocks;
   stats_.prefix_cache_hits = s.n_prefix_hit_blocks;
   stats_.preemptions = s.n_preemptions;
+  stats_.kv_window_released_blocks = s.n_window_released_blocks;
   stats_.prompt_tokens_total = s.n_prompt_tokens;
   stats_.generation_tokens_total = s.n_generated_tokens;
   stats_.steps = s.n_steps;

@@ -88,6 +88,7 @@ struct EngineStats {
   int64_t prefix_cache_queries = 0;  // full prompt blocks looked up
   int64_t prefix_cache_hits = 0;
   int64_t preemptions = 0;
+  int64_t kv_window_released_blocks = 0;  // blocks returned behind the window (--kv-window)
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
   int64_t steps = 0;

@@ -36,7 +36,8 @@ struct SeqState {
 }  // namespace
 
 Result<GenerateResult> generate(model::Model& m, std::span<const int32_t> prompt,
-                                const SamplingParams& sampling, const TokenCallback& on_token) {
+                                const SamplingParams& sampling, const TokenCallback& on_token,
+                                std::optional<DType> kv_dtype) {
   FRUGAL_RETURN_IF_ERROR(validate(sampling));
   if (prompt.empty()) return invalid_argument("generate: empty prompt");
   if (sampling.max_tokens < 0) return invalid_argument("generate: max_tokens must be >= 0");
@@ -49,7 +50,7 @@ Result<GenerateResult> generate(model::Model& m, std::span<const int32_t> prompt
   SeqState seq{.table = std::vector<int32_t>(static_cast<size_t>((total + bs - 1) / bs)), .block_size = bs};
   std::iota(seq.table.begin(), seq.table.end(), 0);
   FRUGAL_ASSIGN_OR_RETURN(auto kv, model::KvStorage::create(m.backend(), m.config(),
-      {.n_blocks = static_cast<int32_t>(seq.table.size()), .block_size = bs}));
+      {.n_blocks = static_cast<int32_t>(seq.table.size()), .block_size = bs, .dtype = kv_dtype}));
 
   std::vector<int32_t> stop = sampling.stop_token_ids;
   if (!sampling.ignore_eos)

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -23,7 +24,10 @@ using TokenCallback = std::function<bool(int32_t token)>;
 
 // Generates up to sampling.max_tokens tokens after `prompt`. Stops at the model's eos ids
 // (unless sampling.ignore_eos), at sampling.stop_token_ids, or when the context is full.
+// kv_dtype: the cache's element type (default: the backend's activation dtype; fp8 / int8 as
+// --kv-cache-dtype, docs/kv_cache.md).
 Result<GenerateResult> generate(model::Model& m, std::span<const int32_t> prompt,
-                                const SamplingParams& sampling, const TokenCallback& on_token = {});
+                                const SamplingParams& sampling, const TokenCallback& on_token = {},
+                                std::optional<DType> kv_dtype = std::nullopt);
 
 }  // namespace frugal::runtime

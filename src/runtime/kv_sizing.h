@@ -15,8 +15,8 @@ namespace frugal::runtime {
 // The KV dtype the engine stores: the backend's activation dtype (bf16 on CUDA, f32 on the CPU).
 DType engine_kv_dtype(const ops::Backend& backend);
 // The KV dtype for EngineOptions::kv_cache_dtype: "auto" is engine_kv_dtype(backend); otherwise
-// a name kv::parse_kv_dtype knows (bf16, fp8, int8). The error names the value and the backends
-// that cannot store it (CUDA has no fp8 / int8 KV kernels yet).
+// a name kv::parse_kv_dtype knows (bf16, fp8, int8); the error names an unknown value. Every
+// backend (reference, CPU, CUDA) stores all three.
 Result<DType> engine_kv_dtype(const ops::Backend& backend, const std::string& kv_cache_dtype);
 
 // The geometry of the engine's pool (kv::kv_geometry for one rank: the engine has no tensor

@@ -41,6 +41,10 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig& config, kv::BlockPool
   if (config.max_prefill_chunk_tokens < 0) {
     return invalid_argument("SchedulerConfig.max_prefill_chunk_tokens: expected >= 0 (0 = no cap)");
   }
+  if (config.kv_window < 0 || config.kv_sinks < 0 || (config.kv_sinks > 0 && config.kv_window == 0)) {
+    return invalid_argument("SchedulerConfig.kv_window / kv_sinks: expected >= 0, and sinks only with a window (got window " +
+                            std::to_string(config.kv_window) + ", sinks " + std::to_string(config.kv_sinks) + ")");
+  }
   return Scheduler(config, pool);
 }
 
@@ -58,8 +62,9 @@ Status Scheduler::add_request(SeqId id, std::vector<int32_t> prompt, SeqParams p
     }
     final_len = std::min<int64_t>(final_len, config_.max_model_len);
   }
-  // The last sampled token is never fed back, so a sequence holds at most final_len - 1 in KV.
-  const int64_t kv_tokens = final_len - 1;
+  // The last sampled token is never fed back, so a sequence holds at most final_len - 1 in KV;
+  // under a window, at most the window's peak at once.
+  const int64_t kv_tokens = window_peak_tokens(config_, pool_->block_size(), final_len - 1);
   const int64_t pool_tokens = int64_t{pool_->n_blocks()} * pool_->block_size();
   if (kv_tokens > pool_tokens) {
     return invalid_argument(who + "needs up to " + std::to_string(kv_tokens) + " KV tokens, the pool holds " +
@@ -80,6 +85,24 @@ Status Scheduler::add_request(SeqId id, std::vector<int32_t> prompt, SeqParams p
   waiting_.push_back(seq.get());  // newest arrival: the back keeps the queue in arrival order
   seqs_.emplace(id, std::move(seq));
   return Status::ok();
+}
+
+int64_t window_peak_tokens(const SchedulerConfig& config, int32_t block_size, int64_t n_tokens) {
+  if (config.kv_window <= 0) return n_tokens;
+  const int64_t bs = block_size;
+  int64_t chunk = config.max_num_batched_tokens;
+  if (config.max_prefill_chunk_tokens > 0) chunk = std::min<int64_t>(chunk, config.max_prefill_chunk_tokens);
+  // During a step the table spans the sink blocks plus [p - W + 1, p + chunk) for the step's
+  // first query p, which may start and end mid-block: one block of slack at each end.
+  const int64_t sink_slots = (config.kv_sinks + bs - 1) / bs * bs;
+  const int64_t span = ((config.kv_window - 1 + chunk + bs - 1) / bs + 1) * bs;
+  return std::min(n_tokens, sink_slots + span);
+}
+
+int32_t Scheduler::blocks_owed(const Sequence& seq) const {
+  if (config_.kv_window <= 0) return pool_->blocks_needed(seq.table, seq.n_tokens());
+  const int64_t peak = window_peak_tokens(config_, pool_->block_size(), seq.n_tokens());
+  return std::max(0, pool_->blocks_for_tokens(static_cast<int32_t>(peak)) - pool_->live_blocks(seq.table));
 }
 
 ScheduledBatch Scheduler::schedule() {
@@ -123,7 +146,7 @@ void Scheduler::admit_waiting(ScheduledBatch& batch, int32_t& budget) {
   // recompute over and over (500 mixed requests: 6,515 preemptions instead of ~100).
   int32_t owed = 0;
   for (const Sequence* s : running_) {
-    if (s->n_uncomputed() > 1) owed += pool_->blocks_needed(s->table, s->n_tokens());
+    if (s->n_uncomputed() > 1) owed += blocks_owed(*s);
   }
   while (!waiting_.empty() && budget > 0 && static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
@@ -134,7 +157,10 @@ void Scheduler::admit_waiting(ScheduledBatch& batch, int32_t& budget) {
     const int32_t left = seq->n_tokens() - n_hit;
     const int32_t n_new = chunk_tokens(*seq, left, budget);
     if (n_new < left && !config_.enable_chunked_prefill) return;
-    if (!pool_->can_attach(hits, seq->n_tokens(), owed)) return;  // FCFS: nobody overtakes the head
+    // Under a window the sequence never holds more than its peak at once (hits included).
+    const int32_t need_tokens = std::max<int32_t>(
+        n_hit + n_new, static_cast<int32_t>(window_peak_tokens(config_, bs, seq->n_tokens())));
+    if (!pool_->can_attach(hits, std::min(need_tokens, seq->n_tokens()), owed)) return;  // FCFS: nobody overtakes the head
     if (!pool_->attach(seq->table, hits, n_hit + n_new)) return;
     if (pool_->prefix_caching()) {
       pool_->record_lookup(static_cast<int32_t>(lookup.size()) / bs, static_cast<int32_t>(hits.size()));
@@ -143,7 +169,7 @@ void Scheduler::admit_waiting(ScheduledBatch& batch, int32_t& budget) {
       seq->n_cached_prompt = std::min(n_hit, seq->n_prompt);
       counters_.n_prompt_tokens += seq->n_prompt;
     }
-    owed += pool_->blocks_needed(seq->table, seq->n_tokens());
+    owed += blocks_owed(*seq);
     waiting_.pop_front();
     seq->status = SeqStatus::kRunning;
     seq->n_computed = n_hit;
@@ -268,6 +294,10 @@ Result<std::vector<FinishedSeq>> Scheduler::on_step_done(std::span<const Sampled
     Sequence* seq = f.seq;
     seq->n_computed += f.n_new;
     pool_->commit_full_blocks(seq->table, seq->tokens, seq->n_computed);
+    // The next query sits at n_computed and sees (n_computed - W, n_computed] and the sinks.
+    if (config_.kv_window > 0)
+      counters_.n_window_released_blocks +=
+          pool_->release_behind(seq->table, seq->n_computed - config_.kv_window + 1, config_.kv_sinks);
     seq->wants_sample = false;
     if (seq->cancel_pending) {
       drop(seq);

@@ -44,7 +44,19 @@ struct SchedulerConfig {
   // step budget together. long_prefill_chunk_tokens = 0 turns this off.
   int32_t long_prefill_token_threshold = 1024;
   int32_t long_prefill_chunk_tokens = 64;
+  // --kv-window W --kv-sinks S (docs/kv_cache.md): queries see the first S and the last W
+  // positions only, so after each step a sequence's blocks wholly behind its window that hold
+  // no sink position go back to the pool (kv::BlockPool::release_behind), and a sequence
+  // needs at most window_peak_tokens() slots at once. 0 = off.
+  int32_t kv_window = 0;
+  int32_t kv_sinks = 0;
 };
+
+// Slots a sequence of n_tokens (prompt + outputs) holds at once at most under config's window
+// and sinks: the sink blocks, the window behind the next query and one step's chunk, plus
+// block-alignment slack; n_tokens itself without a window. The planner's concurrency bound
+// (plan/planner.cpp) is the decode-phase case of the same count.
+int64_t window_peak_tokens(const SchedulerConfig& config, int32_t block_size, int64_t n_tokens);
 
 struct SchedulerStats {
   int32_t n_running = 0;
@@ -55,6 +67,7 @@ struct SchedulerStats {
   int64_t n_steps = 0;         // non-empty batches scheduled
   int64_t n_preemptions = 0;
   int64_t n_recomputed_tokens = 0;   // tokens computed again because of preemption
+  int64_t n_window_released_blocks = 0;  // blocks returned behind the window (kv_window)
   int64_t n_prompt_tokens = 0;       // prompt tokens of admitted requests (first admission)
   int64_t n_generated_tokens = 0;    // tokens accepted from on_step_done
   int64_t n_prefix_queried_blocks = 0;
@@ -115,6 +128,8 @@ class Scheduler {
   void insert_waiting(Sequence* seq);
   void remove_from_queues(Sequence* seq);
   void drop(Sequence* seq);  // releases blocks and forgets the sequence
+  // Blocks seq still has to allocate to finish its uncomputed tokens (window-bounded).
+  int32_t blocks_owed(const Sequence& seq) const;
 
   SchedulerConfig config_;
   kv::BlockPool* pool_;

@@ -197,5 +197,56 @@ TEST(BlockPoolDeathTest, DoubleReleaseAborts) {
   EXPECT_DEATH(pool.release(copy), "released more often than acquired");
 }
 
+// Window 6 + 2 sinks, block size 4 (hand-worked): the next query at position p sees [0, 2) and
+// (p - 6, p], so a block can go back once it holds no position < 2 and all of it is <= p - 6.
+TEST(BlockPool, ReleaseBehindWindowKeepsSinksAndCachedBlocks) {
+  BlockPool pool = make_pool(8, 4);
+  const std::vector<int32_t> toks = iota(1, 20);
+  BlockTable a;
+  ASSERT_TRUE(pool.attach(a, {}, 14));  // positions 0..13: blocks 0..3
+  EXPECT_EQ(a.blocks, (std::vector<BlockId>{0, 1, 2, 3}));
+  pool.commit_full_blocks(a, toks, 14);  // blocks 0, 1, 2 full and cached
+  // Next query p = 14: first needed 14 - 6 + 1 = 9. Block 0 holds the sinks; block 1 (4..7)
+  // is wholly below 9; block 2 (8..11) holds 9: kept.
+  EXPECT_EQ(pool.release_behind(a, 9, 2), 1);
+  EXPECT_EQ(a.blocks, (std::vector<BlockId>{0, kNoBlock, 2, 3}));
+  EXPECT_EQ(pool.live_blocks(a), 3);
+  EXPECT_EQ(pool.ref_count(1), 0);
+  EXPECT_EQ(pool.stats().n_evictable, 1);  // cached: stays reusable as a prefix
+  EXPECT_EQ(pool.n_used(), 3);
+  EXPECT_TRUE(pool.check_invariants().is_ok());
+  // Nothing more until the window moves past block 2; calling again changes nothing.
+  EXPECT_EQ(pool.release_behind(a, 9, 2), 0);
+  ASSERT_TRUE(pool.grow(a, 17));  // p = 17: blocks 0..4
+  pool.commit_full_blocks(a, toks, 17);
+  EXPECT_EQ(pool.release_behind(a, 12, 2), 1);  // block 2 (8..11) <= 11
+  EXPECT_EQ(a.blocks, (std::vector<BlockId>{0, kNoBlock, kNoBlock, 3, 4}));
+  // Another request with the same first 12 tokens still hits the whole cached prefix.
+  EXPECT_EQ(pool.match_prefix(head(toks, 12)), (std::vector<BlockId>{0, 1, 2}));
+  // release skips the holes.
+  pool.release(a);
+  EXPECT_EQ(pool.n_used(), 0);
+  EXPECT_EQ(pool.n_free(), 8);
+  EXPECT_TRUE(pool.check_invariants().is_ok());
+}
+
+TEST(BlockPool, ReleaseBehindWithoutCachingFreesBlocks) {
+  BlockPool pool = make_pool(4, 4, /*caching=*/false);
+  const std::vector<int32_t> toks = iota(1, 16);
+  BlockTable a;
+  ASSERT_TRUE(pool.attach(a, {}, 16));
+  pool.commit_full_blocks(a, toks, 16);
+  EXPECT_EQ(pool.n_free(), 0);
+  // No sinks, next query 16, window 4: first needed 13, so blocks 0..2 (positions 0..11) go.
+  EXPECT_EQ(pool.release_behind(a, 13, 0), 3);
+  EXPECT_EQ(pool.n_free(), 3);
+  EXPECT_EQ(pool.stats().n_evictable, 0);
+  BlockTable b;
+  ASSERT_TRUE(pool.grow(b, 12));  // the freed blocks serve another sequence at once
+  pool.release(b);
+  pool.release(a);
+  EXPECT_TRUE(pool.check_invariants().is_ok());
+}
+
 }  // namespace
 }  // namespace frugal::kv

@@ -12,21 +12,9 @@ bool SupportTable::expects(ops::OpKind op, const std::string& variant) const {
 }
 
 const SupportTable* support_table_for(const std::string& name) {
-  // The oracle and the CPU backend (every ISA) run every case. The CUDA backend refuses the
-  // quantized KV caches (fp8 e4m3, int8: issue 20) with an error naming the dtype until its
-  // KV-write and attention kernels read them.
-  static const SupportTable kRef, kCpu;
-  static const SupportTable kCuda({
-      {ops::OpKind::kKvWrite, std::string("cache=") + dtype_name(DType::kF8E4M3), "no CUDA fp8 KV cache kernels yet"},
-      {ops::OpKind::kKvWrite, std::string("cache=") + dtype_name(DType::kI8), "no CUDA int8 KV cache kernels yet"},
-      {ops::OpKind::kAttention, std::string("cache=") + dtype_name(DType::kF8E4M3), "no CUDA fp8 KV cache kernels yet"},
-      {ops::OpKind::kAttention, std::string("cache=") + dtype_name(DType::kI8), "no CUDA int8 KV cache kernels yet"},
-      // Attention sinks (--kv-sinks) have no CUDA kernel path yet, whatever the cache dtype.
-      {ops::OpKind::kAttention, std::string("cache=") + dtype_name(DType::kF32) + " sinks", "no CUDA attention sinks yet"},
-      {ops::OpKind::kAttention, std::string("cache=") + dtype_name(DType::kBF16) + " sinks", "no CUDA attention sinks yet"},
-      {ops::OpKind::kAttention, std::string("cache=") + dtype_name(DType::kF8E4M3) + " sinks", "no CUDA attention sinks yet"},
-      {ops::OpKind::kAttention, std::string("cache=") + dtype_name(DType::kI8) + " sinks", "no CUDA attention sinks yet"},
-  });
+  // The oracle, the CPU backend (every ISA) and the CUDA backend run every case: CUDA's
+  // KV-write and attention kernels read fp8 e4m3 and int8 caches and attention sinks (issue 20).
+  static const SupportTable kRef, kCpu, kCuda;
   if (name == "ref") return &kRef;
   if (name == "cpu") return &kCpu;
   if (name == "cuda") return &kCuda;

@@ -71,6 +71,26 @@ TEST(PlanMemoryTest, BudgetIdentitiesAndBoundaries) {
   EXPECT_FALSE(plan(r).memory.fits);
 }
 
+// --kv-window 4096 --kv-sinks 4 at a 32k context (hand count, block 16): a decoding sequence
+// keeps ceil(4 / 16) + ceil(4096 / 16) + 1 = 1 + 256 + 1 = 258 blocks instead of 2048, so 2048 /
+// 258 = 7.9x the concurrency; decode reads 4,100 tokens of KV, not 32,768.
+TEST(PlanMemoryTest, WindowBoundsBlocksPerSequence) {
+  PlanRequest r = request("deepseek-r1-distill-qwen-7b", "h200", WeightPrecision::kBf16);
+  r.context = 32768;
+  const Plan full = plan(r);
+  r.kv_window = 4096;
+  r.kv_sinks = 4;
+  const Plan win = plan(r);
+  EXPECT_EQ(win.memory.kv_blocks, full.memory.kv_blocks);
+  EXPECT_EQ(full.memory.max_concurrency, full.memory.kv_blocks / 2048);
+  EXPECT_EQ(win.memory.max_concurrency, win.memory.kv_blocks / 258);
+  EXPECT_EQ(win.memory.max_context_batch1, 131072);  // the window fits: any length runs
+  EXPECT_NEAR(win.speed.decode_b1_bytes_per_token - full.speed.decode_b1_bytes_per_token,
+              (4100.0 - 32768.0) * 57344, 1e3);
+  r.kv_window = 0;  // sinks without a window
+  EXPECT_EQ(make_plan(r).status().code(), ErrorCode::kInvalidArgument);
+}
+
 TEST(PlanMemoryTest, DeepSeekV3Fp8NeedsEightH200) {
   // ~690 GB of fp8 weights (+ bf16 embeddings, norms, routers) against 141 GiB x 0.90 per GPU.
   const Plan p = plan(request("deepseek-v3", "h200", WeightPrecision::kFp8));

@@ -1,5 +1,7 @@
 #include "backend/cpu/validate.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <string>
 
@@ -178,10 +180,21 @@ Status validate_sequences(const ops::AttentionParams& p) {
                                     str(capacity)));
     const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
     const int64_t used = (p.ctx_len[s] + c.block_size - 1) / c.block_size;
-    for (int64_t b = 0; b < used; ++b)
+    // With a window, blocks no query of the sequence sees (no sink, wholly behind the first
+    // query's window) may have been returned to the pool (-1, kv::kNoBlock); the others must be valid.
+    int64_t sink_blocks = used, window_block = 0;
+    if (p.sliding_window > 0) {
+      const int64_t lo = std::max<int64_t>(0, p.ctx_len[s] - n_q - p.sliding_window + 1);
+      sink_blocks = (std::min<int64_t>(p.sink_tokens, lo) + c.block_size - 1) / c.block_size;
+      window_block = lo / c.block_size;
+    }
+    for (int64_t b = 0; b < used; ++b) {
+      const bool seen = b < sink_blocks || b >= window_block;
+      if (!seen && table[b] == -1) continue;
       if (table[b] < 0 || table[b] >= c.n_blocks)
         return out_of_range("attention: " + seq + "block_tables[" + str(b) + "] = " + str(table[b]) +
                             " is outside [0, " + str(c.n_blocks) + ")");
+    }
   }
   return {};
 }

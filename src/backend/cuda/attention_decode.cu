@@ -15,8 +15,17 @@
 // (max, sum) = (-inf, 0) only, and the combine kernel (one block per token x head) merges the
 // non-empty splits. Any number of new tokens per sequence is handled (looped), so the kernel is
 // correct for every input; it is fast for one.
+// Cache elements (template E): bf16, fp8 e4m3 or int8 (kv_quant.cuh). An 8-bit lane loads its
+// 8 dims as 8 bytes and takes 8 keys per iteration (the same bytes in flight as bf16's 4 keys).
+// fp8's per-layer k_scale is folded into the queries and v_scale into the output; int8's
+// per-(key, head) scales multiply each key's score and each key's probability in the PV sum.
+// Attention sinks: a token's keys are [0, min(S, lo)) and [lo, pos], two ranges walked in turn
+// with one online softmax.
+#include <cstdlib>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_quant.cuh"
 
 namespace frugal::cuda {
 namespace {
@@ -33,22 +42,42 @@ struct DecodeArgs {
   int chunk;         // keys per split, a multiple of the keys one block handles per iteration
   int n_splits;
   int head_groups;   // ceil(group / NH)
-  float scale_log2;
+  float scale_log2;  // softmax scale in log2 units, times fp8's k_scale
+  float v_mult;      // fp8's v_scale, else 1
+  int pipelined;     // 1: the next iteration's K/V load while this one computes (FRUGAL_DECODE_PIPELINE=0: off)
   float* part_o;     // [n_tokens, n_head, n_splits, D] or nullptr when n_splits == 1
   float2* part_ml;   // [n_tokens, n_head, n_splits] (max, sum)
 };
 
-__device__ __forceinline__ void bf16x8(uint4 v, float* f) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 t = __bfloat1622float2(h[i]);
-    f[2 * i] = t.x;
-    f[2 * i + 1] = t.y;
+template <int BYTES>
+__device__ __forceinline__ void cp_async_vec(void* smem, const void* gmem, bool valid) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? BYTES : 0;  // 0: zero-filled, nothing read
+  if constexpr (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(gmem), "n"(BYTES), "r"(src_bytes));
   }
 }
+__device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
-__device__ __forceinline__ uint4 ld16(const __nv_bfloat16* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+// Keys per key group per iteration: 4 for bf16 (16-byte loads), 8 for 8-bit caches (8-byte).
+template <KvElem E>
+constexpr int keys_per_group() {
+  return KvElemTraits<E>::kBytes == 2 ? kU : 2 * kU;
+}
+
+// Pairwise sum of N values (N a power of two): ((v0 + v1) + (v2 + v3)) + ...
+template <int N>
+__device__ __forceinline__ float tree_sum(const float* v) {
+  if constexpr (N == 1) {
+    return v[0];
+  } else {
+    return tree_sum<N / 2>(v) + tree_sum<N / 2>(v + N / 2);
+  }
+}
 
 // Reduce-scatter of N values over the LPK lanes of a key group (xor offsets LPK/2 .. 1): each
 // step keeps half of the values (the half this lane will own) and adds the partner's copy of
@@ -80,24 +109,33 @@ __device__ __forceinline__ int reduce_scatter(float (&v)[N], int li) {
   return base;
 }
 
-template <int D, int NH>
+template <int D, int NH, KvElem E>
 __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::AttentionParams p, DecodeArgs a) {
+  using Vec = typename KvElemTraits<E>::Vec8;
+  constexpr int EB = KvElemTraits<E>::kBytes;
+  constexpr int KU = keys_per_group<E>();
+  constexpr bool kInt8 = E == KvElem::kInt8;
   constexpr int LPK = D / 8;            // lanes per key group (8 dims each)
   constexpr int KPW = 32 / LPK;         // key groups per warp
   constexpr int G = kWarps * KPW;       // key groups per block
-  constexpr int KPI = G * kU;           // keys per block per iteration
-  constexpr int N = kU * NH;            // partial dots per lane per iteration
+  constexpr int KPI = G * KU;           // keys per block per iteration
+  constexpr int N = KU * NH;            // partial dots per lane per iteration
   constexpr int F = N / LPK > 0 ? N / LPK : 1;  // full dots each lane owns after the reduce-scatter
 
   pdl_wait();
   __shared__ __align__(16) float sq[NH * D];            // scaled queries
-  __shared__ __align__(16) float sp[G][NH][kU];         // per group: scores, then probabilities
+  __shared__ __align__(16) float sp[G][NH][KU];         // per group: scores, then probabilities
   __shared__ float salpha[G][NH];                       // per group: rescale of the accumulators
   __shared__ float sgm[G][NH], sgl[G][NH];              // per group: final max and sum
   __shared__ float sw[G][NH];                           // merge weights of the groups
   __shared__ float sl[NH];                              // block sum (relative to the block max)
   __shared__ float smax[NH];                            // block max
   __shared__ __align__(16) float so[G][NH][D];          // per group: accumulators
+  // Dynamic: the K/V staging of two iterations, [stage][key u][K, V][thread] (consecutive
+  // threads, consecutive 8/16 bytes: no bank conflicts), then for int8 the scales likewise.
+  extern __shared__ __align__(16) unsigned char dyn_smem[];
+  Vec* stage = reinterpret_cast<Vec*>(dyn_smem);
+  float* stage_sc = reinterpret_cast<float*>(dyn_smem + 2 * KU * 2 * kThreads * sizeof(Vec));
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = warp * KPW + lane / LPK, li = lane % LPK;
@@ -109,16 +147,22 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
   const int q0 = p.q_start[seq], n_q = p.q_start[seq + 1] - q0, ctx = p.ctx_len[seq];
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
   const int bs = p.cache.block_size;
-  const int64_t row_stride = static_cast<int64_t>(p.cache.n_head_kv) * D;
-  const __nv_bfloat16* kbase = static_cast<const __nv_bfloat16*>(p.cache.k_cache) + kvh * D + li * 8;
-  const __nv_bfloat16* vbase = static_cast<const __nv_bfloat16*>(p.cache.v_cache) + kvh * D + li * 8;
+  const int64_t row_stride = static_cast<int64_t>(p.cache.n_head_kv) * D * EB;  // bytes
+  const char* kbase = static_cast<const char*>(p.cache.k_cache) + (kvh * D + li * 8) * EB;
+  const char* vbase = static_cast<const char*>(p.cache.v_cache) + (kvh * D + li * 8) * EB;
+  const float* kscales = kInt8 ? p.cache.k_scales + kvh : nullptr;  // [slot * n_head_kv]
+  const float* vscales = kInt8 ? p.cache.v_scales + kvh : nullptr;
 
   for (int i = 0; i < n_q; ++i) {
     const int t = q0 + i, pos = ctx - n_q + i;
     const int lo = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0;
-    const int k0 = max(lo, split * a.chunk), k1 = min(pos + 1, (split + 1) * a.chunk);
+    const int sink_end = p.sliding_window > 0 ? min(p.sink_tokens, lo) : 0;
+    // This split's keys: [s0, s1) of the sinks, then [w0, w1) of the window (or causal range).
+    const int c0 = split * a.chunk, c1 = (split + 1) * a.chunk;
+    const int s0 = c0, s1 = min(sink_end, c1);
+    const int w0 = max(lo, c0), w1 = min(pos + 1, c1);
     const int64_t ml_base = (static_cast<int64_t>(t) * p.n_head + h0) * a.n_splits + split;
-    if (k0 >= k1) {  // no key of this token in the chunk (block-uniform)
+    if (s0 >= s1 && w0 >= w1) {  // no key of this token in the chunk (block-uniform)
       if (a.part_ml != nullptr) {
         if (threadIdx.x < n_h)
           a.part_ml[ml_base + static_cast<int64_t>(threadIdx.x) * a.n_splits] = make_float2(-INFINITY, 0.f);
@@ -154,41 +198,84 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[h][e] = 0.f;
 
+    for (int range = s0 < s1 ? 0 : 1; range < 2; ++range) {
+    const int k0 = range == 0 ? s0 : w0, k1 = range == 0 ? s1 : w1;
+    if (k0 >= k1) continue;
     const int n_it = (k1 - k0 + KPI - 1) / KPI;
-    int slot[kU];
+    int slot[KU];
     auto load_slots = [&](int it) {
 #pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int j = k0 + it * KPI + g * kU + u;
+      for (int u = 0; u < KU; ++u) {
+        const int j = k0 + it * KPI + g * KU + u;
         slot[u] = j < k1 ? table[j / bs] * bs + j % bs : -1;
       }
     };
-    load_slots(0);
-    for (int it = 0; it < n_it; ++it) {
-      const int jb = k0 + it * KPI + g * kU;
-      uint4 kr[kU], vr[kU];
+    // Issues this lane's K/V pieces (and int8 scales) of the iteration whose slots are in
+    // `slot` into stage st; keys past the range are zero-filled (nothing is read).
+    auto issue = [&](int st) {
 #pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        kr[u] = make_uint4(0, 0, 0, 0);
-        vr[u] = make_uint4(0, 0, 0, 0);
-        if (slot[u] >= 0) {
-          kr[u] = ld16(kbase + slot[u] * row_stride);
-          vr[u] = ld16(vbase + slot[u] * row_stride);
+      for (int u = 0; u < KU; ++u) {
+        const bool ok = slot[u] >= 0;
+        const int64_t off = ok ? slot[u] * row_stride : 0;
+        cp_async_vec<sizeof(Vec)>(stage + ((st * KU + u) * 2 + 0) * kThreads + threadIdx.x, kbase + off, ok);
+        cp_async_vec<sizeof(Vec)>(stage + ((st * KU + u) * 2 + 1) * kThreads + threadIdx.x, vbase + off, ok);
+        if constexpr (kInt8) {
+          const int64_t so = ok ? static_cast<int64_t>(slot[u]) * p.cache.n_head_kv : 0;
+          cp_async_vec<4>(stage_sc + ((st * KU + u) * 2 + 0) * kThreads + threadIdx.x, kscales + so, ok);
+          cp_async_vec<4>(stage_sc + ((st * KU + u) * 2 + 1) * kThreads + threadIdx.x, vscales + so, ok);
         }
       }
-      if (it + 1 < n_it) load_slots(it + 1);  // the next table entries load under this compute
+      cp_async_commit_group();
+    };
+    // Pipelined (a.pipelined): iteration it + 1's loads are in flight while it computes, and
+    // the table entries of it + 2 load meanwhile. Otherwise each iteration loads, waits, computes.
+    load_slots(0);
+    if (a.pipelined) {
+      issue(0);
+      if (n_it > 1) load_slots(1);
+    }
+    for (int it = 0; it < n_it; ++it) {
+      const int jb = k0 + it * KPI + g * KU;
+      const int st = a.pipelined ? it & 1 : 0;
+      if (a.pipelined) {
+        if (it + 1 < n_it) {
+          issue((it + 1) & 1);
+        } else {
+          cp_async_commit_group();  // an empty group keeps the wait below uniform
+        }
+        if (it + 2 < n_it) load_slots(it + 2);
+        cp_async_wait_group<1>();
+      } else {
+        issue(0);
+        if (it + 1 < n_it) load_slots(it + 1);  // the next table entries load under this wait
+        cp_async_wait_group<0>();
+      }
+      // Each lane reads back only what it copied itself: the wait makes it visible, no barrier.
+      Vec kr[KU], vr[KU];
+      float ksc[KU], vsc[KU];
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        kr[u] = stage[((st * KU + u) * 2 + 0) * kThreads + threadIdx.x];
+        vr[u] = stage[((st * KU + u) * 2 + 1) * kThreads + threadIdx.x];
+        if constexpr (kInt8) {
+          ksc[u] = stage_sc[((st * KU + u) * 2 + 0) * kThreads + threadIdx.x];
+          vsc[u] = stage_sc[((st * KU + u) * 2 + 1) * kThreads + threadIdx.x];
+        } else {
+          ksc[u] = vsc[u] = 1.f;
+        }
+      }
 
       // Partial QK dots over this lane's 8 dims, index u * NH + h.
-      float kf[kU][8];
+      float kf[KU][8];
 #pragma unroll
-      for (int u = 0; u < kU; ++u) bf16x8(kr[u], kf[u]);
+      for (int u = 0; u < KU; ++u) kv8_to_float<E>(kr[u], kf[u]);
       float s[N];
 #pragma unroll
       for (int h = 0; h < NH; ++h) {
         const float4 qa = *reinterpret_cast<const float4*>(&sq[h * D + li * 8]);
         const float4 qb = *reinterpret_cast<const float4*>(&sq[h * D + li * 8 + 4]);
 #pragma unroll
-        for (int u = 0; u < kU; ++u) {
+        for (int u = 0; u < KU; ++u) {
           float d = qa.x * kf[u][0];
           d = fmaf(qa.y, kf[u][1], d);
           d = fmaf(qa.z, kf[u][2], d);
@@ -197,7 +284,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
           d = fmaf(qb.y, kf[u][5], d);
           d = fmaf(qb.z, kf[u][6], d);
           d = fmaf(qb.w, kf[u][7], d);
-          s[u * NH + h] = d;
+          s[u * NH + h] = kInt8 ? d * ksc[u] : d;
         }
       }
       const int base = reduce_scatter<LPK, N>(s, li);
@@ -208,17 +295,29 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
       }
       __syncwarp();
       if (li < NH) {  // online softmax of head li over the group's keys
-        const float4 sc = *reinterpret_cast<const float4*>(&sp[g][li][0]);
-        const float m_new = fmaxf(m_run, fmaxf(fmaxf(sc.x, sc.y), fmaxf(sc.z, sc.w)));
+        float sc[KU];
+#pragma unroll
+        for (int u = 0; u < KU; u += 4) {
+          const float4 v4 = *reinterpret_cast<const float4*>(&sp[g][li][u]);
+          sc[u] = v4.x, sc[u + 1] = v4.y, sc[u + 2] = v4.z, sc[u + 3] = v4.w;
+        }
+        float m_new = m_run;
+#pragma unroll
+        for (int u = 0; u < KU; u += 2) m_new = fmaxf(m_new, fmaxf(sc[u], sc[u + 1]));
         float alpha = 1.f;
-        float4 pr = make_float4(0.f, 0.f, 0.f, 0.f);
+        float pr[KU];
+#pragma unroll
+        for (int u = 0; u < KU; ++u) pr[u] = 0.f;
         if (m_new != -INFINITY) {
           alpha = exp2f(m_run - m_new);  // 0 while m_run is -inf
-          pr = make_float4(exp2f(sc.x - m_new), exp2f(sc.y - m_new), exp2f(sc.z - m_new), exp2f(sc.w - m_new));
+#pragma unroll
+          for (int u = 0; u < KU; ++u) pr[u] = exp2f(sc[u] - m_new);
         }
-        l_run = l_run * alpha + ((pr.x + pr.y) + (pr.z + pr.w));
+        l_run = l_run * alpha + tree_sum<KU>(pr);
         m_run = m_new;
-        *reinterpret_cast<float4*>(&sp[g][li][0]) = pr;
+#pragma unroll
+        for (int u = 0; u < KU; u += 4)
+          *reinterpret_cast<float4*>(&sp[g][li][u]) = make_float4(pr[u], pr[u + 1], pr[u + 2], pr[u + 3]);
         salpha[g][li] = alpha;
       }
       __syncwarp();
@@ -229,18 +328,19 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
         for (int e = 0; e < 8; ++e) acc[h][e] *= al;
       }
 #pragma unroll
-      for (int u = 0; u < kU; ++u) {
+      for (int u = 0; u < KU; ++u) {
         float vf[8];
-        bf16x8(vr[u], vf);
+        kv8_to_float<E>(vr[u], vf);
 #pragma unroll
         for (int h = 0; h < NH; ++h) {
-          const float pu = sp[g][h][u];
+          const float pu = kInt8 ? sp[g][h][u] * vsc[u] : sp[g][h][u];
 #pragma unroll
           for (int e = 0; e < 8; ++e) acc[h][e] = fmaf(pu, vf[e], acc[h][e]);
         }
       }
       __syncwarp();  // sp / salpha are rewritten next iteration
     }
+    }  // ranges
 
     // Merge the key groups: each group's state goes to shared memory, then per head the block
     // max, the groups' weights and the block sum.
@@ -273,6 +373,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
       float o = 0.f;
 #pragma unroll
       for (int gg = 0; gg < G; ++gg) o = fmaf(sw[gg][h], so[gg][h][d], o);
+      if constexpr (E == KvElem::kFp8) o *= a.v_mult;
       if (a.part_o == nullptr) {
         const float l = sl[h];
         static_cast<__nv_bfloat16*>(p.out)[static_cast<int64_t>(t) * p.ld_out + (h0 + h) * D + d] =
@@ -363,9 +464,17 @@ __global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(ops:
   }
 }
 
-template <int D>
+KvElem kv_elem(DType t) { return t == DType::kF8E4M3 ? KvElem::kFp8 : t == DType::kI8 ? KvElem::kInt8 : KvElem::kBF16; }
+
+template <int D, KvElem E>
 constexpr int keys_per_iteration() {
-  return kWarps * (32 / (D / 8)) * kU;
+  return kWarps * (32 / (D / 8)) * keys_per_group<E>();
+}
+
+int keys_per_iteration(const ops::AttentionParams& p) {
+  const bool wide = kv_elem(p.cache.cache_dtype) == KvElem::kBF16;  // 8-bit caches take twice the keys
+  if (p.cache.head_dim == 64) return wide ? keys_per_iteration<64, KvElem::kBF16>() : keys_per_iteration<64, KvElem::kFp8>();
+  return wide ? keys_per_iteration<128, KvElem::kBF16>() : keys_per_iteration<128, KvElem::kFp8>();
 }
 
 int heads_per_block(const ops::AttentionParams& p) {
@@ -373,72 +482,136 @@ int heads_per_block(const ops::AttentionParams& p) {
   return group >= 5 ? 8 : group >= 3 ? 4 : group;  // 1, 2, 4 or 8 (padded heads compute zeros)
 }
 
-template <int D, int NH>
+template <KvElem E>
+constexpr size_t dyn_smem_bytes() {
+  constexpr size_t ku = keys_per_group<E>();
+  return 2 * ku * 2 * kThreads * (KvElemTraits<E>::kBytes * 8) + (E == KvElem::kInt8 ? 2 * ku * 2 * kThreads * 4 : 0);
+}
+
+// Raises the kernel's dynamic shared memory limit once (the staging passes 48 KB with the
+// static part for int8).
+template <int D, int NH, KvElem E>
+cudaError_t configure() {
+  static bool done = false;
+  if (!done) {
+    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NH, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(dyn_smem_bytes<E>()));
+    if (e != cudaSuccess) return e;
+    done = true;
+  }
+  return cudaSuccess;
+}
+
+template <int D, int NH, KvElem E>
 int blocks_per_sm() {
   static int n = 0;  // cached: the occupancy query is host work
   if (n == 0) {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_decode_kernel<D, NH>, kThreads, 0) != cudaSuccess || b < 1)
+    if (configure<D, NH, E>() != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_decode_kernel<D, NH, E>, kThreads, dyn_smem_bytes<E>()) != cudaSuccess ||
+        b < 1)
       b = 2;
     n = b;
   }
   return n;
 }
 
-int occupancy(const ops::AttentionParams& p) {
-  const int nh = heads_per_block(p);
-  if (p.cache.head_dim == 64) {
-    switch (nh) {
-      case 1: return blocks_per_sm<64, 1>();
-      case 2: return blocks_per_sm<64, 2>();
-      case 4: return blocks_per_sm<64, 4>();
-      default: return blocks_per_sm<64, 8>();
-    }
-  }
+template <int D, KvElem E>
+int occupancy_de(int nh) {
   switch (nh) {
-    case 1: return blocks_per_sm<128, 1>();
-    case 2: return blocks_per_sm<128, 2>();
-    case 4: return blocks_per_sm<128, 4>();
-    default: return blocks_per_sm<128, 8>();
+    case 1: return blocks_per_sm<D, 1, E>();
+    case 2: return blocks_per_sm<D, 2, E>();
+    case 4: return blocks_per_sm<D, 4, E>();
+    default: return blocks_per_sm<D, 8, E>();
   }
 }
 
+template <int D>
+int occupancy_d(const ops::AttentionParams& p) {
+  const int nh = heads_per_block(p);
+  switch (kv_elem(p.cache.cache_dtype)) {
+    case KvElem::kFp8: return occupancy_de<D, KvElem::kFp8>(nh);
+    case KvElem::kInt8: return occupancy_de<D, KvElem::kInt8>(nh);
+    default: return occupancy_de<D, KvElem::kBF16>(nh);
+  }
+}
+
+int occupancy(const ops::AttentionParams& p) {
+  return p.cache.head_dim == 64 ? occupancy_d<64>(p) : occupancy_d<128>(p);
+}
+
 int chunk_for(const ops::AttentionParams& p, int n_splits) {
-  const int kpi = p.cache.head_dim == 64 ? keys_per_iteration<64>() : keys_per_iteration<128>();
+  const int kpi = keys_per_iteration(p);
   const int64_t per = ceil_div(p.max_ctx_len, n_splits);
   return static_cast<int>(ceil_div(per, kpi) * kpi);
 }
 
-template <int D, int NH>
+template <int D, int NH, KvElem E>
 cudaError_t launch_dn(const ops::AttentionParams& p, const DecodeArgs& a, cudaStream_t stream) {
   const int n_units = p.cache.n_head_kv * a.head_groups;
   dim3 grid(static_cast<unsigned>(a.n_splits), static_cast<unsigned>(n_units), static_cast<unsigned>(p.n_seqs));
-  cudaError_t e = launch_kernel(attention_decode_kernel<D, NH>, grid, kThreads, 0, stream, p, a);
+  if (cudaError_t e = configure<D, NH, E>(); e != cudaSuccess) return e;
+  cudaError_t e = launch_kernel(attention_decode_kernel<D, NH, E>, grid, kThreads, dyn_smem_bytes<E>(), stream, p, a);
   if (e != cudaSuccess || a.part_o == nullptr) return e;
   const size_t combine_smem = (2 * a.n_splits + 32 + (kCombineThreads / 32) * D) * sizeof(float);
   return launch_kernel(attention_combine_kernel<D>, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)),
                        kCombineThreads, combine_smem, stream, p, a);
 }
 
-template <int D>
-cudaError_t launch_d(const ops::AttentionParams& p, const DecodeArgs& a, cudaStream_t stream) {
+template <int D, KvElem E>
+cudaError_t launch_de(const ops::AttentionParams& p, const DecodeArgs& a, cudaStream_t stream) {
   switch (heads_per_block(p)) {
-    case 1: return launch_dn<D, 1>(p, a, stream);
-    case 2: return launch_dn<D, 2>(p, a, stream);
-    case 4: return launch_dn<D, 4>(p, a, stream);
-    default: return launch_dn<D, 8>(p, a, stream);
+    case 1: return launch_dn<D, 1, E>(p, a, stream);
+    case 2: return launch_dn<D, 2, E>(p, a, stream);
+    case 4: return launch_dn<D, 4, E>(p, a, stream);
+    default: return launch_dn<D, 8, E>(p, a, stream);
   }
 }
 
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+template <int D>
+cudaError_t launch_d(const ops::AttentionParams& p, const DecodeArgs& a, cudaStream_t stream) {
+  switch (kv_elem(p.cache.cache_dtype)) {
+    case KvElem::kFp8: return launch_de<D, KvElem::kFp8>(p, a, stream);
+    case KvElem::kInt8: return launch_de<D, KvElem::kInt8>(p, a, stream);
+    default: return launch_de<D, KvElem::kBF16>(p, a, stream);
+  }
+}
+
+bool decode_pipeline_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("FRUGAL_DECODE_PIPELINE");
+    return !(e != nullptr && e[0] == '0');
+  }();
+  return on;
+}
+
+bool aligned(const void* ptr, uintptr_t n) { return (reinterpret_cast<uintptr_t>(ptr) & (n - 1)) == 0; }
 
 }  // namespace
 
+cudaError_t prepare_attention_decode() {
+  // Sets every instantiation's shared-memory limit and caches its occupancy now, so neither
+  // host call happens first inside a graph capture.
+  int sum = 0;
+  for (int nh : {1, 2, 4, 8}) {
+    sum += occupancy_de<64, KvElem::kBF16>(nh) + occupancy_de<128, KvElem::kBF16>(nh);
+    sum += occupancy_de<64, KvElem::kFp8>(nh) + occupancy_de<128, KvElem::kFp8>(nh);
+    sum += occupancy_de<64, KvElem::kInt8>(nh) + occupancy_de<128, KvElem::kInt8>(nh);
+  }
+  (void)sum;
+  return cudaGetLastError();
+}
+
 bool attention_decode_supported(const ops::AttentionParams& p) {
   const auto& c = p.cache;
-  return p.act_dtype == DType::kBF16 && c.cache_dtype == DType::kBF16 &&
-         (c.head_dim == 64 || c.head_dim == 128) && aligned16(c.k_cache) && aligned16(c.v_cache) &&
-         c.n_head_kv > 0 && p.n_head % c.n_head_kv == 0 && p.max_ctx_len > 0 && c.block_size > 0;
+  // Row loads are 16 bytes (bf16) or 8 bytes (fp8, int8) per lane.
+  const bool q8 = c.cache_dtype == DType::kF8E4M3 || c.cache_dtype == DType::kI8;
+  const uintptr_t al = q8 ? 8 : 16;
+  const bool cache_ok = c.cache_dtype == DType::kBF16 || c.cache_dtype == DType::kF8E4M3 ||
+                        (c.cache_dtype == DType::kI8 && c.k_scales != nullptr && c.v_scales != nullptr);
+  return p.act_dtype == DType::kBF16 && cache_ok && (c.head_dim == 64 || c.head_dim == 128) &&
+         aligned(c.k_cache, al) && aligned(c.v_cache, al) && c.n_head_kv > 0 && p.n_head % c.n_head_kv == 0 &&
+         p.max_ctx_len > 0 && c.block_size > 0;
 }
 
 int attention_decode_splits(const ops::AttentionParams& p, int n_sms) {
@@ -446,7 +619,7 @@ int attention_decode_splits(const ops::AttentionParams& p, int n_sms) {
   const int64_t units = int64_t{p.n_seqs} * p.cache.n_head_kv * ceil_div(group, heads_per_block(p));
   // One full wave of resident blocks, chunks no shorter than one block iteration (shorter ones
   // would only add combine work). A block runs its chunk in one pass, so long chunks need no cap.
-  const int kpi = p.cache.head_dim == 64 ? keys_per_iteration<64>() : keys_per_iteration<128>();
+  const int kpi = keys_per_iteration(p);
   const int64_t want = ceil_div(int64_t{n_sms} * occupancy(p), units);
   int64_t hi = ceil_div(p.max_ctx_len, kpi);
   if (hi > kMaxSplits) hi = kMaxSplits;
@@ -467,7 +640,7 @@ size_t attention_decode_scratch_bytes(const ops::AttentionParams& p, int n_split
 
 cudaError_t launch_attention_combine(const ops::AttentionParams& p, int n_splits, float* part_o, float2* part_ml,
                                      cudaStream_t stream) {
-  DecodeArgs a{0, n_splits, 1, 0.f, part_o, part_ml};
+  DecodeArgs a{0, n_splits, 1, 0.f, 1.f, 0, part_o, part_ml};
   const int D = p.cache.head_dim;
   const size_t smem = (2 * n_splits + 32 + (kCombineThreads / 32) * D) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head));
@@ -479,8 +652,10 @@ cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits,
                                     cudaStream_t stream) {
   if (p.n_tokens == 0 || p.n_seqs == 0) return cudaSuccess;
   const int group = p.n_head / p.cache.n_head_kv;
+  const bool fp8 = p.cache.cache_dtype == DType::kF8E4M3;
   DecodeArgs a{chunk_for(p, n_splits), n_splits, static_cast<int>(ceil_div(group, heads_per_block(p))),
-               p.scale * 1.4426950408889634f, nullptr, nullptr};
+               p.scale * 1.4426950408889634f * (fp8 ? p.cache.k_scale : 1.f), fp8 ? p.cache.v_scale : 1.f,
+               decode_pipeline_enabled() ? 1 : 0, nullptr, nullptr};
   if (n_splits > 1) {
     a.part_o = static_cast<float*>(partials);
     a.part_ml = reinterpret_cast<float2*>(a.part_o + static_cast<size_t>(p.n_tokens) * p.n_head * n_splits * p.cache.head_dim);

@@ -1,8 +1,11 @@
 // Attention fallback for what the fast kernels do not take (f32/f16 activations or cache,
 // head dims other than 64/128): one block per (token, head), keys in chunks with an online
-// softmax across chunks. Slow; exists so every op runs on every input the contract allows.
+// softmax across chunks. Any cache dtype (fp8/int8 read through kv_quant.cuh with their
+// scales) and attention sinks (the sink keys [0, S) below the window are a first key range).
+// Slow; exists so every op runs on every input the contract allows.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_quant.cuh"
 
 namespace frugal::cuda {
 namespace {
@@ -26,17 +29,19 @@ __global__ void __launch_bounds__(kThreads) attention_generic_kernel(ops::Attent
   const int lo = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0;
   const int kvh = h / (p.n_head / c.n_head_kv);
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-  const int64_t row = static_cast<int64_t>(c.n_head_kv) * D;
   for (int d = threadIdx.x; d < D; d += kThreads) acc[d] = 0.f;
   float m_run = -INFINITY, l_run = 0.f;  // identical in every thread
-  for (int k0 = lo; k0 <= pos; k0 += kChunk) {
-    const int n = min(kChunk, pos + 1 - k0);
+  const int sink_end = p.sliding_window > 0 ? min(p.sink_tokens, lo) : 0;
+  for (int range = sink_end > 0 ? 0 : 1; range < 2; ++range) {
+  const int r_lo = range == 0 ? 0 : lo, r_end = range == 0 ? sink_end : pos + 1;
+  for (int k0 = r_lo; k0 < r_end; k0 += kChunk) {
+    const int n = min(kChunk, r_end - k0);
     for (int jj = threadIdx.x; jj < n; jj += kThreads) {
       const int j = k0 + jj;
       const int64_t slot = static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size;
       float s = 0.f;
       for (int d = 0; d < D; ++d)
-        s += load_f(p.act_dtype, p.q, t * p.ld_q + h * D + d) * load_f(c.cache_dtype, c.k_cache, slot * row + kvh * D + d);
+        s += load_f(p.act_dtype, p.q, t * p.ld_q + h * D + d) * kv_load_scaled(c, false, slot, kvh, d);
       ss[jj] = s * p.scale;
     }
     __syncthreads();
@@ -56,11 +61,12 @@ __global__ void __launch_bounds__(kThreads) attention_generic_kernel(ops::Attent
       for (int jj = 0; jj < n; ++jj) {
         const int j = k0 + jj;
         const int64_t slot = static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size;
-        a += ss[jj] * load_f(c.cache_dtype, c.v_cache, slot * row + kvh * D + d);
+        a += ss[jj] * kv_load_scaled(c, true, slot, kvh, d);
       }
       acc[d] = a;
     }
     __syncthreads();
+  }
   }
   for (int d = threadIdx.x; d < D; d += kThreads)
     store_f(p.act_dtype, p.out, t * p.ld_out + h * D + d, l_run > 0.f ? acc[d] / l_run : 0.f);

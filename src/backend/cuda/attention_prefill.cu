@@ -3,11 +3,17 @@
 // are gathered through the block table into shared memory; S = QK^T and O += PV run on tensor
 // cores (mma.sync m16n8k16 bf16, fp32 accumulate) with the online softmax in registers.
 // The P accumulator fragment is reused directly as the A operand of PV (no shared round trip).
+// K fragments come by ldmatrix; key tiles that every row of a warp sees whole skip the mask.
+// fp8 e4m3 and int8 caches (template E) are gathered raw and widened to bf16 in shared memory
+// (both are exact in bf16); fp8's per-layer scales go into the score scale and the output,
+// int8's per-key scales multiply the scores and the probabilities of the PV product. Attention
+// sinks: the key tiles holding [0, S) are visited before the window's, the ones between skipped.
 #include <algorithm>
 #include <cstdlib>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_quant.cuh"
 
 namespace frugal::cuda {
 namespace {
@@ -30,6 +36,13 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem_row) {
   uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem_row) {
+  uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
@@ -106,14 +119,94 @@ __device__ __forceinline__ void load_kv_tile(const ops::AttentionParams& p, cons
     const int r = idx / kChunks, ch = idx % kChunks;
     const int j = kb + r;
     int64_t off = 0;
-    if (j < end) {
-      int64_t slot = static_cast<int64_t>(table[j / c.block_size]) * c.block_size + j % c.block_size;
+    // A released block (-1: behind the window, no sink) is never visible: zero-filled.
+    const int32_t blk = j < end ? table[j / c.block_size] : -1;
+    if (blk >= 0) {
+      int64_t slot = static_cast<int64_t>(blk) * c.block_size + j % c.block_size;
       off = (slot * c.n_head_kv + kvh) * D + ch * 8;
     }
-    cp_async16(sk + r * (D + kPad) + ch * 8, kc + off, j < end);
-    cp_async16(sv + r * (D + kPad) + ch * 8, vc + off, j < end);
+    cp_async16(sk + r * (D + kPad) + ch * 8, kc + off, blk >= 0);
+    cp_async16(sv + r * (D + kPad) + ch * 8, vc + off, blk >= 0);
   }
   cp_async_commit();
+}
+
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool valid) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes));
+}
+
+// 8-bit caches (fp8 e4m3, int8): the raw K and V rows of keys [kb, kb + kBlockK) ([kBlockK][D]
+// bytes each) and, for int8, their scales ([2][kBlockK] f32: K then V) are gathered into one raw
+// stage; convert_kv_tile then widens them to bf16 for the tensor cores.
+template <int D, bool kInt8>
+__device__ __forceinline__ void load_kv_tile8(const ops::AttentionParams& p, const int32_t* table, uint8_t* rk,
+                                              uint8_t* rv, float* rscale, int kb, int end, int kvh) {
+  constexpr int kChunks = D / 16;
+  const auto& c = p.cache;
+  const auto* kc = static_cast<const uint8_t*>(c.k_cache);
+  const auto* vc = static_cast<const uint8_t*>(c.v_cache);
+#pragma unroll
+  for (int it = 0; it < kBlockK * kChunks / kThreads; ++it) {
+    const int idx = threadIdx.x + it * kThreads;
+    const int r = idx / kChunks, ch = idx % kChunks;
+    const int j = kb + r;
+    int64_t off = 0;
+    const int32_t blk = j < end ? table[j / c.block_size] : -1;  // -1: released, never visible
+    if (blk >= 0) {
+      int64_t slot = static_cast<int64_t>(blk) * c.block_size + j % c.block_size;
+      off = (slot * c.n_head_kv + kvh) * D + ch * 16;
+    }
+    cp_async16(rk + r * D + ch * 16, kc + off, blk >= 0);
+    cp_async16(rv + r * D + ch * 16, vc + off, blk >= 0);
+  }
+  if constexpr (kInt8) {
+    static_assert(kThreads == 2 * kBlockK, "one scale per thread");
+    const int r = threadIdx.x % kBlockK, j = kb + r;
+    const bool is_v = threadIdx.x >= kBlockK;
+    int64_t off = 0;
+    const int32_t blk = j < end ? table[j / c.block_size] : -1;
+    if (blk >= 0) off = (static_cast<int64_t>(blk) * c.block_size + j % c.block_size) * c.n_head_kv + kvh;
+    cp_async4(rscale + threadIdx.x, (is_v ? c.v_scales : c.k_scales) + off, blk >= 0);
+  }
+  cp_async_commit();
+}
+
+// 16 cache bytes (fp8 e4m3 or int8 codes) to 16 bf16 values, exactly (no scale applied).
+template <KvElem E>
+__device__ __forceinline__ void widen16(uint4 raw, __nv_bfloat16* dst) {
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  uint32_t o[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float f[4];
+    if constexpr (E == KvElem::kFp8) {
+      const float2 a = fp8x2_to_float2(static_cast<uint16_t>(w[i] & 0xffffu));
+      const float2 b = fp8x2_to_float2(static_cast<uint16_t>(w[i] >> 16));
+      f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y;
+    } else {
+#pragma unroll
+      for (int b = 0; b < 4; ++b) f[b] = static_cast<float>(static_cast<int8_t>((w[i] >> (8 * b)) & 0xffu));
+    }
+    o[2 * i] = pack_bf16(f[0], f[1]);
+    o[2 * i + 1] = pack_bf16(f[2], f[3]);
+  }
+  *reinterpret_cast<uint4*>(dst) = make_uint4(o[0], o[1], o[2], o[3]);
+  *reinterpret_cast<uint4*>(dst + 8) = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+template <int D, KvElem E>
+__device__ __forceinline__ void convert_kv_tile(const uint8_t* rk, const uint8_t* rv, __nv_bfloat16* sk,
+                                                __nv_bfloat16* sv) {
+  constexpr int kChunks = D / 16;
+#pragma unroll
+  for (int it = 0; it < kBlockK * kChunks / kThreads; ++it) {
+    const int idx = threadIdx.x + it * kThreads;
+    const int r = idx / kChunks, ch = idx % kChunks;
+    widen16<E>(*reinterpret_cast<const uint4*>(rk + r * D + ch * 16), sk + r * (D + kPad) + ch * 16);
+    widen16<E>(*reinterpret_cast<const uint4*>(rv + r * D + ch * 16), sv + r * (D + kPad) + ch * 16);
+  }
 }
 
 // Split along the keys (grid.z = split, kv_chunk keys each, a multiple of kBlockK): each split
@@ -126,16 +219,36 @@ struct PrefillSplit {
   float2* part_ml;  // [n_tokens, n_head, n_splits]
 };
 
-template <int D>
+// Shared memory, in bf16 rows of D + kPad:
+//   bf16 cache:  Q [kBlockQ] (its fragments go to registers first, then the rows are free),
+//                2 stages x (K, V) [kBlockK]
+//   8-bit cache: Q [kBlockQ], one bf16 (K, V) tile, then 2 raw stages of (K, V) [kBlockK][D]
+//                bytes and [2][kBlockK] f32 scales.
+template <int D, KvElem E>
+constexpr int smem_bytes() {
+  if constexpr (E == KvElem::kBF16) {
+    return (kBlockQ + 4 * kBlockK) * (D + kPad) * 2;
+  } else {
+    return (kBlockQ + 2 * kBlockK) * (D + kPad) * 2 + 2 * (2 * kBlockK * D + 2 * kBlockK * 4);
+  }
+}
+
+template <int D, KvElem E>
 __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::AttentionParams p, float scale_log2,
-                                                                     PrefillSplit sp) {
+                                                                     float v_mult, PrefillSplit sp) {
   pdl_wait();
   constexpr int SD = D + kPad;
+  constexpr bool kQuant = E != KvElem::kBF16;
+  constexpr bool kInt8 = E == KvElem::kInt8;
+  constexpr int kRawStage = 2 * kBlockK * D + 2 * kBlockK * 4;  // bytes: K, V, scales
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   // Two K/V stages (K then V, kBlockK rows each): the next tile's gather overlaps this tile's
   // math. Addressed arithmetically: a pointer array indexed by stage would live in local memory.
   auto stage_k = [&](int st) { return sq + (kBlockQ + st * 2 * kBlockK) * SD; };
+  uint8_t* raw0 = smem_raw + (kBlockQ + 2 * kBlockK) * SD * 2;  // 8-bit caches only
+  auto raw_k = [&](int st) { return raw0 + st * kRawStage; };
+  auto raw_scale = [&](int st) { return reinterpret_cast<float*>(raw0 + st * kRawStage + 2 * kBlockK * D); };
 
   int seq, tile;
   if (!find_tile(p, &seq, &tile)) return;
@@ -155,16 +268,28 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
   // n_q borrow the last valid row's position so no row is fully masked.
   int qpos[2];
   for (int h = 0; h < 2; ++h) qpos[h] = ctx - n_q + min(i0 + warp * 16 + g + 8 * h, n_q - 1);
+  // The warp's rows span positions [wpos_lo, wpos_hi]: a key tile inside every row's visible
+  // range needs no mask.
+  const int wpos_lo = ctx - n_q + min(i0 + warp * 16, n_q - 1), wpos_hi = ctx - n_q + min(i0 + warp * 16 + 15, n_q - 1);
   const int first_pos = ctx - n_q + i0, last_pos = ctx - n_q + i0 + n_valid - 1;
-  const int key_lo = p.sliding_window > 0 ? max(0, first_pos - p.sliding_window + 1) : 0;
+  const int window = p.sliding_window;
+  const int key_lo = window > 0 ? max(0, first_pos - window + 1) : 0;
   const int key_end = last_pos + 1;
+  // Attention sinks: keys [0, sinks) below the window are visited in tiles [0, sink_tiles_end);
+  // the tiles between it and the window's first tile (win_start) are skipped.
+  const int sinks = window > 0 ? p.sink_tokens : 0;
+  const int sink_end = min(sinks, key_lo);
+  const int sink_tiles_end = ((sink_end + kBlockK - 1) / kBlockK) * kBlockK;
+  const int win_start = (key_lo / kBlockK) * kBlockK;
+  const bool gap = sink_end > 0 && sink_tiles_end < win_start;
+  auto skip_gap = [&](int kb) { return gap && kb >= sink_tiles_end && kb < win_start ? win_start : kb; };
 
   // This split's keys: [kb_first, kb_end), tiles aligned to kBlockK (kv_chunk is a multiple).
   // A tile whose keys all lie in one split (a decoder, a short prompt) is finished by that
   // split's block, which writes the output itself and flags the rows (sum -1) so the combine
   // leaves them alone; its other splits are empty.
   const int split = blockIdx.z;
-  int kb_first = (key_lo / kBlockK) * kBlockK, kb_end = key_end;
+  int kb_first = sink_end > 0 ? 0 : win_start, kb_end = key_end;
   bool write_final = sp.n_splits == 1;
   if (sp.n_splits > 1) {
     const int s_lo = kb_first / sp.kv_chunk, s_hi = (key_end - 1) / sp.kv_chunk;
@@ -173,7 +298,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
       write_final = split == s_lo;
       empty = !write_final;
     } else {
-      kb_first = max(kb_first, split * sp.kv_chunk);
+      kb_first = skip_gap(max(kb_first, split * sp.kv_chunk));
       kb_end = min(kb_end, (split + 1) * sp.kv_chunk);
       empty = kb_first >= kb_end;
     }
@@ -201,38 +326,66 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
   // Keys past kb_end inside the last tile are zero-filled; they lie past the causal diagonal
   // (kb_end < key_end only at a split boundary, which is tile-aligned).
-  load_kv_tile<D>(p, table, stage_k(0), stage_k(0) + kBlockK * SD, kb_first, kb_end, kvh);
-  for (int kb = kb_first, stage = 0; kb < kb_end; kb += kBlockK, stage ^= 1) {
-    if (kb + kBlockK < kb_end) {
-      load_kv_tile<D>(p, table, stage_k(stage ^ 1), stage_k(stage ^ 1) + kBlockK * SD, kb + kBlockK, kb_end, kvh);
+  if constexpr (kQuant) {
+    load_kv_tile8<D, kInt8>(p, table, raw_k(0), raw_k(0) + kBlockK * D, raw_scale(0), kb_first, kb_end, kvh);
+  } else {
+    load_kv_tile<D>(p, table, stage_k(0), stage_k(0) + kBlockK * SD, kb_first, kb_end, kvh);
+  }
+  for (int kb = kb_first, stage = 0; kb < kb_end; stage ^= 1) {
+    const int kb_next = skip_gap(kb + kBlockK);
+    if (kb_next < kb_end) {
+      if constexpr (kQuant) {
+        load_kv_tile8<D, kInt8>(p, table, raw_k(stage ^ 1), raw_k(stage ^ 1) + kBlockK * D, raw_scale(stage ^ 1),
+                                kb_next, kb_end, kvh);
+      } else {
+        load_kv_tile<D>(p, table, stage_k(stage ^ 1), stage_k(stage ^ 1) + kBlockK * SD, kb_next, kb_end, kvh);
+      }
       cp_async_wait<1>();  // this tile's group is done, the next one may still be in flight
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    const __nv_bfloat16* sk = stage_k(stage);
+    const __nv_bfloat16* sk = kQuant ? stage_k(0) : stage_k(stage);
     const __nv_bfloat16* sv = sk + kBlockK * SD;
+    const float* ssc = kQuant ? raw_scale(stage) : nullptr;  // int8: K scales [kBlockK], V scales [kBlockK]
+    if constexpr (kQuant) {
+      convert_kv_tile<D, E>(raw_k(stage), raw_k(stage) + kBlockK * D, stage_k(0), stage_k(0) + kBlockK * SD);
+      __syncthreads();
+    }
 
-    // kk outer, nt inner: consecutive mmas write different accumulators (no dependent chain).
+    // S = Q K^T. K fragments by ldmatrix (non-transposed): one x4 load gives the B fragments of
+    // two 8-key column tiles at one 16-dim step. kk outer, nt inner: consecutive mmas write
+    // different accumulators (no dependent chain).
     float s[kBlockK / 8][4] = {};
+    const __nv_bfloat16* krow = sk + ((lane >> 4) * 8 + (lane & 7)) * SD + ((lane >> 3) & 1) * 8;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
-      for (int nt = 0; nt < kBlockK / 8; ++nt) {
-        const __nv_bfloat16* krow = sk + (nt * 8 + g) * SD + 2 * tq + kk * 16;
-        mma_bf16(s[nt], qf[kk], lds32(krow), lds32(krow + 8));
+      for (int nt = 0; nt < kBlockK / 8; nt += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, krow + nt * 8 * SD + kk * 16);
+        mma_bf16(s[nt], qf[kk], b[0], b[1]);
+        mma_bf16(s[nt + 1], qf[kk], b[2], b[3]);
       }
     }
 
+    // Mask (causal, window, sinks) and scale into log2 units; tiles every row of the warp sees
+    // whole skip the compares.
+    const bool full = kb + kBlockK - 1 <= wpos_lo && (window <= 0 || kb > wpos_hi - window);
     float m_tile[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < kBlockK / 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1, j = kb + nt * 8 + 2 * tq + (e & 1);
-        bool ok = j <= qpos[h] && (p.sliding_window <= 0 || j > qpos[h] - p.sliding_window);
-        s[nt][e] = ok ? s[nt][e] * scale_log2 : -INFINITY;
-        m_tile[h] = fmaxf(m_tile[h], s[nt][e]);
+        const int h = e >> 1, col = nt * 8 + 2 * tq + (e & 1), j = kb + col;
+        float v = s[nt][e] * scale_log2;
+        if constexpr (kInt8) v *= ssc[col];
+        if (!full) {
+          const bool ok = j <= qpos[h] && (window <= 0 || j > qpos[h] - window || j < sinks);
+          v = ok ? v : -INFINITY;
+        }
+        s[nt][e] = v;
+        m_tile[h] = fmaxf(m_tile[h], v);
       }
     }
     float alpha[2];
@@ -253,6 +406,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
       for (int e = 0; e < 4; ++e) {
         s[nt][e] = exp2f(s[nt][e] - m_tile[e >> 1]);
         l_run[e >> 1] += s[nt][e];
+        if constexpr (kInt8) s[nt][e] *= ssc[kBlockK + nt * 8 + 2 * tq + (e & 1)];  // V's scale, after the sum
       }
     }
 #pragma unroll
@@ -277,6 +431,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
       }
     }
     __syncthreads();  // the next iteration's gather overwrites the stage read two tiles ahead
+    kb = kb_next;
   }
 
 #pragma unroll
@@ -294,7 +449,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
       float* prow = sp.part_o + row * D + 2 * tq;
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt)
-        *reinterpret_cast<float2*>(prow + dt * 8) = make_float2(o[dt][2 * h], o[dt][2 * h + 1]);
+        *reinterpret_cast<float2*>(prow + dt * 8) = make_float2(o[dt][2 * h] * v_mult, o[dt][2 * h + 1] * v_mult);
     }
     return;
   }
@@ -303,7 +458,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
   for (int h = 0; h < 2; ++h) {
     const int r = warp * 16 + g + 8 * h;
     if (r >= n_valid) continue;
-    const float inv = l_run[h] > 0.f ? 1.f / l_run[h] : 0.f;
+    const float inv = l_run[h] > 0.f ? v_mult / l_run[h] : 0.f;
     __nv_bfloat16* orow = out + static_cast<int64_t>(q0 + i0 + r) * p.ld_out + head * D + 2 * tq;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
@@ -312,17 +467,12 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
   }
 }
 
-template <int D>
-constexpr int smem_bytes() {
-  return (kBlockQ + 4 * kBlockK) * (D + kPad) * 2;
-}
-
-template <int D>
+template <int D, KvElem E>
 cudaError_t configure() {
   static bool configured = false;  // the attribute is per function, set once per process
   if (!configured) {
-    cudaError_t e = cudaFuncSetAttribute(attention_prefill_kernel<D>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<D>());
+    cudaError_t e = cudaFuncSetAttribute(attention_prefill_kernel<D, E>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<D, E>());
     if (e != cudaSuccess) return e;
     configured = true;
   }
@@ -330,13 +480,13 @@ cudaError_t configure() {
 }
 
 // Blocks of the kernel resident per SM (cached: the query is host work).
-template <int D>
+template <int D, KvElem E>
 int resident_blocks() {
   static int n = 0;
   if (n == 0) {
     int b = 0;
-    if (configure<D>() != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_prefill_kernel<D>, kThreads, smem_bytes<D>()) != cudaSuccess ||
+    if (configure<D, E>() != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_prefill_kernel<D, E>, kThreads, smem_bytes<D, E>()) != cudaSuccess ||
         b < 1)
       b = 1;
     n = b;
@@ -344,17 +494,40 @@ int resident_blocks() {
   return n;
 }
 
+KvElem kv_elem(DType t) { return t == DType::kF8E4M3 ? KvElem::kFp8 : t == DType::kI8 ? KvElem::kInt8 : KvElem::kBF16; }
+
 template <int D>
-cudaError_t launch_d(const ops::AttentionParams& p, const PrefillSplit& sp, cudaStream_t stream) {
-  const int smem = smem_bytes<D>();
-  if (cudaError_t e = configure<D>(); e != cudaSuccess) return e;
+int resident_blocks_d(const ops::AttentionParams& p) {
+  switch (kv_elem(p.cache.cache_dtype)) {
+    case KvElem::kFp8: return resident_blocks<D, KvElem::kFp8>();
+    case KvElem::kInt8: return resident_blocks<D, KvElem::kInt8>();
+    default: return resident_blocks<D, KvElem::kBF16>();
+  }
+}
+
+template <int D, KvElem E>
+cudaError_t launch_de(const ops::AttentionParams& p, const PrefillSplit& sp, cudaStream_t stream) {
+  const int smem = smem_bytes<D, E>();
+  if (cudaError_t e = configure<D, E>(); e != cudaSuccess) return e;
   // Upper bound on tiles: each sequence adds at most one partial tile.
   const unsigned tiles = static_cast<unsigned>((p.n_tokens + kBlockQ - 1) / kBlockQ + p.n_seqs);
   dim3 grid(tiles, static_cast<unsigned>(p.n_head), static_cast<unsigned>(sp.n_splits));
-  const float scale_log2 = p.scale * 1.4426950408889634f;
-  cudaError_t e = launch_kernel(attention_prefill_kernel<D>, grid, kThreads, smem, stream, p, scale_log2, sp);
+  // fp8: the per-layer K scale goes into the scores' scale, the V scale onto the output.
+  const bool fp8 = E == KvElem::kFp8;
+  const float scale_log2 = p.scale * 1.4426950408889634f * (fp8 ? p.cache.k_scale : 1.f);
+  const float v_mult = fp8 ? p.cache.v_scale : 1.f;
+  cudaError_t e = launch_kernel(attention_prefill_kernel<D, E>, grid, kThreads, smem, stream, p, scale_log2, v_mult, sp);
   if (e != cudaSuccess || sp.n_splits == 1) return e;
   return launch_attention_combine(p, sp.n_splits, sp.part_o, sp.part_ml, stream);
+}
+
+template <int D>
+cudaError_t launch_d(const ops::AttentionParams& p, const PrefillSplit& sp, cudaStream_t stream) {
+  switch (kv_elem(p.cache.cache_dtype)) {
+    case KvElem::kFp8: return launch_de<D, KvElem::kFp8>(p, sp, stream);
+    case KvElem::kInt8: return launch_de<D, KvElem::kInt8>(p, sp, stream);
+    default: return launch_de<D, KvElem::kBF16>(p, sp, stream);
+  }
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -363,7 +536,11 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 
 bool attention_prefill_supported(const ops::AttentionParams& p) {
   const auto& c = p.cache;
-  return p.act_dtype == DType::kBF16 && c.cache_dtype == DType::kBF16 &&
+  // int8 scales are gathered 4 bytes at a time (cp.async), the codes 16 bytes at a time.
+  const bool cache_ok = c.cache_dtype == DType::kBF16 || c.cache_dtype == DType::kF8E4M3 ||
+                        (c.cache_dtype == DType::kI8 && c.k_scales != nullptr && c.v_scales != nullptr &&
+                         (reinterpret_cast<uintptr_t>(c.k_scales) & 3u) == 0 && (reinterpret_cast<uintptr_t>(c.v_scales) & 3u) == 0);
+  return p.act_dtype == DType::kBF16 && cache_ok &&
          (c.head_dim == 64 || c.head_dim == 128) && p.ld_q % 8 == 0 && p.ld_out % 2 == 0 &&
          aligned16(p.q) && aligned16(c.k_cache) && aligned16(c.v_cache) && aligned16(p.out) &&
          c.n_head_kv > 0 && p.n_head % c.n_head_kv == 0;
@@ -402,7 +579,7 @@ int attention_prefill_splits(const ops::AttentionParams& p, int n_sms) {
   // with tiles already, and every split would multiply their launches.
   const int64_t blocks = (ceil_div(p.n_tokens, kBlockQ) + p.n_seqs - 1) * p.n_head;
   if (blocks >= kSplitMaxBlocksPerSm * std::max(1, n_sms)) return 1;
-  const int64_t slots = int64_t{std::max(1, n_sms)} * (p.cache.head_dim == 64 ? resident_blocks<64>() : resident_blocks<128>());
+  const int64_t slots = int64_t{std::max(1, n_sms)} * (p.cache.head_dim == 64 ? resident_blocks_d<64>(p) : resident_blocks_d<128>(p));
   const int64_t key_tiles = ceil_div(p.max_ctx_len, kBlockK);
   const int64_t per_split = static_cast<int64_t>(p.n_tokens) * p.n_head * (p.cache.head_dim + 2) * 4;
   const int64_t n_max = std::min<int64_t>({ceil_div(p.max_ctx_len, kMinSplitKeys), kMaxPartialBytes / std::max<int64_t>(1, per_split), 1024});

@@ -46,6 +46,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "stream"));
   FRUGAL_ASSIGN_OR_RETURN(b->lt_, LtGemm::create(kLtWorkspaceBytes));
   b->graphs_ = std::make_unique<GraphCache>(b.get());
+  FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_attention_decode(), "decode attention setup"));
   return b;
 }
 
@@ -294,24 +295,26 @@ Status CudaBackend::rope(const ops::RopeParams& p) {
 }
 
 Status CudaBackend::kv_write(const ops::KvWriteParams& p) {
-  if (p.cache.cache_dtype == DType::kF8E4M3 || p.cache.cache_dtype == DType::kI8)
-    return unsupported("cuda kv_write: KV cache dtype " + dt(p.cache.cache_dtype) +
-                       " (--kv-cache-dtype fp8/int8) is not supported on the CUDA backend yet; use bf16");
-  if (!is_float_act(p.act_dtype) || !is_float_act(p.cache.cache_dtype))
-    return unsupported("cuda kv_write: act " + dt(p.act_dtype) + ", cache " + dt(p.cache.cache_dtype));
+  const DType ct = p.cache.cache_dtype;
+  const bool quant = ct == DType::kF8E4M3 || ct == DType::kI8;
+  if (!is_float_act(p.act_dtype) || (!quant && !is_float_act(ct)))
+    return unsupported("cuda kv_write: act " + dt(p.act_dtype) + ", cache " + dt(ct));
+  if (ct == DType::kI8 && (p.cache.k_scales == nullptr || p.cache.v_scales == nullptr))
+    return invalid_argument("cuda kv_write: int8 KV cache without its k_scales / v_scales tensors");
+  if (ct == DType::kF8E4M3 && !(p.cache.k_scale > 0.f && p.cache.v_scale > 0.f))
+    return invalid_argument("cuda kv_write: fp8 KV cache scales must be > 0 (k_scale " + std::to_string(p.cache.k_scale) +
+                            ", v_scale " + std::to_string(p.cache.v_scale) + ")");
   return check_launch(launch_kv_write(p, stream_), "kv_write");
 }
 
 // One new token per sequence (decode) goes to the split-KV kernel, anything else to the
 // tensor-core prefill kernel; both are correct for every layout, only their speed differs.
 Status CudaBackend::attention(const ops::AttentionParams& p) {
-  // Refused before any kernel path: none of them reads sinks or quantized caches yet.
-  if (p.sink_tokens > 0)
-    return unsupported("cuda attention: attention sinks (--kv-sinks " + std::to_string(p.sink_tokens) +
-                       ") are not supported on the CUDA backend yet");
-  if (p.cache.cache_dtype == DType::kF8E4M3 || p.cache.cache_dtype == DType::kI8)
-    return unsupported("cuda attention: KV cache dtype " + dt(p.cache.cache_dtype) +
-                       " (--kv-cache-dtype fp8/int8) is not supported on the CUDA backend yet; use bf16");
+  // Every path below reads bf16/f16/f32, fp8 e4m3 and int8 caches (with their scales) and
+  // attention sinks.
+  if (p.sink_tokens < 0) return invalid_argument("cuda attention: sink_tokens " + std::to_string(p.sink_tokens) + " < 0");
+  if (p.cache.cache_dtype == DType::kI8 && (p.cache.k_scales == nullptr || p.cache.v_scales == nullptr))
+    return invalid_argument("cuda attention: int8 KV cache without its k_scales / v_scales tensors");
   if (p.n_tokens == 0 || p.n_seqs == 0) return Status::ok();
   const bool decode = p.n_tokens <= p.n_seqs;
   if (decode && attention_decode_supported(p)) {
@@ -357,7 +360,8 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     }
     return check_launch(launch_attention_prefill(p, n_splits, partials, stream_), "attention_prefill");
   }
-  if (!is_float_act(p.act_dtype) || !is_float_act(p.cache.cache_dtype))
+  const bool quant = p.cache.cache_dtype == DType::kF8E4M3 || p.cache.cache_dtype == DType::kI8;
+  if (!is_float_act(p.act_dtype) || !(quant || is_float_act(p.cache.cache_dtype)))
     return unsupported("cuda attention: act " + dt(p.act_dtype) + ", cache " + dt(p.cache.cache_dtype));
   return check_launch(launch_attention_generic(p, stream_), "attention_generic");
 }

@@ -8,6 +8,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_quant.cuh"
 
 namespace frugal::cuda {
 
@@ -117,6 +118,42 @@ __global__ void kv_write_kernel(ops::KvWriteParams p) {
   for (int64_t j = threadIdx.x; j < row; j += blockDim.x) {
     store_f(c.cache_dtype, c.k_cache, slot * row + j, load_f(p.act_dtype, p.k, t * p.ld_k + j));
     store_f(c.cache_dtype, c.v_cache, slot * row + j, load_f(p.act_dtype, p.v, t * p.ld_v + j));
+  }
+}
+
+// Quantized caches (fp8 e4m3, int8; see kv_quant.cuh): grid n_tokens, one warp per (tensor, kv
+// head) row at a time. int8 takes the row's max |x| first (its scale), so rows are warp-wide.
+__global__ void kv_write_quant_kernel(ops::KvWriteParams p) {
+  pdl_wait();
+  const int64_t t = blockIdx.x;
+  const int32_t slot = p.slot_mapping[t];
+  const auto& c = p.cache;
+  if (slot < 0 || slot >= static_cast<int64_t>(c.n_blocks) * c.block_size) return;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n_warps = blockDim.x >> 5;
+  const bool int8 = c.cache_dtype == DType::kI8;
+  for (int r = warp; r < 2 * c.n_head_kv; r += n_warps) {
+    const bool is_v = r >= c.n_head_kv;
+    const int h = is_v ? r - c.n_head_kv : r;
+    const int64_t src = t * (is_v ? p.ld_v : p.ld_k) + static_cast<int64_t>(h) * c.head_dim;
+    const void* x = is_v ? p.v : p.k;
+    const int64_t dst = (static_cast<int64_t>(slot) * c.n_head_kv + h) * c.head_dim;
+    if (int8) {
+      float amax = 0.f;
+      for (int e = lane; e < c.head_dim; e += 32) amax = fmaxf(amax, fabsf(load_f(p.act_dtype, x, src + e)));
+      amax = warp_max(amax);
+      const float scale = __fdiv_rn(amax, 127.0f);
+      if (lane == 0) (is_v ? c.v_scales : c.k_scales)[static_cast<int64_t>(slot) * c.n_head_kv + h] = scale;
+      int8_t* out = static_cast<int8_t*>(is_v ? c.v_cache : c.k_cache) + dst;
+      for (int e = lane; e < c.head_dim; e += 32) {
+        float q = 0.f;
+        if (scale != 0.f) q = fminf(fmaxf(rintf(__fdiv_rn(load_f(p.act_dtype, x, src + e), scale)), -127.f), 127.f);
+        out[e] = static_cast<int8_t>(q);
+      }
+    } else {
+      const float s = is_v ? c.v_scale : c.k_scale;
+      uint8_t* out = static_cast<uint8_t*>(is_v ? c.v_cache : c.k_cache) + dst;
+      for (int e = lane; e < c.head_dim; e += 32) out[e] = kv_f32_to_e4m3_dev(__fdiv_rn(load_f(p.act_dtype, x, src + e), s));
+    }
   }
 }
 
@@ -331,6 +368,10 @@ cudaError_t launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t stre
 
 cudaError_t launch_kv_write(const ops::KvWriteParams& p, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
+  if (p.cache.cache_dtype == DType::kF8E4M3 || p.cache.cache_dtype == DType::kI8) {
+    const int warps = 2 * p.cache.n_head_kv < 16 ? 2 * p.cache.n_head_kv : 16;
+    return launch_kernel(kv_write_quant_kernel, static_cast<unsigned>(p.n_tokens), 32 * warps, 0, stream, p);
+  }
   int64_t row = static_cast<int64_t>(p.cache.n_head_kv) * p.cache.head_dim;
   return launch_kernel(kv_write_kernel, static_cast<unsigned>(p.n_tokens), row_threads(row), 0, stream, p);
 }

@@ -78,6 +78,9 @@ cudaError_t launch_attention_combine(const ops::AttentionParams& p, int n_splits
 int attention_decode_splits(const ops::AttentionParams& p, int n_sms);
 size_t attention_decode_scratch_bytes(const ops::AttentionParams& p, int n_splits);
 bool attention_decode_supported(const ops::AttentionParams& p);
+// Configures the decode kernels (shared-memory limits, cached occupancy) outside any capture;
+// the backend calls it once at creation.
+cudaError_t prepare_attention_decode();
 cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits, void* partials,
                                     cudaStream_t stream);
 // Fallback for any float dtype and head_dim (attention_generic.cu): slow, always available.
