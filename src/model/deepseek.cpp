@@ -210,9 +210,11 @@ class DeepseekFamily final : public ForwardFamily {
         FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, *l.dense, n, ws_.xn, ws_.resid, ws_.gate, ws_.up));
       } else {
         FRUGAL_RETURN_IF_ERROR(moe(be, act, *l.moe, n));
-        // The router's weights per expert (0 where not chosen): f32 only where act is f32.
-        if (step.taps->enabled() && act == DType::kF32)
-          FRUGAL_RETURN_IF_ERROR(step.tap(blk + ".router", ws_.rdense, n, config_.moe.n_routed_experts));
+        // The router's f32 logits and weights per expert (0 where not chosen), any act dtype.
+        if (step.taps->enabled()) {
+          FRUGAL_RETURN_IF_ERROR(step.tap_f32(blk + ".router_logits", ws_.rlogits, n, config_.moe.n_routed_experts));
+          FRUGAL_RETURN_IF_ERROR(step.tap_f32(blk + ".router", ws_.rdense, n, config_.moe.n_routed_experts));
+        }
       }
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap(blk + ".out", ws_.resid, n, hidden));
     }
