@@ -349,6 +349,23 @@ Status CudaBackend::moe_route(const ops::MoeRouteParams& p) {
   return check_launch(launch_moe_route(p, stream_), "moe_route");
 }
 
+Status CudaBackend::moe_experts(const ops::MoeExpertsParams& p) {
+  if (p.n_experts <= 0 || p.n_experts > ops::kMoeMaxExperts || p.top_k <= 0 || p.top_k > p.n_experts ||
+      p.top_k > ops::kMoeMaxTopK || p.hidden <= 0 || p.inter <= 0 || p.n_tokens < 0)
+    return invalid_argument("cuda moe_experts: n_experts " + std::to_string(p.n_experts) + ", top_k " +
+                            std::to_string(p.top_k) + ", hidden " + std::to_string(p.hidden) + ", inter " +
+                            std::to_string(p.inter) + " out of range");
+  if (p.act_dtype != DType::kBF16 || p.format.scheme != ops::WeightScheme::kDense || p.format.dtype != DType::kBF16)
+    return unsupported("cuda moe_experts: act " + dt(p.act_dtype) + ", experts '" + ops::weight_format_name(p.format) +
+                       "' (the grouped kernels take bf16 activations and dense bf16 experts)");
+  if (p.n_tokens == 0) return Status::ok();
+  const int64_t need = ops::moe_experts_scratch_bytes(p.n_tokens, p.top_k, p.n_experts, p.hidden, p.inter);
+  if (!p.scratch || p.scratch_bytes < need)
+    return invalid_argument("cuda moe_experts: scratch of " + std::to_string(p.scratch_bytes) + " bytes, needs " +
+                            std::to_string(need));
+  return check_launch(launch_moe_experts(p, stream_), "moe_experts");
+}
+
 Status CudaBackend::scale_rows(const ops::ScaleRowsParams& p) {
   if (!is_float_act(p.act_dtype)) return unsupported("cuda scale_rows: act " + dt(p.act_dtype));
   return check_launch(launch_scale_rows(p, stream_), "scale_rows");

@@ -27,6 +27,8 @@ cudaError_t launch_kv_write(const ops::KvWriteParams& p, cudaStream_t stream);
 // DeepSeek MoE routing and router-weight row scaling (moe.cu).
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream);
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream);
+// Routed experts over tokens grouped by expert, bf16 (moe_experts.cu).
+cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream);
 // y[i, :] += bias (used after a GEMM that could not fuse the bias).
 cudaError_t launch_bias_add(void* y, DType y_dtype, int64_t ld_y, const void* bias, DType bias_dtype,
                             int64_t m, int64_t n, cudaStream_t stream);
