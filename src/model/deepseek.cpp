@@ -313,15 +313,12 @@ class DeepseekFamily final : public ForwardFamily {
     FRUGAL_RETURN_IF_ERROR(be->kv_write(ops::KvWriteParams{
         .cache = cache, .k = ws_.kva, .v = ws_.kva, .act_dtype = act, .ld_k = lat, .ld_v = lat,
         .slot_mapping = in.slot_mapping, .n_tokens = n}));
-    // [q_abs | q_pe] per head.
+    // [q_abs | q_pe] per head: W_abs[h] [lat, qk] against q[h], one batched matmul over the heads.
     const DType wt = a.kv_b.weight.format.dtype;
-    for (int64_t h = 0; h < H_; ++h) {
-      FRUGAL_RETURN_IF_ERROR(be->matmul(ops::MatmulParams{
-          .x = static_cast<const uint8_t*>(ws_.q) + dtype_bytes(act, h * qk_), .x_dtype = act, .ld_x = q_ld,
-          .w = ops::dense_weight(a.w_abs.as<uint8_t>() + dtype_bytes(wt, h * lat * qk_), wt), .bias = nullptr,
-          .bias_dtype = DType::kF32, .y = static_cast<uint8_t*>(ws_.qcat) + dtype_bytes(act, h * lat), .y_dtype = act,
-          .ld_y = cat_ld, .m = n, .n = lat, .k = qk_, .accumulate = false}));
-    }
+    FRUGAL_RETURN_IF_ERROR(be->batched_matmul(ops::BatchedMatmulParams{
+        .x = ws_.q, .x_dtype = act, .ld_x = q_ld, .stride_x = qk_, .w = a.w_abs.data(), .w_dtype = wt,
+        .stride_w = lat * qk_, .y = ws_.qcat, .y_dtype = act, .ld_y = cat_ld, .stride_y = lat, .batch = H_, .m = n,
+        .n = lat, .k = qk_}));
     FRUGAL_RETURN_IF_ERROR(be->attention(ops::AttentionParams{
         .cache = cache, .q = ws_.qcat, .out = ws_.ocat, .act_dtype = act, .ld_q = cat_ld, .ld_out = cat_ld,
         .n_seqs = in.n_seqs, .n_tokens = static_cast<int32_t>(n), .q_start = in.q_start, .ctx_len = in.ctx_len,
@@ -329,14 +326,11 @@ class DeepseekFamily final : public ForwardFamily {
         .n_head = static_cast<int32_t>(H_), .sliding_window = 0, .scale = scale_, .n_decode_seqs = in.n_decode_seqs,
         .decode_max_ctx_len = in.decode_max_ctx_len}));
     // v[h] = W_UV[h] (the latent part of the output); W_UV[h] is rows [h (nope + v) + nope, + v) of kv_b.
-    for (int64_t h = 0; h < H_; ++h) {
-      const auto* w_uv = static_cast<const uint8_t*>(a.kv_b.weight.data) + dtype_bytes(wt, (h * (nope_ + vdim_) + nope_) * rank_);
-      FRUGAL_RETURN_IF_ERROR(be->matmul(ops::MatmulParams{
-          .x = static_cast<const uint8_t*>(ws_.ocat) + dtype_bytes(act, h * lat), .x_dtype = act, .ld_x = cat_ld,
-          .w = ops::dense_weight(w_uv, wt), .bias = nullptr, .bias_dtype = DType::kF32,
-          .y = static_cast<uint8_t*>(ws_.attn) + dtype_bytes(act, h * vdim_), .y_dtype = act, .ld_y = H_ * vdim_,
-          .m = n, .n = vdim_, .k = rank_, .accumulate = false}));
-    }
+    FRUGAL_RETURN_IF_ERROR(be->batched_matmul(ops::BatchedMatmulParams{
+        .x = ws_.ocat, .x_dtype = act, .ld_x = cat_ld, .stride_x = lat,
+        .w = static_cast<const uint8_t*>(a.kv_b.weight.data) + dtype_bytes(wt, nope_ * rank_), .w_dtype = wt,
+        .stride_w = (nope_ + vdim_) * rank_, .y = ws_.attn, .y_dtype = act, .ld_y = H_ * vdim_, .stride_y = vdim_,
+        .batch = H_, .m = n, .n = vdim_, .k = rank_}));
     return layers::linear(be, a.o, act, ws_.attn, H_ * vdim_, ws_.resid, hidden, n, true);
   }
 

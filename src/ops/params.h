@@ -227,6 +227,28 @@ struct ScaleRowsParams {
   int64_t ld_scale;
 };
 
+// A batch of independent matmuls with dense weights (MLA's per-head absorbed projections):
+//   y[b][i, o] = sum_j x[b][i, j] * w[b][o, j]    b < batch, i < m, o < n, j < k
+// x[b] starts stride_x elements after x[b - 1] (rows ld_x apart), w[b] ([n, k] row-major, dtype
+// w_dtype) stride_w after w[b - 1], y[b] stride_y after y[b - 1] (rows ld_y apart).
+struct BatchedMatmulParams {
+  const void* x;
+  DType x_dtype;
+  int64_t ld_x;
+  int64_t stride_x;
+  const void* w;
+  DType w_dtype;
+  int64_t stride_w;
+  void* y;
+  DType y_dtype;
+  int64_t ld_y;
+  int64_t stride_y;
+  int64_t batch;
+  int64_t m;
+  int64_t n;
+  int64_t k;
+};
+
 // The routed experts of a DeepSeekMoE layer over tokens grouped by expert (each token runs only
 // its top_k experts; the shared experts are separate matmuls):
 //   h[t, k]  = act(silu(x[t] . gate_e[j]) * (x[t] . up_e[j]))   j < inter, e = topk_idx[t, k]

@@ -389,6 +389,18 @@ void scale_rows(const ScaleRowsParams& p) {
   }
 }
 
+void batched_matmul(const BatchedMatmulParams& p) {
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t o = 0; o < p.n; ++o) {
+        double acc = 0;
+        for (int64_t j = 0; j < p.k; ++j)
+          acc += static_cast<double>(load(p.x_dtype, p.x, b * p.stride_x + i * p.ld_x + j)) *
+                 load(p.w_dtype, p.w, b * p.stride_w + o * p.k + j);
+        store(p.y_dtype, p.y, b * p.stride_y + i * p.ld_y + o, static_cast<float>(acc));
+      }
+}
+
 // Each token's top_k experts in k order, double accumulation, h rounded to the activation dtype.
 void moe_experts(const MoeExpertsParams& p) {
   const WeightElement w_at = weight_element(p.format);

@@ -426,6 +426,35 @@ void OpCases::moe_experts() {
     }
 }
 
+// Batched matmuls with strided operands (MLA's per-head projections): heads interleaved in one
+// row as the family lays them out, odd k (scalar loads) and k of 8 (vector loads), m from decode
+// sizes to past the batched GEMV's limit, bf16 and f32 weights.
+void OpCases::batched_matmul() {
+  struct Case { int64_t batch, n, k; DType wt; };
+  for (const Case c : {Case{3, 5, 7, DType::kBF16}, Case{4, 24, 64, DType::kBF16}, Case{2, 9, 40, DType::kF32}})
+    for (int64_t m : {1, 3, 17}) {
+      const std::string what = "batched_matmul batch=" + std::to_string(c.batch) + " n=" + std::to_string(c.n) + " k=" +
+                               std::to_string(c.k) + " m=" + std::to_string(m) + " w=" + dtype_name(c.wt);
+      // x: [m, batch * k] (+ padding), y: [m, batch * n] (+ padding); w: [batch, n, k].
+      HostMat x(act(), m, c.batch * c.k, c.batch * c.k + (c.k % 8 == 0 ? 8 : 3));
+      HostMat y0(act(), m, c.batch * c.n, c.batch * c.n + 2);
+      HostMat w(c.wt, c.batch * c.n, c.k, c.k);
+      x.fill_random(rng_, 1.0f);
+      y0.fill_random(rng_, 1.0f);
+      w.fill_random(rng_, 0.5f);
+      auto dx = upload(x), dy = upload(y0), dw = upload(w);
+      ops::BatchedMatmulParams p{.x = dx->ptr(), .x_dtype = act(), .ld_x = x.ld, .stride_x = c.k, .w = dw->ptr(),
+                                 .w_dtype = c.wt, .stride_w = c.n * c.k, .y = dy->ptr(), .y_dtype = act(), .ld_y = y0.ld,
+                                 .stride_y = c.n, .batch = c.batch, .m = m, .n = c.n, .k = c.k};
+      if (!ran(backend()->batched_matmul(p), ops::OpKind::kBatchedMatmul, "", what)) continue;
+      HostMat got = download(*dy, y0), want = y0;
+      p.x = x.data(), p.w = w.data(), p.y = want.data();
+      ops::ref::batched_matmul(p);
+      EXPECT_TRUE(compare_mats(got, want, y0, act_tol(), what));
+      for (auto* b : {dx.get(), dy.get(), dw.get()}) EXPECT_TRUE(b->check_guards(what));
+    }
+}
+
 void OpCases::run(ops::OpKind k) {
   switch (k) {
 #define FRUGAL_OP_CASES_RUN_(Name, method) \

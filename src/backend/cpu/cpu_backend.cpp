@@ -283,6 +283,18 @@ Status CpuBackend::scale_rows(const ops::ScaleRowsParams& p) {
   return {};
 }
 
+// One matmul per batch entry through this backend's matmul kernels.
+Status CpuBackend::batched_matmul(const ops::BatchedMatmulParams& p) {
+  FRUGAL_RETURN_IF_ERROR(validate(p));
+  for (int64_t b = 0; b < p.batch && p.m > 0 && p.n > 0; ++b)
+    FRUGAL_RETURN_IF_ERROR(matmul(ops::MatmulParams{
+        .x = static_cast<const float*>(p.x) + b * p.stride_x, .x_dtype = DType::kF32, .ld_x = p.ld_x,
+        .w = ops::dense_weight(static_cast<const uint8_t*>(p.w) + dtype_bytes(p.w_dtype, b * p.stride_w), p.w_dtype),
+        .bias = nullptr, .bias_dtype = DType::kF32, .y = static_cast<float*>(p.y) + b * p.stride_y, .y_dtype = DType::kF32,
+        .ld_y = p.ld_y, .m = p.m, .n = p.n, .k = p.k, .accumulate = false}));
+  return {};
+}
+
 // Tokens grouped by expert (the token permutation): each chosen expert runs once over the rows
 // routed to it, through this backend's matmul (so quantized experts work too), and each token
 // sums its top_k outputs in k order.

@@ -272,6 +272,21 @@ Status validate(const ops::ScaleRowsParams& p) {
   return {};
 }
 
+Status validate(const ops::BatchedMatmulParams& p) {
+  const char* op = "batched_matmul";
+  FRUGAL_RETURN_IF_ERROR(need(p.batch >= 0 && p.m >= 0 && p.n >= 0 && p.k >= 0, op, "negative batch, m, n or k"));
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return {};
+  FRUGAL_RETURN_IF_ERROR(need_ptr(p.x, op, "x"));
+  FRUGAL_RETURN_IF_ERROR(need_ptr(p.w, op, "w"));
+  FRUGAL_RETURN_IF_ERROR(need_ptr(p.y, op, "y"));
+  FRUGAL_RETURN_IF_ERROR(need_f32(p.x_dtype, op, "x_dtype"));
+  FRUGAL_RETURN_IF_ERROR(need_f32(p.y_dtype, op, "y_dtype"));
+  FRUGAL_RETURN_IF_ERROR(need_float(p.w_dtype, op, "w_dtype"));
+  FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_x, p.k, op, "ld_x"));
+  FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_y, p.n, op, "ld_y"));
+  return {};
+}
+
 Status validate(const ops::MoeExpertsParams& p) {
   const char* op = "moe_experts";
   FRUGAL_RETURN_IF_ERROR(need(p.n_tokens >= 0 && p.hidden > 0 && p.inter > 0, op, "n_tokens, hidden and inter must be positive"));

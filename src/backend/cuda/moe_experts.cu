@@ -124,7 +124,9 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(ops::MoeExpertsParam
   }
   __syncthreads();
   const bool vec_a = (kGateUp ? (p.ld_x % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0) : p.inter % 8 == 0) && K % 8 == 0;
-  const bool vec_b = K % 8 == 0;
+  bool vec_b = K % 8 == 0;
+#pragma unroll
+  for (int b = 0; b < kNB; ++b) vec_b = vec_b && reinterpret_cast<uintptr_t>(wmat[b]) % 16 == 0;
   const int warp = threadIdx.x / 32;
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kNB][BM / 16];
 #pragma unroll
