@@ -3,6 +3,7 @@
 //   kld    KL-divergence, top-1 agreement and ΔPPL against a saved reference
 //   mc     MMLU / CMMLU / MMLU-Redux by log-likelihood of the answer letter
 //   gsm8k  chain-of-thought generation, exact match of the final answer
+//   router MoE router agreement of a model with a reference model on the same tokens
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -20,7 +21,11 @@
 #include "eval/perplexity.h"
 #include "eval/progress.h"
 #include "eval/report.h"
+#include "eval/router.h"
+#include "model/config.h"
 #include "eval/text_file.h"
+#include "bench/stats.h"
+#include "runtime/backends.h"
 #include "runtime/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -356,6 +361,66 @@ void set_callback(CLI::App* cmd, const char* name, F f) {
   });
 }
 
+// ---- router ----
+
+struct RouterArgs {
+  CommonArgs c;
+  std::string reference;
+  std::string text;
+  int32_t random_tokens = 0;
+  uint64_t seed = 1;
+  int32_t ctx = 256;
+};
+
+Status run_router(const RouterArgs& a) {
+  const auto t0 = Clock::now();
+  std::vector<int32_t> tokens;
+  std::string source;
+  if (!a.text.empty()) {
+    FRUGAL_ASSIGN_OR_RETURN(std::string text, eval::read_text_file(a.text));
+    FRUGAL_ASSIGN_OR_RETURN(auto tok, load_tokenizer(a.c));
+    const bool bos = tok->add_bos_token() && tok->bos_id() >= 0;
+    tokens = tok->encode(text, {.add_bos = bos, .parse_special = false});
+    source = a.text;
+  } else if (a.random_tokens > 0) {
+    // Uniform ids below the vocabulary (for models without a tokenizer, e.g. test fixtures).
+    FRUGAL_ASSIGN_OR_RETURN(model::ModelConfig cfg, model::load_model_config(a.c.model_dir));
+    bench::SplitMix64 rng(a.seed);
+    for (int32_t i = 0; i < a.random_tokens; ++i) tokens.push_back(static_cast<int32_t>(rng.next() % static_cast<uint64_t>(cfg.vocab_size)));
+    source = std::to_string(a.random_tokens) + " random tokens (seed " + std::to_string(a.seed) + ")";
+  } else {
+    return invalid_argument("eval router: pass --text FILE or --random-tokens N");
+  }
+  FRUGAL_ASSIGN_OR_RETURN(runtime::BackendHandle bh, runtime::make_backend(a.c.device, a.c.threads));
+  eval::Progress bar("router", (static_cast<int64_t>(tokens.size()) + a.ctx - 1) / std::max(a.ctx, 1));
+  FRUGAL_ASSIGN_OR_RETURN(eval::RouterReport r, eval::run_router_agreement(a.c.model_dir, a.reference, bh.backend.get(), tokens,
+                                                                          a.ctx, [&](int64_t d, int64_t) { bar.update(d); }));
+  bar.finish();
+  const double exact = r.decisions ? static_cast<double>(r.exact) / static_cast<double>(r.decisions) : 0;
+  std::printf("frugal eval router: %s vs %s on %s\n", a.c.model_dir.c_str(), a.reference.c_str(), a.c.device.c_str());
+  std::printf("  tokens        %s: %zu in %lld chunks of <= %d\n", source.c_str(), tokens.size(),
+              static_cast<long long>(r.n_chunks), a.ctx);
+  std::printf("  same experts  %.4f of %lld (token, layer) routes (top-%lld sets equal)\n", exact,
+              static_cast<long long>(r.decisions), static_cast<long long>(r.top_k));
+  std::printf("  mean overlap  %.4f (|A and B| / top_k)\n", r.overlap);
+  json j = {{"command", "router"}, {"model", a.c.model_dir}, {"reference", a.reference}, {"device", a.c.device},
+            {"tokens", source}, {"n_tokens", tokens.size()}, {"ctx", a.ctx}, {"top_k", r.top_k},
+            {"decisions", r.decisions}, {"same_experts", exact}, {"mean_overlap", r.overlap},
+            {"seconds", seconds_since(t0)}};
+  std::vector<json> rows;
+  json layers = json::array();
+  for (const auto& l : r.layers) {
+    const double le = l.decisions ? static_cast<double>(l.exact) / static_cast<double>(l.decisions) : 0;
+    std::printf("  layer %-4lld  same %.4f  overlap %.4f\n", static_cast<long long>(l.layer), le, l.overlap);
+    json row = {{"layer", l.layer}, {"decisions", l.decisions}, {"same_experts", le}, {"mean_overlap", l.overlap}};
+    layers.push_back(row);
+    rows.push_back(row);
+  }
+  json full = j;
+  full["layers"] = layers;
+  return write_outputs(a.c, full, {"layer", "decisions", "same_experts", "mean_overlap"}, rows);
+}
+
 }  // namespace
 
 void register_eval(CLI::App& app) {
@@ -398,6 +463,16 @@ void register_eval(CLI::App& app) {
   g->add_option("--temperature", gsm->temperature, "0 = greedy")->capture_default_str();
   g->add_option("--seed", gsm->seed, "sampling seed");
   set_callback(g, "gsm8k", [gsm] { return run_gsm8k(*gsm); });
+
+  auto router = std::make_shared<RouterArgs>();
+  auto* r = eval->add_subcommand("router", "MoE router agreement with a reference model (e.g. quantized vs bf16)");
+  add_common(r, router->c, false);
+  r->add_option("--reference", router->reference, "reference model directory (e.g. the bf16 original)")->required();
+  r->add_option("--text", router->text, "UTF-8 text file, tokenized with --model's tokenizer");
+  r->add_option("--random-tokens", router->random_tokens, "instead of --text: N uniform random token ids");
+  r->add_option("--seed", router->seed, "seed of --random-tokens")->capture_default_str();
+  r->add_option("--ctx", router->ctx, "tokens per chunk (one forward step each)")->capture_default_str();
+  set_callback(r, "router", [router] { return run_router(*router); });
 }
 
 }  // namespace frugal::cli

@@ -19,10 +19,13 @@
 // RoPE is the interleaved form (pairs (2i, 2i + 1)) on the qk_rope part only: transformers'
 // DeepSeek-V2 complex-number rope and V3 with rope_interleave (its default).
 //
-// MoE (correctness first): the router (mlp.gate, f32 logits) feeds the moe_route op, which
-// writes each token's weight for every expert (0 where not chosen); every routed expert then
-// runs over all tokens with its output rows scaled by those weights. Permuting tokens by expert
-// and a grouped GEMM are the next step (docs/model.md).
+// MoE: the router (mlp.gate, f32 logits) feeds the moe_route op (each token's top_k experts
+// and weights); the moe_experts op then runs each token through only its chosen experts, the
+// tokens grouped by expert (a grouped GEMM on CUDA, per-expert matmuls on the CPU), and sums
+// them into the residual in k order; the shared experts are a plain gated MLP. Where the
+// backend has no grouped kernel for the experts' format (checked once at load: CUDA takes
+// dense bf16 experts), every routed expert runs over all tokens with its rows scaled by the
+// router weights (0 where not chosen) instead.
 #include <cmath>
 #include <cstring>
 #include <span>
@@ -34,6 +37,7 @@
 #include "model/layers/linear.h"
 #include "model/layers/mlp.h"
 #include "model/rope.h"
+#include "ops/weight_format_check.h"
 
 namespace frugal::model {
 namespace {
@@ -58,6 +62,9 @@ struct MoeWeights {
   DType router_bias_dtype = DType::kF32;
   std::vector<layers::MlpWeights> experts;
   std::optional<layers::MlpWeights> shared;
+  ops::DeviceBuffer views;  // WeightViews of the experts: gate [E], up [E], down [E] (moe_experts)
+  ops::WeightFormat format;
+  bool grouped = false;     // the backend runs moe_experts on this format
 };
 
 struct DeepseekLayer {
@@ -85,6 +92,7 @@ struct Workspace {
   int32_t* ridx;  // [T, top_k]
   float* rw;      // [T, top_k]
   void* sel;      // [R, hidden]
+  void* moe_scratch;  // moe_experts_scratch_bytes(T, ...)
 };
 
 class DeepseekFamily final : public ForwardFamily {
@@ -138,6 +146,7 @@ class DeepseekFamily final : public ForwardFamily {
           FRUGAL_RETURN_IF_ERROR(bind_mlp(w, name(T::kExpGate, i, e), name(T::kExpUp, i, e), name(T::kExpDown, i, e), x));
           moe.experts.push_back(x);
         }
+        FRUGAL_RETURN_IF_ERROR(bind_grouped(in.backend, moe));
         if (c.moe.n_shared_experts > 0) {
           layers::MlpWeights x;
           FRUGAL_RETURN_IF_ERROR(bind_mlp(w, name(T::kShexpGate, i), name(T::kShexpUp, i), name(T::kShexpDown, i), x));
@@ -167,6 +176,11 @@ class DeepseekFamily final : public ForwardFamily {
 
   std::vector<BufferRequest> workspace(const RunnerLimits& lim, DType act) const override {
     const auto& c = config_;
+    moe_scratch_request_ = c.moe.n_routed_experts > 0
+                               ? ops::moe_experts_scratch_bytes(lim.max_batch_tokens, static_cast<int32_t>(std::max<int64_t>(c.moe.num_experts_per_tok, 1)),
+                                                                static_cast<int32_t>(c.moe.n_routed_experts), c.hidden_size,
+                                                                std::max<int64_t>(c.moe.moe_intermediate_size, 1))
+                               : 256;
     const int64_t T = lim.max_batch_tokens, R = lim.max_logit_rows;
     const int64_t E = std::max<int64_t>(c.moe.n_routed_experts, 1), K = std::max<int64_t>(c.moe.num_experts_per_tok, 1);
     const int64_t inter = std::max({c.intermediate_size, c.moe.moe_intermediate_size,
@@ -177,14 +191,20 @@ class DeepseekFamily final : public ForwardFamily {
             b("q", T * H_ * qk_), b("kva", T * (rank_ + rope_)), b("qcat", T * H_ * (rank_ + rope_)),
             b("ocat", T * H_ * (rank_ + rope_)), b("attn", T * H_ * vdim_), b("gate", 2 * T * inter), b("up", T * inter),
             f("router_logits", T * E), f("router_dense", T * E), f("router_idx", T * K), f("router_w", T * K),
-            b("sel", R * c.hidden_size)};
+            b("sel", R * c.hidden_size),
+            BufferRequest{.name = "moe_scratch",
+                          .bytes = c.moe.n_routed_experts > 0
+                                       ? ops::moe_experts_scratch_bytes(T, static_cast<int32_t>(K), static_cast<int32_t>(E),
+                                                                        c.hidden_size, std::max<int64_t>(c.moe.moe_intermediate_size, 1))
+                                       : 256}};
   }
 
   void bind_workspace(std::span<void* const> p) override {
     ws_ = Workspace{.resid = p[0], .xn = p[1], .qa = p[2], .q = p[3], .kva = p[4], .qcat = p[5], .ocat = p[6],
                     .attn = p[7], .gate = p[8], .up = p[9], .rlogits = static_cast<float*>(p[10]),
                     .rdense = static_cast<float*>(p[11]), .ridx = static_cast<int32_t*>(p[12]),
-                    .rw = static_cast<float*>(p[13]), .sel = p[14]};
+                    .rw = static_cast<float*>(p[13]), .sel = p[14], .moe_scratch = p[15]};
+    moe_scratch_bytes_ = moe_scratch_request_;
   }
 
   // x = embed(tokens); the layers; logits = lm_head(rms_norm(x)[logits_rows]).
@@ -210,9 +230,11 @@ class DeepseekFamily final : public ForwardFamily {
         FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, *l.dense, n, ws_.xn, ws_.resid, ws_.gate, ws_.up));
       } else {
         FRUGAL_RETURN_IF_ERROR(moe(be, act, *l.moe, n));
-        // The router's weights per expert (0 where not chosen): f32 only where act is f32.
-        if (step.taps->enabled() && act == DType::kF32)
-          FRUGAL_RETURN_IF_ERROR(step.tap(blk + ".router", ws_.rdense, n, config_.moe.n_routed_experts));
+        // The router's f32 logits and weights per expert (0 where not chosen), any act dtype.
+        if (step.taps->enabled()) {
+          FRUGAL_RETURN_IF_ERROR(step.tap_f32(blk + ".router_logits", ws_.rlogits, n, config_.moe.n_routed_experts));
+          FRUGAL_RETURN_IF_ERROR(step.tap_f32(blk + ".router", ws_.rdense, n, config_.moe.n_routed_experts));
+        }
       }
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap(blk + ".out", ws_.resid, n, hidden));
     }
@@ -291,15 +313,12 @@ class DeepseekFamily final : public ForwardFamily {
     FRUGAL_RETURN_IF_ERROR(be->kv_write(ops::KvWriteParams{
         .cache = cache, .k = ws_.kva, .v = ws_.kva, .act_dtype = act, .ld_k = lat, .ld_v = lat,
         .slot_mapping = in.slot_mapping, .n_tokens = n}));
-    // [q_abs | q_pe] per head.
+    // [q_abs | q_pe] per head: W_abs[h] [lat, qk] against q[h], one batched matmul over the heads.
     const DType wt = a.kv_b.weight.format.dtype;
-    for (int64_t h = 0; h < H_; ++h) {
-      FRUGAL_RETURN_IF_ERROR(be->matmul(ops::MatmulParams{
-          .x = static_cast<const uint8_t*>(ws_.q) + dtype_bytes(act, h * qk_), .x_dtype = act, .ld_x = q_ld,
-          .w = ops::dense_weight(a.w_abs.as<uint8_t>() + dtype_bytes(wt, h * lat * qk_), wt), .bias = nullptr,
-          .bias_dtype = DType::kF32, .y = static_cast<uint8_t*>(ws_.qcat) + dtype_bytes(act, h * lat), .y_dtype = act,
-          .ld_y = cat_ld, .m = n, .n = lat, .k = qk_, .accumulate = false}));
-    }
+    FRUGAL_RETURN_IF_ERROR(be->batched_matmul(ops::BatchedMatmulParams{
+        .x = ws_.q, .x_dtype = act, .ld_x = q_ld, .stride_x = qk_, .w = a.w_abs.data(), .w_dtype = wt,
+        .stride_w = lat * qk_, .y = ws_.qcat, .y_dtype = act, .ld_y = cat_ld, .stride_y = lat, .batch = H_, .m = n,
+        .n = lat, .k = qk_}));
     FRUGAL_RETURN_IF_ERROR(be->attention(ops::AttentionParams{
         .cache = cache, .q = ws_.qcat, .out = ws_.ocat, .act_dtype = act, .ld_q = cat_ld, .ld_out = cat_ld,
         .n_seqs = in.n_seqs, .n_tokens = static_cast<int32_t>(n), .q_start = in.q_start, .ctx_len = in.ctx_len,
@@ -307,14 +326,11 @@ class DeepseekFamily final : public ForwardFamily {
         .n_head = static_cast<int32_t>(H_), .sliding_window = 0, .scale = scale_, .n_decode_seqs = in.n_decode_seqs,
         .decode_max_ctx_len = in.decode_max_ctx_len}));
     // v[h] = W_UV[h] (the latent part of the output); W_UV[h] is rows [h (nope + v) + nope, + v) of kv_b.
-    for (int64_t h = 0; h < H_; ++h) {
-      const auto* w_uv = static_cast<const uint8_t*>(a.kv_b.weight.data) + dtype_bytes(wt, (h * (nope_ + vdim_) + nope_) * rank_);
-      FRUGAL_RETURN_IF_ERROR(be->matmul(ops::MatmulParams{
-          .x = static_cast<const uint8_t*>(ws_.ocat) + dtype_bytes(act, h * lat), .x_dtype = act, .ld_x = cat_ld,
-          .w = ops::dense_weight(w_uv, wt), .bias = nullptr, .bias_dtype = DType::kF32,
-          .y = static_cast<uint8_t*>(ws_.attn) + dtype_bytes(act, h * vdim_), .y_dtype = act, .ld_y = H_ * vdim_,
-          .m = n, .n = vdim_, .k = rank_, .accumulate = false}));
-    }
+    FRUGAL_RETURN_IF_ERROR(be->batched_matmul(ops::BatchedMatmulParams{
+        .x = ws_.ocat, .x_dtype = act, .ld_x = cat_ld, .stride_x = lat,
+        .w = static_cast<const uint8_t*>(a.kv_b.weight.data) + dtype_bytes(wt, nope_ * rank_), .w_dtype = wt,
+        .stride_w = (nope_ + vdim_) * rank_, .y = ws_.attn, .y_dtype = act, .ld_y = H_ * vdim_, .stride_y = vdim_,
+        .batch = H_, .m = n, .n = vdim_, .k = rank_}));
     return layers::linear(be, a.o, act, ws_.attn, H_ * vdim_, ws_.resid, hidden, n, true);
   }
 
@@ -336,9 +352,52 @@ class DeepseekFamily final : public ForwardFamily {
         .scoring = m.scoring_func == "sigmoid" ? ops::MoeScoring::kSigmoid : ops::MoeScoring::kSoftmax,
         .method = method, .norm_topk_prob = norm_topk_prob(), .routed_scaling_factor = static_cast<float>(m.routed_scaling_factor),
         .topk_idx = ws_.ridx, .topk_weight = ws_.rw, .dense_weight = ws_.rdense}));
-    for (int64_t e = 0; e < E; ++e)
-      FRUGAL_RETURN_IF_ERROR(expert(be, act, w.experts[static_cast<size_t>(e)], n, ws_.rdense + e, E));
+    if (w.grouped) {
+      const auto* views = w.views.as<ops::WeightView>();
+      FRUGAL_RETURN_IF_ERROR(be->moe_experts(ops::MoeExpertsParams{
+          .x = ws_.xn, .act_dtype = act, .ld_x = hidden, .out = ws_.resid, .ld_out = hidden, .n_tokens = n,
+          .hidden = hidden, .inter = m.moe_intermediate_size, .n_experts = static_cast<int32_t>(E),
+          .top_k = static_cast<int32_t>(m.num_experts_per_tok), .topk_idx = ws_.ridx, .topk_weight = ws_.rw,
+          .gate = views, .up = views + E, .down = views + 2 * E, .format = w.format, .scratch = ws_.moe_scratch,
+          .scratch_bytes = moe_scratch_bytes_}));
+    } else {
+      for (int64_t e = 0; e < E; ++e)
+        FRUGAL_RETURN_IF_ERROR(expert(be, act, w.experts[static_cast<size_t>(e)], n, ws_.rdense + e, E));
+    }
     if (w.shared) FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, *w.shared, n, ws_.xn, ws_.resid, ws_.gate, ws_.up));
+    return Status::ok();
+  }
+
+  // The experts' WeightViews as one table on the device, and whether the backend runs the
+  // grouped moe_experts op on their format (asked once with zero tokens).
+  Status bind_grouped(ops::Backend* be, MoeWeights& moe) const {
+    const int64_t E = static_cast<int64_t>(moe.experts.size());
+    if (E == 0) return Status::ok();
+    moe.format = moe.experts[0].gate.weight.format;
+    std::vector<ops::WeightView> v(static_cast<size_t>(3 * E));
+    bool same = true;
+    for (int64_t e = 0; e < E; ++e) {
+      const auto& x = moe.experts[static_cast<size_t>(e)];
+      v[static_cast<size_t>(e)] = x.gate.weight;
+      v[static_cast<size_t>(E + e)] = x.up.weight;
+      v[static_cast<size_t>(2 * E + e)] = x.down.weight;
+      for (const Linear* l : {&x.gate, &x.up, &x.down})
+        same = same && ops::weight_format_name(l->weight.format) == ops::weight_format_name(moe.format);
+    }
+    if (!same) return Status::ok();
+    const Status probe = be->moe_experts(ops::MoeExpertsParams{
+        .x = nullptr, .act_dtype = be->activation_dtype(), .ld_x = config_.hidden_size, .out = nullptr,
+        .ld_out = config_.hidden_size, .n_tokens = 0, .hidden = config_.hidden_size,
+        .inter = config_.moe.moe_intermediate_size, .n_experts = static_cast<int32_t>(E),
+        .top_k = static_cast<int32_t>(config_.moe.num_experts_per_tok), .topk_idx = nullptr, .topk_weight = nullptr,
+        .gate = nullptr, .up = nullptr, .down = nullptr, .format = moe.format, .scratch = nullptr, .scratch_bytes = 0});
+    if (probe.code() == ErrorCode::kUnsupported) return Status::ok();
+    FRUGAL_RETURN_IF_ERROR(probe);
+    const size_t bytes = v.size() * sizeof(ops::WeightView);
+    FRUGAL_ASSIGN_OR_RETURN(moe.views, ops::DeviceBuffer::create(be, bytes));
+    FRUGAL_RETURN_IF_ERROR(be->upload(moe.views.data(), v.data(), bytes));
+    FRUGAL_RETURN_IF_ERROR(be->synchronize());
+    moe.grouped = true;
     return Status::ok();
   }
 
@@ -377,6 +436,8 @@ class DeepseekFamily final : public ForwardFamily {
   Linear lm_head_;
   std::vector<DeepseekLayer> layers_;
   Workspace ws_{};
+  mutable int64_t moe_scratch_request_ = 0;  // the moe_scratch bytes workspace() asked for
+  int64_t moe_scratch_bytes_ = 0;
 };
 
 }  // namespace

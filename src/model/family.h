@@ -56,6 +56,10 @@ struct StepContext {
   Status tap(const std::string& name, const void* data, int64_t rows, int64_t width) const {
     return taps->enabled() ? taps->record(name, data, rows, width, width) : Status{};
   }
+  // The same for f32 data (router logits and weights, whatever the activation dtype).
+  Status tap_f32(const std::string& name, const float* data, int64_t rows, int64_t width) const {
+    return taps->enabled() ? taps->record(name, data, rows, width, width, DType::kF32) : Status{};
+  }
 };
 
 class ForwardFamily {

@@ -3,7 +3,10 @@
 namespace frugal::model {
 
 Status Taps::record(const std::string& name, const void* data, int64_t rows, int64_t width, int64_t ld) {
-  const DType act = backend_->activation_dtype();
+  return record(name, data, rows, width, ld, backend_->activation_dtype());
+}
+
+Status Taps::record(const std::string& name, const void* data, int64_t rows, int64_t width, int64_t ld, DType act) {
   const int64_t row_bytes = dtype_bytes(act, ld);
   staging_.resize(static_cast<size_t>(row_bytes * rows));
   FRUGAL_RETURN_IF_ERROR(backend_->download(staging_.data(), data, staging_.size()));

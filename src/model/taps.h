@@ -20,6 +20,8 @@ class Taps {
   // Copies device rows [rows, width] (leading dimension ld, the backend's activation dtype)
   // into tap `name` (synchronously: steps with taps never run as graphs).
   Status record(const std::string& name, const void* data, int64_t rows, int64_t width, int64_t ld);
+  // The same for data stored in `dtype` (e.g. f32 router logits next to bf16 activations).
+  Status record(const std::string& name, const void* data, int64_t rows, int64_t width, int64_t ld, DType dtype);
   // A tap of the last forward; nullptr if not recorded.
   const std::vector<float>* get(const std::string& name) const;
 

@@ -20,7 +20,9 @@
   X(SiluMul, silu_mul)      \
   X(GatherRows, gather_rows) \
   X(MoeRoute, moe_route)    \
-  X(ScaleRows, scale_rows)
+  X(ScaleRows, scale_rows)  \
+  X(MoeExperts, moe_experts) \
+  X(BatchedMatmul, batched_matmul)
 
 // Ops a backend may lack: ops::Backend's default returns unsupported (and supports_<method>()
 // says false). The engine falls back to the host for these.

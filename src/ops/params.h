@@ -227,6 +227,69 @@ struct ScaleRowsParams {
   int64_t ld_scale;
 };
 
+// A batch of independent matmuls with dense weights (MLA's per-head absorbed projections):
+//   y[b][i, o] = sum_j x[b][i, j] * w[b][o, j]    b < batch, i < m, o < n, j < k
+// x[b] starts stride_x elements after x[b - 1] (rows ld_x apart), w[b] ([n, k] row-major, dtype
+// w_dtype) stride_w after w[b - 1], y[b] stride_y after y[b - 1] (rows ld_y apart).
+struct BatchedMatmulParams {
+  const void* x;
+  DType x_dtype;
+  int64_t ld_x;
+  int64_t stride_x;
+  const void* w;
+  DType w_dtype;
+  int64_t stride_w;
+  void* y;
+  DType y_dtype;
+  int64_t ld_y;
+  int64_t stride_y;
+  int64_t batch;
+  int64_t m;
+  int64_t n;
+  int64_t k;
+};
+
+// The routed experts of a DeepSeekMoE layer over tokens grouped by expert (each token runs only
+// its top_k experts; the shared experts are separate matmuls):
+//   h[t, k]  = act(silu(x[t] . gate_e[j]) * (x[t] . up_e[j]))   j < inter, e = topk_idx[t, k]
+//   out[t]   = act(out[t] + sum_{k = 0 .. top_k - 1} topk_weight[t, k] * (h[t, k] . down_e[i]))
+// with f32 accumulation and the k sum in k order (so a token's result does not depend on what
+// else is in the step). gate / up / down are [n_experts] arrays of WeightViews ([inter, hidden],
+// [inter, hidden], [hidden, inter]) in device memory (host memory on host backends), all of
+// `format`; topk_idx / topk_weight are moe_route's outputs. `scratch` is device memory of
+// moe_experts_scratch_bytes(...) bytes for the largest n_tokens of the step shape, so a
+// captured step needs no host sync on the routing results.
+struct MoeExpertsParams {
+  const void* x;
+  DType act_dtype;
+  int64_t ld_x;
+  void* out;
+  int64_t ld_out;
+  int64_t n_tokens;
+  int64_t hidden;
+  int64_t inter;
+  int32_t n_experts;  // <= kMoeMaxExperts
+  int32_t top_k;      // <= kMoeMaxTopK
+  const int32_t* topk_idx;    // [n_tokens, top_k]
+  const float* topk_weight;   // [n_tokens, top_k]
+  const WeightView* gate;     // [n_experts]
+  const WeightView* up;       // [n_experts]
+  const WeightView* down;     // [n_experts]
+  WeightFormat format;        // of every expert matrix
+  void* scratch;
+  int64_t scratch_bytes;
+};
+
+// Scratch moe_experts needs for n_tokens (every backend's layout fits in this): the token
+// permutation and tile schedule (int32), h [n_tokens * top_k, inter] and the per-pair down
+// outputs [n_tokens * top_k, hidden] in f32.
+inline int64_t moe_experts_scratch_bytes(int64_t n_tokens, int32_t top_k, int32_t n_experts, int64_t hidden, int64_t inter) {
+  const int64_t pairs = n_tokens * top_k, align = 256;
+  auto up = [&](int64_t b) { return (b + align - 1) / align * align; };
+  return up(4 * (2 * pairs + 2 * (pairs + n_experts) + 2 * (n_experts + 1) + 4)) + up(4 * pairs * inter) +
+         up(4 * pairs * hidden);
+}
+
 // Samples one token id per logits row on the device (see Backend::sample):
 //   greedy      temperature[r] <= 0: argmax (lowest id on ties, as torch.argmax)
 //   temperature softmax(logits / T) sampled by the Gumbel-max trick: argmax(z - log(-log u))

@@ -389,4 +389,55 @@ void scale_rows(const ScaleRowsParams& p) {
   }
 }
 
+void batched_matmul(const BatchedMatmulParams& p) {
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t o = 0; o < p.n; ++o) {
+        double acc = 0;
+        for (int64_t j = 0; j < p.k; ++j)
+          acc += static_cast<double>(load(p.x_dtype, p.x, b * p.stride_x + i * p.ld_x + j)) *
+                 load(p.w_dtype, p.w, b * p.stride_w + o * p.k + j);
+        store(p.y_dtype, p.y, b * p.stride_y + i * p.ld_y + o, static_cast<float>(acc));
+      }
+}
+
+// Each token's top_k experts in k order, double accumulation, h rounded to the activation dtype.
+void moe_experts(const MoeExpertsParams& p) {
+  const WeightElement w_at = weight_element(p.format);
+  const QuantGeometry g_in = quant_geometry(p.format, p.inter, p.hidden), g_out = quant_geometry(p.format, p.hidden, p.inter);
+  std::vector<float> xr(static_cast<size_t>(p.hidden)), h(static_cast<size_t>(p.inter));
+  std::vector<double> acc(static_cast<size_t>(p.hidden));
+  std::vector<uint8_t> round_buf(8);
+  auto round_act = [&](double v) {
+    store(p.act_dtype, round_buf.data(), 0, static_cast<float>(v));
+    return load(p.act_dtype, round_buf.data(), 0);
+  };
+  auto x_at = [](const WeightView& w, int64_t j) { return w.format.act_order ? w.k_perm[j] : j; };
+  for (int64_t t = 0; t < p.n_tokens; ++t) {
+    for (int64_t j = 0; j < p.hidden; ++j) xr[static_cast<size_t>(j)] = load(p.act_dtype, p.x, t * p.ld_x + j);
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int32_t k = 0; k < p.top_k; ++k) {
+      const int32_t e = p.topk_idx[t * p.top_k + k];
+      FRUGAL_CHECK(e >= 0 && e < p.n_experts);
+      const WeightView &wg = p.gate[e], &wu = p.up[e], &wd = p.down[e];
+      for (int64_t o = 0; o < p.inter; ++o) {
+        double gs = 0, us = 0;
+        for (int64_t j = 0; j < p.hidden; ++j) {
+          gs += static_cast<double>(xr[static_cast<size_t>(x_at(wg, j))]) * w_at(wg, g_in, p.hidden, o, j);
+          us += static_cast<double>(xr[static_cast<size_t>(x_at(wu, j))]) * w_at(wu, g_in, p.hidden, o, j);
+        }
+        h[static_cast<size_t>(o)] = round_act(gs / (1.0 + std::exp(-gs)) * us);
+      }
+      const double wk = p.topk_weight[t * p.top_k + k];
+      for (int64_t i = 0; i < p.hidden; ++i) {
+        double y = 0;
+        for (int64_t j = 0; j < p.inter; ++j) y += static_cast<double>(h[static_cast<size_t>(x_at(wd, j))]) * w_at(wd, g_out, p.inter, i, j);
+        acc[static_cast<size_t>(i)] += wk * y;
+      }
+    }
+    for (int64_t i = 0; i < p.hidden; ++i)
+      store(p.act_dtype, p.out, t * p.ld_out + i, static_cast<float>(load(p.act_dtype, p.out, t * p.ld_out + i) + acc[static_cast<size_t>(i)]));
+  }
+}
+
 }  // namespace frugal::ops::ref

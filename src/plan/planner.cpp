@@ -60,12 +60,17 @@ int64_t workspace_bytes(const model::ModelConfig& c, const PlanRequest& r, int n
   const int64_t t = r.over.max_batched_tokens;
   const int64_t act = t * (4 * c.hidden_size + 3 * wide) * 2;
   const int64_t logits = r.concurrency * c.vocab_size * 4;
+  // MoE: the grouped experts' scratch, f32 per (token, expert) pair: h [inter] and the down
+  // output [hidden] (ops::moe_experts_scratch_bytes).
+  const int64_t moe = c.is_moe() ? t * c.moe.num_experts_per_tok * (c.moe.moe_intermediate_size / n + c.hidden_size) * 4 : 0;
   if (formula) {
     *formula = "tokens " + with_commas(t) + " x (4 x hidden " + with_commas(c.hidden_size) +
                " + 3 x max(q, ffn)/N " + with_commas(wide) + ") x 2 B + " + with_commas(r.concurrency) +
                " seqs x vocab " + with_commas(c.vocab_size) + " x 4 B";
+    if (moe > 0)
+      *formula += " + tokens x top_k " + with_commas(c.moe.num_experts_per_tok) + " x (moe_inter/N + hidden) x 4 B";
   }
-  return act + logits;
+  return act + logits + moe;
 }
 
 MemoryPlan memory_plan(const PlanRequest& r, const WeightSummary& w, int n, std::vector<PlanStep>* steps) {

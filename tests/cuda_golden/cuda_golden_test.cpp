@@ -14,6 +14,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "moe_routes.h"
+#include "ops/ref_backend.h"
 #include "test_paths.h"
 
 namespace frugal::model {
@@ -89,14 +91,52 @@ TEST(CudaGolden, LogitsWithinBf16ToleranceAndArgmaxAgrees) {
 
 // Issue 19, acceptance 1 on the GPU: the DeepSeek-V2 / V3 goldens (MLA with the latent cache,
 // MoE routing, interleaved YaRN rope) and Qwen2 with YaRN, bf16 activations: 2e-2 per row and
-// >= 99% argmax agreement pooled over the three.
+// >= 99% argmax agreement pooled over the three. The fp32 fixtures have router near ties (V3:
+// gaps down to 1.5e-4 between the 4th and 5th expert score) that bf16 rounding of the router's
+// input flips, on the exact-arithmetic reference with bf16 storage too
+// (DeepseekBf16.RouteFlipsOnlyAtNearTies); a flipped route changes that token's output by
+// design. So per MoE layer and token, the CUDA routes are compared with the fp32 reference's
+// (which equals transformers', tests/model): each must equal what the GPU's own f32 router
+// logits choose (the GPU top-k), and each route that differs from fp32 must be a near tie
+// (gap <= 4 x the token's score shift, tests/model/moe_routes.h); those tokens' rows are
+// printed with their error and left out of the 2e-2 check (still counted for argmax); every
+// other row is held to 2e-2.
 TEST(CudaGolden, DeepseekAndYarnWithinBf16Tolerance) {
   auto backend = cuda::make_cuda_backend(0);
   ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
   int64_t positions = 0, agree = 0;
   const auto root = std::filesystem::path(frugal::testing::source_root()) / "tests/data/golden";
-  for (const char* name : {"deepseek_v2", "deepseek_v3", "qwen2_yarn"})
-    check_fixture(backend->get(), (root / name).string(), positions, agree);
+  check_fixture(backend->get(), (root / "qwen2_yarn").string(), positions, agree);
+  for (const char* name : {"deepseek_v2", "deepseek_v3"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = (root / name).string();
+    auto ref = SafetensorsSet::open_file(dir + "/reference.safetensors");
+    ASSERT_TRUE(ref.is_ok());
+    const TensorEntry* ids_t = (*ref)->find("input_ids");
+    std::vector<int32_t> ids(static_cast<size_t>(ids_t->shape.numel()));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(reinterpret_cast<const int64_t*>(ids_t->data)[i]);
+    const int32_t T = static_cast<int32_t>(ids.size());
+    frugal::testing::TapsRun f32, gpu;
+    auto host = ops::make_ref_backend(DType::kF32);
+    ASSERT_TRUE(frugal::testing::teacher_forced_run(dir, host.get(), ids, f32).is_ok());
+    const Status st = frugal::testing::teacher_forced_run(dir, backend->get(), ids, gpu);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    const auto cmp = frugal::testing::compare_routes(dir, f32, gpu, T);
+    std::printf("%s on CUDA: %d of %d routes differ from fp32\n%s", name, cmp.flips, cmp.decisions, cmp.report.c_str());
+    EXPECT_EQ(cmp.unexplained, 0) << "route flips that rounding does not explain";
+    EXPECT_EQ(cmp.own_mismatch, 0) << "the GPU top-k disagrees with its own router logits";
+    const int64_t V = f32.config.vocab_size;
+    const float* want = reinterpret_cast<const float*>((*ref)->find("logits")->data);
+    for (int32_t t = 0; t < T; ++t) {
+      const float* a = gpu.logits.data() + t * V;
+      const float* b = want + t * V;
+      const double err = row_rel_error(a, b, V);
+      if (cmp.flipped[static_cast<size_t>(t)]) std::printf("  row %d (near-tie route flip): error %.3g\n", t, err);
+      else EXPECT_LE(err, kTol) << "logits row " << t;
+      ++positions;
+      agree += (std::max_element(a, a + V) - a) == (std::max_element(b, b + V) - b) ? 1 : 0;
+    }
+  }
   const double frac = static_cast<double>(agree) / static_cast<double>(positions);
   std::printf("argmax agreement: %lld / %lld = %.4f\n", static_cast<long long>(agree), static_cast<long long>(positions), frac);
   EXPECT_GE(frac, 0.99);

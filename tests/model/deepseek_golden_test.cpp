@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "model_test_util.h"
+#include "moe_routes.h"
 #include "ops/forwarding_backend.h"
 #include "ops/ref_backend.h"
 #include "test_paths.h"
@@ -191,6 +192,56 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DeepseekGolden,
                          ::testing::Combine(::testing::Values("deepseek_v2", "deepseek_v3"),
                                             ::testing::Values("ref", "cpu", "cpuarena")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+}  // namespace
+}  // namespace frugal::model
+
+namespace frugal::model {
+namespace {
+
+// Issue 19, acceptance 1 (bf16): why the V3 fixture misses 2e-2 on some rows in bf16. The
+// reference backend with bf16 activations (exact arithmetic, bf16 storage between ops) against
+// the fp32 reference: every route that differs from the fp32 oracle's (which equals
+// transformers') is a near tie that the bf16 rounding of the router's input explains (gap <= 4x
+// the score shift, moe_routes.h), each route equals what the run's own f32 logits choose, and
+// every row of a token without a flipped route is within 2e-2. The flips are printed.
+TEST(DeepseekBf16, RouteFlipsOnlyAtNearTies) {
+  for (const char* name : {"deepseek_v2", "deepseek_v3"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = (std::filesystem::path(frugal::testing::source_root()) / "tests/data/golden" / name).string();
+    auto ref = SafetensorsSet::open_file(dir + "/reference.safetensors");
+    ASSERT_TRUE(ref.is_ok());
+    const auto ids = ids_of((*ref)->find("input_ids"));
+    const int32_t T = static_cast<int32_t>(ids.size());
+    frugal::testing::TapsRun f32, bf16;
+    auto b32 = ops::make_ref_backend(DType::kF32), b16 = ops::make_ref_backend(DType::kBF16);
+    ASSERT_TRUE(frugal::testing::teacher_forced_run(dir, b32.get(), ids, f32).is_ok());
+    ASSERT_TRUE(frugal::testing::teacher_forced_run(dir, b16.get(), ids, bf16).is_ok());
+    const auto& c = f32.config;
+    const int64_t K = c.moe.num_experts_per_tok;
+    // The margin helper's fp32 decisions are transformers' choices.
+    for (const auto& [l, lg] : f32.router_logits) {
+      const auto widx = i64_of((*ref)->find("router." + std::to_string(l) + ".topk_idx"));
+      const auto bias = frugal::testing::router_bias(dir, l);
+      for (int32_t t = 0; t < T; ++t) {
+        const auto d = frugal::testing::route_decision(c.moe, lg.data() + t * c.moe.n_routed_experts,
+                                                       bias.empty() ? nullptr : bias.data(), static_cast<int>(c.moe.n_routed_experts));
+        ASSERT_EQ(std::vector<int64_t>(d.experts.begin(), d.experts.end()),
+                  std::vector<int64_t>(widx.begin() + t * K, widx.begin() + (t + 1) * K)) << "layer " << l << " token " << t;
+      }
+    }
+    const auto cmp = frugal::testing::compare_routes(dir, f32, bf16, T);
+    std::printf("%s, bf16 reference: %d of %d routes differ from fp32\n%s", name, cmp.flips, cmp.decisions, cmp.report.c_str());
+    EXPECT_EQ(cmp.unexplained, 0);
+    EXPECT_EQ(cmp.own_mismatch, 0);
+    const float* want = reinterpret_cast<const float*>((*ref)->find("logits")->data);
+    for (int32_t t = 0; t < T; ++t) {
+      const double err = frugal::testing::row_rel_error(bf16.logits.data() + t * c.vocab_size, want + t * c.vocab_size, c.vocab_size);
+      if (cmp.flipped[static_cast<size_t>(t)]) std::printf("  row %d (flipped route): error %.3g\n", t, err);
+      else EXPECT_LE(err, 2e-2) << "logits row " << t;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace frugal::model

@@ -161,6 +161,8 @@ class GraphCpuBackend final : public ops::Backend {
   Status gather_rows(const ops::GatherRowsParams& p) override { return b_->gather_rows(p); }
   Status moe_route(const ops::MoeRouteParams& p) override { return b_->moe_route(p); }
   Status scale_rows(const ops::ScaleRowsParams& p) override { return b_->scale_rows(p); }
+  Status moe_experts(const ops::MoeExpertsParams& p) override { return b_->moe_experts(p); }
+  Status batched_matmul(const ops::BatchedMatmulParams& p) override { return b_->batched_matmul(p); }
   bool supports_sample() const override { return true; }
   Status sample(const ops::SampleParams& p) override { return b_->sample(p); }
   bool supports_graphs() const override { return true; }

@@ -369,6 +369,92 @@ void OpCases::scale_rows() {
     }
 }
 
+// The routed experts over tokens grouped by expert: dense bf16 experts, each token's top_k
+// distinct experts with random weights; odd sizes (scalar loads), sizes of 8 (vector loads) and
+// enough tokens for 64-row tiles (CUDA), against the reference to the activation tolerance.
+void OpCases::moe_experts() {
+  struct Case { int64_t hidden, inter; int32_t E, K; };
+  for (const Case c : {Case{37, 21, 5, 2}, Case{64, 72, 8, 3}})
+    for (int64_t n : {1, 7, 130}) {
+      const std::string what = "moe_experts hidden=" + std::to_string(c.hidden) + " inter=" + std::to_string(c.inter) +
+                               " experts=" + std::to_string(c.E) + " top_k=" + std::to_string(c.K) + " n=" + std::to_string(n);
+      const int64_t ld_x = c.hidden % 8 == 0 ? c.hidden : c.hidden + 5;
+      HostMat x(act(), n, c.hidden, ld_x), out0(act(), n, c.hidden, c.hidden + 3);
+      x.fill_random(rng_, 1.0f);
+      out0.fill_random(rng_, 1.0f);
+      std::vector<HostMat> w;  // gate[E], up[E], down[E]
+      for (int m = 0; m < 3; ++m)
+        for (int32_t e = 0; e < c.E; ++e) {
+          w.emplace_back(DType::kBF16, m < 2 ? c.inter : c.hidden, m < 2 ? c.hidden : c.inter, m < 2 ? c.hidden : c.inter);
+          w.back().fill_random(rng_, 0.3f);
+        }
+      std::vector<int32_t> idx(static_cast<size_t>(n * c.K)), perm(static_cast<size_t>(c.E));
+      std::vector<float> wt(static_cast<size_t>(n * c.K));
+      for (int64_t t = 0; t < n; ++t) {
+        for (int32_t e = 0; e < c.E; ++e) perm[static_cast<size_t>(e)] = e;
+        std::shuffle(perm.begin(), perm.end(), rng_);
+        for (int32_t k = 0; k < c.K; ++k) {
+          idx[static_cast<size_t>(t * c.K + k)] = perm[static_cast<size_t>(k)];
+          wt[static_cast<size_t>(t * c.K + k)] = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng_);
+        }
+      }
+      std::vector<std::unique_ptr<GuardedBuffer>> dw;
+      std::vector<ops::WeightView> dviews, hviews;
+      for (auto& m : w) {
+        dw.push_back(upload(m));
+        dviews.push_back(ops::dense_weight(dw.back()->ptr(), DType::kBF16));
+        hviews.push_back(ops::dense_weight(m.data(), DType::kBF16));
+      }
+      const int64_t scratch_bytes = ops::moe_experts_scratch_bytes(n, c.K, c.E, c.hidden, c.inter);
+      std::vector<uint8_t> scratch0(static_cast<size_t>(scratch_bytes), 0);
+      auto dx = upload(x), dout = upload(out0), di = upload(idx), dwt = upload(wt), dv = upload(dviews), ds = upload(scratch0);
+      const auto* views = static_cast<const ops::WeightView*>(dv->ptr());
+      ops::MoeExpertsParams p{.x = dx->ptr(), .act_dtype = act(), .ld_x = x.ld, .out = dout->ptr(), .ld_out = out0.ld,
+                              .n_tokens = n, .hidden = c.hidden, .inter = c.inter, .n_experts = c.E, .top_k = c.K,
+                              .topk_idx = static_cast<const int32_t*>(di->ptr()),
+                              .topk_weight = static_cast<const float*>(dwt->ptr()), .gate = views, .up = views + c.E,
+                              .down = views + 2 * c.E, .format = hviews[0].format, .scratch = ds->ptr(),
+                              .scratch_bytes = scratch_bytes};
+      if (!ran(backend()->moe_experts(p), ops::OpKind::kMoeExperts, "", what)) continue;
+      HostMat got = download(*dout, out0), want = out0;
+      p.x = x.data(), p.out = want.data(), p.topk_idx = idx.data(), p.topk_weight = wt.data();
+      p.gate = hviews.data(), p.up = hviews.data() + c.E, p.down = hviews.data() + 2 * c.E;
+      ops::ref::moe_experts(p);
+      EXPECT_TRUE(compare_mats(got, want, out0, act_tol(), what));
+      for (auto* b : {dx.get(), dout.get(), di.get(), dwt.get(), dv.get(), ds.get()}) EXPECT_TRUE(b->check_guards(what));
+      for (auto& b : dw) EXPECT_TRUE(b->check_guards(what));
+    }
+}
+
+// Batched matmuls with strided operands (MLA's per-head projections): heads interleaved in one
+// row as the family lays them out, odd k (scalar loads) and k of 8 (vector loads), m from decode
+// sizes to past the batched GEMV's limit, bf16 and f32 weights.
+void OpCases::batched_matmul() {
+  struct Case { int64_t batch, n, k; DType wt; };
+  for (const Case c : {Case{3, 5, 7, DType::kBF16}, Case{4, 24, 64, DType::kBF16}, Case{2, 9, 40, DType::kF32}})
+    for (int64_t m : {1, 3, 17}) {
+      const std::string what = "batched_matmul batch=" + std::to_string(c.batch) + " n=" + std::to_string(c.n) + " k=" +
+                               std::to_string(c.k) + " m=" + std::to_string(m) + " w=" + dtype_name(c.wt);
+      // x: [m, batch * k] (+ padding), y: [m, batch * n] (+ padding); w: [batch, n, k].
+      HostMat x(act(), m, c.batch * c.k, c.batch * c.k + (c.k % 8 == 0 ? 8 : 3));
+      HostMat y0(act(), m, c.batch * c.n, c.batch * c.n + 2);
+      HostMat w(c.wt, c.batch * c.n, c.k, c.k);
+      x.fill_random(rng_, 1.0f);
+      y0.fill_random(rng_, 1.0f);
+      w.fill_random(rng_, 0.5f);
+      auto dx = upload(x), dy = upload(y0), dw = upload(w);
+      ops::BatchedMatmulParams p{.x = dx->ptr(), .x_dtype = act(), .ld_x = x.ld, .stride_x = c.k, .w = dw->ptr(),
+                                 .w_dtype = c.wt, .stride_w = c.n * c.k, .y = dy->ptr(), .y_dtype = act(), .ld_y = y0.ld,
+                                 .stride_y = c.n, .batch = c.batch, .m = m, .n = c.n, .k = c.k};
+      if (!ran(backend()->batched_matmul(p), ops::OpKind::kBatchedMatmul, "", what)) continue;
+      HostMat got = download(*dy, y0), want = y0;
+      p.x = x.data(), p.w = w.data(), p.y = want.data();
+      ops::ref::batched_matmul(p);
+      EXPECT_TRUE(compare_mats(got, want, y0, act_tol(), what));
+      for (auto* b : {dx.get(), dy.get(), dw.get()}) EXPECT_TRUE(b->check_guards(what));
+    }
+}
+
 void OpCases::run(ops::OpKind k) {
   switch (k) {
 #define FRUGAL_OP_CASES_RUN_(Name, method) \

@@ -27,13 +27,16 @@ struct AttnCase {
   int32_t sinks;  // attention sinks (with window > 0)
   DType cache_dtype;
   int64_t gap;  // extra elements per q/out row
+  bool shared_kv = false;   // MLA's latent cache: one buffer is both K and V
+  int32_t n_decode = 0;     // AttentionParams::n_decode_seqs (leading one-token sequences)
 
   std::string describe() const {
     std::string s = "attention seqs=";
     for (const auto& q : seqs) s += "(" + std::to_string(q.n_q) + "/" + std::to_string(q.ctx) + ")";
     return s + " heads=" + std::to_string(n_head) + "/" + std::to_string(n_head_kv) + " head_dim=" +
            std::to_string(head_dim) + " block=" + std::to_string(block_size) + " window=" + std::to_string(window) + " sinks=" + std::to_string(sinks) +
-           " cache=" + dtype_name(cache_dtype) + " gap=" + std::to_string(gap);
+           " cache=" + dtype_name(cache_dtype) + " gap=" + std::to_string(gap) + (shared_kv ? " shared_kv" : "") +
+           " n_decode=" + std::to_string(n_decode);
   }
 };
 
@@ -125,12 +128,17 @@ bool AttentionRunner::run(const AttnCase& c) {
       .max_ctx_len = *std::max_element(ctx_len.begin(), ctx_len.end()), .n_head = c.n_head,
       .sliding_window = c.window, .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
       .sink_tokens = c.sinks};
+  if (c.shared_kv) p.cache.v_cache = p.cache.k_cache;
+  if (c.n_decode > 0) {
+    p.n_decode_seqs = c.n_decode;
+    for (int32_t s = 0; s < c.n_decode; ++s) p.decode_max_ctx_len = std::max(p.decode_max_ctx_len, ctx_len[static_cast<size_t>(s)]);
+  }
   if (!h_->ran(backend_->attention(p), ops::OpKind::kAttention,
                std::string("cache=") + dtype_name(c.cache_dtype) + (c.sinks > 0 ? " sinks" : ""), what))
     return false;
   HostMat got = out0, want = out0;
   got.bytes = dout->download();
-  p.cache.k_cache = kc.data(), p.cache.v_cache = vc.data(), p.q = q.data(), p.out = want.data();
+  p.cache.k_cache = kc.data(), p.cache.v_cache = c.shared_kv ? kc.data() : vc.data(), p.q = q.data(), p.out = want.data();
   if (int8) p.cache.k_scales = static_cast<float*>(ks.data()), p.cache.v_scales = static_cast<float*>(vs.data());
   p.q_start = q_start.data(), p.ctx_len = ctx_len.data(), p.block_tables = tables.data();
   ops::ref::attention(p);
@@ -160,6 +168,24 @@ void OpCases::attention() {
             AttentionRunner runner(this, backend(), act(), act_tol(), &rng_);
             runner.run(c);
           }
+  // MLA's latent cache (DeepSeek): one KV head that is both K and V, 576 wide (kv_lora_rank 512
+  // + rope 64) and an odd 136; 3 and 17 query heads (a partial group of 16); decodes alone
+  // (CUDA's MLA decode kernel, split over the context for the long ones), and a mixed step whose
+  // two leading decodes take that kernel and the prefill chunks the generic one.
+  const std::vector<std::pair<std::vector<SeqSpec>, int32_t>> mla_batches = {
+      {{{1, 1}, {1, 37}, {1, 300}}, 0},
+      {{{1, 37}, {1, 300}, {5, 5}, {7, 40}}, 2},
+  };
+  for (int32_t head_dim : {576, 136})
+    for (int32_t n_head : {3, 17})
+      for (DType cache_t : {DType::kF32, DType::kBF16})
+        for (const auto& [seqs, n_decode] : mla_batches) {
+          const AttnCase c{.seqs = seqs, .n_head = n_head, .n_head_kv = 1, .head_dim = head_dim,
+                           .block_size = variant % 3 == 1 ? 5 : 16, .window = 0, .sinks = 0, .cache_dtype = cache_t,
+                           .gap = variant++ % 2 ? 8 : 0, .shared_kv = true, .n_decode = n_decode};
+          AttentionRunner runner(this, backend(), act(), act_tol(), &rng_);
+          runner.run(c);
+        }
 }
 
 }  // namespace frugal::testing

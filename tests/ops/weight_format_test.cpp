@@ -109,7 +109,7 @@ TEST(OpList, EveryOpHasAUniqueName) {
     EXPECT_NE(n, "?");
     EXPECT_TRUE(names.insert(n).second) << n;
   }
-  EXPECT_EQ(names.size(), 11u);  // 10 required ops (moe_route and scale_rows for DeepSeek) and sample
+  EXPECT_EQ(names.size(), 13u);  // 12 required ops (moe_route, scale_rows, moe_experts, batched_matmul for DeepSeek) and sample
   EXPECT_TRUE(op_is_required(OpKind::kMatmul));
   EXPECT_FALSE(op_is_required(OpKind::kSample));
 }

@@ -283,6 +283,65 @@ Status CpuBackend::scale_rows(const ops::ScaleRowsParams& p) {
   return {};
 }
 
+// One matmul per batch entry through this backend's matmul kernels.
+Status CpuBackend::batched_matmul(const ops::BatchedMatmulParams& p) {
+  FRUGAL_RETURN_IF_ERROR(validate(p));
+  for (int64_t b = 0; b < p.batch && p.m > 0 && p.n > 0; ++b)
+    FRUGAL_RETURN_IF_ERROR(matmul(ops::MatmulParams{
+        .x = static_cast<const float*>(p.x) + b * p.stride_x, .x_dtype = DType::kF32, .ld_x = p.ld_x,
+        .w = ops::dense_weight(static_cast<const uint8_t*>(p.w) + dtype_bytes(p.w_dtype, b * p.stride_w), p.w_dtype),
+        .bias = nullptr, .bias_dtype = DType::kF32, .y = static_cast<float*>(p.y) + b * p.stride_y, .y_dtype = DType::kF32,
+        .ld_y = p.ld_y, .m = p.m, .n = p.n, .k = p.k, .accumulate = false}));
+  return {};
+}
+
+// Tokens grouped by expert (the token permutation): each chosen expert runs once over the rows
+// routed to it, through this backend's matmul (so quantized experts work too), and each token
+// sums its top_k outputs in k order.
+Status CpuBackend::moe_experts(const ops::MoeExpertsParams& p) {
+  FRUGAL_RETURN_IF_ERROR(validate(p));
+  if (p.n_tokens == 0) return {};
+  const int64_t K = p.top_k, pairs = p.n_tokens * K, H = p.hidden, I = p.inter;
+  std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(p.n_experts));
+  for (int64_t i = 0; i < pairs; ++i) by_expert[static_cast<size_t>(p.topk_idx[i])].push_back(i);
+  std::vector<float> y(static_cast<size_t>(pairs * H)), xe, g, u, ye;
+  for (int32_t e = 0; e < p.n_experts; ++e) {
+    const auto& rows = by_expert[static_cast<size_t>(e)];
+    const int64_t c = static_cast<int64_t>(rows.size());
+    if (c == 0) continue;
+    xe.resize(static_cast<size_t>(c * H));
+    g.resize(static_cast<size_t>(c * I));
+    u.resize(static_cast<size_t>(c * I));
+    ye.resize(static_cast<size_t>(c * H));
+    for (int64_t r = 0; r < c; ++r)
+      std::memcpy(xe.data() + r * H, static_cast<const float*>(p.x) + rows[static_cast<size_t>(r)] / K * p.ld_x, sizeof(float) * H);
+    auto mm = [&](const ops::WeightView& w, const float* x, int64_t k, float* out, int64_t n) {
+      return matmul(ops::MatmulParams{.x = x, .x_dtype = DType::kF32, .ld_x = k, .w = w, .bias = nullptr,
+                                      .bias_dtype = DType::kF32, .y = out, .y_dtype = DType::kF32, .ld_y = n,
+                                      .m = c, .n = n, .k = k, .accumulate = false});
+    };
+    FRUGAL_RETURN_IF_ERROR(mm(p.gate[e], xe.data(), H, g.data(), I));
+    FRUGAL_RETURN_IF_ERROR(mm(p.up[e], xe.data(), H, u.data(), I));
+    FRUGAL_RETURN_IF_ERROR(silu_mul(ops::SiluMulParams{.gate = g.data(), .up = u.data(), .out = g.data(),
+                                                       .act_dtype = DType::kF32, .n_tokens = c, .dim = I,
+                                                       .ld_gate = I, .ld_up = I, .ld_out = I}));
+    FRUGAL_RETURN_IF_ERROR(mm(p.down[e], g.data(), I, ye.data(), H));
+    for (int64_t r = 0; r < c; ++r)
+      std::memcpy(y.data() + rows[static_cast<size_t>(r)] * H, ye.data() + r * H, sizeof(float) * H);
+  }
+  pool_->parallel_for(p.n_tokens, grain_for(K * H), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* o = static_cast<float*>(p.out) + t * p.ld_out;
+      for (int64_t i = 0; i < H; ++i) {
+        float acc = 0.f;
+        for (int64_t k = 0; k < K; ++k) acc += p.topk_weight[t * K + k] * y[static_cast<size_t>((t * K + k) * H + i)];
+        o[i] += acc;
+      }
+    }
+  });
+  return {};
+}
+
 }  // namespace
 }  // namespace cpu
 

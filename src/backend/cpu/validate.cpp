@@ -285,4 +285,41 @@ Status validate(const ops::ScaleRowsParams& p) {
   return {};
 }
 
+Status validate(const ops::BatchedMatmulParams& p) {
+  const char* op = "batched_matmul";
+  FRUGAL_RETURN_IF_ERROR(need(p.batch >= 0 && p.m >= 0 && p.n >= 0 && p.k >= 0, op, "negative batch, m, n or k"));
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return {};
+  FRUGAL_RETURN_IF_ERROR(need_ptr(p.x, op, "x"));
+  FRUGAL_RETURN_IF_ERROR(need_ptr(p.w, op, "w"));
+  FRUGAL_RETURN_IF_ERROR(need_ptr(p.y, op, "y"));
+  FRUGAL_RETURN_IF_ERROR(need_f32(p.x_dtype, op, "x_dtype"));
+  FRUGAL_RETURN_IF_ERROR(need_f32(p.y_dtype, op, "y_dtype"));
+  FRUGAL_RETURN_IF_ERROR(need_float(p.w_dtype, op, "w_dtype"));
+  FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_x, p.k, op, "ld_x"));
+  FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_y, p.n, op, "ld_y"));
+  return {};
+}
+
+Status validate(const ops::MoeExpertsParams& p) {
+  const char* op = "moe_experts";
+  FRUGAL_RETURN_IF_ERROR(need(p.n_tokens >= 0 && p.hidden > 0 && p.inter > 0, op, "n_tokens, hidden and inter must be positive"));
+  FRUGAL_RETURN_IF_ERROR(need(p.n_experts > 0 && p.n_experts <= ops::kMoeMaxExperts, op,
+                              "n_experts must be in [1, " + str(ops::kMoeMaxExperts) + "]"));
+  FRUGAL_RETURN_IF_ERROR(need(p.top_k > 0 && p.top_k <= p.n_experts && p.top_k <= ops::kMoeMaxTopK, op,
+                              "top_k must be in [1, min(n_experts, " + str(ops::kMoeMaxTopK) + ")]"));
+  FRUGAL_RETURN_IF_ERROR(ops::check_weight_format(p.format, op));
+  if (p.n_tokens == 0) return {};
+  FRUGAL_RETURN_IF_ERROR(need_f32(p.act_dtype, op, "act_dtype"));
+  for (const void* q : {p.x, static_cast<const void*>(p.out), static_cast<const void*>(p.topk_idx),
+                        static_cast<const void*>(p.topk_weight), static_cast<const void*>(p.gate),
+                        static_cast<const void*>(p.up), static_cast<const void*>(p.down)})
+    FRUGAL_RETURN_IF_ERROR(need_ptr(q, op, "x, out, topk_idx, topk_weight or an expert table"));
+  FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_x, p.hidden, op, "ld_x"));
+  FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_out, p.hidden, op, "ld_out"));
+  for (int64_t i = 0; i < p.n_tokens * p.top_k; ++i)
+    FRUGAL_RETURN_IF_ERROR(need(p.topk_idx[i] >= 0 && p.topk_idx[i] < p.n_experts, op,
+                                "topk_idx[" + str(i) + "] = " + str(p.topk_idx[i]) + " is not an expert"));
+  return {};
+}
+
 }  // namespace frugal::cpu

@@ -21,7 +21,8 @@ __global__ void __launch_bounds__(kThreads) attention_generic_kernel(ops::Attent
   float* acc = ss + kChunk;
   float* red = acc + p.cache.head_dim;
   const auto& c = p.cache;
-  const int t = blockIdx.x, h = blockIdx.y, D = c.head_dim;
+  // Token indices are absolute (q_start[0] > 0 when a caller passes the tail of a step).
+  const int t = blockIdx.x + p.q_start[0], h = blockIdx.y, D = c.head_dim;
   int seq = 0;
   while (seq + 1 < p.n_seqs && p.q_start[seq + 1] <= t) ++seq;  // sequences are few; a scan is fine
   const int q0 = p.q_start[seq], n_q = p.q_start[seq + 1] - q0, ctx = p.ctx_len[seq];

@@ -317,6 +317,32 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     return invalid_argument("cuda attention: int8 KV cache without its k_scales / v_scales tensors");
   if (p.n_tokens == 0 || p.n_seqs == 0) return Status::ok();
   const bool decode = p.n_tokens <= p.n_seqs;
+  // MLA's latent cache (one KV head, K == V, 576 wide): its own decode kernel (mla.cu); in a
+  // mixed step it takes the decoders and the generic kernel the prefill chunks.
+  if (mla_decode_supported(p) && (decode || p.n_decode_seqs > 0)) {
+    ops::AttentionParams d = p;
+    if (!decode) {
+      d.n_seqs = p.n_decode_seqs;
+      d.n_tokens = p.n_decode_seqs;
+      if (p.decode_max_ctx_len > 0) d.max_ctx_len = p.decode_max_ctx_len;
+    }
+    const int splits = mla_decode_splits(d, n_sms_);
+    void* partials = nullptr;
+    if (size_t bytes = mla_decode_scratch_bytes(d, splits); bytes > 0) {
+      FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
+    }
+    FRUGAL_RETURN_IF_ERROR(check_launch(launch_mla_decode(d, splits, partials, stream_), "mla_decode"));
+    if (decode) return Status::ok();
+    ops::AttentionParams f = p;
+    const int n_dec = p.n_decode_seqs;
+    f.n_seqs = p.n_seqs - n_dec;
+    f.n_tokens = p.n_tokens - n_dec;
+    f.q_start = p.q_start + n_dec;
+    f.ctx_len = p.ctx_len + n_dec;
+    f.block_tables = p.block_tables + static_cast<int64_t>(n_dec) * p.max_blocks_per_seq;
+    f.n_decode_seqs = 0;
+    return check_launch(launch_attention_generic(f, stream_), "attention_generic");
+  }
   if (decode && attention_decode_supported(p)) {
     const int n_splits = attention_decode_splits(p, n_sms_);
     void* partials = nullptr;
@@ -379,6 +405,39 @@ Status CudaBackend::moe_route(const ops::MoeRouteParams& p) {
                             std::to_string(p.top_k) + ", n_group " + std::to_string(p.n_group) + ", topk_group " +
                             std::to_string(p.topk_group) + " out of range");
   return check_launch(launch_moe_route(p, stream_), "moe_route");
+}
+
+// Decode-sized m: one batched GEMV launch; larger m: the dense matmul path per batch entry.
+Status CudaBackend::batched_matmul(const ops::BatchedMatmulParams& p) {
+  if (!is_float_act(p.x_dtype) || !is_float_act(p.y_dtype) || !is_float_act(p.w_dtype))
+    return unsupported("cuda batched_matmul: x " + dt(p.x_dtype) + ", w " + dt(p.w_dtype) + ", y " + dt(p.y_dtype));
+  if (p.batch < 0 || p.m < 0 || p.n < 0 || p.k < 0) return invalid_argument("cuda batched_matmul: negative batch, m, n or k");
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return Status::ok();
+  if (p.m <= kBatchedGemvMaxM) return check_launch(launch_batched_gemv(p, stream_), "batched_gemv");
+  for (int64_t b = 0; b < p.batch; ++b)
+    FRUGAL_RETURN_IF_ERROR(matmul_dense(ops::MatmulParams{
+        .x = static_cast<const uint8_t*>(p.x) + dtype_bytes(p.x_dtype, b * p.stride_x), .x_dtype = p.x_dtype, .ld_x = p.ld_x,
+        .w = ops::dense_weight(static_cast<const uint8_t*>(p.w) + dtype_bytes(p.w_dtype, b * p.stride_w), p.w_dtype),
+        .bias = nullptr, .bias_dtype = DType::kF32, .y = static_cast<uint8_t*>(p.y) + dtype_bytes(p.y_dtype, b * p.stride_y),
+        .y_dtype = p.y_dtype, .ld_y = p.ld_y, .m = p.m, .n = p.n, .k = p.k, .accumulate = false}));
+  return Status::ok();
+}
+
+Status CudaBackend::moe_experts(const ops::MoeExpertsParams& p) {
+  if (p.n_experts <= 0 || p.n_experts > ops::kMoeMaxExperts || p.top_k <= 0 || p.top_k > p.n_experts ||
+      p.top_k > ops::kMoeMaxTopK || p.hidden <= 0 || p.inter <= 0 || p.n_tokens < 0)
+    return invalid_argument("cuda moe_experts: n_experts " + std::to_string(p.n_experts) + ", top_k " +
+                            std::to_string(p.top_k) + ", hidden " + std::to_string(p.hidden) + ", inter " +
+                            std::to_string(p.inter) + " out of range");
+  if (p.act_dtype != DType::kBF16 || p.format.scheme != ops::WeightScheme::kDense || p.format.dtype != DType::kBF16)
+    return unsupported("cuda moe_experts: act " + dt(p.act_dtype) + ", experts '" + ops::weight_format_name(p.format) +
+                       "' (the grouped kernels take bf16 activations and dense bf16 experts)");
+  if (p.n_tokens == 0) return Status::ok();
+  const int64_t need = ops::moe_experts_scratch_bytes(p.n_tokens, p.top_k, p.n_experts, p.hidden, p.inter);
+  if (!p.scratch || p.scratch_bytes < need)
+    return invalid_argument("cuda moe_experts: scratch of " + std::to_string(p.scratch_bytes) + " bytes, needs " +
+                            std::to_string(need));
+  return check_launch(launch_moe_experts(p, stream_), "moe_experts");
 }
 
 Status CudaBackend::scale_rows(const ops::ScaleRowsParams& p) {

@@ -27,6 +27,17 @@ cudaError_t launch_kv_write(const ops::KvWriteParams& p, cudaStream_t stream);
 // DeepSeek MoE routing and router-weight row scaling (moe.cu).
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream);
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream);
+// Routed experts over tokens grouped by expert, bf16 (moe_experts.cu).
+cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream);
+// MLA (mla.cu): batched GEMV for m <= kBatchedGemvMaxM; decode attention over the latent cache
+// (one KV head, K == V, head_dim in (128, 640]), split over the context into
+// mla_decode_scratch_bytes(p, splits) bytes of partials when splits > 1.
+inline constexpr int kBatchedGemvMaxM = 16;
+cudaError_t launch_batched_gemv(const ops::BatchedMatmulParams& p, cudaStream_t stream);
+bool mla_decode_supported(const ops::AttentionParams& p);
+int mla_decode_splits(const ops::AttentionParams& p, int n_sms);
+size_t mla_decode_scratch_bytes(const ops::AttentionParams& p, int splits);
+cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, cudaStream_t stream);
 // y[i, :] += bias (used after a GEMM that could not fuse the bias).
 cudaError_t launch_bias_add(void* y, DType y_dtype, int64_t ld_y, const void* bias, DType bias_dtype,
                             int64_t m, int64_t n, cudaStream_t stream);

@@ -1,0 +1,240 @@
+// DeepSeekMoE routed experts over tokens grouped by expert (ops::MoeExpertsParams), bf16
+// activations and dense bf16 expert weights, all on the device with no host sync on the routing
+// (so a step with it is captured into a graph; buffers are sized for the worst case):
+//   1. permute: one block counts the (token, k) pairs per expert, scans, lays out tiles of BM
+//      rows per expert (a schedule of at most ceil(pairs / BM) + min(E, pairs) tiles) and gives
+//      each pair its row in the expert-sorted order;
+//   2. gate_up: per (tile, 64 columns of inter) a tensor-core (WMMA bf16, f32 accumulate) GEMM
+//      of the tile's gathered x rows against the expert's gate and up rows, h = silu(g) * u;
+//   3. down: the same over h rows against the expert's down rows, f32 per-pair outputs;
+//   4. combine: out[t] += sum_k topk_weight[t, k] * y[row(t, k)], in k order.
+// Only the chosen experts' weights are read (once per tile), so batch-1 decode reads top_k
+// experts, not all of them. Every output element is a fixed-order reduction whatever else is
+// in the step (tile contents change which rows share an MMA, not any row's sum).
+#include <cstdint>
+
+#include <mma.h>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace frugal::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+constexpr int kBN = 64, kBK = 64, kThreads = 128, kPad = 8;
+
+struct Layout {
+  int32_t* row_of_pair;  // [pairs]
+  int32_t* pair_at;      // [pairs]
+  int32_t* tile_expert;  // [max_tiles]
+  int32_t* tile_row0;    // [max_tiles]
+  int32_t* offsets;      // [E + 1]
+  int32_t* n_tiles;      // [1]
+  bf16* h;               // [pairs, inter]
+  float* y;              // [pairs, hidden]
+};
+
+int64_t align_up(int64_t b) { return (b + 255) / 256 * 256; }
+
+Layout layout_of(const ops::MoeExpertsParams& p) {
+  const int64_t pairs = p.n_tokens * p.top_k;
+  auto* base = static_cast<uint8_t*>(p.scratch);
+  auto* i = reinterpret_cast<int32_t*>(base);
+  Layout l;
+  l.row_of_pair = i;
+  l.pair_at = i + pairs;
+  l.tile_expert = i + 2 * pairs;
+  l.tile_row0 = l.tile_expert + pairs + p.n_experts;
+  l.offsets = l.tile_row0 + pairs + p.n_experts;
+  l.n_tiles = l.offsets + p.n_experts + 1;
+  const int64_t ints = align_up(4 * (2 * pairs + 2 * (pairs + p.n_experts) + 2 * (p.n_experts + 1) + 4));
+  l.h = reinterpret_cast<bf16*>(base + ints);
+  l.y = reinterpret_cast<float*>(base + ints + align_up(4 * pairs * p.inter));
+  return l;
+}
+
+__global__ void __launch_bounds__(1024) moe_permute_kernel(ops::MoeExpertsParams p, Layout l, int bm) {
+  pdl_wait();
+  __shared__ int32_t count[ops::kMoeMaxExperts], cursor[ops::kMoeMaxExperts], tile0[ops::kMoeMaxExperts + 1];
+  const int E = p.n_experts;
+  const int64_t pairs = p.n_tokens * p.top_k;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) atomicAdd(&count[p.topk_idx[i]], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t off = 0, t = 0;
+    for (int e = 0; e < E; ++e) {
+      cursor[e] = off;
+      l.offsets[e] = off;
+      tile0[e] = t;
+      off += count[e];
+      t += (count[e] + bm - 1) / bm;
+    }
+    l.offsets[E] = off;
+    tile0[E] = t;
+    *l.n_tiles = t;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x)
+    for (int32_t j = tile0[e]; j < tile0[e + 1]; ++j) {
+      l.tile_expert[j] = e;
+      l.tile_row0[j] = cursor[e] + (j - tile0[e]) * bm;
+    }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) {
+    const int32_t r = atomicAdd(&cursor[p.topk_idx[i]], 1);
+    l.row_of_pair[i] = r;
+    l.pair_at[r] = static_cast<int32_t>(i);
+  }
+}
+
+// One tile: rows [r0, r0 + rows) of the expert-sorted order, output columns [c0, c0 + 64) of
+// N (inter for gate_up, hidden for down), reduced over K (hidden, or inter). A row comes from x
+// (gathered by token, kGateUp) or from h; B rows are the expert's weight rows ([N, K] row-major,
+// read as a column-major K x N matrix).
+template <int BM, bool kGateUp>
+__global__ void __launch_bounds__(kThreads) moe_gemm_kernel(ops::MoeExpertsParams p, Layout l) {
+  using namespace nvcuda;
+  pdl_wait();
+  const int tile = blockIdx.x;
+  if (tile >= *l.n_tiles) return;
+  const int e = l.tile_expert[tile], r0 = l.tile_row0[tile];
+  const int rows = min(BM, l.offsets[e + 1] - r0);
+  const int c0 = blockIdx.y * kBN;
+  const int64_t K = kGateUp ? p.hidden : p.inter, N = kGateUp ? p.inter : p.hidden;
+  constexpr int kNB = kGateUp ? 2 : 1;
+  constexpr int kLd = kBK + kPad;                  // bf16 elements per smem row
+  constexpr int kAB = (BM + kNB * kBN) * kLd * 2;  // bytes of the A and B tiles
+  constexpr int kC = kNB * BM * (kBN + 4) * 4;     // bytes of the f32 results
+  __shared__ __align__(128) uint8_t smem[kAB > kC ? kAB : kC];
+  bf16* As = reinterpret_cast<bf16*>(smem);
+  bf16* Bs = As + BM * kLd;  // kNB blocks of [kBN][kLd]
+  const bf16* wmat[kNB];
+  wmat[0] = static_cast<const bf16*>(kGateUp ? p.gate[e].data : p.down[e].data);
+  if constexpr (kGateUp) wmat[kNB - 1] = static_cast<const bf16*>(p.up[e].data);
+  // Where row r of A starts (its K values), or nullptr past the tile's rows.
+  __shared__ const bf16* arow[BM];
+  for (int r = threadIdx.x; r < BM; r += kThreads) {
+    const int row = r0 + r;
+    arow[r] = r >= rows  ? nullptr
+              : kGateUp ? static_cast<const bf16*>(p.x) + static_cast<int64_t>(l.pair_at[row] / p.top_k) * p.ld_x
+                        : l.h + static_cast<int64_t>(row) * p.inter;
+  }
+  __syncthreads();
+  const bool vec_a = (kGateUp ? (p.ld_x % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0) : p.inter % 8 == 0) && K % 8 == 0;
+  bool vec_b = K % 8 == 0;
+#pragma unroll
+  for (int b = 0; b < kNB; ++b) vec_b = vec_b && reinterpret_cast<uintptr_t>(wmat[b]) % 16 == 0;
+  const int warp = threadIdx.x / 32;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kNB][BM / 16];
+#pragma unroll
+  for (int b = 0; b < kNB; ++b)
+#pragma unroll
+    for (int i = 0; i < BM / 16; ++i) wmma::fill_fragment(acc[b][i], 0.f);
+
+  for (int64_t k0 = 0; k0 < K; k0 += kBK) {
+    // A: BM x kBK, 8 values per step.
+    for (int idx = threadIdx.x; idx < BM * (kBK / 8); idx += kThreads) {
+      const int r = idx / (kBK / 8), c = (idx % (kBK / 8)) * 8;
+      bf16* dst = As + r * kLd + c;
+      const bf16* src = arow[r];
+      if (src && vec_a && k0 + c + 8 <= K) {
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src + k0 + c);
+      } else {
+        for (int j = 0; j < 8; ++j) dst[j] = src && k0 + c + j < K ? src[k0 + c + j] : __float2bfloat16(0.f);
+      }
+    }
+    // B: kNB blocks of kBN weight rows x kBK.
+    for (int idx = threadIdx.x; idx < kNB * kBN * (kBK / 8); idx += kThreads) {
+      const int b = idx / (kBN * (kBK / 8)), rem = idx % (kBN * (kBK / 8));
+      const int n = rem / (kBK / 8), c = (rem % (kBK / 8)) * 8;
+      bf16* dst = Bs + (b * kBN + n) * kLd + c;
+      const bool in_n = c0 + n < N;
+      const bf16* src = wmat[b] + (c0 + n) * K + k0 + c;
+      if (in_n && vec_b && k0 + c + 8 <= K) {
+        *reinterpret_cast<uint4*>(dst) = __ldg(reinterpret_cast<const uint4*>(src));
+      } else {
+        for (int j = 0; j < 8; ++j) dst[j] = in_n && k0 + c + j < K ? src[j] : __float2bfloat16(0.f);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a[BM / 16];
+#pragma unroll
+      for (int i = 0; i < BM / 16; ++i) wmma::load_matrix_sync(a[i], As + i * 16 * kLd + kk, kLd);
+#pragma unroll
+      for (int b = 0; b < kNB; ++b) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> bf;
+        wmma::load_matrix_sync(bf, Bs + (b * kBN + warp * 16) * kLd + kk, kLd);
+#pragma unroll
+        for (int i = 0; i < BM / 16; ++i) wmma::mma_sync(acc[b][i], a[i], bf, acc[b][i]);
+      }
+    }
+    __syncthreads();
+  }
+  float* Cs = reinterpret_cast<float*>(smem);  // kNB blocks of [BM][kBN + 4]
+  constexpr int kLdc = kBN + 4;
+#pragma unroll
+  for (int b = 0; b < kNB; ++b)
+#pragma unroll
+    for (int i = 0; i < BM / 16; ++i)
+      wmma::store_matrix_sync(Cs + b * BM * kLdc + i * 16 * kLdc + warp * 16, acc[b][i], kLdc, wmma::mem_row_major);
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < BM * kBN; idx += kThreads) {
+    const int r = idx / kBN, c = idx % kBN;
+    if (r >= rows || c0 + c >= N) continue;
+    const int64_t row = r0 + r;
+    if constexpr (kGateUp) {
+      const float g = Cs[r * kLdc + c], u = Cs[BM * kLdc + r * kLdc + c];
+      l.h[row * p.inter + c0 + c] = __float2bfloat16(g / (1.f + __expf(-g)) * u);
+    } else {
+      l.y[row * p.hidden + c0 + c] = Cs[r * kLdc + c];
+    }
+  }
+}
+
+__global__ void moe_combine_kernel(ops::MoeExpertsParams p, Layout l) {
+  pdl_wait();
+  const int64_t t = blockIdx.x;
+  const int K = p.top_k;
+  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) {
+    float acc = 0.f;
+    for (int k = 0; k < K; ++k)
+      acc += p.topk_weight[t * K + k] * l.y[static_cast<int64_t>(l.row_of_pair[t * K + k]) * p.hidden + i];
+    bf16* o = static_cast<bf16*>(p.out) + t * p.ld_out + i;
+    *o = __float2bfloat16(__bfloat162float(*o) + acc);
+  }
+}
+
+template <int BM>
+cudaError_t launch_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaStream_t stream) {
+  const int64_t pairs = p.n_tokens * p.top_k;
+  const int64_t max_tiles = (pairs + BM - 1) / BM + (pairs < p.n_experts ? pairs : p.n_experts);
+  cudaError_t err = launch_kernel(moe_gemm_kernel<BM, true>,
+                                  dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>((p.inter + kBN - 1) / kBN)),
+                                  kThreads, 0, stream, p, l);
+  if (err != cudaSuccess) return err;
+  return launch_kernel(moe_gemm_kernel<BM, false>,
+                       dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>((p.hidden + kBN - 1) / kBN)),
+                       kThreads, 0, stream, p, l);
+}
+
+}  // namespace
+
+cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream) {
+  if (p.n_tokens == 0) return cudaSuccess;
+  const Layout l = layout_of(p);
+  // Small tiles while experts see few rows each (decode), 64-row tiles once they see many.
+  const int64_t pairs = p.n_tokens * p.top_k;
+  const int bm = pairs >= 48 * static_cast<int64_t>(p.n_experts) ? 64 : 16;
+  cudaError_t err = launch_kernel(moe_permute_kernel, 1, 1024, 0, stream, p, l, bm);
+  if (err != cudaSuccess) return err;
+  err = bm == 64 ? launch_gemms<64>(p, l, stream) : launch_gemms<16>(p, l, stream);
+  if (err != cudaSuccess) return err;
+  return launch_kernel(moe_combine_kernel, static_cast<unsigned>(p.n_tokens), 256, 0, stream, p, l);
+}
+
+}  // namespace frugal::cuda
