@@ -91,7 +91,9 @@ Result<std::unique_ptr<Communicator>> make_mpi_communicator() {
   if (finalized) return internal_error("MPI was already finalized in this process");
   if (!initialized) {
     int provided = 0;
-    FRUGAL_RETURN_IF_ERROR(mpi_status(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "init"));
+    FRUGAL_RETURN_IF_ERROR(mpi_status(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "init"));
+    // The engine thread, not the main one, runs the collectives (one thread at a time).
+    if (provided < MPI_THREAD_SERIALIZED) return unsupported("this MPI library cannot be called from the engine thread (MPI_THREAD_SERIALIZED)");
   }
   // Errors come back as codes (turned into Status), not as an abort of every rank.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
