@@ -7,7 +7,8 @@ PKGS=(build-essential cmake ninja-build pkg-config git
       nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libboost1.81-dev
       libpcre2-dev libutf8proc-dev prometheus-cpp-dev
       clang libclang-rt-14-dev python3
-      chromium python3-jsonschema)  # report_test: headless rendering, JSON schema check
+      chromium python3-jsonschema  # report_test: headless rendering, JSON schema check
+      libopenmpi-dev openmpi-bin)  # src/dist: CPU tensor-parallel ranks (tests run mpirun)
 # Node.js + npm (test oracles): keep an existing install (e.g. nodesource), else Debian's.
 command -v node >/dev/null && command -v npm >/dev/null || PKGS+=(nodejs npm)
 missing=()

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "dist/launch.h"
 #include "model/generation_config.h"
 #include "model/model.h"
 #include "runtime/engine.h"
@@ -45,6 +46,8 @@ struct RunArgs {
   bool no_tokenizer = false;
   std::string system;
   int32_t max_model_len = 0;
+  ParallelArgs parallel;
+  dist::RankEnv rank_env;  // filled by start_ranks
 };
 
 Result<std::vector<int32_t>> parse_ids(const std::string& s) {
@@ -123,9 +126,13 @@ Status run(const RunArgs& a) {
   eo.kv_cache_dtype = a.kv_cache_dtype;
   eo.kv_window = a.kv_window;
   eo.kv_sinks = a.kv_sinks;
+  eo.tensor_parallel_size = a.parallel.tensor_parallel_size;
+  eo.rank_env = a.rank_env;
   eo.num_kv_blocks = static_cast<int32_t>((std::min<int64_t>(cfg.max_position_embeddings, prompt.size() + a.max_tokens + 16) + 15) / 16 + 1);
   FRUGAL_ASSIGN_OR_RETURN(auto engine, runtime::create_engine(eo));
   runtime::SamplingParams sp = sampling_from(a, gen);
+  // Every rank must sample the same tokens: one seed for all (dist/launch.h).
+  if (a.parallel.tensor_parallel_size > 1 && a.seed < 0) sp.seed = dist::shared_seed(0);
 
   std::mutex mu;
   std::condition_variable cv;
@@ -202,8 +209,14 @@ void register_run(CLI::App& app) {
                   "KV cache dtype: auto (activation dtype), bf16, fp8 (e4m3) or int8")->capture_default_str();
   cmd->add_option("--kv-window", args->kv_window, "attend to the last W positions only (0 = off)");
   cmd->add_option("--kv-sinks", args->kv_sinks, "with --kv-window: also attend to the first S positions");
+  add_parallel_flags(cmd, args->parallel);
   cmd->callback([args] {
-    Status st = run(*args);
+    Result<std::optional<int>> launched = start_ranks(args->parallel, args->device, &args->rank_env);
+    if (launched && launched->has_value()) {  // this process started the ranks and waited for them
+      set_exit_code(**launched);
+      return;
+    }
+    Status st = launched ? run(*args) : launched.status();
     if (!st.is_ok()) {
       std::fprintf(stderr, "frugal run: %s\n", st.to_string().c_str());
       set_exit_code(st.code() == ErrorCode::kInvalidArgument ? 2 : 1);

@@ -16,9 +16,14 @@
 #include "model/config.h"
 #include "model/kv_storage.h"
 #include "model/layers/attention.h"
+#include "model/shard.h"
 #include "model/taps.h"
 #include "model/weights.h"
 #include "ops/backend.h"
+
+namespace frugal::dist {
+class Communicator;
+}
 
 namespace frugal::model {
 
@@ -78,11 +83,16 @@ class ForwardFamily {
 
 // What a family builds itself from (Model::load); the weights outlive the family. The backend
 // is for weights a family derives once at load (DeepSeek's absorbed MLA query weight).
+// Tensor parallel: `config` is the rank's local config (model/shard.h), `full` the model's,
+// `layout` the rank's slices and `comm` its communicator (world 1: config == full, no comm).
 struct FamilyInputs {
   const ModelConfig& config;
   const ArchInfo& arch;
   const WeightStore& weights;
   ops::Backend* backend = nullptr;
+  const ModelConfig* full = nullptr;
+  const RankLayout* layout = nullptr;
+  dist::Communicator* comm = nullptr;
 };
 
 }  // namespace frugal::model

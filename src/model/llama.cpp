@@ -1,12 +1,17 @@
 // The Llama family forward pass (LlamaForCausalLM, Qwen2ForCausalLM): pre-norm decoder layers
 // of GQA attention and a gated SiLU MLP, each added into the residual stream. Weights are
 // bound by arch-table slot; the step machinery is the ModelRunner's (runner.h).
+// Tensor parallel (model/shard.h): each rank runs its heads and intermediate channels; o_proj
+// and down_proj write partial sums that one all-reduce per block adds (rank 0 adds the
+// residual and the biases); lm_head runs on the rank's vocab rows and the logits are
+// all-gathered.
 #include <cmath>
 #include <span>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "dist/communicator.h"
 #include "model/families.h"
 #include "model/layers/attention.h"
 #include "model/layers/head.h"
@@ -38,6 +43,10 @@ struct Workspace {
   void* gate;   // [T, 2 * inter]: room for fused [gate | up]
   void* up;     // [T, inter]
   void* sel;    // [R, hidden] rows whose logits are wanted
+  // Tensor parallel only:
+  float* lm_local = nullptr;  // [R, vocab_pad] f32: this rank's logits columns
+  float* lm_all = nullptr;    // [world, R, vocab_pad] f32: every rank's, all-gathered
+  int32_t* row_ids = nullptr; // [R]: 0, 1, ..., R - 1
 };
 
 class LlamaFamily final : public ForwardFamily {
@@ -45,11 +54,21 @@ class LlamaFamily final : public ForwardFamily {
   Status bind(const FamilyInputs& in) {
     const ModelConfig& c = in.config;
     config_ = c;
+    vocab_ = in.full ? in.full->vocab_size : c.vocab_size;
+    comm_ = in.comm;
+    backend_ = in.backend;
+    if (in.layout) layout_ = *in.layout;
+    const bool rank0 = layout_.rank == 0;
     auto name = [&](TensorSlot s, int64_t layer = -1) { return tensor_name(in.arch, s, layer); };
     const WeightStore& w = in.weights;
     FRUGAL_ASSIGN_OR_RETURN(embed_, w.embedding(name(T::kTokenEmbd)));
     FRUGAL_ASSIGN_OR_RETURN(final_norm_, w.norm(name(T::kOutputNorm)));
     FRUGAL_ASSIGN_OR_RETURN(lm_head_, w.linear(name(c.tie_word_embeddings ? T::kTokenEmbd : T::kOutput), ""));
+    if (comm_ && c.tie_word_embeddings) {  // the (replicated) embedding's rows of this rank's vocab
+      lm_head_.weight.data = static_cast<const uint8_t*>(lm_head_.weight.data) +
+                             dtype_bytes(embed_.dtype, layout_.vocab.begin * embed_.dim);
+      lm_head_.out = layout_.vocab.count;
+    }
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       LlamaLayer l;
       FRUGAL_ASSIGN_OR_RETURN(l.attn_norm, w.norm(name(T::kAttnNorm, i)));
@@ -60,7 +79,9 @@ class LlamaFamily final : public ForwardFamily {
           {&l.mlp.gate, T::kFfnGate, T::kFfnGateBias}, {&l.mlp.up, T::kFfnUp, T::kFfnUpBias},
           {&l.mlp.down, T::kFfnDown, T::kFfnDownBias}};
       for (auto [dst, weight, bias] : linears) {
-        FRUGAL_ASSIGN_OR_RETURN(*dst, w.linear(name(weight, i), name(bias, i)));
+        // Row-parallel biases are added once, by rank 0.
+        const bool row_parallel = weight == T::kAttnO || weight == T::kFfnDown;
+        FRUGAL_ASSIGN_OR_RETURN(*dst, w.linear(name(weight, i), row_parallel && !rank0 ? "" : name(bias, i)));
       }
       const Linear qkv_parts[] = {l.attn.q, l.attn.k, l.attn.v};
       l.attn.qkv = fuse_rows(qkv_parts);
@@ -78,29 +99,77 @@ class LlamaFamily final : public ForwardFamily {
                               .rotary_dim = static_cast<int32_t>(rotary_dim(c)),
                               .sliding_window = 0,
                               .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim))),
-                              .attention_factor = static_cast<float>(rope_attention_factor(c))};
+                              .attention_factor = static_cast<float>(rope_attention_factor(c)),
+                              .accumulate_o = rank0};
     return Status::ok();
   }
 
   std::vector<BufferRequest> workspace(const RunnerLimits& lim, DType act) const override {
+    max_logit_rows_ = static_cast<size_t>(lim.max_logit_rows);
     const auto& c = config_;
     const int64_t T = lim.max_batch_tokens, R = lim.max_logit_rows;
     const int64_t q_dim = c.num_attention_heads * c.head_dim, kv_dim = c.num_key_value_heads * c.head_dim;
     auto b = [&](const char* n, int64_t elems) { return BufferRequest{.name = n, .bytes = dtype_bytes(act, elems)}; };
-    return {b("resid", T * c.hidden_size), b("xn", T * c.hidden_size), b("q", T * (q_dim + 2 * kv_dim)),
+    std::vector<BufferRequest> out = {b("resid", T * c.hidden_size), b("xn", T * c.hidden_size), b("q", T * (q_dim + 2 * kv_dim)),
             b("k", T * kv_dim), b("v", T * kv_dim), b("attn", T * q_dim), b("gate", 2 * T * c.intermediate_size),
             b("up", T * c.intermediate_size), b("sel", R * c.hidden_size)};
+    if (comm_) {
+      const int64_t pad = layout_.vocab_pad;
+      out.push_back({.name = "lm_local", .bytes = R * pad * 4});
+      out.push_back({.name = "lm_all", .bytes = layout_.world * R * pad * 4});
+      out.push_back({.name = "row_ids", .bytes = R * 4});
+    }
+    return out;
   }
 
   void bind_workspace(std::span<void* const> p) override {
     ws_ = Workspace{.resid = p[0], .xn = p[1], .q = p[2], .k = p[3], .v = p[4], .attn = p[5],
                     .gate = p[6], .up = p[7], .sel = p[8]};
+    if (comm_) {
+      ws_.lm_local = static_cast<float*>(p[9]);
+      ws_.lm_all = static_cast<float*>(p[10]);
+      ws_.row_ids = static_cast<int32_t*>(p[11]);
+      std::vector<int32_t> ids(max_logit_rows_);
+      for (size_t r = 0; r < ids.size(); ++r) ids[r] = static_cast<int32_t>(r);
+      bind_status_ = backend_->upload(ws_.row_ids, ids.data(), ids.size() * sizeof(int32_t));
+      if (bind_status_) bind_status_ = backend_->synchronize();
+    }
   }
 
   int32_t fused_matmuls() const override { return fused_matmuls_; }
 
+  // Tensor parallel tail: this rank's vocab rows of lm_head into lm_local [rows, vocab_pad],
+  // all-gathered to lm_all [world, rows, vocab_pad], then each rank's block copied into its
+  // columns of the step's logits [rows, vocab].
+  Status vocab_parallel_head(const StepContext& step, double eps) {
+    ops::Backend* be = step.backend;
+    const DType act = step.act;
+    const int64_t n = step.in.n_tokens, hidden = config_.hidden_size, pad = layout_.vocab_pad;
+    FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, final_norm_, act, ws_.resid, ws_.xn, n, eps));
+    FRUGAL_RETURN_IF_ERROR(step.tap("out_norm", ws_.xn, n, hidden));
+    const int64_t rows = step.n_logits_rows;
+    if (rows == 0) return Status::ok();
+    FRUGAL_RETURN_IF_ERROR(be->gather_rows(ops::GatherRowsParams{
+        .x = ws_.xn, .x_dtype = act, .ld_x = hidden, .rows = step.logits_rows,
+        .out = ws_.sel, .out_dtype = act, .ld_out = hidden, .n_rows = rows, .dim = hidden}));
+    FRUGAL_RETURN_IF_ERROR(be->matmul(ops::MatmulParams{
+        .x = ws_.sel, .x_dtype = act, .ld_x = hidden, .w = lm_head_.weight, .bias = nullptr, .bias_dtype = DType::kF32,
+        .y = ws_.lm_local, .y_dtype = DType::kF32, .ld_y = pad, .m = rows, .n = lm_head_.out, .k = hidden,
+        .accumulate = false}));
+    FRUGAL_RETURN_IF_ERROR(comm_->all_gather(ws_.lm_local, ws_.lm_all, rows * pad, DType::kF32));
+    for (int r = 0; r < layout_.world; ++r) {
+      const Range v = split_range(vocab_, layout_.world, r);
+      FRUGAL_RETURN_IF_ERROR(be->gather_rows(ops::GatherRowsParams{
+          .x = ws_.lm_all + static_cast<int64_t>(r) * rows * pad, .x_dtype = DType::kF32, .ld_x = pad,
+          .rows = ws_.row_ids, .out = step.logits + v.begin, .out_dtype = DType::kF32, .ld_out = vocab_,
+          .n_rows = rows, .dim = v.count}));
+    }
+    return Status::ok();
+  }
+
   // x = embed(tokens); the layers; logits = lm_head(rms_norm(x)[logits_rows]).
   Status forward(const StepContext& step, KvStorage& kv) override {
+    FRUGAL_RETURN_IF_ERROR(bind_status_);
     ops::Backend* be = step.backend;
     const DType act = step.act;
     const int64_t n = step.in.n_tokens, hidden = config_.hidden_size;
@@ -120,15 +189,19 @@ class LlamaFamily final : public ForwardFamily {
       FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, l.attn_norm, act, ws_.resid, ws_.xn, n, eps));
       FRUGAL_RETURN_IF_ERROR(layers::gqa_attention(be, act, l.attn, shape, step.in, kv.layer(static_cast<int32_t>(i)),
                                                    ws_.xn, ws_.resid, scratch));
+      if (comm_) FRUGAL_RETURN_IF_ERROR(comm_->all_reduce_sum(ws_.resid, n * hidden, act));
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap("blk." + std::to_string(i) + ".attn_out", ws_.resid, n, hidden));
       // x += mlp(rms_norm(x))
       FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, l.mlp_norm, act, ws_.resid, ws_.xn, n, eps));
-      FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, l.mlp, n, ws_.xn, ws_.resid, ws_.gate, ws_.up));
+      FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, l.mlp, n, ws_.xn, ws_.resid, ws_.gate, ws_.up, !comm_ || layout_.rank == 0));
+      if (comm_) FRUGAL_RETURN_IF_ERROR(comm_->all_reduce_sum(ws_.resid, n * hidden, act));
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap("blk." + std::to_string(i) + ".out", ws_.resid, n, hidden));
     }
 
-    return layers::logits_head(step, final_norm_, lm_head_, {.resid = ws_.resid, .xn = ws_.xn, .sel = ws_.sel}, hidden,
-                               config_.vocab_size, eps);
+    if (!comm_)
+      return layers::logits_head(step, final_norm_, lm_head_, {.resid = ws_.resid, .xn = ws_.xn, .sel = ws_.sel}, hidden,
+                                 vocab_, eps);
+    return vocab_parallel_head(step, eps);
   }
 
  private:
@@ -140,6 +213,12 @@ class LlamaFamily final : public ForwardFamily {
   layers::GqaShape shape_;
   Workspace ws_{};
   int32_t fused_matmuls_ = 0;
+  int64_t vocab_ = 0;                  // the whole model's vocab (logits width)
+  dist::Communicator* comm_ = nullptr;  // tensor parallel (world > 1) only
+  ops::Backend* backend_ = nullptr;
+  RankLayout layout_;
+  mutable size_t max_logit_rows_ = 0;
+  Status bind_status_;
 };
 
 }  // namespace

@@ -4,7 +4,11 @@
 #include <filesystem>
 
 #include "core/log.h"
+#include "core/mapped_file.h"
+#include "dist/communicator.h"
 #include "model/families.h"
+
+#include <nlohmann/json.hpp>
 
 namespace frugal::model {
 namespace {
@@ -16,6 +20,30 @@ int32_t default_max_context(const ModelConfig& c) {
   if (c.rope_scaling.type == RopeScalingType::kDynamic) n *= std::max(1.0, c.rope_scaling.factor);
   if (n <= 0) n = 4096;
   return static_cast<int32_t>(std::min(n, static_cast<double>(INT32_MAX)));
+}
+
+// The unit the intermediate dimension splits in over tensor-parallel ranks: the scale group of
+// quantized linears (dummy --precision or the checkpoint's quantization_config), else 1.
+int64_t inter_split_unit(const std::string& dir, const LoadOptions& opts) {
+  if (opts.dummy_weights) {
+    switch (opts.dummy_precision) {
+      case DummyPrecision::kInt4: case DummyPrecision::kFp8: return 128;
+      case DummyPrecision::kNf4: return 64;
+      case DummyPrecision::kDense: case DummyPrecision::kInt8: return 1;
+    }
+    return 1;
+  }
+  Result<std::string> text = read_file(dir + "/config.json");
+  if (!text) return 1;
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object() || !j.contains("quantization_config") || !j["quantization_config"].is_object()) return 1;
+  const auto& q = j["quantization_config"];
+  int64_t unit = 1;
+  if (q.contains("group_size") && q["group_size"].is_number_integer()) unit = std::max<int64_t>(unit, q["group_size"].get<int64_t>());
+  if (q.contains("weight_block_size") && q["weight_block_size"].is_array())
+    for (const auto& b : q["weight_block_size"])
+      if (b.is_number_integer()) unit = std::max<int64_t>(unit, b.get<int64_t>());
+  return unit;
 }
 
 }  // namespace
@@ -69,18 +97,36 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, ops::Backend
   if (opts.max_batch_tokens <= 0 || opts.max_seqs <= 0 || opts.max_logit_rows <= 0 || opts.block_size <= 0)
     return invalid_argument("load options: max_batch_tokens, max_seqs, max_logit_rows and block_size must be positive");
   const auto specs = tensor_specs(config);
+  const int world = opts.comm ? opts.comm->world_size() : 1;
+  std::vector<TensorShard> shards;
+  m->local_config_ = config;
+  m->layout_ = RankLayout{.rank = 0, .world = 1, .heads = {0, config.num_attention_heads},
+                          .kv_heads = {0, config.num_key_value_heads}, .inter = {0, config.intermediate_size},
+                          .vocab = {0, config.vocab_size}, .vocab_pad = config.vocab_size};
+  if (world > 1) {
+    auto where = [&](const Status& st) { return Status(st.code(), config_file + ": " + st.message()); };
+    Result<RankLayout> l = model::rank_layout(config, opts.comm->rank(), world, inter_split_unit(dir, opts));
+    if (!l) return where(l.status());
+    m->layout_ = *l;
+    Result<std::vector<TensorShard>> sh = shard_tensors(config, specs, m->layout_);
+    if (!sh) return where(sh.status());
+    shards = std::move(*sh);
+    m->local_config_ = model::local_config(config, m->layout_);
+  }
   if (opts.dummy_weights) {
     FRUGAL_ASSIGN_OR_RETURN(m->weights_, WeightStore::dummy(specs, {.dtype = config.torch_dtype, .seed = opts.seed,
                                                                         .precision = opts.dummy_precision},
-                                                                 backend));
+                                                                 backend, shards));
   } else {
-    FRUGAL_ASSIGN_OR_RETURN(m->weights_, WeightStore::load(dir, specs, backend));
+    FRUGAL_ASSIGN_OR_RETURN(m->weights_, WeightStore::load(dir, specs, backend, shards));
   }
   FRUGAL_ASSIGN_OR_RETURN(m->generation_, load_generation_config(dir, config));
   m->opts_ = opts;
   m->backend_ = backend;
   FRUGAL_ASSIGN_OR_RETURN(std::unique_ptr<ForwardFamily> family,
-                          factory(FamilyInputs{.config = config, .arch = *arch, .weights = *m->weights_, .backend = backend}));
+                          factory(FamilyInputs{.config = m->local_config_, .arch = *arch, .weights = *m->weights_,
+                                               .backend = backend, .full = &m->config_, .layout = &m->layout_,
+                                               .comm = world > 1 ? opts.comm : nullptr}));
   const RunnerLimits limits{.max_batch_tokens = opts.max_batch_tokens,
                             .max_seqs = opts.max_seqs,
                             .max_logit_rows = opts.max_logit_rows,

@@ -26,9 +26,14 @@
 #include "model/generation_config.h"
 #include "model/kv_storage.h"
 #include "model/runner.h"
+#include "model/shard.h"
 #include "model/step_batch.h"
 #include "model/weights.h"
 #include "ops/backend.h"
+
+namespace frugal::dist {
+class Communicator;
+}
 
 namespace frugal::model {
 
@@ -45,6 +50,11 @@ struct LoadOptions {
   // last W positions only. A model with a native sliding window keeps its own (W, S ignored).
   int32_t kv_window = 0;           // 0: off
   int32_t kv_sinks = 0;            // needs kv_window > 0
+  // Tensor parallelism (docs/parallelism.md): this rank's communicator, not owned (it outlives
+  // the model). nullptr or world size 1: the whole model on this backend. Otherwise the model
+  // loads rank comm->rank()'s shard (model/shard.h) and its forward runs the collectives; every
+  // rank must call forward with the same batch, and each gets the whole logits.
+  dist::Communicator* comm = nullptr;
 };
 
 class Model {
@@ -55,6 +65,11 @@ class Model {
   ~Model();
 
   const ModelConfig& config() const { return config_; }
+  // This rank's config (model/shard.h local_config): its query / KV heads and intermediate
+  // size. KV storage for this model is made from it. config() when not tensor-parallel.
+  const ModelConfig& local_config() const { return local_config_; }
+  // What this rank holds of the split dimensions (rank 0 of 1 holds everything).
+  const RankLayout& rank_layout() const { return layout_; }
   const GenerationConfig& generation_config() const { return generation_; }
   const LoadOptions& options() const { return opts_; }
   ops::Backend* backend() const { return backend_; }
@@ -108,6 +123,8 @@ class Model {
   Model() = default;
 
   ModelConfig config_;
+  ModelConfig local_config_;
+  RankLayout layout_;
   GenerationConfig generation_;
   LoadOptions opts_;
   ops::Backend* backend_ = nullptr;

@@ -3,6 +3,7 @@
 #include <new>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -141,6 +142,69 @@ Result<quant::QuantWeight> dummy_quant(const ops::WeightFormat& f, int64_t n, in
   return w;
 }
 
+// The slice `sh` of tensor v: rows in place (a view into v), columns copied into `store`.
+Result<TensorView> slice_dense(const TensorView& v, const TensorShard& sh, const std::string& name,
+                               std::vector<std::vector<uint8_t>>& store) {
+  if (sh.axis < 0) return v;
+  if (sh.axis >= v.shape.ndim || sh.begin < 0 || sh.count < 0 || sh.begin + sh.count > v.shape[sh.axis])
+    return internal_error("shard of '" + name + "' outside its shape " + v.shape.to_string());
+  const Shape out_shape = shard_shape(v.shape, sh);
+  const int64_t cols = v.shape.ndim == 2 ? v.shape[1] : 1;
+  const auto* src = static_cast<const uint8_t*>(v.data);
+  if (sh.axis == 0)
+    return TensorView{const_cast<uint8_t*>(src) + dtype_bytes(v.dtype, sh.begin * cols), v.dtype, out_shape};
+  const int64_t rows = v.shape[0];
+  const int64_t row_in = dtype_bytes(v.dtype, cols), row_out = dtype_bytes(v.dtype, sh.count);
+  store.emplace_back(static_cast<size_t>(rows * row_out));
+  uint8_t* dst = store.back().data();
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(dst + r * row_out, src + r * row_in + dtype_bytes(v.dtype, sh.begin), static_cast<size_t>(row_out));
+  return TensorView{dst, v.dtype, out_shape};
+}
+
+// The slice `sh` of a quantized weight: rows at multiples of its row block, inputs at
+// multiples of its scale group (the codes of a slice keep their scales and offsets).
+Result<quant::QuantWeight> slice_quant(const quant::QuantWeight& w, const TensorShard& sh, const std::string& name) {
+  if (sh.axis < 0) return w;
+  const bool rows = sh.axis == 0;
+  const int64_t r0 = rows ? sh.begin : 0, nr = rows ? sh.count : w.n;
+  const int64_t c0 = rows ? 0 : sh.begin, nc = rows ? w.k : sh.count;
+  if (rows && ((r0 % w.row_block) != 0 || (nr % w.row_block != 0 && r0 + nr != w.n)))
+    return invalid_argument("tensor parallelism: quantized '" + name + "' has scale blocks of " +
+                            std::to_string(w.row_block) + " rows; rows [" + std::to_string(r0) + ", " +
+                            std::to_string(r0 + nr) + ") do not cut at block boundaries");
+  const bool per_channel = w.n_groups == 1;
+  if (!rows) {
+    if (!w.k_perm.empty())
+      return unsupported("tensor parallelism: quantized '" + name +
+                         "' uses act order (desc_act): splitting its inputs over ranks is not supported");
+    if (!per_channel && (c0 % w.group != 0 || nc % w.group != 0))
+      return invalid_argument("tensor parallelism: quantized '" + name + "' has groups of " + std::to_string(w.group) +
+                              " inputs; inputs [" + std::to_string(c0) + ", " + std::to_string(c0 + nc) +
+                              ") do not cut at group boundaries");
+  }
+  const int64_t group = per_channel ? std::max<int64_t>(nc, 1) : w.group;
+  const int64_t group_k = per_channel ? ((nc + quant::kBlock - 1) / quant::kBlock) * quant::kBlock : group;
+  quant::QuantWeight o = quant::make_quant_weight(w.kind, nr, nc, group_k, w.row_block);
+  o.spec = w.spec;
+  o.lut = w.lut;
+  o.name = w.name;
+  for (int64_t r = 0; r < nr; ++r)
+    for (int64_t j = 0; j < nc; ++j) quant::set_code(o, r, j, quant::get_code(w, r0 + r, c0 + j));
+  const int64_t g0 = per_channel ? 0 : c0 / w.group;
+  for (int64_t rb = 0; rb < (nr + w.row_block - 1) / w.row_block; ++rb)
+    for (int64_t g = 0; g < o.n_groups; ++g)
+      o.scale[static_cast<size_t>(rb * o.n_groups + g)] =
+          w.scale[static_cast<size_t>((r0 / w.row_block + rb) * w.n_groups + g0 + g)];
+  if (!w.offset.empty()) {
+    o.offset.resize(static_cast<size_t>(nr * o.n_groups));
+    for (int64_t r = 0; r < nr; ++r)
+      for (int64_t g = 0; g < o.n_groups; ++g)
+        o.offset[static_cast<size_t>(r * o.n_groups + g)] = w.offset[static_cast<size_t>((r0 + r) * w.n_groups + g0 + g)];
+  }
+  return o;
+}
+
 }  // namespace
 
 Result<DummyPrecision> parse_dummy_precision(const std::string& s) {
@@ -251,14 +315,21 @@ WeightStore::~WeightStore() = default;
 
 Result<std::unique_ptr<WeightStore>> WeightStore::load(const std::string& dir,
                                                        const std::vector<TensorSpec>& specs,
-                                                       ops::Backend* backend) {
+                                                       ops::Backend* backend,
+                                                       std::span<const TensorShard> shards) {
+  if (!shards.empty() && shards.size() != specs.size()) return internal_error("weights: one shard per spec expected");
+  auto shard_of = [&](size_t i) { return shards.empty() ? TensorShard{} : shards[i]; };
   auto ws = std::unique_ptr<WeightStore>(new WeightStore());
   FRUGAL_ASSIGN_OR_RETURN(ws->files_, SafetensorsSet::open_dir(dir));
   FRUGAL_ASSIGN_OR_RETURN(const std::optional<QuantConfig> qc, read_quant_config(dir));
   std::set<std::string> wanted, consumed;
   HostTensors host;
   int64_t n_quant = 0, n_routers = 0;
-  for (const auto& s : specs) {
+  for (size_t si = 0; si < specs.size(); ++si) {
+    const TensorSpec& s = specs[si];
+    const TensorShard shard = shard_of(si);
+    TensorSpec local = s;
+    local.shape = shard_shape(s.shape, shard);
     wanted.insert(s.name);
     if (s.role == TensorRole::kRouter) ++n_routers;
     if (qc && s.shape.ndim == 2 && ends_with(s.name, ".weight") &&
@@ -275,6 +346,9 @@ Result<std::unique_ptr<WeightStore>> WeightStore::load(const std::string& dir,
           if (name.compare(0, prefix.size() + 1, prefix + ".") == 0) consumed.insert(name);
         if (s.role == TensorRole::kLinear) {
           qw->name = prefix;
+          if (shard.axis >= 0) {
+            FRUGAL_ASSIGN_OR_RETURN(*qw, slice_quant(*qw, shard, prefix));
+          }
           FRUGAL_RETURN_IF_ERROR(ws->add_quant(s.name, std::move(*qw), host));
           ws->count_role(s, ops::weight_format_name(ws->quant_[s.name].format), ws->quant_host_.back()->bytes());
           ++n_quant;
@@ -284,7 +358,8 @@ Result<std::unique_ptr<WeightStore>> WeightStore::load(const std::string& dir,
                           "run quantized)", dir, s.name, tensor_role_name(s.role),
                           s.role == TensorRole::kRouter ? "MoE routers" : "lm_head weights");
           ws->dequant_host_.push_back(quant::dequantize(*qw));
-          TensorView v{ws->dequant_host_.back().data(), DType::kF32, s.shape};
+          FRUGAL_ASSIGN_OR_RETURN(const TensorView v, slice_dense(TensorView{ws->dequant_host_.back().data(), DType::kF32, s.shape},
+                                                                  shard, s.name, ws->shard_host_));
           host.emplace_back(s.name, v);
           ws->count_role(s, ops::weight_format_name(ops::dense_format(DType::kF32)), v.nbytes());
         }
@@ -301,8 +376,9 @@ Result<std::unique_ptr<WeightStore>> WeightStore::load(const std::string& dir,
     if (!is_weight_dtype(e->dtype))
       return unsupported(e->file + ": tensor '" + s.name + "' has dtype " + dtype_safetensors_name(e->dtype) +
                          "; weights must be BF16, F16 or F32");
-    host.emplace_back(s.name, e->view());
-    ws->count_role(s, ops::weight_format_name(ops::dense_format(e->dtype)), e->view().nbytes());
+    FRUGAL_ASSIGN_OR_RETURN(const TensorView v, slice_dense(e->view(), shard, s.name, ws->shard_host_));
+    host.emplace_back(s.name, v);
+    ws->count_role(local, ops::weight_format_name(ops::dense_format(e->dtype)), v.nbytes());
   }
   if (qc) {
     FRUGAL_LOG_INFO("{}: {} quantized linears; embeddings, norms, biases and lm_head stay as stored", dir, n_quant);
@@ -320,7 +396,10 @@ Result<std::unique_ptr<WeightStore>> WeightStore::load(const std::string& dir,
 
 Result<std::unique_ptr<WeightStore>> WeightStore::dummy(const std::vector<TensorSpec>& specs,
                                                         const DummyWeightOptions& opts,
-                                                        ops::Backend* backend) {
+                                                        ops::Backend* backend,
+                                                        std::span<const TensorShard> shards) {
+  if (!shards.empty() && shards.size() != specs.size()) return internal_error("weights: one shard per spec expected");
+  auto shard_of = [&](size_t i) { return shards.empty() ? TensorShard{} : shards[i]; };
   if (!is_weight_dtype(opts.dtype))
     return unsupported(std::string("dummy weights: dtype ") + dtype_name(opts.dtype) + " is not bf16, f16 or f32");
   auto ws = std::unique_ptr<WeightStore>(new WeightStore());
@@ -330,7 +409,7 @@ Result<std::unique_ptr<WeightStore>> WeightStore::dummy(const std::vector<Tensor
   int64_t total = 0;
   for (const auto& s : specs) {
     offsets.push_back(total);
-    if (!is_quant(s)) total += align_up(dtype_bytes(opts.dtype, s.shape.numel()));
+    if (!is_quant(s)) total += align_up(dtype_bytes(opts.dtype, shard_shape(s.shape, shard_of(offsets.size() - 1)).numel()));
   }
   try {
     ws->dummy_host_ = HostBuffer(static_cast<size_t>(std::max<int64_t>(total, kAlign)));
@@ -349,11 +428,17 @@ Result<std::unique_ptr<WeightStore>> WeightStore::dummy(const std::vector<Tensor
                               dummy_quant(dummy_linear_format(opts.precision, opts.dtype, s.shape[1]), s.shape[0], s.shape[1],
                                           opts.seed, static_cast<uint64_t>(t)));
       w.name = s.name;
+      if (shard_of(t).axis >= 0) {
+        FRUGAL_ASSIGN_OR_RETURN(w, slice_quant(w, shard_of(t), s.name));
+      }
       FRUGAL_RETURN_IF_ERROR(ws->add_quant(s.name, std::move(w), host));
       ws->count_role(s, ops::weight_format_name(ws->quant_[s.name].format), ws->quant_host_.back()->bytes());
       continue;
     }
-    uint8_t* dst = base + offsets[t];
+    const TensorShard shard = shard_of(t);
+    // A sharded tensor is made whole (the same values as unsharded), then cut.
+    std::vector<uint8_t> whole(shard.axis >= 0 ? static_cast<size_t>(dtype_bytes(opts.dtype, s.shape.numel())) : 0);
+    uint8_t* dst = shard.axis >= 0 ? whole.data() : base + offsets[t];
     const int64_t n = s.shape.numel();
     const int64_t elem_bytes = dtype_bytes(opts.dtype, 1);
     pool.parallel_for((n + kChunk - 1) / kChunk, 1, [&](int64_t b, int64_t e) {
@@ -364,6 +449,14 @@ Result<std::unique_ptr<WeightStore>> WeightStore::dummy(const std::vector<Tensor
                    dst + lo * elem_bytes, cnt);
       }
     });
+    if (shard.axis >= 0) {
+      std::vector<std::vector<uint8_t>> tmp;
+      FRUGAL_ASSIGN_OR_RETURN(const TensorView v, slice_dense(TensorView{dst, opts.dtype, s.shape}, shard, s.name, tmp));
+      std::memcpy(base + offsets[t], v.data, static_cast<size_t>(v.nbytes()));
+      host.emplace_back(s.name, TensorView{base + offsets[t], opts.dtype, v.shape});
+      ws->count_role(s, ops::weight_format_name(ops::dense_format(opts.dtype)), v.nbytes());
+      continue;
+    }
     host.emplace_back(s.name, TensorView{dst, opts.dtype, s.shape});
     ws->count_role(s, ops::weight_format_name(ops::dense_format(opts.dtype)), dtype_bytes(opts.dtype, n));
   }
@@ -430,6 +523,7 @@ Status WeightStore::place(ops::Backend* backend, const std::vector<std::pair<std
   dummy_host_ = HostBuffer();
   quant_host_.clear();
   dequant_host_.clear();
+  shard_host_.clear();
   return {};
 }
 

@@ -17,6 +17,7 @@
 #include "core/tensor.h"
 #include "model/arch.h"
 #include "model/safetensors.h"
+#include "model/shard.h"
 #include "ops/backend.h"
 #include "ops/quant/quant_weight.h"
 
@@ -88,13 +89,21 @@ class WeightStore {
   // each linear stored quantized becomes a quantized Linear (ops/weight_format.h); embeddings,
   // norms and biases stay as stored, and a router or lm_head stored quantized is dequantized to
   // f32 (routers are never run quantized; the loader logs it).
+  //
+  // `shards` (empty, or one per spec: model/shard.h) cuts each tensor to the slice one
+  // tensor-parallel rank holds; specs keep the full shapes the checkpoint is checked against.
+  // A quantized linear is cut along its inputs only at scale-group boundaries (else an error
+  // naming the tensor); act-order (k_perm) weights are refused when cut along the inputs.
   static Result<std::unique_ptr<WeightStore>> load(const std::string& dir,
                                                    const std::vector<TensorSpec>& specs,
-                                                   ops::Backend* backend);
+                                                   ops::Backend* backend,
+                                                   std::span<const TensorShard> shards = {});
   // Deterministic random weights of realistic scale for every spec.
+  // Sharded (`shards` as in load) the values are those of the unsharded tensor's slice.
   static Result<std::unique_ptr<WeightStore>> dummy(const std::vector<TensorSpec>& specs,
                                                     const DummyWeightOptions& opts,
-                                                    ops::Backend* backend);
+                                                    ops::Backend* backend,
+                                                    std::span<const TensorShard> shards = {});
   ~WeightStore();
 
   // The device view of a tensor listed in the specs; nullptr if absent.
@@ -127,6 +136,7 @@ class WeightStore {
 
   std::unique_ptr<SafetensorsSet> files_;  // keeps the mmap alive
   HostBuffer dummy_host_;                  // dummy weights on the host
+  std::vector<std::vector<uint8_t>> shard_host_;  // column slices of sharded tensors (host)
   ops::DeviceBuffer arena_;                // uploaded weights (device backends)
   std::map<std::string, TensorView> tensors_;
   int64_t bytes_ = 0;

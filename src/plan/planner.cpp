@@ -80,9 +80,18 @@ MemoryPlan memory_plan(const PlanRequest& r, const WeightSummary& w, int n, std:
   m.usable_bytes = static_cast<int64_t>(mem * r.over.gpu_memory_utilization);
   add_step(steps, "memory", "usable per GPU", "GPU memory x utilization",
            gib(mem) + " x " + fixed(r.over.gpu_memory_utilization, 2), gib(m.usable_bytes), m.usable_bytes);
-  m.weights_bytes = (w.total_bytes + n - 1) / n;
-  add_step(steps, "memory", "weights per GPU", "weight bytes / GPUs",
-           with_commas(w.total_bytes) + " B / " + std::to_string(n), gib(m.weights_bytes), m.weights_bytes);
+  // Tensor parallel: the bytes of the largest rank's shard as the engine cuts it (model/shard.h:
+  // embedding and norms replicated); an even split where the engine cannot shard the model.
+  const Result<int64_t> sharded = n > 1 ? per_gpu_weight_bytes(c, r.quant, n) : Result<int64_t>(w.total_bytes);
+  if (sharded) {
+    m.weights_bytes = *sharded;
+    add_step(steps, "memory", "weights per GPU", n > 1 ? "largest rank's shard (heads, MLP, lm_head split; embedding, norms replicated)" : "weight bytes",
+             with_commas(w.total_bytes) + " B over " + std::to_string(n), gib(m.weights_bytes), m.weights_bytes);
+  } else {
+    m.weights_bytes = (w.total_bytes + n - 1) / n;
+    add_step(steps, "memory", "weights per GPU", "weight bytes / GPUs (the engine cannot shard it yet: " + sharded.status().message() + ")",
+             with_commas(w.total_bytes) + " B / " + std::to_string(n), gib(m.weights_bytes), m.weights_bytes);
+  }
   std::string wf;
   m.workspace_bytes = workspace_bytes(c, r, n, &wf);
   add_step(steps, "memory", "workspace", "activations of one prefill chunk + logits", wf, gib(m.workspace_bytes),

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 
+#include "model/shard.h"
 #include "ops/weight_format.h"
 
 namespace frugal::plan {
@@ -12,8 +13,6 @@ using model::TensorRole;
 
 constexpr int64_t kBf16Bytes = 2;
 constexpr int64_t kF32Bytes = 4;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // A linear stored in an engine weight format (ops/weight_format.h): the bytes the loaded
 // engine holds for it (codes with rows padded to 32, f32 scales, offsets), so plan and the
@@ -160,6 +159,34 @@ Result<WeightSummary> summarize_weights(const model::ModelConfig& c, const Quant
   }
   for (auto& [key, g] : groups) s.groups.push_back(g);
   return s;
+}
+
+Result<int64_t> rank_weight_bytes(const model::ModelConfig& c, const QuantOptions& q, int rank, int world) {
+  const auto specs = model::tensor_specs(c);
+  if (specs.empty()) return unsupported("model '" + c.architecture + "': no tensor layout known for this architecture");
+  // The intermediate dimension splits at the quantization group (the engine's rule).
+  int64_t unit = 1;
+  if (q.precision == WeightPrecision::kInt4) unit = q.group_size;
+  if (q.precision == WeightPrecision::kFp8 && q.fp8_block > 0) unit = q.fp8_block;
+  if (q.precision == WeightPrecision::kNf4) unit = 64;
+  FRUGAL_ASSIGN_OR_RETURN(const model::RankLayout l, model::rank_layout(c, rank, world, unit));
+  FRUGAL_ASSIGN_OR_RETURN(const std::vector<model::TensorShard> shards, model::shard_tensors(c, specs, l));
+  int64_t bytes = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    model::TensorSpec local = specs[i];
+    local.shape = model::shard_shape(local.shape, shards[i]);
+    bytes += stored_tensor(local, q).bytes;
+  }
+  return bytes;
+}
+
+Result<int64_t> per_gpu_weight_bytes(const model::ModelConfig& c, const QuantOptions& q, int world) {
+  int64_t most = 0;
+  for (int r = 0; r < world; ++r) {
+    FRUGAL_ASSIGN_OR_RETURN(const int64_t b, rank_weight_bytes(c, q, r, world));
+    most = std::max(most, b);
+  }
+  return most;
 }
 
 }  // namespace frugal::plan

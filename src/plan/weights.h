@@ -74,4 +74,12 @@ struct WeightSummary {
 // Sums tensor_specs(c) stored as `q` says. Errors name the option when it cannot apply.
 Result<WeightSummary> summarize_weights(const model::ModelConfig& c, const QuantOptions& q);
 
+// Weight bytes tensor-parallel rank `rank` of `world` holds: the same tensors cut as the engine
+// cuts them (model/shard.h: split heads, intermediate channels and lm_head vocab rows;
+// replicated embedding, norms and row-parallel biases). Errors where the engine cannot shard
+// (model/shard.h's reasons).
+Result<int64_t> rank_weight_bytes(const model::ModelConfig& c, const QuantOptions& q, int rank, int world);
+// The largest of those over the ranks: the per-GPU weight bytes of a tensor-parallel plan.
+Result<int64_t> per_gpu_weight_bytes(const model::ModelConfig& c, const QuantOptions& q, int world);
+
 }  // namespace frugal::plan

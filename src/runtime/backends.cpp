@@ -42,4 +42,11 @@ Result<BackendHandle> make_backend(const std::string& device, int threads) {
   return invalid_argument("--device: unknown device '" + device + "' (expected cpu, cuda, cuda:N or ref)");
 }
 
+Result<void*> backend_stream(ops::Backend& backend) {
+#ifdef FRUGAL_WITH_CUDA
+  if (auto* c = dynamic_cast<cuda::CudaBackend*>(&backend)) return static_cast<void*>(c->stream());
+#endif
+  return unsupported("backend " + backend.name() + " has no CUDA stream (NCCL ranks need the CUDA backend)");
+}
+
 }  // namespace frugal::runtime

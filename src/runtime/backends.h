@@ -19,4 +19,8 @@ struct BackendHandle {
 // threads <= 0: the process-wide pool (FRUGAL_THREADS or all hardware threads).
 Result<BackendHandle> make_backend(const std::string& device, int threads);
 
+// The CUDA stream (a cudaStream_t) a CUDA backend runs its ops on, for NCCL to enqueue on;
+// an error for other backends.
+Result<void*> backend_stream(ops::Backend& backend);
+
 }  // namespace frugal::runtime

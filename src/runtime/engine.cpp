@@ -114,7 +114,9 @@ class EngineImpl final : public Engine {
 
  private:
   void thread_main();
-  void drain_inbox();
+  // take < 0: every submitted request; else exactly the first `take` (waiting for them): a
+  // tensor-parallel rank admits what rank 0 admitted.
+  void drain_inbox(int64_t take = -1);
   Status step();
   Status run_model(std::vector<StepRow>& rows);
   Status emit(std::vector<StepRow>& rows);
@@ -123,6 +125,7 @@ class EngineImpl final : public Engine {
 
   EngineOptions opts_;
   BackendHandle backend_;
+  std::unique_ptr<dist::Communicator> comm_;  // tensor parallel; outlives the model, not the backend
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<model::KvStorage> kv_;
   std::unique_ptr<kv::BlockPool> pool_;
@@ -156,7 +159,23 @@ class EngineImpl final : public Engine {
 
 Status EngineImpl::init(const EngineOptions& o) {
   opts_ = o;
-  FRUGAL_ASSIGN_OR_RETURN(backend_, make_backend(o.device, o.threads));
+  const int tp = o.tensor_parallel_size;
+  if (tp < 1) return invalid_argument("--tensor-parallel-size must be >= 1, got " + std::to_string(tp));
+  const bool cpu_ranks = o.device == "cpu" || o.device == "ref";
+  // A GPU rank drives the GPU of its local rank.
+  FRUGAL_ASSIGN_OR_RETURN(backend_, make_backend(tp > 1 && !cpu_ranks ? "cuda:" + std::to_string(o.rank_env.local_rank)
+                                                                      : o.device, o.threads));
+  if (tp > 1) {
+    if (cpu_ranks) {
+      FRUGAL_ASSIGN_OR_RETURN(comm_, dist::make_mpi_communicator());
+    } else {
+      FRUGAL_ASSIGN_OR_RETURN(void* stream, backend_stream(*backend_.backend));
+      FRUGAL_ASSIGN_OR_RETURN(comm_, dist::make_nccl_communicator(o.rank_env, stream));
+    }
+    if (comm_->world_size() != tp)
+      return invalid_argument("--tensor-parallel-size " + std::to_string(tp) + " but this group has " +
+                              std::to_string(comm_->world_size()) + " ranks (" + comm_->name() + ")");
+  }
   FRUGAL_ASSIGN_OR_RETURN(const model::DummyPrecision precision, model::parse_dummy_precision(o.weight_precision));
   if (precision != model::DummyPrecision::kDense && !o.dummy_weights)
     return invalid_argument("--precision " + o.weight_precision +
@@ -169,7 +188,8 @@ Status EngineImpl::init(const EngineOptions& o) {
                         .max_context = o.max_model_len,
                         .block_size = o.block_size,
                         .kv_window = o.kv_window,
-                        .kv_sinks = o.kv_sinks};
+                        .kv_sinks = o.kv_sinks,
+                        .comm = comm_.get()};
   FRUGAL_ASSIGN_OR_RETURN(model_, model::Model::load(o.model_dir, backend_.backend.get(), lo));
   if (o.sampling != "auto" && o.sampling != "device" && o.sampling != "host")
     return invalid_argument("sampling: '" + o.sampling + "' is not one of auto, device, host");
@@ -185,7 +205,7 @@ Status EngineImpl::init(const EngineOptions& o) {
 
   // KV pool: an explicit block count, else a fraction of free device memory, else a host budget.
   FRUGAL_ASSIGN_OR_RETURN(const DType kv_dtype, engine_kv_dtype(*backend_.backend, o.kv_cache_dtype));
-  const kv::KvGeometry g = engine_kv_geometry(cfg, kv_dtype, o.block_size);
+  const kv::KvGeometry g = engine_kv_geometry(model_->local_config(), kv_dtype, o.block_size);  // this rank's heads
   int64_t n_blocks = o.num_kv_blocks;
   if (n_blocks <= 0) {
     size_t free_b = 0, total_b = 0;
@@ -199,6 +219,15 @@ Status EngineImpl::init(const EngineOptions& o) {
     // No point holding more than every sequence at full length needs.
     int64_t cap = static_cast<int64_t>(o.max_num_seqs) * ((max_model_len_ + o.block_size - 1) / o.block_size) + 1;
     n_blocks = std::min(n_blocks, cap);
+  }
+  if (comm_) {  // every rank's pool as large as the smallest one's (the same schedule everywhere)
+    int64_t least = n_blocks;
+    for (int r = 0; r < comm_->world_size(); ++r) {
+      int64_t v = n_blocks;
+      FRUGAL_RETURN_IF_ERROR(comm_->broadcast_host(&v, sizeof v, r));
+      least = std::min(least, v);
+    }
+    n_blocks = least;
   }
   FRUGAL_ASSIGN_OR_RETURN(kv_, model::KvStorage::create(backend_.backend.get(), g, static_cast<int32_t>(n_blocks)));
   FRUGAL_ASSIGN_OR_RETURN(kv::BlockPool pool, kv::BlockPool::create({.n_blocks = static_cast<int32_t>(n_blocks),
@@ -287,12 +316,20 @@ void EngineImpl::shutdown() {
   if (thread_.joinable()) thread_.join();
 }
 
-void EngineImpl::drain_inbox() {
+void EngineImpl::drain_inbox(int64_t take) {
   std::deque<Pending> inbox;
   std::vector<uint64_t> cancels;
   {
-    std::lock_guard<std::mutex> lk(mu_);
-    inbox.swap(inbox_);
+    std::unique_lock<std::mutex> lk(mu_);
+    if (take < 0) {
+      inbox.swap(inbox_);
+    } else {
+      cv_.wait(lk, [&] { return static_cast<int64_t>(inbox_.size()) >= take; });
+      for (int64_t i = 0; i < take; ++i) {
+        inbox.push_back(std::move(inbox_.front()));
+        inbox_.pop_front();
+      }
+    }
     cancels.swap(cancels_);
   }
   for (auto& p : inbox) {
@@ -546,13 +583,26 @@ EngineStats EngineImpl::publish_stats() {
 }
 
 void EngineImpl::thread_main() {
+  const bool leader = !comm_ || comm_->rank() == 0;
   for (;;) {
-    {
+    // Tensor parallel: rank 0 decides how many submitted requests this step admits and when to
+    // stop, and tells the others; with the same requests in the same order every rank's
+    // scheduler then builds the same batches (their collectives must line up).
+    int64_t ctl[2] = {-1, 0};  // [requests to admit (-1: all), stop]
+    if (leader) {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || sched_->has_unfinished(); });
-      if (stop_) break;
+      ctl[0] = comm_ ? static_cast<int64_t>(inbox_.size()) : -1;
+      ctl[1] = stop_ ? 1 : 0;
     }
-    drain_inbox();
+    if (comm_) {
+      if (Status st = comm_->broadcast_host(ctl, sizeof ctl, 0); !st.is_ok()) {
+        FRUGAL_LOG_ERROR("engine: tensor-parallel step control: {}", st.to_string());
+        break;
+      }
+    }
+    if (ctl[1] != 0) break;
+    drain_inbox(ctl[0]);
     if (sched_->has_unfinished()) {
       const int64_t steps_before = sched_->stats().n_steps;
       Status st = step();

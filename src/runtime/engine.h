@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "dist/communicator.h"
 #include "model/weights.h"
 
 namespace frugal::runtime {
@@ -153,6 +154,13 @@ struct EngineOptions {
   // as of the end of that step (finished sequences already released). For benchmarks that need
   // every step's KV usage and fragmentation; must be cheap and must not call into the engine.
   std::function<void(const EngineStats&)> step_observer = nullptr;
+  // Tensor parallelism (docs/parallelism.md). > 1: this process is one rank of a group started
+  // by dist/launch.h (or mpirun / torchrun-style variables): CPU ranks talk over MPI, CUDA
+  // ranks over NCCL on device cuda:LOCAL_RANK, meeting at rank_env's address. The engine owns
+  // the rank's communicator. Every rank runs the same engine on the same requests (the same
+  // sampling seeds): the schedule is deterministic, so the ranks' collectives line up.
+  int32_t tensor_parallel_size = 1;
+  dist::RankEnv rank_env;
 };
 
 class Engine {

@@ -43,7 +43,7 @@ Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaS
       .n_head = shape.n_head, .sliding_window = shape.sliding_window, .scale = shape.scale,
       .sink_tokens = shape.sink_tokens,
       .n_decode_seqs = step.n_decode_seqs, .decode_max_ctx_len = step.decode_max_ctx_len}));
-  return linear(b, w.o, act, s.out, q_dim, residual, hidden, n, true);
+  return linear(b, w.o, act, s.out, q_dim, residual, hidden, n, shape.accumulate_o);
 }
 
 }  // namespace frugal::model::layers

@@ -26,6 +26,9 @@ struct GqaShape {
   int32_t sink_tokens = 0;     // with sliding_window: positions < sink_tokens are attended too
   float scale = 1.0f;
   float attention_factor = 1.0f;  // multiplies cos/sin (YaRN; model/rope.h)
+  // o_proj adds into the residual (true), or overwrites it with this rank's partial sum
+  // (tensor-parallel ranks other than 0: the all-reduce that follows adds them up).
+  bool accumulate_o = true;
 };
 
 // Device metadata of one step, shared by every layer.

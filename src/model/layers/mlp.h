@@ -18,9 +18,10 @@ struct MlpWeights {
 
 // residual[n, hidden] += down(silu(gate(x)) * up(x)). Scratch: gate_buf [n, 2 inter] (gate,
 // or with gate_up both side by side), up_buf [n, inter] (up, or the product with gate_up;
-// without gate_up the product is written over gate_buf).
+// without gate_up the product is written over gate_buf). accumulate false: residual is
+// overwritten with down's output (a tensor-parallel rank's partial sum, before its all-reduce).
 inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t n, const void* x,
-                        void* residual, void* gate_buf, void* up_buf) {
+                        void* residual, void* gate_buf, void* up_buf, bool accumulate = true) {
   const int64_t hidden = w.gate.in, inter = w.gate.out;
   const void* prod = gate_buf;
   if (w.gate_up) {
@@ -48,7 +49,7 @@ inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t
   }
   return b->matmul(ops::MatmulParams{.x = prod, .x_dtype = act, .ld_x = inter, .w = w.down.weight,
       .bias = w.down.bias, .bias_dtype = w.down.bias_dtype, .y = residual,
-      .y_dtype = act, .ld_y = hidden, .m = n, .n = hidden, .k = inter, .accumulate = true});
+      .y_dtype = act, .ld_y = hidden, .m = n, .n = hidden, .k = inter, .accumulate = accumulate});
 }
 
 }  // namespace frugal::model::layers
