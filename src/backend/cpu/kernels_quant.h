@@ -28,7 +28,20 @@ struct QuantMatmulArgs {
   int64_t ld_xq;
   const float* xd16;   // [m][ld_xd16]
   int64_t ld_xd16;
+  // For gemm_i8 only (m a multiple of QuantKernelTable::gemm_i8_mr; padding rows all zero):
+  // x quantized per 32-column block by quantize_x, row-major [m][ld_xq] int8 in xq; block scales
+  // xd [m][ld_xd] (x ~= xq * xd); xc [m][ld_xd] = -128 * sum of the block's codes (the
+  // correction for VNNI's unsigned operand when int8 weights are stored biased by 128).
+  const float* xd = nullptr;
+  const int32_t* xc = nullptr;
+  int64_t ld_xd = 0;
 };
+
+// Bytes of per-thread scratch gemm_i8 needs for one panel of `panel` weight rows (packed codes,
+// scales, offsets), 64-byte alignable.
+inline int64_t gemm_i8_scratch_bytes(int64_t panel, int64_t k_pad, int64_t n_groups) {
+  return panel * k_pad + 2 * panel * n_groups * static_cast<int64_t>(sizeof(float)) + 256;
+}
 
 struct QuantKernelTable {
   const char* isa;
@@ -40,6 +53,20 @@ struct QuantKernelTable {
   // identity-coded kQ4 weights; needs QuantMatmulArgs::xq / xd16. Error: x is rounded to int8
   // per 32-block, |dx| <= amax(block) / 254 per element.
   void (*gemv_i8)(const QuantMatmulArgs& a, int64_t n0, int64_t n1);
+  // Null, or GEMM (prefill) on int8 activations with integer dot products (AVX-512 VNNI
+  // vpdpbusd; AVX2 vpmaddubsw + vpmaddwd) for kQ8 and identity-coded kQ4 weights: weight panels
+  // [p0, p1) of gemm_i8_panel rows each are unpacked to bytes in dot-product order in `scratch`
+  // (gemm_i8_scratch_bytes) and reused by all m tokens, gemm_i8_mr tokens per register tile.
+  // Integer sums per 32-block are exact; each block's sum is scaled by x's block scale and
+  // the weight's group scale in f32. Needs xq / xd / xc (and xsum with offsets) from quantize_x.
+  void (*gemm_i8)(const QuantMatmulArgs& a, int64_t p0, int64_t p1, uint8_t* scratch);
+  int gemm_i8_panel;
+  int gemm_i8_mr;
+  // One row of x for gemm_i8: x[0:k_pad] (zero past k) -> xq, xd, xc per 32-block (symmetric
+  // int8, d = amax / 127, q = round-to-nearest-even(x * 127 / amax), as gemv_i8's), and, when
+  // xsum is not null, the f32 sums of x per scale group of `group` columns.
+  void (*quantize_x)(const float* x, int64_t k_pad, int64_t group, int64_t n_groups, int8_t* xq,
+                     float* xd, int32_t* xc, float* xsum);
 };
 
 const QuantKernelTable& scalar_quant_kernels();
