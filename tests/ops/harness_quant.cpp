@@ -134,9 +134,9 @@ void OpCases::matmul_quant() {
         ops::ref::matmul(r);
         // Paths that round x to int8 per 32 inputs (docs/quantization.md) for int8 and int4
         // weights: the AVX-512 VNNI GEMV (m <= 8) and the integer GEMM (m > 8) on AVX-512 VNNI
-        // and AVX2. Each x_j moves by at most amax(its 32-block) / 254, and that error multiplies
-        // only the scaled code s * c (offsets use exact f32 sums of x), so an output may differ
-        // by up to sum_j |s_j c_j| * amax(block of j) / 254, plus f32 rounding.
+        // and AVX2. Each x_j moves by at most amax(its 32-block, in the weight's internal input
+        // order) / 254, and offsets meet the same rounded x, so an output may differ by up to
+        // sum_j |W_j| * amax(block of j) / 254, plus f32 rounding.
         const std::string bn = backend()->name();
         const bool int_w = qc.scheme == S::kInt8 || qc.scheme == S::kInt4;
         const bool int8_x = int_w && (bn == "cpu-avx512" || (bn == "cpu-avx2" && m > 8));
@@ -154,11 +154,9 @@ void OpCases::matmul_quant() {
             }
             for (int64_t o = 0; o < n; ++o) {
               double bound = 0;
-              for (int64_t j = 0; j < k; ++j) {
-                const int c = quant::get_code(w, o, j);
-                const double cv = w.kind == quant::CodeKind::kQ4 ? w.lut[static_cast<size_t>(c)] : c;
-                const double sc = w.scale[static_cast<size_t>(o * w.n_groups + j / w.group)];
-                bound += std::fabs(sc * cv) * dxb[static_cast<size_t>(j / 32)];
+              for (int64_t j = 0; j < k; ++j) {  // internal column j is original column k_perm[j]
+                const int64_t src = w.k_perm.empty() ? j : w.k_perm[static_cast<size_t>(j)];
+                bound += std::fabs(deq[static_cast<size_t>(o * k + src)]) * dxb[static_cast<size_t>(j / 32)];
               }
               bound = bound * 1.001 + 1e-4 * (1 + std::fabs(want.get(i, o)));
               EXPECT_LE(std::fabs(got.get(i, o) - want.get(i, o)), bound) << what << " at [" << i << ", " << o << "]";

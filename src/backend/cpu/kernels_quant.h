@@ -15,6 +15,7 @@ struct QuantMatmulArgs {
   const float* x;      // [m][ld_x], ld_x >= k_pad, columns k..k_pad zero
   int64_t ld_x;
   const float* xsum;   // [m][n_groups] sums of x per scale group; needed when w.offset is set
+                       // (with int8 x: sums of the rounded x, d * sum(xq) per block)
   const float* bias;   // [n] f32 or null
   float* y;            // [m][ld_y]
   int64_t ld_y;
@@ -58,15 +59,13 @@ struct QuantKernelTable {
   // [p0, p1) of gemm_i8_panel rows each are unpacked to bytes in dot-product order in `scratch`
   // (gemm_i8_scratch_bytes) and reused by all m tokens, gemm_i8_mr tokens per register tile.
   // Integer sums per 32-block are exact; each block's sum is scaled by x's block scale and
-  // the weight's group scale in f32. Needs xq / xd / xc (and xsum with offsets) from quantize_x.
+  // the weight's group scale in f32. Needs xq / xd / xc from quantize_x (and xsum of the rounded x with offsets).
   void (*gemm_i8)(const QuantMatmulArgs& a, int64_t p0, int64_t p1, uint8_t* scratch);
   int gemm_i8_panel;
   int gemm_i8_mr;
   // One row of x for gemm_i8: x[0:k_pad] (zero past k) -> xq, xd, xc per 32-block (symmetric
-  // int8, d = amax / 127, q = round-to-nearest-even(x * 127 / amax), as gemv_i8's), and, when
-  // xsum is not null, the f32 sums of x per scale group of `group` columns.
-  void (*quantize_x)(const float* x, int64_t k_pad, int64_t group, int64_t n_groups, int8_t* xq,
-                     float* xd, int32_t* xc, float* xsum);
+  // int8, d = amax / 127, q = round-to-nearest-even(x * 127 / amax), as gemv_i8's).
+  void (*quantize_x)(const float* x, int64_t k_pad, int8_t* xq, float* xd, int32_t* xc);
 };
 
 const QuantKernelTable& scalar_quant_kernels();

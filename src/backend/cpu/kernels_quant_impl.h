@@ -333,6 +333,19 @@ __attribute__((noinline)) float tail_block(const QuantWeightView& w, const Quant
   return static_cast<float>(sum) * dx;
 }
 
+// ga[i] += (integer dot of pair t with token i0 + i) * x's block scales, per lane.
+template <CodeKind K, int M>
+FRUGAL_VNNI inline void gemv_i8_pair(const QuantMatmulArgs& a, const uint8_t* row, int64_t i0, int64_t t, __m512* ga) {
+  __mmask64 neg;
+  const __m512i codes = pair_codes<K>(row, t, &neg);
+  for (int i = 0; i < M; ++i) {
+    __m512i xv = _mm512_loadu_si512(a.xq + (i0 + i) * a.ld_xq + t * 64);
+    if constexpr (K == CodeKind::kQ8) xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+    const __m512 d = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, xv));
+    ga[i] = _mm512_fmadd_ps(d, _mm512_loadu_ps(a.xd16 + (i0 + i) * a.ld_xd16 + t * 16), ga[i]);
+  }
+}
+
 template <CodeKind K, int M>
 FRUGAL_VNNI void gemv_i8_rows(const QuantMatmulArgs& a, int64_t i0, int64_t n0, int64_t n1) {
   const QuantWeightView& w = a.w;
@@ -343,6 +356,26 @@ FRUGAL_VNNI void gemv_i8_rows(const QuantMatmulArgs& a, int64_t i0, int64_t n0, 
     __m512 acc[M];
     for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
     int64_t g0 = 0, in_g = 0;  // group of block 2t and its position in the group
+    if (w.n_groups == 1 || bpg % 2 == 0) {
+      // No pair straddles two groups: sum a group's pairs times x's block scales in two
+      // alternating accumulators per token (short dependency chains), then one FMA with the
+      // group's scale; no per-pair scale blend or multiply.
+      const int64_t ppg = w.n_groups == 1 ? n_pairs : bpg / 2;
+      for (int64_t g = 0, t0 = 0; t0 < n_pairs; ++g, t0 += ppg) {
+        const int64_t t1 = t0 + ppg < n_pairs ? t0 + ppg : n_pairs;
+        __m512 ga0[M], ga1[M];
+        for (int i = 0; i < M; ++i) ga0[i] = ga1[i] = _mm512_setzero_ps();
+        int64_t t = t0;
+        for (; t + 1 < t1; t += 2) {
+          gemv_i8_pair<K, M>(a, row, i0, t, ga0);
+          gemv_i8_pair<K, M>(a, row, i0, t + 1, ga1);
+        }
+        if (t < t1) gemv_i8_pair<K, M>(a, row, i0, t, ga0);
+        const __m512 sv = _mm512_set1_ps(srow[g]);
+        for (int i = 0; i < M; ++i) acc[i] = _mm512_fmadd_ps(_mm512_add_ps(ga0[i], ga1[i]), sv, acc[i]);
+      }
+      g0 = (n_blocks - 1) / bpg;  // the group of the odd tail block, if any
+    } else
     for (int64_t t = 0; t < n_pairs; ++t) {
       const int64_t g1 = in_g + 1 == bpg ? g0 + 1 : g0;
       const __m512 sv = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(srow[g0]), _mm512_set1_ps(srow[g1]));
@@ -397,8 +430,7 @@ void gemv_i8(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
 // One row of x -> int8 per 32-block (see QuantKernelTable::quantize_x). The arithmetic is the
 // dispatcher's gemv_i8 preparation (f32 amax, 127 / amax, round to nearest even), so a token is
 // quantized alike on both paths.
-void quantize_x(const float* x, int64_t k_pad, int64_t group, int64_t n_groups, int8_t* xq, float* xd,
-                int32_t* xc, float* xsum) {
+void quantize_x(const float* x, int64_t k_pad, int8_t* xq, float* xd, int32_t* xc) {
   const int64_t n_blocks = k_pad / kB;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const float* src = x + b * kB;
@@ -452,17 +484,6 @@ void quantize_x(const float* x, int64_t k_pad, int64_t group, int64_t n_groups, 
 #endif
     xd[b] = amax / 127.0f;
   }
-  if (xsum != nullptr) {
-    for (int64_t g = 0; g < n_groups; ++g) {
-      const int64_t j0 = g * group, j1 = j0 + group < k_pad ? j0 + group : k_pad;
-      F acc = Vec::zero();
-      int64_t j = j0;
-      for (; j + kW <= j1; j += kW) acc = Vec::add(acc, Vec::load(x + j));
-      float s = Vec::reduce_add(acc);
-      for (; j < j1; ++j) s += x[j];
-      xsum[g] = s;
-    }
-  }
 }
 
 // ---------------------------------------------------------------- int8-activation GEMM
@@ -473,7 +494,8 @@ void quantize_x(const float* x, int64_t k_pad, int64_t group, int64_t n_groups, 
 // broadcasts of 4 x bytes and kMR x kNV integer dot products. At the end of each 32-block the
 // exact int32 sums are converted and FMA'd into f32 accumulators times x's block scale (and the
 // group's scale when there are several groups; one per-channel scale is applied last). Offsets
-// add offset[g] * sum(x over g) at each group's end, from exact f32 sums of x, as the GEMV does.
+// add offset[g] * sum(x over g) at each group's end, from the sums of the rounded x (so that the
+// error is sum_j W_j * dx_j, as if the dequantized weight met the rounded x), as the GEMV does.
 //
 // Operands: VNNI's vpdpbusd multiplies unsigned bytes by signed ones. 4-bit codes are unsigned
 // already; int8 codes are stored XOR 0x80 (= w + 128, unsigned) and each block's sum starts at

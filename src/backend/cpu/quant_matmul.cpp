@@ -46,11 +46,18 @@ Status gemm_int8_activations(ThreadPool& pool, const QuantMatmulRequest& r, cons
   std::vector<int8_t> xq(static_cast<size_t>(m_pad * kp), 0);
   std::vector<float> xd(static_cast<size_t>(m_pad * nb), 0.0f);
   std::vector<int32_t> xc(static_cast<size_t>(m_pad * nb), 0);
+  // Offsets multiply the sums of the rounded x per group (d * sum(xq) per block; xc holds
+  // -128 * sum(xq)): the error is then sum_j W_j * dx_j, the dequantized weight's.
   std::vector<float> xsum(w.offset != nullptr ? static_cast<size_t>(m_pad * ng) : 0, 0.0f);
+  const int64_t bpg = std::max<int64_t>(1, std::min(w.group, kp) / quant::kBlock);
   pool.parallel_for(r.m, std::max<int64_t>(1, kMinWorkPerThread / kp), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      kt.quantize_x(xp.data() + i * kp, kp, w.group, ng, xq.data() + i * kp, xd.data() + i * nb,
-                    xc.data() + i * nb, xsum.empty() ? nullptr : xsum.data() + i * ng);
+    for (int64_t i = i0; i < i1; ++i) {
+      kt.quantize_x(xp.data() + i * kp, kp, xq.data() + i * kp, xd.data() + i * nb, xc.data() + i * nb);
+      if (!xsum.empty())
+        for (int64_t b = 0; b < nb; ++b)
+          xsum[static_cast<size_t>(i * ng + std::min(b / bpg, ng - 1))] +=
+              xd[static_cast<size_t>(i * nb + b)] * static_cast<float>(xc[static_cast<size_t>(i * nb + b)] / -128);
+    }
   });
   QuantMatmulArgs a{.x = xp.data(), .ld_x = kp, .xsum = xsum.empty() ? nullptr : xsum.data(),
                     .bias = r.bias, .y = r.y, .ld_y = r.ld_y, .m = r.m,
@@ -158,6 +165,7 @@ Status quant_matmul_view(ThreadPool& pool, const QuantMatmulRequest& r, const qu
     const int64_t ld_xq = n_pairs * 64, ld_xd = n_pairs * 16;
     xq.assign(static_cast<size_t>(r.m * ld_xq), 0);
     xd16.assign(static_cast<size_t>(r.m * ld_xd), 0.0f);
+    std::fill(xsum.begin(), xsum.end(), 0.0f);
     for (int64_t i = 0; i < r.m; ++i)
       for (int64_t b = 0; b < n_blocks; ++b) {
         const float* src = xp.data() + i * kp + b * quant::kBlock;
@@ -169,6 +177,11 @@ Status quant_matmul_view(ThreadPool& pool, const QuantMatmulRequest& r, const qu
           dst[j] = static_cast<int8_t>(std::lrint(std::clamp(src[j] * inv, -127.0f, 127.0f)));
         float* ds = xd16.data() + i * ld_xd + (b / 2) * 16 + (b % 2) * 8;
         for (int l = 0; l < 8; ++l) ds[l] = d;
+        if (!xsum.empty()) {  // offsets meet the rounded x, as in the GEMM
+          int32_t qs = 0;
+          for (int j = 0; j < quant::kBlock; ++j) qs += dst[j];
+          xsum[static_cast<size_t>(i * ng + std::min(b * quant::kBlock / w.group, ng - 1))] += d * static_cast<float>(qs);
+        }
       }
     a.xq = xq.data();
     a.ld_xq = ld_xq;
