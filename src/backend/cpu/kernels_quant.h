@@ -24,7 +24,9 @@ struct QuantMatmulArgs {
   quant::QuantWeightView w;
   // For gemv_i8 only: x quantized to int8 per 32-column block (|q| <= 127), zero-padded to a
   // multiple of 64 columns, and the block scales laid out per pair of blocks as 16 floats
-  // (8 x scale of block 2t, then 8 x scale of block 2t + 1): x ~= xq * scale.
+  // (8 x scale of block 2t, then 8 x scale of block 2t + 1): x ~= xq * scale. For kQ4 weights
+  // each whole pair's 64 bytes are in kQ4 pair order instead: (B0 x0-15, B1 x0-15, B0 x16-31,
+  // B1 x16-31), scales (4 x B0, 4 x B1, 4 x B0, 4 x B1); an odd last block stays in order.
   const int8_t* xq;
   int64_t ld_xq;
   const float* xd16;   // [m][ld_xd16]

@@ -295,7 +295,10 @@ void dequant_rows(const QuantWeightView& w, int64_t r0, int64_t r1, float* out) 
 #define FRUGAL_VNNI __attribute__((target("avx512vnni")))
 
 // 64 weight codes of blocks (2t, 2t+1) as bytes in x's order. Q8: |w| (u8) and the mask of
-// negative w, whose sign moves onto x (vpdpbusd multiplies u8 by s8). Q4: codes are u8 already.
+// negative w, whose sign moves onto x (vpdpbusd multiplies u8 by s8); x in natural order. Q4:
+// codes are u8 already; the 32 bytes go to both halves, the upper half shifted by 4, so the
+// 128-bit lanes hold (B0 c0-15, B1 c0-15, B0 c16-31, B1 c16-31), and the dispatcher stores x of
+// whole pairs in that order (kQ4PairOrder) rather than reordering codes here.
 template <CodeKind K>
 FRUGAL_VNNI inline __m512i pair_codes(const uint8_t* row, int64_t t, __mmask64* neg) {
   if constexpr (K == CodeKind::kQ8) {
@@ -303,16 +306,17 @@ FRUGAL_VNNI inline __m512i pair_codes(const uint8_t* row, int64_t t, __mmask64* 
     *neg = _mm512_movepi8_mask(w);
     return _mm512_abs_epi8(w);
   } else {
-    // 32 bytes = blocks 2t, 2t+1; lanes of [lo | hi] are (B0 c0-15, B1 c0-15, B0 c16-31,
-    // B1 c16-31); reorder the 128-bit lanes to B0 c0-31, B1 c0-31.
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + t * 32));
-    const __m256i m = _mm256_set1_epi8(0x0f);
-    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(b, m)),
-                                         _mm256_and_si256(_mm256_srli_epi16(b, 4), m), 1);
+    const __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + t * 32)));
+    const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
+                                           0x0004000400040004, 0, 0, 0, 0);
     *neg = 0;
-    return _mm512_shuffle_i64x2(z, z, 0xd8);
+    return _mm512_and_si512(_mm512_srlv_epi16(b, shift), _mm512_set1_epi8(0x0f));
   }
 }
+// Lanes (floats of xd16) holding block 2t + 1's scale within a pair: Q8 the upper 8; Q4 lanes
+// 4-7 and 12-15 (its pair order above).
+template <CodeKind K>
+constexpr __mmask16 odd_block_lanes() { return K == CodeKind::kQ8 ? 0xff00 : 0xf0f0; }
 
 // Integer dot of one 32-code block (the odd last one) with token i's int8 x, times scales.
 // Not inlined into the VNNI functions: GCC 12 auto-vectorized this loop there with an unsigned
@@ -378,7 +382,7 @@ FRUGAL_VNNI void gemv_i8_rows(const QuantMatmulArgs& a, int64_t i0, int64_t n0, 
     } else
     for (int64_t t = 0; t < n_pairs; ++t) {
       const int64_t g1 = in_g + 1 == bpg ? g0 + 1 : g0;
-      const __m512 sv = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(srow[g0]), _mm512_set1_ps(srow[g1]));
+      const __m512 sv = _mm512_mask_blend_ps(odd_block_lanes<K>(), _mm512_set1_ps(srow[g0]), _mm512_set1_ps(srow[g1]));
       __mmask64 neg;
       const __m512i codes = pair_codes<K>(row, t, &neg);
       for (int i = 0; i < M; ++i) {

@@ -172,14 +172,21 @@ Status quant_matmul_view(ThreadPool& pool, const QuantMatmulRequest& r, const qu
         float amax = 0;
         for (int j = 0; j < quant::kBlock; ++j) amax = std::max(amax, std::fabs(src[j]));
         const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
-        int8_t* dst = xq.data() + i * ld_xq + b * quant::kBlock;
-        for (int j = 0; j < quant::kBlock; ++j)
-          dst[j] = static_cast<int8_t>(std::lrint(std::clamp(src[j] * inv, -127.0f, 127.0f)));
-        float* ds = xd16.data() + i * ld_xd + (b / 2) * 16 + (b % 2) * 8;
-        for (int l = 0; l < 8; ++l) ds[l] = d;
+        // kQ4 whole pairs in the pair order of kernels_quant.h (the codes' nibble order).
+        const bool q4_pair = w.kind == quant::CodeKind::kQ4 && b / 2 < n_blocks / 2;
+        const int64_t h = b % 2;
+        int8_t* row_q = xq.data() + i * ld_xq;
+        int32_t qs = 0;
+        for (int j = 0; j < quant::kBlock; ++j) {
+          const int8_t q = static_cast<int8_t>(std::lrint(std::clamp(src[j] * inv, -127.0f, 127.0f)));
+          const int64_t at = q4_pair ? (b / 2) * 64 + (j < 16 ? 0 : 32) + h * 16 + j % 16 : b * quant::kBlock + j;
+          row_q[at] = q;
+          qs += q;
+        }
+        float* ds = xd16.data() + i * ld_xd + (b / 2) * 16;
+        for (int l = 0; l < 16; ++l)
+          if (q4_pair ? (l / 4) % 2 == h : l / 8 == h) ds[l] = d;
         if (!xsum.empty()) {  // offsets meet the rounded x, as in the GEMM
-          int32_t qs = 0;
-          for (int j = 0; j < quant::kBlock; ++j) qs += dst[j];
           xsum[static_cast<size_t>(i * ng + std::min(b * quant::kBlock / w.group, ng - 1))] += d * static_cast<float>(qs);
         }
       }
