@@ -89,29 +89,34 @@ QuantWeight random_weight(int f, int64_t n, int64_t k) {
   return w;
 }
 
-const std::vector<QuantWeight>& weights(int f, int64_t n, int64_t k) {
-  static std::map<std::tuple<int, int64_t, int64_t>, std::vector<QuantWeight>> cache;
-  auto key = std::make_tuple(f, n, k);
+// hot: one copy, so the weight stays in cache (the kernel's compute rate, not DRAM's).
+const std::vector<QuantWeight>& weights(int f, int64_t n, int64_t k, bool hot = false) {
+  static std::map<std::tuple<int, int64_t, int64_t, bool>, std::vector<QuantWeight>> cache;
+  auto key = std::make_tuple(f, n, k, hot);
   auto it = cache.find(key);
   if (it == cache.end()) {
     QuantWeight w = random_weight(f, n, k);
-    const size_t copies = std::max<size_t>(1, kRotateBytes / static_cast<size_t>(w.bytes()));
+    const size_t copies = hot ? 1 : std::max<size_t>(1, kRotateBytes / static_cast<size_t>(w.bytes()));
     it = cache.emplace(key, std::vector<QuantWeight>(copies, w)).first;
   }
   return it->second;
 }
 
-// Args: m, n, k, format.
+// Args: m, n, k, format, path (0: the default path; 1: exact f32 activations, i.e. for m > 8 the
+// previous GEMM that dequantizes 64-row blocks to f32 for the dense packed GEMM: the A/B of the
+// int8-activation GEMM).
 void BM_QuantMatmul(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const int f = static_cast<int>(state.range(3));
-  const std::vector<QuantWeight>& ws = weights(f, n, k);
+  const bool exact = state.range(4) != 0, hot = state.range(5) != 0;
+  const std::vector<QuantWeight>& ws = weights(f, n, k, hot);
   std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
   for (auto& v : x) v = static_cast<float>(next_rand() % 2001) * 1e-3f - 1.0f;
   size_t i = 0;
   for (auto _ : state) {
     const QuantWeight& w = ws[i++ % ws.size()];
-    Status st = cpu::quant_matmul(ThreadPool::global(), {.x = x.data(), .ld_x = k, .w = &w, .y = y.data(), .ld_y = n, .m = m});
+    Status st = cpu::quant_matmul(ThreadPool::global(), {.x = x.data(), .ld_x = k, .w = &w, .y = y.data(), .ld_y = n, .m = m,
+                                                                 .exact_activations = exact});
     if (!st.is_ok()) {
       state.SkipWithError(st.to_string().c_str());
       break;
@@ -124,15 +129,20 @@ void BM_QuantMatmul(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
   state.counters["of_bw"] = benchmark::Counter(bytes / measured_read_bandwidth(),
                                                benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(format_name(f)) + " " + cpu::best_quant_kernels().isa);
+  state.SetLabel(std::string(format_name(f)) + " " + cpu::best_quant_kernels().isa + (exact ? " f32-x" : "") + (hot ? " hot" : ""));
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"m", "n", "k", "fmt"});
+  b->ArgNames({"m", "n", "k", "fmt", "exact", "hot"});
   for (int f : {kInt8Channel, kInt4G128, kNf4G64, kFp8Block})
     for (int64_t m : {1, 64})
-      for (auto [n, k] : {std::pair<int64_t, int64_t>{1536, 1536}, {256, 1536}, {8960, 1536}, {1536, 8960}})
-        b->Args({m, n, k, f});
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{1536, 1536}, {256, 1536}, {8960, 1536}, {1536, 8960}}) {
+        b->Args({m, n, k, f, 0, 0});
+        if (m > 8 && (f == kInt8Channel || f == kInt4G128)) b->Args({m, n, k, f, 1, 0});
+      }
+  // Decode from cache (1536 x 1536: 2.4 MB int8, 1.3 MB int4): what the GEMV computes per
+  // second when DRAM is not the limit; above the read ceiling means decode is bandwidth bound.
+  for (int f : {kInt8Channel, kInt4G128, kNf4G64, kFp8Block}) b->Args({1, 1536, 1536, f, 0, 1});
   b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 BENCHMARK(BM_QuantMatmul)->Apply(shapes);

@@ -153,7 +153,9 @@ void check(const QuantWeight& w, int64_t m, bool with_bias, bool accumulate, con
         wabs_xmax[static_cast<size_t>(i * n + o)] += std::fabs(wj) * xmax;
       }
   }
-  // The int8-activation GEMV rounds x per 32-block: |dx| <= amax(block) / 254 <= amax(row) / 254.
+  // The int8-activation GEMV (m <= 8, VNNI) and GEMM (m > 8, VNNI and AVX2) round x per
+  // 32-block: |dx| <= amax(block) / 254 <= amax(row) / 254, times |W| (offsets meet the
+  // rounded x too).
   const bool int8_x_kind = w.kind == quant::CodeKind::kQ8 || (w.kind == quant::CodeKind::kQ4 && w.view().lut_is_identity);
   ThreadPool pool(2);
   for (const QuantKernelTable* t : tables()) {
@@ -169,7 +171,8 @@ void check(const QuantWeight& w, int64_t m, bool with_bias, bool accumulate, con
           continue;
         }
         double tol = 2e-6 * mag[static_cast<size_t>(i * n + o)] + 1e-5 * (1 + std::fabs(ref[idx]));
-        if (t->gemv_i8 && int8_x_kind && m <= kGemvMaxTokens) tol += wabs_xmax[static_cast<size_t>(i * n + o)] / 254.0;
+        const bool int8_x = int8_x_kind && (m <= kGemvMaxTokens ? t->gemv_i8 != nullptr : t->gemm_i8 != nullptr);
+        if (int8_x) tol += wabs_xmax[static_cast<size_t>(i * n + o)] / 254.0;
         ASSERT_NEAR(y[idx], ref[idx], tol) << what << " isa " << t->isa << " m " << m << " row " << i << " col " << o;
       }
     }
@@ -278,6 +281,38 @@ TEST(QuantKernels, Int8ActivationsAreOptionalAndClose) {
     EXPECT_LT(err / ref, 0.01) << "bits " << bits;  // measured ~0.3-0.5% mean relative error
     std::printf("int8 activations, %d-bit weights: mean |y - y_f32| / mean |y_f32| = %.4f\n", bits, err / ref);
   }
+}
+
+// The prefill GEMM on int8 activations (VNNI and AVX2): taken for int8 and int4, close to the
+// f32 path, and exact_activations still selects the f32 path bit for bit.
+TEST(QuantKernels, Int8ActivationGemmIsOptionalAndClose) {
+  std::vector<const QuantKernelTable*> int_tables;
+  for (const QuantKernelTable* t : tables())
+    if (t->gemm_i8) int_tables.push_back(t);
+  if (int_tables.empty()) GTEST_SKIP() << "no integer GEMM on this CPU";
+  for (const QuantKernelTable* t : int_tables)
+    for (int bits : {4, 8}) {
+      Packed p;
+      Result<QuantWeight> w = make_gptq(p, bits, 40, 352, 32, false);  // 11 blocks; 40 rows: a partial panel
+      ASSERT_TRUE(w) << w.status().to_string();
+      const int64_t m = 13, n = 40, k = 352;
+      std::vector<float> x(static_cast<size_t>(m * k));
+      for (auto& v : x) v = rand_f(-1, 1);
+      std::vector<float> y_exact(static_cast<size_t>(m * n)), y_int(y_exact.size());
+      ThreadPool pool(2);
+      QuantMatmulRequest r{.x = x.data(), .ld_x = k, .w = &*w, .y = y_exact.data(), .ld_y = n, .m = m,
+                           .exact_activations = true};
+      ASSERT_TRUE(quant_matmul(pool, r, *t));
+      r.y = y_int.data();
+      r.exact_activations = false;
+      ASSERT_TRUE(quant_matmul(pool, r, *t));
+      double err = 0, ref = 0;
+      for (size_t o = 0; o < y_exact.size(); ++o) err += std::fabs(y_int[o] - y_exact[o]), ref += std::fabs(y_exact[o]);
+      EXPECT_GT(err, 0.0) << t->isa << ": int8 GEMM not taken";
+      EXPECT_LT(err / ref, 0.01) << t->isa << " bits " << bits;
+      std::printf("%s int8-activation GEMM, %d-bit weights: mean |y - y_f32| / mean |y_f32| = %.4f\n", t->isa, bits,
+                  err / ref);
+    }
 }
 
 TEST(QuantKernels, BadRequests) {

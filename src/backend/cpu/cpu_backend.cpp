@@ -46,7 +46,8 @@ float* thread_scratch(int64_t n_floats) {
 
 class CpuBackend final : public ops::Backend {
  public:
-  CpuBackend(ThreadPool* pool, const KernelTable& kernels) : pool_(pool), k_(kernels), qk_(quant_table_for(kernels)) {}
+  CpuBackend(ThreadPool* pool, const KernelTable& kernels, const CpuBackendOptions& options)
+      : pool_(pool), k_(kernels), qk_(quant_table_for(kernels)), options_(options) {}
 
   std::string name() const override { return std::string("cpu-") + k_.isa; }
   DType activation_dtype() const override { return DType::kF32; }
@@ -98,6 +99,7 @@ class CpuBackend final : public ops::Backend {
   ThreadPool* pool_;
   const KernelTable& k_;
   const QuantKernelTable& qk_;
+  CpuBackendOptions options_;
 };
 
 Status CpuBackend::embedding(const ops::EmbeddingParams& p) {
@@ -148,7 +150,8 @@ Status CpuBackend::matmul_quant(const ops::MatmulParams& p) {
   }
   const QuantMatmulRequest r{.x = static_cast<const float*>(p.x), .ld_x = p.ld_x, .w = nullptr,
                              .bias = bias.empty() ? static_cast<const float*>(p.bias) : bias.data(),
-                             .y = static_cast<float*>(p.y), .ld_y = p.ld_y, .m = p.m, .accumulate = p.accumulate};
+                             .y = static_cast<float*>(p.y), .ld_y = p.ld_y, .m = p.m, .accumulate = p.accumulate,
+                             .exact_activations = options_.exact_quant_activations};
   return quant_matmul_view(*pool_, r, quant::kernel_view(p.w, p.n, p.k), "cpu matmul", qk_);
 }
 
@@ -345,8 +348,10 @@ Status CpuBackend::moe_experts(const ops::MoeExpertsParams& p) {
 }  // namespace
 }  // namespace cpu
 
-std::unique_ptr<ops::Backend> make_cpu_backend(ThreadPool* pool) {
-  return std::make_unique<cpu::CpuBackend>(pool, cpu::best_kernels());
+std::unique_ptr<ops::Backend> make_cpu_backend(ThreadPool* pool) { return make_cpu_backend(pool, {}); }
+
+std::unique_ptr<ops::Backend> make_cpu_backend(ThreadPool* pool, const CpuBackendOptions& options) {
+  return std::make_unique<cpu::CpuBackend>(pool, cpu::best_kernels(), options);
 }
 
 }  // namespace frugal

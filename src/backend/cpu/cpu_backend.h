@@ -12,6 +12,14 @@
 
 namespace frugal {
 
+struct CpuBackendOptions {
+  // INT8 / INT4 matmuls round x to int8 per 32 inputs for integer dot products where the CPU has
+  // them (decode on AVX-512 VNNI, prefill on AVX-512 VNNI and AVX2; docs/quantization.md). True
+  // keeps x in f32 everywhere: exact up to f32 rounding, for format-correctness tests.
+  bool exact_quant_activations = false;
+};
+
 std::unique_ptr<ops::Backend> make_cpu_backend(ThreadPool* pool = &ThreadPool::global());
+std::unique_ptr<ops::Backend> make_cpu_backend(ThreadPool* pool, const CpuBackendOptions& options);
 
 }  // namespace frugal

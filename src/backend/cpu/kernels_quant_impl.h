@@ -295,7 +295,10 @@ void dequant_rows(const QuantWeightView& w, int64_t r0, int64_t r1, float* out) 
 #define FRUGAL_VNNI __attribute__((target("avx512vnni")))
 
 // 64 weight codes of blocks (2t, 2t+1) as bytes in x's order. Q8: |w| (u8) and the mask of
-// negative w, whose sign moves onto x (vpdpbusd multiplies u8 by s8). Q4: codes are u8 already.
+// negative w, whose sign moves onto x (vpdpbusd multiplies u8 by s8); x in natural order. Q4:
+// codes are u8 already; the 32 bytes go to both halves, the upper half shifted by 4, so the
+// 128-bit lanes hold (B0 c0-15, B1 c0-15, B0 c16-31, B1 c16-31), and the dispatcher stores x of
+// whole pairs in that order (kQ4PairOrder) rather than reordering codes here.
 template <CodeKind K>
 FRUGAL_VNNI inline __m512i pair_codes(const uint8_t* row, int64_t t, __mmask64* neg) {
   if constexpr (K == CodeKind::kQ8) {
@@ -303,16 +306,17 @@ FRUGAL_VNNI inline __m512i pair_codes(const uint8_t* row, int64_t t, __mmask64* 
     *neg = _mm512_movepi8_mask(w);
     return _mm512_abs_epi8(w);
   } else {
-    // 32 bytes = blocks 2t, 2t+1; lanes of [lo | hi] are (B0 c0-15, B1 c0-15, B0 c16-31,
-    // B1 c16-31); reorder the 128-bit lanes to B0 c0-31, B1 c0-31.
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + t * 32));
-    const __m256i m = _mm256_set1_epi8(0x0f);
-    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(b, m)),
-                                         _mm256_and_si256(_mm256_srli_epi16(b, 4), m), 1);
+    const __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + t * 32)));
+    const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
+                                           0x0004000400040004, 0, 0, 0, 0);
     *neg = 0;
-    return _mm512_shuffle_i64x2(z, z, 0xd8);
+    return _mm512_and_si512(_mm512_srlv_epi16(b, shift), _mm512_set1_epi8(0x0f));
   }
 }
+// Lanes (floats of xd16) holding block 2t + 1's scale within a pair: Q8 the upper 8; Q4 lanes
+// 4-7 and 12-15 (its pair order above).
+template <CodeKind K>
+constexpr __mmask16 odd_block_lanes() { return K == CodeKind::kQ8 ? 0xff00 : 0xf0f0; }
 
 // Integer dot of one 32-code block (the odd last one) with token i's int8 x, times scales.
 // Not inlined into the VNNI functions: GCC 12 auto-vectorized this loop there with an unsigned
@@ -333,6 +337,19 @@ __attribute__((noinline)) float tail_block(const QuantWeightView& w, const Quant
   return static_cast<float>(sum) * dx;
 }
 
+// ga[i] += (integer dot of pair t with token i0 + i) * x's block scales, per lane.
+template <CodeKind K, int M>
+FRUGAL_VNNI inline void gemv_i8_pair(const QuantMatmulArgs& a, const uint8_t* row, int64_t i0, int64_t t, __m512* ga) {
+  __mmask64 neg;
+  const __m512i codes = pair_codes<K>(row, t, &neg);
+  for (int i = 0; i < M; ++i) {
+    __m512i xv = _mm512_loadu_si512(a.xq + (i0 + i) * a.ld_xq + t * 64);
+    if constexpr (K == CodeKind::kQ8) xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+    const __m512 d = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, xv));
+    ga[i] = _mm512_fmadd_ps(d, _mm512_loadu_ps(a.xd16 + (i0 + i) * a.ld_xd16 + t * 16), ga[i]);
+  }
+}
+
 template <CodeKind K, int M>
 FRUGAL_VNNI void gemv_i8_rows(const QuantMatmulArgs& a, int64_t i0, int64_t n0, int64_t n1) {
   const QuantWeightView& w = a.w;
@@ -343,9 +360,29 @@ FRUGAL_VNNI void gemv_i8_rows(const QuantMatmulArgs& a, int64_t i0, int64_t n0, 
     __m512 acc[M];
     for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps();
     int64_t g0 = 0, in_g = 0;  // group of block 2t and its position in the group
+    if (w.n_groups == 1 || bpg % 2 == 0) {
+      // No pair straddles two groups: sum a group's pairs times x's block scales in two
+      // alternating accumulators per token (short dependency chains), then one FMA with the
+      // group's scale; no per-pair scale blend or multiply.
+      const int64_t ppg = w.n_groups == 1 ? n_pairs : bpg / 2;
+      for (int64_t g = 0, t0 = 0; t0 < n_pairs; ++g, t0 += ppg) {
+        const int64_t t1 = t0 + ppg < n_pairs ? t0 + ppg : n_pairs;
+        __m512 ga0[M], ga1[M];
+        for (int i = 0; i < M; ++i) ga0[i] = ga1[i] = _mm512_setzero_ps();
+        int64_t t = t0;
+        for (; t + 1 < t1; t += 2) {
+          gemv_i8_pair<K, M>(a, row, i0, t, ga0);
+          gemv_i8_pair<K, M>(a, row, i0, t + 1, ga1);
+        }
+        if (t < t1) gemv_i8_pair<K, M>(a, row, i0, t, ga0);
+        const __m512 sv = _mm512_set1_ps(srow[g]);
+        for (int i = 0; i < M; ++i) acc[i] = _mm512_fmadd_ps(_mm512_add_ps(ga0[i], ga1[i]), sv, acc[i]);
+      }
+      g0 = (n_blocks - 1) / bpg;  // the group of the odd tail block, if any
+    } else
     for (int64_t t = 0; t < n_pairs; ++t) {
       const int64_t g1 = in_g + 1 == bpg ? g0 + 1 : g0;
-      const __m512 sv = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(srow[g0]), _mm512_set1_ps(srow[g1]));
+      const __m512 sv = _mm512_mask_blend_ps(odd_block_lanes<K>(), _mm512_set1_ps(srow[g0]), _mm512_set1_ps(srow[g1]));
       __mmask64 neg;
       const __m512i codes = pair_codes<K>(row, t, &neg);
       for (int i = 0; i < M; ++i) {
@@ -390,16 +427,332 @@ void gemv_i8(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
   return gemv_i8_typed<CodeKind::kQ4>(a, n0, n1);
 }
 
+#endif
+
+// ---------------------------------------------------------------- int8 activations for the GEMM
+
+// One row of x -> int8 per 32-block (see QuantKernelTable::quantize_x). The arithmetic is the
+// dispatcher's gemv_i8 preparation (f32 amax, 127 / amax, round to nearest even), so a token is
+// quantized alike on both paths.
+void quantize_x(const float* x, int64_t k_pad, int8_t* xq, float* xd, int32_t* xc) {
+  const int64_t n_blocks = k_pad / kB;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const float* src = x + b * kB;
+    int8_t* dst = xq + b * kB;
+#if FRUGAL_QUANT_ISA_BITS == 512
+    const __m512 v0 = _mm512_loadu_ps(src), v1 = _mm512_loadu_ps(src + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    const __m512 vi = _mm512_set1_ps(inv), lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, vi), lo), hi));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v1, vi), lo), hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16), _mm512_cvtepi32_epi8(q1));
+    xc[b] = -128 * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+#elif FRUGAL_QUANT_ISA_BITS == 256
+    __m256 v[4];
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(src + 8 * j);
+      m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[j]));
+    }
+    const float amax = Vec::reduce_max(m);
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    const __m256 vi = _mm256_set1_ps(inv), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j)
+      q[j] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[j], vi), lo), hi));
+    // 32 x i32 -> 32 x i8 in order: packs work per 128-bit lane, so fix the order afterwards.
+    const __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i b8 = _mm256_packs_epi16(w01, w23);
+    const __m256i ordered = _mm256_permutevar8x32_epi32(b8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), ordered);
+    const __m256i s32 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+    xc[b] = -128 * _mm_cvtsi128_si32(t);
+#else
+    float amax = 0;
+    for (int j = 0; j < kB; ++j) amax = std::fmax(amax, std::fabs(src[j]));
+    const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    int32_t sum = 0;
+    for (int j = 0; j < kB; ++j) {
+      float v = src[j] * inv;
+      v = v < -127.0f ? -127.0f : v > 127.0f ? 127.0f : v;
+      dst[j] = static_cast<int8_t>(std::nearbyint(v));
+      sum += dst[j];
+    }
+    xc[b] = -128 * sum;
+#endif
+    xd[b] = amax / 127.0f;
+  }
+}
+
+// ---------------------------------------------------------------- int8-activation GEMM
+//
+// A panel of kPanel weight rows is unpacked once into bytes laid out [k / 4][kPanel][4] (the
+// 4-byte groups an integer dot product sums per lane), and its scales and offsets into [g][kPanel];
+// then every kMR tokens run through the whole panel: per 4 k, kNV vector loads of codes, kMR
+// broadcasts of 4 x bytes and kMR x kNV integer dot products. At the end of each 32-block the
+// exact int32 sums are converted and FMA'd into f32 accumulators times x's block scale (and the
+// group's scale when there are several groups; one per-channel scale is applied last). Offsets
+// add offset[g] * sum(x over g) at each group's end, from the sums of the rounded x (so that the
+// error is sum_j W_j * dx_j, as if the dequantized weight met the rounded x), as the GEMV does.
+//
+// Operands: VNNI's vpdpbusd multiplies unsigned bytes by signed ones. 4-bit codes are unsigned
+// already; int8 codes are stored XOR 0x80 (= w + 128, unsigned) and each block's sum starts at
+// -128 * sum(xq) (QuantMatmulArgs::xc), which makes it exact. AVX2 has no vpdpbusd: vpmaddubsw
+// (u8 x s8 -> pairs summed in saturating s16) and vpmaddwd against ones; 4-bit codes times |x| <=
+// 127 cannot saturate (2 * 15 * 127), and int8 weights go as |w| times x with w's sign
+// (2 * 128 * 127 < 32767), so the integer sums are exact on every ISA.
+#if FRUGAL_QUANT_ISA_BITS > 0
+#if FRUGAL_QUANT_ISA_BITS == 512
+#define FRUGAL_I8GEMM __attribute__((target("avx512vnni")))
+using IV = __m512i;
+constexpr int kLanes = 16;
+constexpr int kGemmMR = 4;  // 8 int32 + 8 f32 accumulators (6 measured no faster)
+constexpr bool kBiasedQ8 = true;
+#else
+#define FRUGAL_I8GEMM
+using IV = __m256i;
+constexpr int kLanes = 8;
+constexpr int kGemmMR = 2;  // 4 + 4 accumulators, |w| copies and temporaries in 16 registers
+constexpr bool kBiasedQ8 = false;
+#endif
+constexpr int kGemmNV = 2;
+constexpr int kPanel = kGemmNV * kLanes;  // weight rows per panel
+constexpr int kChunk = 4 * kLanes;        // codes per row transposed at once (kLanes dwords)
+
+inline IV iload(const void* p) {
+#if FRUGAL_QUANT_ISA_BITS == 512
+  return _mm512_loadu_si512(p);
+#else
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+#endif
+}
+inline IV iset1(int32_t v) {
+#if FRUGAL_QUANT_ISA_BITS == 512
+  return _mm512_set1_epi32(v);
+#else
+  return _mm256_set1_epi32(v);
+#endif
+}
+inline F cvt(IV v) {
+#if FRUGAL_QUANT_ISA_BITS == 512
+  return _mm512_cvtepi32_ps(v);
+#else
+  return _mm256_cvtepi32_ps(v);
+#endif
+}
+
+// kChunk codes of row r from code position k0, as bytes in k order (kQ8 biased by 128 for VNNI),
+// reinterpreted as kLanes floats for the in-register dword transpose.
+template <CodeKind K>
+inline F chunk_codes(const QuantWeightView& w, int64_t r, int64_t k0) {
+  const uint8_t* row = w.q + r * w.ld_q;
+#if FRUGAL_QUANT_ISA_BITS == 512
+  if constexpr (K == CodeKind::kQ8) {
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_loadu_si512(row + k0), _mm512_set1_epi8(static_cast<char>(0x80))));
+  } else {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + k0 / 2));
+    const __m256i m = _mm256_set1_epi8(0x0f);
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(b, m)),
+                                         _mm256_and_si256(_mm256_srli_epi16(b, 4), m), 1);
+    return _mm512_castsi512_ps(_mm512_shuffle_i64x2(z, z, 0xd8));
+  }
+#else
+  if constexpr (K == CodeKind::kQ8) {
+    return _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + k0)));
+  } else {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k0 / 2));
+    const __m128i m = _mm_set1_epi8(0x0f);
+    return _mm256_castsi256_ps(_mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m)));
+  }
+#endif
+}
+
+template <CodeKind K>
+inline uint8_t code_byte(const QuantWeightView& w, int64_t r, int64_t j) {
+  const uint8_t* row = w.q + r * w.ld_q;
+  if constexpr (K == CodeKind::kQ8) return kBiasedQ8 ? static_cast<uint8_t>(row[j] ^ 0x80) : row[j];
+  const uint8_t byte = row[(j / kB) * 16 + (j % kB) % 16];
+  return (j % kB) < 16 ? (byte & 0xf) : (byte >> 4);
+}
+
+// Rows [r0, r0 + rows) (rows <= kPanel; missing rows get zero scales) into the panel layout.
+template <CodeKind K>
+void pack_panel(const QuantWeightView& w, int64_t r0, int rows, uint8_t* codes, float* ps, float* po) {
+  const int64_t kp = w.k_pad, kvec = kp / kChunk * kChunk;
+  for (int half = 0; half < kGemmNV; ++half) {
+    for (int64_t k0 = 0; k0 < kvec; k0 += kChunk) {
+      F t[kLanes];
+      for (int l = 0; l < kLanes; ++l) {
+        const int r = half * kLanes + l;
+        t[l] = r < rows ? chunk_codes<K>(w, r0 + r, k0) : Vec::zero();
+      }
+      Vec::transpose(t);
+      for (int j = 0; j < kLanes; ++j)
+        Vec::store(reinterpret_cast<float*>(codes + ((k0 / 4 + j) * kPanel + half * kLanes) * 4), t[j]);
+    }
+  }
+  for (int64_t j = kvec; j < kp; ++j)
+    for (int r = 0; r < kPanel; ++r)
+      codes[((j / 4) * kPanel + r) * 4 + j % 4] = r < rows ? code_byte<K>(w, r0 + r, j) : 0;
+  for (int64_t g = 0; g < w.n_groups; ++g)
+    for (int r = 0; r < kPanel; ++r) {
+      ps[g * kPanel + r] = r < rows ? scale_row(w, r0 + r)[g] : 0.0f;
+      if (po) po[g * kPanel + r] = r < rows ? w.offset[(r0 + r) * w.n_groups + g] : 0.0f;
+    }
+}
+
+// acc += 4-byte dot products of codes (per lane) with x's 4 bytes (broadcast); `absw` is |codes|
+// for AVX2 int8 (unused otherwise).
+template <CodeKind K>
+FRUGAL_I8GEMM inline IV dot4(IV acc, IV codes, IV absw, IV xb) {
+#if FRUGAL_QUANT_ISA_BITS == 512
+  (void)absw;
+  return _mm512_dpbusd_epi32(acc, codes, xb);
+#else
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (K == CodeKind::kQ8)
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(absw, _mm256_sign_epi8(xb, codes)), ones));
+  (void)absw;
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(codes, xb), ones));
+#endif
+}
+
+// out[i][c] for tokens i0 .. i0 + kMR and the panel's kPanel rows (per-channel scale applied).
+template <CodeKind K, bool kGrouped, bool kOffsets>
+FRUGAL_I8GEMM void gemm_i8_tile(const QuantMatmulArgs& a, int64_t i0, const uint8_t* codes, const float* ps,
+                                const float* po, float (*out)[kPanel]) {
+  const QuantWeightView& w = a.w;
+  const int64_t n_blocks = w.k_pad / kB, bpg = blocks_per_group(w);
+  F facc[kGemmMR][kGemmNV];
+  for (int i = 0; i < kGemmMR; ++i)
+    for (int v = 0; v < kGemmNV; ++v) facc[i][v] = Vec::zero();
+  const int8_t* xr[kGemmMR];
+  for (int i = 0; i < kGemmMR; ++i) xr[i] = a.xq + (i0 + i) * a.ld_xq;
+  const float* xd = a.xd + i0 * a.ld_xd;
+  const int32_t* xc = a.xc + i0 * a.ld_xd;
+  F sv[kGemmNV];
+  for (int v = 0; v < kGemmNV; ++v) sv[v] = Vec::load(ps + v * kLanes);
+  int64_t g = 0, in_g = 0;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    IV acc[kGemmMR][kGemmNV];
+    for (int i = 0; i < kGemmMR; ++i) {
+      const IV init = K == CodeKind::kQ8 && kBiasedQ8 ? iset1(xc[i * a.ld_xd + b]) : iset1(0);
+      for (int v = 0; v < kGemmNV; ++v) acc[i][v] = init;
+    }
+    const uint8_t* cb = codes + b * (kB / 4) * kPanel * 4;
+#pragma GCC unroll 8
+    for (int q = 0; q < kB / 4; ++q) {
+      IV wv[kGemmNV], aw[kGemmNV];
+      for (int v = 0; v < kGemmNV; ++v) {
+        wv[v] = iload(cb + (q * kPanel + v * kLanes) * 4);
+#if FRUGAL_QUANT_ISA_BITS == 256
+        aw[v] = K == CodeKind::kQ8 ? _mm256_abs_epi8(wv[v]) : wv[v];
+#else
+        aw[v] = wv[v];
+#endif
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < kGemmMR; ++i) {
+        int32_t x4;
+        std::memcpy(&x4, xr[i] + b * kB + q * 4, 4);
+        const IV xb = iset1(x4);
+#pragma GCC unroll 4
+        for (int v = 0; v < kGemmNV; ++v) acc[i][v] = dot4<K>(acc[i][v], wv[v], aw[v], xb);
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < kGemmMR; ++i) {
+      const F d = Vec::set1(xd[i * a.ld_xd + b]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kGemmNV; ++v)
+        facc[i][v] = Vec::fma(cvt(acc[i][v]), kGrouped ? Vec::mul(d, sv[v]) : d, facc[i][v]);
+    }
+    if (++in_g == bpg || b + 1 == n_blocks) {
+      if constexpr (!kGrouped)  // one group: its end is the last block; scale the code sums once
+        for (int i = 0; i < kGemmMR; ++i)
+          for (int v = 0; v < kGemmNV; ++v) facc[i][v] = Vec::mul(facc[i][v], sv[v]);
+      if constexpr (kOffsets) {
+        for (int i = 0; i < kGemmMR; ++i) {
+          const F xs = Vec::set1(a.xsum[(i0 + i) * w.n_groups + g]);
+          for (int v = 0; v < kGemmNV; ++v)
+            facc[i][v] = Vec::fma(Vec::load(po + g * kPanel + v * kLanes), xs, facc[i][v]);
+        }
+      }
+      in_g = 0;
+      if (++g < w.n_groups && kGrouped)
+        for (int v = 0; v < kGemmNV; ++v) sv[v] = Vec::load(ps + g * kPanel + v * kLanes);
+    }
+  }
+  for (int i = 0; i < kGemmMR; ++i)
+    for (int v = 0; v < kGemmNV; ++v) Vec::store(out[i] + v * kLanes, facc[i][v]);
+}
+
+template <CodeKind K, bool kGrouped, bool kOffsets>
+void gemm_i8_panels(const QuantMatmulArgs& a, int64_t p0, int64_t p1, uint8_t* scratch) {
+  const QuantWeightView& w = a.w;
+  // 64-byte aligned codes, then scales and offsets.
+  uint8_t* codes = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
+  float* ps = reinterpret_cast<float*>(codes + kPanel * w.k_pad);
+  float* po = kOffsets ? ps + kPanel * w.n_groups : nullptr;
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t r0 = p * kPanel;
+    const int rows = static_cast<int>(w.n - r0 < kPanel ? w.n - r0 : kPanel);
+    pack_panel<K>(w, r0, rows, codes, ps, po);
+    for (int64_t i0 = 0; i0 < a.m; i0 += kGemmMR) {
+      float out[kGemmMR][kPanel];
+      gemm_i8_tile<K, kGrouped, kOffsets>(a, i0, codes, ps, po, out);
+      for (int i = 0; i < kGemmMR && i0 + i < a.m; ++i) {
+        float* y = a.y + (i0 + i) * a.ld_y + r0;
+        for (int c = 0; c < rows; ++c) {
+          const float bias = a.bias ? a.bias[r0 + c] : 0.0f;
+          y[c] = out[i][c] + bias + (a.accumulate ? y[c] : 0.0f);
+        }
+      }
+    }
+  }
+}
+
+void gemm_i8(const QuantMatmulArgs& a, int64_t p0, int64_t p1, uint8_t* scratch) {
+  const bool grouped = a.w.n_groups > 1, offsets = a.w.offset != nullptr;
+  if (a.w.kind == CodeKind::kQ8) {
+    if (grouped) return offsets ? gemm_i8_panels<CodeKind::kQ8, true, true>(a, p0, p1, scratch)
+                                : gemm_i8_panels<CodeKind::kQ8, true, false>(a, p0, p1, scratch);
+    return offsets ? gemm_i8_panels<CodeKind::kQ8, false, true>(a, p0, p1, scratch)
+                   : gemm_i8_panels<CodeKind::kQ8, false, false>(a, p0, p1, scratch);
+  }
+  if (grouped) return offsets ? gemm_i8_panels<CodeKind::kQ4, true, true>(a, p0, p1, scratch)
+                              : gemm_i8_panels<CodeKind::kQ4, true, false>(a, p0, p1, scratch);
+  return offsets ? gemm_i8_panels<CodeKind::kQ4, false, true>(a, p0, p1, scratch)
+                 : gemm_i8_panels<CodeKind::kQ4, false, false>(a, p0, p1, scratch);
+}
+#endif  // FRUGAL_QUANT_ISA_BITS > 0
+
+#if FRUGAL_QUANT_ISA_BITS == 512
 const QuantKernelTable& table_vnni() {
   static const QuantKernelTable t = {.isa = "avx512_vnni", .gemv = gemv, .dequant_rows = dequant_rows,
-                                     .gemv_i8 = gemv_i8};
+                                     .gemv_i8 = gemv_i8, .gemm_i8 = gemm_i8, .gemm_i8_panel = kPanel,
+                                     .gemm_i8_mr = kGemmMR, .quantize_x = quantize_x};
   return t;
 }
 #endif
 
 const QuantKernelTable& table() {
+  // AVX2 has the integer GEMM (vpmaddubsw); AVX-512 without VNNI and scalar dequantize for it.
+#if FRUGAL_QUANT_ISA_BITS == 256
   static const QuantKernelTable t = {.isa = FRUGAL_CPU_ISA_NAME, .gemv = gemv, .dequant_rows = dequant_rows,
-                                     .gemv_i8 = nullptr};
+                                     .gemv_i8 = nullptr, .gemm_i8 = gemm_i8, .gemm_i8_panel = kPanel,
+                                     .gemm_i8_mr = kGemmMR, .quantize_x = quantize_x};
+#else
+  static const QuantKernelTable t = {.isa = FRUGAL_CPU_ISA_NAME, .gemv = gemv, .dequant_rows = dequant_rows,
+                                     .gemv_i8 = nullptr, .gemm_i8 = nullptr, .gemm_i8_panel = 0,
+                                     .gemm_i8_mr = 0, .quantize_x = quantize_x};
+#endif
   return t;
 }
 

@@ -37,6 +37,42 @@ std::vector<float>& thread_scratch(size_t n) {
   return buf;
 }
 
+// Prefill on int8 activations (QuantKernelTable::gemm_i8): x rows quantized per 32-block in
+// parallel (rows padded with zeros to a whole register tile), then weight panels over threads.
+Status gemm_int8_activations(ThreadPool& pool, const QuantMatmulRequest& r, const quant::QuantWeightView& w,
+                             const QuantKernelTable& kt, const std::vector<float>& xp) {
+  const int64_t kp = w.k_pad, ng = w.n_groups, nb = kp / quant::kBlock;
+  const int64_t mr = kt.gemm_i8_mr, m_pad = (r.m + mr - 1) / mr * mr;
+  std::vector<int8_t> xq(static_cast<size_t>(m_pad * kp), 0);
+  std::vector<float> xd(static_cast<size_t>(m_pad * nb), 0.0f);
+  std::vector<int32_t> xc(static_cast<size_t>(m_pad * nb), 0);
+  // Offsets multiply the sums of the rounded x per group (d * sum(xq) per block; xc holds
+  // -128 * sum(xq)): the error is then sum_j W_j * dx_j, the dequantized weight's.
+  std::vector<float> xsum(w.offset != nullptr ? static_cast<size_t>(m_pad * ng) : 0, 0.0f);
+  const int64_t bpg = std::max<int64_t>(1, std::min(w.group, kp) / quant::kBlock);
+  pool.parallel_for(r.m, std::max<int64_t>(1, kMinWorkPerThread / kp), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      kt.quantize_x(xp.data() + i * kp, kp, xq.data() + i * kp, xd.data() + i * nb, xc.data() + i * nb);
+      if (!xsum.empty())
+        for (int64_t b = 0; b < nb; ++b)
+          xsum[static_cast<size_t>(i * ng + std::min(b / bpg, ng - 1))] +=
+              xd[static_cast<size_t>(i * nb + b)] * static_cast<float>(xc[static_cast<size_t>(i * nb + b)] / -128);
+    }
+  });
+  QuantMatmulArgs a{.x = xp.data(), .ld_x = kp, .xsum = xsum.empty() ? nullptr : xsum.data(),
+                    .bias = r.bias, .y = r.y, .ld_y = r.ld_y, .m = r.m,
+                    .accumulate = r.accumulate, .w = w, .xq = xq.data(), .ld_xq = kp,
+                    .xd16 = nullptr, .ld_xd16 = 0, .xd = xd.data(), .xc = xc.data(), .ld_xd = nb};
+  const int64_t panel = kt.gemm_i8_panel, n_panels = (w.n + panel - 1) / panel;
+  const size_t scratch = static_cast<size_t>(gemm_i8_scratch_bytes(panel, kp, ng));
+  pool.parallel_for(n_panels, 1, [&](int64_t p0, int64_t p1) {
+    thread_local std::vector<uint8_t> buf;
+    if (buf.size() < scratch) buf.resize(scratch);
+    kt.gemm_i8(a, p0, p1, buf.data());
+  });
+  return Status::ok();
+}
+
 }  // namespace
 
 const QuantKernelTable& best_quant_kernels() {
@@ -100,19 +136,26 @@ Status quant_matmul_view(ThreadPool& pool, const QuantMatmulRequest& r, const qu
       for (int64_t j = 0; j < w.k; ++j) dst[j] = src[w.k_perm[j]];
     }
   }
+  const bool int_codes = w.kind == quant::CodeKind::kQ8 || (w.kind == quant::CodeKind::kQ4 && w.lut_is_identity);
+  if (r.m > kGemvMaxTokens && kt.gemm_i8 != nullptr && !r.exact_activations && int_codes)
+    return gemm_int8_activations(pool, r, w, kt, xp);
   std::vector<float> xsum;
   if (w.offset != nullptr) {
     xsum.assign(static_cast<size_t>(r.m * ng), 0.0f);
     for (int64_t i = 0; i < r.m; ++i)
-      for (int64_t j = 0; j < w.k; ++j) xsum[static_cast<size_t>(i * ng + j / w.group)] += xp[static_cast<size_t>(i * kp + j)];
+      for (int64_t g = 0; g < ng; ++g) {
+        const int64_t j1 = std::min(w.k, (g + 1) * w.group);
+        float s = 0;
+        for (int64_t j = g * w.group; j < j1; ++j) s += xp[static_cast<size_t>(i * kp + j)];
+        xsum[static_cast<size_t>(i * ng + g)] = s;
+      }
   }
   QuantMatmulArgs a{.x = xp.data(), .ld_x = kp, .xsum = xsum.empty() ? nullptr : xsum.data(),
                     .bias = r.bias, .y = r.y, .ld_y = r.ld_y, .m = r.m,
                     .accumulate = r.accumulate, .w = w, .xq = nullptr, .ld_xq = 0,
                     .xd16 = nullptr, .ld_xd16 = 0};
 
-  const bool int8_x = kt.gemv_i8 != nullptr && !r.exact_activations && r.m <= kGemvMaxTokens &&
-                      (w.kind == quant::CodeKind::kQ8 || (w.kind == quant::CodeKind::kQ4 && a.w.lut_is_identity));
+  const bool int8_x = kt.gemv_i8 != nullptr && !r.exact_activations && r.m <= kGemvMaxTokens && int_codes;
   std::vector<int8_t> xq;
   std::vector<float> xd16;
   if (int8_x) {
@@ -122,17 +165,30 @@ Status quant_matmul_view(ThreadPool& pool, const QuantMatmulRequest& r, const qu
     const int64_t ld_xq = n_pairs * 64, ld_xd = n_pairs * 16;
     xq.assign(static_cast<size_t>(r.m * ld_xq), 0);
     xd16.assign(static_cast<size_t>(r.m * ld_xd), 0.0f);
+    std::fill(xsum.begin(), xsum.end(), 0.0f);
     for (int64_t i = 0; i < r.m; ++i)
       for (int64_t b = 0; b < n_blocks; ++b) {
         const float* src = xp.data() + i * kp + b * quant::kBlock;
         float amax = 0;
         for (int j = 0; j < quant::kBlock; ++j) amax = std::max(amax, std::fabs(src[j]));
         const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
-        int8_t* dst = xq.data() + i * ld_xq + b * quant::kBlock;
-        for (int j = 0; j < quant::kBlock; ++j)
-          dst[j] = static_cast<int8_t>(std::lrint(std::clamp(src[j] * inv, -127.0f, 127.0f)));
-        float* ds = xd16.data() + i * ld_xd + (b / 2) * 16 + (b % 2) * 8;
-        for (int l = 0; l < 8; ++l) ds[l] = d;
+        // kQ4 whole pairs in the pair order of kernels_quant.h (the codes' nibble order).
+        const bool q4_pair = w.kind == quant::CodeKind::kQ4 && b / 2 < n_blocks / 2;
+        const int64_t h = b % 2;
+        int8_t* row_q = xq.data() + i * ld_xq;
+        int32_t qs = 0;
+        for (int j = 0; j < quant::kBlock; ++j) {
+          const int8_t q = static_cast<int8_t>(std::lrint(std::clamp(src[j] * inv, -127.0f, 127.0f)));
+          const int64_t at = q4_pair ? (b / 2) * 64 + (j < 16 ? 0 : 32) + h * 16 + j % 16 : b * quant::kBlock + j;
+          row_q[at] = q;
+          qs += q;
+        }
+        float* ds = xd16.data() + i * ld_xd + (b / 2) * 16;
+        for (int l = 0; l < 16; ++l)
+          if (q4_pair ? (l / 4) % 2 == h : l / 8 == h) ds[l] = d;
+        if (!xsum.empty()) {  // offsets meet the rounded x, as in the GEMM
+          xsum[static_cast<size_t>(i * ng + std::min(b * quant::kBlock / w.group, ng - 1))] += d * static_cast<float>(qs);
+        }
       }
     a.xq = xq.data();
     a.ld_xq = ld_xq;

@@ -1,8 +1,9 @@
 // Quantized matmul on the CPU: y[m, n] = x[m, k] @ W^T (+ bias) (+ y) for a quant::QuantWeight
 // (INT8 per channel, INT4 group-wise from AWQ/GPTQ with zero points and act order, FP8 E4M3 with
 // tensor/channel/block scales, NF4). Activations and output f32 (the CPU backend's activation
-// dtype). m <= kGemvMaxTokens streams the codes once (GEMV, bandwidth bound); larger m
-// dequantizes 64-row blocks to f32 and runs the dense packed GEMM on them.
+// dtype). m <= kGemvMaxTokens streams the codes once (GEMV, bandwidth bound); larger m runs an
+// integer GEMM on int8 activations for INT8 / AWQ-GPTQ INT4 where the ISA has one (AVX-512
+// VNNI, AVX2), else dequantizes 64-row blocks to f32 and runs the dense packed GEMM on them.
 //
 // The CPU backend's matmul calls quant_matmul_view for the int8, int4, nf4 and fp8 weight
 // schemes (ops/weight_format.h); see docs/quantization.md.
@@ -26,8 +27,9 @@ struct QuantMatmulRequest {
   int64_t ld_y = 0;
   int64_t m = 0;
   bool accumulate = false;
-  // Decode (m <= 8) of INT8 / INT4 weights may round x to int8 per 32-block for integer dot
-  // products where the CPU has them (AVX-512 VNNI); true keeps x in f32.
+  // INT8 / INT4 weights may round x to int8 per 32-block for integer dot products where the
+  // CPU has them (decode: AVX-512 VNNI; prefill, m > 8: AVX-512 VNNI and AVX2); true keeps x
+  // in f32.
   bool exact_activations = false;
 };
 
