@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # frugal quantize on the GPU machine: writes a random-weight checkpoint of a catalog shape with
 # transformers (make_7b_checkpoint.py), adds a tokenizer, and times each method (int4) with
-# /usr/bin/time -v (wall time and peak RSS); logs and the report tables under $OUT.
+# /usr/bin/time -v (wall time and peak RSS); under $OUT: quantize_summary.txt and per method
+# quantize_<m>.txt (report table, per-layer progress, time -v).
 #   bash scripts/gpu/quantize.sh [CATALOG_NAME] [CALIB_TOKENS]
 # (default deepseek-r1-distill-qwen-7b, 512). Needs `bash scripts/gpu/check.sh build` first
 # (TARGETS=frugal is enough). Environment:
@@ -39,11 +40,11 @@ for m in ${QUANT_METHODS:-awq gptq}; do
   rm -rf "/tmp/quant_out_$m"
   FRUGAL_THREADS="$(nproc)" timeout "${QUANT_TIMEOUT:-500}" /usr/bin/time -v "$FRUGAL" quantize --model "$CKPT" \
     --format int4 --method "$m" --calib-tokens "$TOKENS" --device "${QUANT_DEVICE:-auto}" --out "/tmp/quant_out_$m" \
-    >"$OUT/quantize_$m.txt" 2>"$OUT/quantize_${m}_time.txt"
+    >"$OUT/quantize_$m.txt" 2>&1
   rc=$?
   echo "$NAME int4 $m ($TOKENS calibration tokens): rc $rc" >>"$TABLE"
-  grep -E "Elapsed \(wall|Maximum resident|Percent of CPU" "$OUT/quantize_${m}_time.txt" >>"$TABLE"
-  [ $rc -eq 0 ] || grep -v "^\s" "$OUT/quantize_${m}_time.txt" | tail -3 >>"$TABLE"
+  grep -E "Elapsed \(wall|Maximum resident|Percent of CPU" "$OUT/quantize_$m.txt" >>"$TABLE"
+  [ $rc -eq 0 ] || grep -E "^quantize: |frugal quantize: " "$OUT/quantize_$m.txt" | tail -3 >>"$TABLE"
   grep -E "layer 0 total|layer 27 total" "$OUT/quantize_$m.txt" >>"$TABLE"
   tail -2 "$OUT/quantize_$m.txt" >>"$TABLE"
   du -sh "/tmp/quant_out_$m" 2>/dev/null >>"$TABLE"
