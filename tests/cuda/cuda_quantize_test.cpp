@@ -1,6 +1,6 @@
 // frugal quantize's CUDA QuantMath (quantize/cuda) against the host implementation, which the
 // tests of tests/quantize hold to hand-worked cases and transformers: each primitive on random
-// data, then whole GPTQ and AWQ runs on a golden model. The GPU computes the same arithmetic in
+// data, then whole GPTQ and AWQ runs on the golden qwen2_tied. The GPU computes the same arithmetic in
 // another summation order (and the Hessian's products in f64 rather than f32), so quantization
 // codes may flip where a value sits within rounding of a step; the tests bound how many.
 #include <gtest/gtest.h>
@@ -130,7 +130,7 @@ TEST_F(CudaQuantMath, AwqLossesAndClipEqualHost) {
 
 // Whole runs on a golden model: every linear's dequantized weight agrees with the host run.
 void expect_model_agrees(QuantMath& gpu, Method m) {
-  const std::string src = testing::source_root() + "/tests/data/golden/qwen2";
+  const std::string src = testing::source_root() + "/tests/data/golden/qwen2_tied";
   const std::string work = (std::filesystem::temp_directory_path() / ("frugal_cuda_quantize_" + std::to_string(getpid()))).string();
   std::filesystem::remove_all(work);
   std::filesystem::create_directories(work);
