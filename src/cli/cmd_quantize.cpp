@@ -1,12 +1,16 @@
 // `frugal quantize`: a bf16/f16/f32 HF directory -> an AWQ / GPTQ / compressed-tensors / fp8 /
 // nf4 directory, with RTN, AWQ, GPTQ or SmoothQuant. See docs/quantize.md.
 #include <cstdio>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
 #include "quantize/quantize.h"
+#ifdef FRUGAL_WITH_CUDA
+#include "quantize/cuda/cuda_math.h"
+#endif
 
 namespace frugal::cli {
 namespace {
@@ -26,6 +30,7 @@ struct QuantizeArgs {
   std::string keep;
   bool no_clip = false;
   double max_shard_gb = 4.0;
+  std::string device = "auto";
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -57,6 +62,21 @@ Status run_quantize(const QuantizeArgs& a) {
   r.calib_tokens = a.calib_tokens;
   r.max_shard_bytes = static_cast<int64_t>(a.max_shard_gb * 1e9);
   r.progress = true;
+  // --device: where calibration and the methods' products run (RTN without calibration has none).
+  if (a.device != "auto" && a.device != "cpu" && a.device != "cuda") {
+    return invalid_argument("--device " + a.device + ": expected auto, cpu or cuda");
+  }
+  std::unique_ptr<quantize::QuantMath> gpu;
+#ifdef FRUGAL_WITH_CUDA
+  if (a.device == "cuda" || (a.device == "auto" && quantize::cuda_quant_device_available())) {
+    auto m = quantize::make_cuda_quant_math(0);
+    if (!m.is_ok()) return m.status();
+    gpu = std::move(*m);
+    r.math = gpu.get();
+  }
+#else
+  if (a.device == "cuda") return unsupported("--device cuda: this frugal was built without CUDA (FRUGAL_CUDA=OFF)");
+#endif
   FRUGAL_ASSIGN_OR_RETURN(quantize::QuantizeReport rep, quantize::quantize_model(r));
   const std::string table = quantize::format_report(rep, r.options.method);
   std::fwrite(table.data(), 1, table.size(), stdout);
@@ -85,6 +105,8 @@ void register_quantize(CLI::App& app) {
   cmd->add_option("--keep", args->keep, "modules kept unquantized: full names or suffixes (o_proj,layers.0.mlp.down_proj)");
   cmd->add_flag("--no-clip", args->no_clip, "AWQ: skip the clipping search");
   cmd->add_option("--max-shard-gb", args->max_shard_gb, "largest safetensors shard, GB")->capture_default_str();
+  cmd->add_option("--device", args->device, "auto|cpu|cuda: where calibration and GPTQ/AWQ math run (auto: cuda when built with it and a GPU is present)")
+      ->capture_default_str();
   cmd->callback([args] {
     const Status s = run_quantize(*args);
     if (!s.is_ok()) {

@@ -6,6 +6,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "model/rope.h"
+#include "quantize/math.h"
 
 namespace frugal::quantize {
 
@@ -96,50 +97,8 @@ Result<LayerF32> read_layer(const model::SafetensorsSet& st, int64_t i) {
   return l;
 }
 
-void linear_forward(const float* x, int64_t t, const LinearF32& l, float* y) {
-  const int64_t n = l.out, k = l.in;
-  // Four tokens per pass over a weight row: each weight load serves four dot products.
-  ThreadPool::global().parallel_for(n, 8, [&](int64_t n0, int64_t n1) {
-    for (int64_t j = n0; j < n1; ++j) {
-      const float* w = l.w.data() + j * k;
-      const float b = l.b.empty() ? 0.0f : l.b[j];
-      int64_t r = 0;
-      for (; r + 4 <= t; r += 4) {
-        const float* x0 = x + r * k;
-        const float* x1 = x0 + k;
-        const float* x2 = x1 + k;
-        const float* x3 = x2 + k;
-        float a0[8] = {}, a1[8] = {}, a2[8] = {}, a3[8] = {};
-        int64_t i = 0;
-        for (; i + 8 <= k; i += 8)
-          for (int u = 0; u < 8; ++u) {
-            const float wv = w[i + u];
-            a0[u] += x0[i + u] * wv;
-            a1[u] += x1[i + u] * wv;
-            a2[u] += x2[i + u] * wv;
-            a3[u] += x3[i + u] * wv;
-          }
-        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (int u = 0; u < 8; ++u) {
-          s0 += a0[u];
-          s1 += a1[u];
-          s2 += a2[u];
-          s3 += a3[u];
-        }
-        for (; i < k; ++i) {
-          s0 += x0[i] * w[i];
-          s1 += x1[i] * w[i];
-          s2 += x2[i] * w[i];
-          s3 += x3[i] * w[i];
-        }
-        y[r * n + j] = s0 + b;
-        y[(r + 1) * n + j] = s1 + b;
-        y[(r + 2) * n + j] = s2 + b;
-        y[(r + 3) * n + j] = s3 + b;
-      }
-      for (; r < t; ++r) y[r * n + j] = dot(x + r * k, w, k) + b;
-    }
-  });
+void linear_forward(const float* x, int64_t t, const LinearF32& l, float* y, QuantMath& m) {
+  m.linear(x, t, l.w.data(), l.b.empty() ? nullptr : l.b.data(), l.out, l.in, y);
 }
 
 Result<HostCalibration> HostCalibration::create(const model::ModelConfig& c, const model::SafetensorsSet& st,
@@ -191,9 +150,9 @@ Status HostCalibration::run_layer(LayerF32& L, const StageHook& hook) {
   rms_norm(h_, T, d, L.norm_in, eps, &x);
   if (hook) FRUGAL_RETURN_IF_ERROR(hook(Stage::kQkv, x, L));
   std::vector<float> q(static_cast<size_t>(T * nh * hd)), k(static_cast<size_t>(T * nkv * hd)), v(k.size());
-  linear_forward(x.data(), T, L.q, q.data());
-  linear_forward(x.data(), T, L.k, k.data());
-  linear_forward(x.data(), T, L.v, v.data());
+  linear_forward(x.data(), T, L.q, q.data(), *math_);
+  linear_forward(x.data(), T, L.k, k.data(), *math_);
+  linear_forward(x.data(), T, L.v, v.data(), *math_);
   // RoPE (rotate_half convention), positions restart at 0 in every sequence.
   const int64_t half = static_cast<int64_t>(inv_freq_.size());
   for (int64_t t = 0; t < T; ++t) {
@@ -235,17 +194,17 @@ Status HostCalibration::run_layer(LayerF32& L, const StageHook& hook) {
   });
   if (hook) FRUGAL_RETURN_IF_ERROR(hook(Stage::kO, a, L));
   std::vector<float> y(static_cast<size_t>(T * d));
-  linear_forward(a.data(), T, L.o, y.data());
+  linear_forward(a.data(), T, L.o, y.data(), *math_);
   for (size_t i = 0; i < h_.size(); ++i) h_[i] += y[i];
   rms_norm(h_, T, d, L.norm_post, eps, &x);
   if (hook) FRUGAL_RETURN_IF_ERROR(hook(Stage::kGateUp, x, L));
   const int64_t inter = L.up.out;
   std::vector<float> g(static_cast<size_t>(T * inter)), u(g.size());
-  linear_forward(x.data(), T, L.gate, g.data());
-  linear_forward(x.data(), T, L.up, u.data());
+  linear_forward(x.data(), T, L.gate, g.data(), *math_);
+  linear_forward(x.data(), T, L.up, u.data(), *math_);
   for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   if (hook) FRUGAL_RETURN_IF_ERROR(hook(Stage::kDown, g, L));
-  linear_forward(g.data(), T, L.down, y.data());
+  linear_forward(g.data(), T, L.down, y.data(), *math_);
   for (size_t i = 0; i < h_.size(); ++i) h_[i] += y[i];
   return {};
 }

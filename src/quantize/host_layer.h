@@ -1,4 +1,4 @@
-// A host f32 forward of one dense Llama/Qwen2 decoder layer, for calibration: it yields the
+// An f32 forward of one dense Llama/Qwen2 decoder layer, for calibration: it yields the
 // input of every linear (q/k/v, o, gate/up, down) on the calibration tokens, one layer at a time
 // so memory stays at one layer's weights plus [n_tokens, width] activations. Matches
 // transformers' LlamaDecoderLayer / Qwen2DecoderLayer (checked against the golden fixtures'
@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "quantize/math.h"
 
 namespace frugal::quantize {
 
@@ -42,8 +43,8 @@ struct LayerF32 {
 // Reads layer `i` (f32) from the checkpoint; errors name the missing tensor.
 Result<LayerF32> read_layer(const model::SafetensorsSet& st, int64_t i);
 
-// y [t, l.out] = x [t, l.in] . l.w^T + l.b, threaded.
-void linear_forward(const float* x, int64_t t, const LinearF32& l, float* y);
+// y [t, l.out] = x [t, l.in] . l.w^T + l.b (host_math: threaded loops).
+void linear_forward(const float* x, int64_t t, const LinearF32& l, float* y, QuantMath& m = host_math());
 
 // Calibration state: the residual stream of n_seqs sequences of seq_len tokens.
 class HostCalibration {
@@ -53,6 +54,9 @@ class HostCalibration {
                                         const std::vector<int32_t>& tokens, int64_t seq_len);
 
   int64_t n_tokens() const { return n_tokens_; }
+  // Where the layers' linears run (default host_math(); the norms, RoPE and attention stay on
+  // the host: they are a small part of a layer's work).
+  void set_math(QuantMath& m) { math_ = &m; }
   const std::vector<float>& hidden() const { return h_; }  // [n_tokens, hidden]
 
   // Called with each stage's input [n_tokens, width] before that stage's linears run; it may
@@ -70,6 +74,7 @@ class HostCalibration {
   int64_t seq_len_ = 0;
   std::vector<float> inv_freq_;
   std::vector<float> h_;
+  QuantMath* math_ = &host_math();
 };
 
 }  // namespace frugal::quantize

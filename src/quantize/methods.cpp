@@ -10,46 +10,6 @@ namespace frugal::quantize {
 
 namespace {
 
-// In-place lower Cholesky factor of the k x k matrix a (row-major); false if not positive definite.
-bool cholesky_lower(std::vector<double>& a, int64_t k) {
-  for (int64_t j = 0; j < k; ++j) {
-    double d = a[j * k + j];
-    for (int64_t p = 0; p < j; ++p) d -= a[j * k + p] * a[j * k + p];
-    if (!(d > 0)) return false;
-    const double l = std::sqrt(d);
-    a[j * k + j] = l;
-    ThreadPool::global().parallel_for(k - j - 1, 32, [&](int64_t r0, int64_t r1) {
-      for (int64_t i = j + 1 + r0; i < j + 1 + r1; ++i) {
-        double s = a[i * k + j];
-        for (int64_t p = 0; p < j; ++p) s -= a[i * k + p] * a[j * k + p];
-        a[i * k + j] = s / l;
-      }
-    });
-  }
-  for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = i + 1; j < k; ++j) a[i * k + j] = 0;
-  return true;
-}
-
-// Transposed inverse of a lower triangular matrix: inv_t[c][p] = (L^-1)[p][c] (upper), so the
-// solves and the products below read rows, not strided columns.
-std::vector<double> invert_lower_transposed(const std::vector<double>& l, int64_t k) {
-  std::vector<double> inv_t(static_cast<size_t>(k * k), 0.0);
-  ThreadPool::global().parallel_for(k, 8, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {  // column c of L^-1: solve L x = e_c
-      double* x = inv_t.data() + c * k;
-      x[c] = 1.0 / l[c * k + c];
-      for (int64_t i = c + 1; i < k; ++i) {
-        const double* li = l.data() + i * k;
-        double s = 0;
-        for (int64_t p = c; p < i; ++p) s += li[p] * x[p];
-        x[i] = -s / li[i];
-      }
-    }
-  });
-  return inv_t;
-}
-
 std::vector<float> subsample_rows(const std::vector<float>& x, int64_t n, int64_t width, int64_t max_rows, int64_t* out_n) {
   if (n <= max_rows) {
     *out_n = n;
@@ -66,35 +26,12 @@ std::vector<float> subsample_rows(const std::vector<float>& x, int64_t n, int64_
 
 }  // namespace
 
-std::vector<double> gptq_hessian(const std::vector<float>& x, int64_t n, int64_t k) {
-  std::vector<float> xt(static_cast<size_t>(k * n));
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t j = 0; j < k; ++j) xt[j * n + t] = x[t * k + j];
-  std::vector<double> h(static_cast<size_t>(k * k));
-  const double f = 2.0 / static_cast<double>(n);
-  ThreadPool::global().parallel_for(k, 4, [&](int64_t a0, int64_t a1) {
-    for (int64_t a = a0; a < a1; ++a) {
-      const float* xa = xt.data() + a * n;
-      for (int64_t b = 0; b <= a; ++b) {
-        const float* xb = xt.data() + b * n;
-        double s = 0;
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        int64_t t = 0;
-        for (; t + 8 <= n; t += 8)
-          for (int u = 0; u < 8; ++u) acc[u] += xa[t + u] * xb[t + u];
-        for (int u = 0; u < 8; ++u) s += acc[u];
-        for (; t < n; ++t) s += static_cast<double>(xa[t]) * xb[t];
-        h[a * k + b] = s * f;
-      }
-    }
-  });
-  for (int64_t a = 0; a < k; ++a)
-    for (int64_t b = a + 1; b < k; ++b) h[a * k + b] = h[b * k + a];
-  return h;
+std::vector<double> gptq_hessian(const std::vector<float>& x, int64_t n, int64_t k, QuantMath& m) {
+  return m.hessian(x.data(), n, k);
 }
 
 Result<GptqFactor> gptq_factor(const std::string& tensor, std::vector<double> h, int64_t in, double damp_percent,
-                               bool act_order) {
+                               bool act_order, QuantMath& m) {
   GptqFactor f;
   f.in = in;
   f.perm.resize(static_cast<size_t>(in));
@@ -103,8 +40,10 @@ Result<GptqFactor> gptq_factor(const std::string& tensor, std::vector<double> h,
     std::stable_sort(f.perm.begin(), f.perm.end(), [&](int64_t a, int64_t b) { return h[a * in + a] > h[b * in + b]; });
   }
   std::vector<double> hp(static_cast<size_t>(in * in));
-  for (int64_t a = 0; a < in; ++a)
-    for (int64_t b = 0; b < in; ++b) hp[a * in + b] = h[f.perm[a] * in + f.perm[b]];
+  ThreadPool::global().parallel_for(in, 16, [&](int64_t a0, int64_t a1) {
+    for (int64_t a = a0; a < a1; ++a)
+      for (int64_t b = 0; b < in; ++b) hp[a * in + b] = h[f.perm[a] * in + f.perm[b]];
+  });
   h.clear();
   f.dead.assign(static_cast<size_t>(in), 0);
   double mean_diag = 0;
@@ -117,34 +56,22 @@ Result<GptqFactor> gptq_factor(const std::string& tensor, std::vector<double> h,
   }
   mean_diag /= static_cast<double>(in);
   for (int64_t j = 0; j < in; ++j) hp[j * in + j] += damp_percent * mean_diag;
-  if (!cholesky_lower(hp, in)) return internal_error(tensor + ": GPTQ Hessian is not positive definite after damping");
-  // H^-1 = L^-T L^-1; U = upper Cholesky factor of H^-1 (U^T U = H^-1), U[i][j] = L2[j][i].
-  const std::vector<double> linv_t = invert_lower_transposed(hp, in);
-  f.l2.resize(static_cast<size_t>(in * in));
-  ThreadPool::global().parallel_for(in, 4, [&](int64_t a0, int64_t a1) {
-    for (int64_t a = a0; a < a1; ++a) {
-      const double* ra = linv_t.data() + a * in;
-      for (int64_t b = 0; b <= a; ++b) {
-        const double* rb = linv_t.data() + b * in;
-        double s = 0;
-        for (int64_t p = a; p < in; ++p) s += ra[p] * rb[p];  // (L^-T L^-1)[a][b], p >= max(a, b)
-        f.l2[a * in + b] = s;
-        f.l2[b * in + a] = s;
-      }
-    }
-  });
-  if (!cholesky_lower(f.l2, in)) return internal_error(tensor + ": GPTQ inverse Hessian is not positive definite");
+  // U = upper Cholesky factor of H^-1 (U^T U = H^-1), U[i][j] = L2[j][i].
+  const int rc = m.inverse_cholesky(hp, in);
+  if (rc == 1) return internal_error(tensor + ": GPTQ Hessian is not positive definite after damping");
+  if (rc != 0) return internal_error(tensor + ": GPTQ inverse Hessian is not positive definite");
+  f.l2 = std::move(hp);
   return f;
 }
 
 Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<float>& w, int64_t out, int64_t in,
-                               std::vector<double> h, const GptqOptions& o) {
-  FRUGAL_ASSIGN_OR_RETURN(GptqFactor f, gptq_factor(tensor, std::move(h), in, o.damp_percent, o.act_order));
-  return gptq_quantize(tensor, w, out, f, o);
+                               std::vector<double> h, const GptqOptions& o, QuantMath& m) {
+  FRUGAL_ASSIGN_OR_RETURN(GptqFactor f, gptq_factor(tensor, std::move(h), in, o.damp_percent, o.act_order, m));
+  return gptq_quantize(tensor, w, out, f, o, m);
 }
 
 Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<float>& w, int64_t out, const GptqFactor& f,
-                               const GptqOptions& o) {
+                               const GptqOptions& o, QuantMath& m) {
   const int64_t in = f.in;
   FRUGAL_ASSIGN_OR_RETURN(int64_t group, resolve_group(tensor, in, o.spec.group));
   const int64_t ng = in / group;
@@ -152,8 +79,10 @@ Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<floa
   const std::vector<int64_t>& perm = f.perm;
   // wp [in, out]: row j is original column perm[j] (zero for dead inputs).
   std::vector<float> wp(static_cast<size_t>(in * out));
-  for (int64_t j = 0; j < in; ++j)
-    for (int64_t r = 0; r < out; ++r) wp[j * out + r] = f.dead[j] ? 0.0f : w[r * in + perm[j]];
+  ThreadPool::global().parallel_for(in, 16, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t r = 0; r < out; ++r) wp[j * out + r] = f.dead[j] ? 0.0f : w[r * in + perm[j]];
+  });
   const std::vector<double>& hinv = f.l2;
   auto U = [&](int64_t i, int64_t j) { return hinv[j * in + i]; };
 
@@ -181,52 +110,50 @@ Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<floa
       }
   }
   const int64_t bs = std::max<int64_t>(1, o.block);
-  std::vector<float> err(static_cast<size_t>(bs * out));
+  std::unique_ptr<GptqWork> work = m.gptq_begin(std::move(wp), hinv, in, out);
+  std::vector<float> blk(static_cast<size_t>(bs * out)), err(static_cast<size_t>(bs * out)), tail;
   for (int64_t i1 = 0; i1 < in; i1 += bs) {
     const int64_t i2 = std::min(in, i1 + bs);
+    work->rows(i1, i2, blk.data());  // the block as every earlier block's update left it
+    // A group that starts in this block and reaches past it reads its later rows as they are now.
+    int64_t tail_end = i2;
+    if (!o.static_groups)
+      for (int64_t j = i1; j < i2; ++j)
+        if (j % group == 0) tail_end = std::max(tail_end, std::min(in, j + group));
+    if (tail_end > i2) {
+      tail.resize(static_cast<size_t>((tail_end - i2) * out));
+      work->rows(i2, tail_end, tail.data());
+    }
     ThreadPool::global().parallel_for(out, 16, [&](int64_t r0, int64_t r1) {
+      std::vector<float> gbuf(static_cast<size_t>(group));
       for (int64_t r = r0; r < r1; ++r) {
         for (int64_t j = i1; j < i2; ++j) {
           if (!o.static_groups && j % group == 0) {
-            const GroupParams p = find_group_params(o.spec, wp.data() + j * out + r, group, out);
+            for (int64_t jj = j; jj < j + group; ++jj)
+              gbuf[jj - j] = jj < i2 ? blk[(jj - i1) * out + r] : tail[(jj - i2) * out + r];
+            const GroupParams p = find_group_params(o.spec, gbuf.data(), group, 1);
             q.scale[(j / group) * out + r] = p.scale;
             q.zero[(j / group) * out + r] = p.zero;
           }
           const int64_t g = group_of[j];
           const GroupParams p{q.scale[g * out + r], q.zero[g * out + r]};
-          const float wv = wp[j * out + r];
+          const float wv = blk[(j - i1) * out + r];
           const int32_t code = quantize_code(wv, p, qmin, qmax);
           q.q[r * in + perm[j]] = code;
           const float e = static_cast<float>((wv - dequantize_code(code, p)) / U(j, j));
           err[(j - i1) * out + r] = e;
-          for (int64_t jj = j + 1; jj < i2; ++jj) wp[jj * out + r] -= static_cast<float>(e * U(j, jj));
+          for (int64_t jj = j + 1; jj < i2; ++jj) blk[(jj - i1) * out + r] -= static_cast<float>(e * U(j, jj));
         }
       }
     });
-    ThreadPool::global().parallel_for(in - i2, 4, [&](int64_t a0, int64_t a1) {
-      for (int64_t jj = i2 + a0; jj < i2 + a1; ++jj) {
-        float* row = wp.data() + jj * out;
-        for (int64_t j = i1; j < i2; ++j) {
-          const float u = static_cast<float>(U(j, jj));
-          const float* e = err.data() + (j - i1) * out;
-          for (int64_t r = 0; r < out; ++r) row[r] -= e[r] * u;
-        }
-      }
-    });
+    if (i2 < in) work->update(i1, i2, err.data());
   }
   return q;
 }
 
-namespace {
-// Dequantized RTN of w [out, in] (AWQ search helper).
-std::vector<float> rtn_dequant(const std::vector<float>& w, int64_t out, int64_t in, const IntSpec& spec) {
-  auto q = rtn_int("awq search", w.data(), out, in, spec);
-  return q.is_ok() ? q->dequantize() : w;
-}
-}  // namespace
 
 std::vector<float> awq_search_scales(const std::vector<const LinearF32*>& ls, const std::vector<float>& x, int64_t n,
-                                     const IntSpec& spec, int32_t grid) {
+                                     const IntSpec& spec, int32_t grid, QuantMath& m) {
   const int64_t in = ls[0]->in;
   std::vector<double> xm(static_cast<size_t>(in), 0.0);
   for (int64_t t = 0; t < n; ++t)
@@ -234,15 +161,7 @@ std::vector<float> awq_search_scales(const std::vector<const LinearF32*>& ls, co
   for (auto& v : xm) v /= static_cast<double>(n);
   int64_t ns = 0;
   const std::vector<float> xs = subsample_rows(x, n, in, 512, &ns);
-  std::vector<std::vector<float>> ref;
-  for (const LinearF32* l : ls) {
-    std::vector<float> y(static_cast<size_t>(ns * l->out));
-    LinearF32 nb{.name = "", .out = l->out, .in = l->in, .w = l->w, .b = {}};
-    linear_forward(xs.data(), ns, nb, y.data());
-    ref.push_back(std::move(y));
-  }
-  double best = INFINITY;
-  std::vector<float> best_s(static_cast<size_t>(in), 1.0f);
+  std::vector<std::vector<float>> cands;
   for (int32_t gi = 0; gi < grid; ++gi) {
     const double ratio = static_cast<double>(gi) / grid;
     std::vector<float> s(static_cast<size_t>(in));
@@ -254,65 +173,30 @@ std::vector<float> awq_search_scales(const std::vector<const LinearF32*>& ls, co
     }
     const float norm = std::sqrt(mx * mn);
     for (auto& v : s) v /= norm;
-    double loss = 0;
-    for (size_t li = 0; li < ls.size(); ++li) {
-      const LinearF32& l = *ls[li];
-      LinearF32 t{.name = "", .out = l.out, .in = l.in, .w = l.w, .b = {}};
-      for (int64_t r = 0; r < l.out; ++r)
-        for (int64_t j = 0; j < in; ++j) t.w[r * in + j] *= s[j];
-      t.w = rtn_dequant(t.w, l.out, in, spec);
-      for (int64_t r = 0; r < l.out; ++r)
-        for (int64_t j = 0; j < in; ++j) t.w[r * in + j] /= s[j];
-      std::vector<float> y(static_cast<size_t>(ns * l.out));
-      linear_forward(xs.data(), ns, t, y.data());
-      for (size_t i = 0; i < y.size(); ++i) {
-        const double d = static_cast<double>(y[i]) - ref[li][i];
-        loss += d * d;
-      }
-    }
-    if (loss < best) {
-      best = loss;
-      best_s = s;
+    cands.push_back(std::move(s));
+  }
+  std::vector<const float*> ws;
+  std::vector<int64_t> outs;
+  for (const LinearF32* l : ls) {
+    ws.push_back(l->w.data());
+    outs.push_back(l->out);
+  }
+  const std::vector<double> losses = m.awq_losses(ws, outs, in, xs.data(), ns, cands, spec);
+  double best = INFINITY;
+  std::vector<float> best_s(static_cast<size_t>(in), 1.0f);
+  for (size_t c = 0; c < cands.size(); ++c) {
+    if (losses[c] < best) {
+      best = losses[c];
+      best_s = cands[c];
     }
   }
   return best_s;
 }
 
-void awq_clip(LinearF32& l, const std::vector<float>& x, int64_t n, const IntSpec& spec) {
-  const int64_t in = l.in, group = spec.group <= 0 ? in : spec.group, ng = in / group;
+void awq_clip(LinearF32& l, const std::vector<float>& x, int64_t n, const IntSpec& spec, QuantMath& m) {
   int64_t ns = 0;
-  const std::vector<float> xs = subsample_rows(x, n, in, 128, &ns);
-  const int32_t qmin = spec_qmin(spec), qmax = spec_qmax(spec);
-  ThreadPool::global().parallel_for(l.out, 4, [&](int64_t r0, int64_t r1) {
-    std::vector<float> cur(static_cast<size_t>(group));
-    for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t g = 0; g < ng; ++g) {
-        float* w = l.w.data() + r * in + g * group;
-        float org_max = 0;
-        for (int64_t j = 0; j < group; ++j) org_max = std::max(org_max, std::fabs(w[j]));
-        double best = INFINITY;
-        float best_max = org_max;
-        for (int i_s = 0; i_s < 10; ++i_s) {
-          const float mv = org_max * (1.0f - static_cast<float>(i_s) / 20.0f);
-          for (int64_t j = 0; j < group; ++j) cur[j] = std::clamp(w[j], -mv, mv);
-          const GroupParams p = find_group_params(spec, cur.data(), group, 1);
-          for (int64_t j = 0; j < group; ++j) cur[j] = w[j] - dequantize_code(quantize_code(cur[j], p, qmin, qmax), p);
-          double e = 0;
-          for (int64_t t = 0; t < ns; ++t) {
-            const float* xr = xs.data() + t * in + g * group;
-            float d = 0;
-            for (int64_t j = 0; j < group; ++j) d += xr[j] * cur[j];
-            e += static_cast<double>(d) * d;
-          }
-          if (e < best) {
-            best = e;
-            best_max = mv;
-          }
-        }
-        for (int64_t j = 0; j < group; ++j) w[j] = std::clamp(w[j], -best_max, best_max);
-      }
-    }
-  });
+  const std::vector<float> xs = subsample_rows(x, n, l.in, 128, &ns);
+  m.awq_clip(l.w.data(), l.out, l.in, xs.data(), ns, spec);
 }
 
 std::vector<float> smoothquant_scales(const std::vector<const LinearF32*>& ls, const std::vector<float>& x, int64_t n,
@@ -345,16 +229,15 @@ void divide_rows(LinearF32& l, const std::vector<float>& s) {
 }
 
 double relative_output_error(const std::vector<float>& x, int64_t n, const std::vector<float>& xq,
-                             const std::vector<float>& w, const std::vector<float>& wq, int64_t out, int64_t in) {
+                             const std::vector<float>& w, const std::vector<float>& wq, int64_t out, int64_t in,
+                             QuantMath& m) {
   int64_t ns = 0;
   const std::vector<float> xs = subsample_rows(x, n, in, 512, &ns);
   int64_t ns2 = 0;
   const std::vector<float> xqs = xq.empty() ? xs : subsample_rows(xq, n, in, 512, &ns2);
-  LinearF32 a{.name = "", .out = out, .in = in, .w = w, .b = {}};
-  LinearF32 b{.name = "", .out = out, .in = in, .w = wq, .b = {}};
   std::vector<float> ya(static_cast<size_t>(ns * out)), yb(ya.size());
-  linear_forward(xs.data(), ns, a, ya.data());
-  linear_forward(xqs.data(), ns, b, yb.data());
+  m.linear(xs.data(), ns, w.data(), nullptr, out, in, ya.data());
+  m.linear(xqs.data(), ns, wq.data(), nullptr, out, in, yb.data());
   double num = 0, den = 0;
   for (size_t i = 0; i < ya.size(); ++i) {
     const double d = static_cast<double>(ya[i]) - yb[i];

@@ -31,14 +31,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Progress bar per layer with ETA, on stderr only when it is a terminal.
+// Progress per layer with ETA on stderr: a bar when it is a terminal, else a line per layer
+// (for logs of long runs).
 class Progress {
  public:
-  Progress(bool on, int64_t total) : on_(on && isatty(2)), total_(total), t0_(std::chrono::steady_clock::now()) {}
+  Progress(bool on, int64_t total) : on_(on), tty_(isatty(2)), total_(total), t0_(std::chrono::steady_clock::now()) {}
   void update(int64_t done, const std::string& what) {
     if (!on_) return;
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     const double eta = done > 0 ? el / static_cast<double>(done) * static_cast<double>(total_ - done) : 0;
+    if (!tty_) {
+      if (done > 0) {
+        std::fprintf(stderr, "quantize: %lld/%lld layers (%s) %.1fs, ETA %.0fs\n", static_cast<long long>(done),
+                     static_cast<long long>(total_), what.c_str(), el, eta);
+      }
+      return;
+    }
     const int width = 30, fill = static_cast<int>(width * done / std::max<int64_t>(total_, 1));
     std::fprintf(stderr, "\r[%s%s] %3lld/%lld layers  %5.0fs  ETA %5.0fs  %-40s", std::string(fill, '#').c_str(),
                  std::string(width - fill, '.').c_str(), static_cast<long long>(done), static_cast<long long>(total_), el,
@@ -49,6 +57,7 @@ class Progress {
 
  private:
   bool on_;
+  bool tty_;
   int64_t total_;
   std::chrono::steady_clock::time_point t0_;
 };
@@ -134,6 +143,7 @@ struct Ctx {
   ShardedWriter& writer;
   QuantizeReport& report;
   std::vector<std::string>& kept;
+  QuantMath& math;
 };
 
 // Quantizes w [out, in] by RTN in the layout; returns tensors (relative names) and dequantized weights.
@@ -234,17 +244,17 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
       for (LinearF32* l : layer.stage_linears(s)) {
         if (is_kept(l->name, c.o.keep)) continue;
         if (!f) {
-          FRUGAL_ASSIGN_OR_RETURN(GptqFactor gf, gptq_factor(l->name, gptq_hessian(x, n, l->in), l->in, go.damp_percent, go.act_order));
+          FRUGAL_ASSIGN_OR_RETURN(GptqFactor gf, gptq_factor(l->name, gptq_hessian(x, n, l->in, c.math), l->in, go.damp_percent, go.act_order, c.math));
           f.emplace(std::move(gf));
         }
-        FRUGAL_ASSIGN_OR_RETURN(IntQuant q, gptq_quantize(l->name, l->w, l->out, *f, go));
+        FRUGAL_ASSIGN_OR_RETURN(IntQuant q, gptq_quantize(l->name, l->w, l->out, *f, go, c.math));
         std::vector<float> deq = q.dequantize();
         FRUGAL_ASSIGN_OR_RETURN(auto ts, pack_gptq(l->name, q, c.layout.gptq_v2));
         std::vector<float> rdeq;
         FRUGAL_ASSIGN_OR_RETURN(auto rts, rtn_pack(c, l->name, l->w, l->out, l->in, &rdeq));
         c.report.linears.push_back({.name = l->name, .out = l->out, .in = l->in, .kept = false,
-                                    .err = relative_output_error(x, n, {}, l->w, deq, l->out, l->in),
-                                    .err_rtn = relative_output_error(x, n, {}, l->w, rdeq, l->out, l->in),
+                                    .err = relative_output_error(x, n, {}, l->w, deq, l->out, l->in, c.math),
+                                    .err_rtn = relative_output_error(x, n, {}, l->w, rdeq, l->out, l->in, c.math),
                                     .weight_err = weight_error(l->w, deq)});
         l->w = deq;  // later stages see this linear quantized
         done[l->name] = {std::move(ts), std::move(deq)};
@@ -267,10 +277,10 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
         for (LinearF32* l : L.stage_linears(s)) v.push_back(l);
         return v;
       };
-      sc[0] = awq_search_scales(consts(Stage::kQkv), cap.x[0], n, spec, c.o.awq_grid);
-      if (L.v.out == L.o.in) sc[1] = awq_search_scales(consts(Stage::kO), cap.x[1], n, spec, c.o.awq_grid);
-      sc[2] = awq_search_scales(consts(Stage::kGateUp), cap.x[2], n, spec, c.o.awq_grid);
-      sc[3] = awq_search_scales(consts(Stage::kDown), cap.x[3], n, spec, c.o.awq_grid);
+      sc[0] = awq_search_scales(consts(Stage::kQkv), cap.x[0], n, spec, c.o.awq_grid, c.math);
+      if (L.v.out == L.o.in) sc[1] = awq_search_scales(consts(Stage::kO), cap.x[1], n, spec, c.o.awq_grid, c.math);
+      sc[2] = awq_search_scales(consts(Stage::kGateUp), cap.x[2], n, spec, c.o.awq_grid, c.math);
+      sc[3] = awq_search_scales(consts(Stage::kDown), cap.x[3], n, spec, c.o.awq_grid, c.math);
     } else if (m == Method::kSmoothQuant) {
       sc[0] = smoothquant_scales({&L.q, &L.k, &L.v}, cap.x[0], n, c.o.smooth_alpha);
       sc[2] = smoothquant_scales({&L.gate, &L.up}, cap.x[2], n, c.o.smooth_alpha);
@@ -292,8 +302,8 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
         if (!sc[s].empty())
           for (int64_t t = 0; t < n; ++t)
             for (int64_t j = 0; j < l->in; ++j) xs[t * l->in + j] /= sc[s][j];
-        if (m == Method::kAwq && c.o.awq_clip && s != 0) awq_clip(*l, xs, n, spec);
-        if (m == Method::kAwq && c.o.awq_clip && s == 0 && l != &L.q && l != &L.k) awq_clip(*l, xs, n, spec);
+        if (m == Method::kAwq && c.o.awq_clip && s != 0) awq_clip(*l, xs, n, spec, c.math);
+        if (m == Method::kAwq && c.o.awq_clip && s == 0 && l != &L.q && l != &L.k) awq_clip(*l, xs, n, spec, c.math);
         std::vector<float> deq;
         FRUGAL_ASSIGN_OR_RETURN(auto ts, rtn_pack(c, l->name, l->w, l->out, l->in, &deq));
         std::vector<float> rdeq;
@@ -301,11 +311,11 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
         LinearReport rep{.name = l->name, .out = l->out, .in = l->in, .kept = false, .err = 0, .err_rtn = 0,
                          .weight_err = weight_error(l->w, deq)};
         if (w8a8) {
-          rep.err = relative_output_error(cap.x[s], n, fake_quant_tokens_int8(cap.x[s], n, l->in, sc[s]), ref, deq, l->out, l->in);
-          rep.err_rtn = relative_output_error(cap.x[s], n, fake_quant_tokens_int8(cap.x[s], n, l->in, {}), ref, rdeq, l->out, l->in);
+          rep.err = relative_output_error(cap.x[s], n, fake_quant_tokens_int8(cap.x[s], n, l->in, sc[s]), ref, deq, l->out, l->in, c.math);
+          rep.err_rtn = relative_output_error(cap.x[s], n, fake_quant_tokens_int8(cap.x[s], n, l->in, {}), ref, rdeq, l->out, l->in, c.math);
         } else {
-          rep.err = relative_output_error(cap.x[s], n, xs, ref, deq, l->out, l->in);
-          rep.err_rtn = relative_output_error(cap.x[s], n, {}, ref, rdeq, l->out, l->in);
+          rep.err = relative_output_error(cap.x[s], n, xs, ref, deq, l->out, l->in, c.math);
+          rep.err_rtn = relative_output_error(cap.x[s], n, {}, ref, rdeq, l->out, l->in, c.math);
         }
         c.report.linears.push_back(rep);
         done[l->name] = {std::move(ts), std::move(deq)};
@@ -443,7 +453,10 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
   report.calib_tokens = calib ? calib->n_tokens() : 0;
   ShardedWriter writer(tmp.path, r.max_shard_bytes);
   std::vector<std::string> kept;
-  const Ctx c{r, o, sl, keep_dtype, writer, report, kept};
+  QuantMath& math = r.math ? *r.math : host_math();
+  report.device = math.name();
+  if (calib) calib->set_math(math);
+  const Ctx c{r, o, sl, keep_dtype, writer, report, kept, math};
 
   // Tensors outside the decoder layers (embeddings, final norm, lm_head) stay in precision.
   std::map<int64_t, std::vector<std::string>> by_layer;
@@ -463,6 +476,7 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
     if (calib && li < mc.num_hidden_layers) {
       FRUGAL_ASSIGN_OR_RETURN(LayerF32 L, read_layer(*st, li));
       FRUGAL_RETURN_IF_ERROR(calibrated_layer(c, *calib, L).with_context("layer " + std::to_string(li)));
+      FRUGAL_RETURN_IF_ERROR(math.status().with_context("layer " + std::to_string(li)));
       const std::string p = "model.layers." + std::to_string(li) + ".";
       handled = {p + "input_layernorm.weight", p + "post_attention_layernorm.weight"};
       for (int s = 0; s < kNumStages; ++s)
@@ -543,8 +557,8 @@ std::string format_report(const QuantizeReport& r, Method m) {
     os << buf;
   }
   layer_total();
-  std::snprintf(buf, sizeof(buf), "errors: relative squared output error on %lld calibration tokens (nan: no calibration); %s; %.1f MB in %.1fs\n",
-                static_cast<long long>(r.calib_tokens), layout_name(r.layout), static_cast<double>(r.out_bytes) / 1e6, r.seconds);
+  std::snprintf(buf, sizeof(buf), "errors: relative squared output error on %lld calibration tokens (nan: no calibration); %s; %.1f MB in %.1fs on %s\n",
+                static_cast<long long>(r.calib_tokens), layout_name(r.layout), static_cast<double>(r.out_bytes) / 1e6, r.seconds, r.device.c_str());
   os << buf;
   return os.str();
 }

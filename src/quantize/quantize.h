@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "quantize/formats.h"
+#include "quantize/math.h"
 
 namespace frugal::quantize {
 
@@ -30,6 +31,9 @@ struct QuantizeRequest {
   int64_t max_shard_bytes = int64_t{4} << 30;
   bool progress = false;                // progress bar on stderr (only when it is a terminal)
   bool keep_dequantized = false;        // fill QuantizeReport::dequantized (tests)
+  // Where calibration and the methods' products run: null is host_math(); the CLI passes the
+  // CUDA implementation (quantize/cuda) for --device cuda.
+  QuantMath* math = nullptr;
 };
 
 struct LinearReport {
@@ -49,6 +53,7 @@ struct QuantizeReport {
   int64_t calib_tokens = 0;
   int64_t out_bytes = 0;
   double seconds = 0;
+  std::string device = "host";  // QuantMath::name() of the implementation used
   std::vector<LinearReport> linears;
   // With keep_dequantized: the weight each loader must reconstruct, f32 [out, in], by tensor
   // prefix, plus the folded (AWQ / SmoothQuant) norm weights by tensor name.

@@ -65,13 +65,15 @@ GroupParams find_group_params(const IntSpec& spec, const float* x, int64_t n, in
 
 std::vector<float> IntQuant::dequantize() const {
   std::vector<float> w(static_cast<size_t>(out * in));
-  for (int64_t o = 0; o < out; ++o) {
-    for (int64_t i = 0; i < in; ++i) {
-      const int64_t g = g_idx[i];
-      const GroupParams p{scale[g * out + o], zero[g * out + o]};
-      w[o * in + i] = dequantize_code(q[o * in + i], p);
+  ThreadPool::global().parallel_for(out, 16, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      for (int64_t i = 0; i < in; ++i) {
+        const int64_t g = g_idx[i];
+        const GroupParams p{scale[g * out + o], zero[g * out + o]};
+        w[o * in + i] = dequantize_code(q[o * in + i], p);
+      }
     }
-  }
+  });
   return w;
 }
 

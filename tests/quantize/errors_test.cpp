@@ -122,6 +122,27 @@ TEST(QuantizeErrors, CliReportsBadPairsWithExitCode2) {
   fs::remove_all(work);
 }
 
+TEST(QuantizeErrors, CliNamesABadDevice) {
+  const std::string work = testing::quant_temp_dir("cli_device");
+  const std::string base = testing::frugal_binary() + " quantize --model " + testing::golden_dir("qwen2") +
+                           " --format int4 --method gptq --group-size 64 --out " + work + "/out";
+  int rc = std::system((base + " --device tpu 2>" + work + "/err.txt").c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  std::ifstream f(work + "/err.txt");
+  std::string err((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(err.find("--device tpu: expected auto, cpu or cuda"), std::string::npos) << err;
+  // Here (no GPU, or a build without CUDA) --device cuda is refused by name, nothing written.
+  if (std::system("nvidia-smi -L >/dev/null 2>&1") != 0) {
+    rc = std::system((base + " --device cuda 2>" + work + "/err2.txt").c_str());
+    EXPECT_NE(WEXITSTATUS(rc), 0);
+    std::ifstream f2(work + "/err2.txt");
+    err.assign((std::istreambuf_iterator<char>(f2)), std::istreambuf_iterator<char>());
+    EXPECT_NE(err.find("--device cuda: "), std::string::npos) << err;
+  }
+  EXPECT_FALSE(fs::exists(work + "/out"));
+  fs::remove_all(work);
+}
+
 TEST(QuantizeErrors, CliWritesACompleteShardedDirectory) {
   const std::string work = testing::quant_temp_dir("cli_ok");
   const std::string cmd = testing::frugal_binary() + " quantize --model " + testing::reference_model_dir() +
