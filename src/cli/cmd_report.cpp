@@ -2,6 +2,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "report/report.h"
@@ -26,6 +27,19 @@ int run_report_cmd(ReportArgs& a) {
     a.o.dummy_weights = true;
   } else if (a.o.model_dir.empty()) {
     a.o.model_dir = std::string(FRUGAL_SOURCE_ROOT) + "/models/reference-qwen2-20m";
+  }
+  if (a.o.prefill_len < 0 || a.o.decode_tokens < 0 || a.o.reps < 0) {
+    std::fprintf(stderr, "frugal report: --prefill-len, --decode-tokens and --bench-reps take positive counts\n");
+    return 2;
+  }
+  if (a.o.calib_tokens < 0) {
+    std::fprintf(stderr, "frugal report: --calib-tokens %lld: expected a positive count\n",
+                 static_cast<long long>(a.o.calib_tokens));
+    return 2;
+  }
+  if (!a.o.calib_file.empty() && !std::filesystem::exists(a.o.calib_file)) {
+    std::fprintf(stderr, "frugal report: --calib %s: no such file\n", a.o.calib_file.c_str());
+    return 2;
   }
   if (!a.precisions.empty()) {
     auto p = report::parse_precisions(a.precisions);
@@ -65,6 +79,10 @@ void register_report(CLI::App& app) {
   cmd->add_option("--dummy-weights", a->dummy_config, "config.json: random weights of this architecture (speed rows)");
   cmd->add_option("--precisions", a->precisions, "comma list: bf16,fp8,int8,int4-awq,int4-gptq,int4-rtn,nf4");
   cmd->add_option("--checkpoint", a->checkpoints, "reuse an existing checkpoint for a row: PRECISION=DIR (repeatable)");
+  cmd->add_option("--quant-cache", a->o.quant_cache, "where quantized checkpoints are made and reused (default OUT/checkpoints)");
+  cmd->add_option("--calib", a->o.calib_file, "AWQ / GPTQ calibration text (default data/calib/war-and-peace-ch1-3.txt)");
+  cmd->add_option("--calib-tokens", a->o.calib_tokens, "calibration tokens at most (default 2048; 512 with --quick)");
+  cmd->add_option("--group-size", a->o.group_size, "group size of the int4 rows (AWQ, GPTQ, RTN)")->capture_default_str();
   cmd->add_option("--gpu", a->o.gpu, "catalog GPU: price, TDP and the planner's prediction");
   cmd->add_option("--price-per-hour", a->o.price_per_hour, "USD per GPU-hour (default: the catalog's)");
   cmd->add_option("--text", a->o.text_file, "perplexity text for the quality columns");
@@ -74,6 +92,9 @@ void register_report(CLI::App& app) {
   cmd->add_option("--device", a->o.device, "cpu | cuda | cuda:N")->capture_default_str();
   cmd->add_option("--threads", a->o.threads, "CPU threads (0 = all)");
   cmd->add_option("--concurrency", a->o.concurrency, "decode concurrency sweep, e.g. 1,4,16,64")->delimiter(',');
+  cmd->add_option("--prefill-len", a->o.prefill_len, "prefill point's prompt tokens (default: by device, docs/report.md)");
+  cmd->add_option("--decode-tokens", a->o.decode_tokens, "tokens decoded per sweep point (default: by device)");
+  cmd->add_option("--bench-reps", a->o.reps, "timed repetitions per bench point (default: by device)");
   cmd->add_option("--catalog", a->o.catalog, "catalog directory (default data/catalog)");
   cmd->add_option("--purchase-usd", a->o.own.purchase_usd, "owned: price per GPU (default: the catalog's)");
   cmd->add_option("--years", a->o.own.years, "owned: amortization years")->capture_default_str();

@@ -13,6 +13,7 @@
 #include "plan/catalog.h"
 #include "plan/planner.h"
 #include "report/report_quality.h"
+#include "report/report_quantize.h"
 
 namespace frugal::report {
 namespace {
@@ -28,13 +29,11 @@ std::string utc_now() {
   return buf;
 }
 
-// Which precisions this build can produce. bf16 is the checkpoint itself; the quantized
-// formats arrive with the quantize and formats libraries (issue 21: rows fail honestly until
-// then).
-Status precision_supported(const std::string& p) {
-  if (p == "bf16") return Status::ok();
-  return unsupported("format " + p + " not supported by this build (frugal quantize has not landed in it: no " + p +
-                     " checkpoint to run)");
+// The dummy-weight format of a report precision (model::parse_dummy_precision): the int4 rows
+// share one format (AWQ, GPTQ and RTN differ in the values, not in the bytes or the kernels).
+std::string dummy_precision(const std::string& p) {
+  if (p == "bf16" || p == "fp8" || p == "int8" || p == "nf4") return p;
+  return "int4";
 }
 
 Est est_of(const nlohmann::json& e) {
@@ -63,10 +62,13 @@ Est est_of_summary(const nlohmann::json& s, const char* key) {
 }
 
 bench::OfflineOptions bench_options(const ReportOptions& o, const std::vector<int32_t>& batches,
-                                    const std::string& model_dir) {
+                                    const std::string& model_dir, const std::string& precision = "bf16") {
   bench::OfflineOptions b;
   b.engine.model_dir = model_dir;
   b.engine.dummy_weights = o.dummy_weights;
+  // Checkpoints load in the format they are stored in; dummy weights take the row's format.
+  if (o.dummy_weights) b.engine.weight_precision = dummy_precision(precision);
+  b.precision = precision;
   b.engine.device = o.device;
   b.engine.threads = o.threads;
   if (o.quick) {
@@ -88,6 +90,9 @@ bench::OfflineOptions bench_options(const ReportOptions& o, const std::vector<in
     b.decode_tokens = 64;
     b.reps = 3;
   }
+  if (o.prefill_len > 0) b.prefill_lens = {o.prefill_len};
+  if (o.decode_tokens > 0) b.decode_tokens = o.decode_tokens;
+  if (o.reps > 0) b.reps = o.reps;
   b.batches = batches;
   b.gpu_name = o.gpu;
   return b;
@@ -130,7 +135,8 @@ plan::WeightPrecision plan_precision(const std::string& p) {
   if (p == "bf16") return plan::WeightPrecision::kBf16;
   if (p == "fp8") return plan::WeightPrecision::kFp8;
   if (p == "int8") return plan::WeightPrecision::kInt8;
-  return plan::WeightPrecision::kInt4;  // int4-awq/gptq/rtn and nf4: 4-bit codes, group 128
+  if (p == "nf4") return plan::WeightPrecision::kNf4;
+  return plan::WeightPrecision::kInt4;  // int4-awq/gptq/rtn: 4-bit codes in groups
 }
 
 struct Prediction {
@@ -144,6 +150,7 @@ void predict(const Prediction& pr, const ReportOptions& o, PrecisionRow& row) {
   r.model = pr.model;
   r.gpu = pr.gpu;
   r.quant.precision = plan_precision(row.precision);
+  if (r.quant.precision == plan::WeightPrecision::kInt4) r.quant.group_size = o.group_size;
   // The KV dtype the bench's engine uses (bench/offline.cpp): f32 on the CPU, bf16 on devices.
   r.kv_dtype = o.device.rfind("cuda", 0) == 0 ? DType::kBF16 : DType::kF32;
   r.context = std::min<int64_t>(o.quick ? 256 : 4096, pr.model.config.max_position_embeddings);
@@ -224,6 +231,8 @@ void recommend(Report& rep) {
 }
 
 }  // namespace
+
+std::string default_calib_file() { return std::string(FRUGAL_SOURCE_ROOT) + "/data/calib/war-and-peace-ch1-3.txt"; }
 
 const std::vector<std::string>& known_precisions() {
   static const std::vector<std::string> k = {"bf16", "fp8", "int8", "int4-awq", "int4-gptq", "int4-rtn", "nf4"};
@@ -309,6 +318,8 @@ Result<Report> run_report(const ReportOptions& o) {
       rep.own_why = own.status().message() + " (without --gpu pass --purchase-usd and --power-w)";
     }
   }
+  // A bf16.logits of an earlier run in this directory must not become this run's KLD reference.
+  std::filesystem::remove(o.out_dir + "/bf16.logits", ec);
   std::vector<int32_t> batches = o.concurrency;
   if (batches.empty()) {
     if (o.quick) {
@@ -340,12 +351,51 @@ Result<Report> run_report(const ReportOptions& o) {
     row.why.clear();
     const auto reuse = o.checkpoints.find(row.precision);
     row.model_dir = reuse != o.checkpoints.end() ? reuse->second : o.model_dir;
-    row.weights_source = o.dummy_weights ? "dummy weights (speed only)" : "checkpoint " + row.model_dir;
-    Status s = reuse != o.checkpoints.end() ? Status::ok() : precision_supported(row.precision);
-    if (s.is_ok()) {
+    Status s = Status::ok();
+    if (o.dummy_weights) {
+      row.weights_source = "dummy weights (" + dummy_precision(row.precision) + "; speed only)";
+    } else if (reuse != o.checkpoints.end()) {
+      row.weights_source = "checkpoint " + row.model_dir + " (--checkpoint)";
+    } else if (row.precision == "bf16") {
+      row.weights_source = "checkpoint " + row.model_dir;
+    } else {
+      // Quantize the source checkpoint (or reuse this report's cached result).
+      if (o.progress) o.progress(row.precision + ": quantizing (or reusing) ...");
+      auto ck = quantize_or_reuse({.model_dir = o.model_dir, .precision = row.precision,
+                                   .cache_dir = o.quant_cache.empty() ? o.out_dir + "/checkpoints" : o.quant_cache,
+                                   .calib_file = o.calib_file, .default_calib_file = default_calib_file(),
+                                   .calib_tokens = o.calib_tokens > 0 ? o.calib_tokens : (o.quick ? 512 : 2048),
+                                   .group_size = o.group_size});
+      if (ck.is_ok()) {
+        row.model_dir = ck->dir;
+        row.quantization = ck->description;
+        row.quant_reused = ck->reused;
+        row.quant_calib_tokens = ck->calib_tokens;
+        row.quant_seconds = ck->seconds;
+        row.weights_source = "frugal quantize " + ck->description + (ck->reused ? ", reused from " : " -> ") + ck->dir;
+      } else {
+        s = ck.status();
+      }
+    }
+    // Dummy weights of the three int4 rows are the same bytes through the same kernels (AWQ,
+    // GPTQ and RTN differ in values only): measure the format once and say so.
+    const PrecisionRow* same = nullptr;
+    if (o.dummy_weights) {
+      for (const PrecisionRow& prev : rep.rows) {
+        if (&prev == &row) break;
+        if (prev.status == "ok" && dummy_precision(prev.precision) == dummy_precision(row.precision)) same = &prev;
+      }
+    }
+    if (s.is_ok() && same != nullptr) {
+      PrecisionRow copy = *same;
+      copy.precision = row.precision;
+      copy.weights_source = "dummy weights (" + dummy_precision(row.precision) + "; speed only): the " + same->precision +
+                            " row's measurement (the same format and kernels)";
+      row = copy;
+    } else if (s.is_ok()) {
       auto telemetry = bench::TelemetrySampler::with_nvml();
       telemetry->start();
-      auto j = bench::run_offline(bench_options(o, batches, row.model_dir));
+      auto j = bench::run_offline(bench_options(o, batches, row.model_dir, row.precision));
       telemetry->stop();
       if (j.is_ok()) {
         read_bench(*j, row);

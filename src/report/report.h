@@ -35,9 +35,18 @@ struct ReportOptions {
   std::string catalog;         // empty: plan::default_catalog_dir()
   plan::OwnershipInputs own;   // purchase_usd / power_w < 0: the catalog's list price / TDP
   std::vector<int32_t> concurrency;  // empty: {1, 2, 4, 8} ({1, 2, 4} with --quick)
+  // Bench sizes; 0: the mode's (docs/report.md, "What each row does").
+  int32_t prefill_len = 0;
+  int32_t decode_tokens = 0;
+  int32_t reps = 0;
   // Reuse: precision -> an existing checkpoint of this model at that precision (--checkpoint
-  // P=DIR). Rows without one need frugal quantize.
+  // P=DIR). Rows without one are quantized from model_dir (report_quantize.h).
   std::map<std::string, std::string> checkpoints;
+  // Quantized rows: checkpoints are made (or reused) under quant_cache (empty: out_dir/checkpoints).
+  std::string quant_cache;
+  std::string calib_file;          // AWQ / GPTQ calibration text; empty: default_calib_file()
+  int64_t calib_tokens = 0;        // 0: 2048 (512 with --quick)
+  int64_t group_size = 128;        // the int4 rows' group (AWQ, GPTQ and RTN alike)
   // Polled between rows: true stops the run, the rows not run are written as such.
   std::function<bool()> should_stop;
   // Called after each row with a one-line status.
@@ -61,6 +70,11 @@ struct PrecisionRow {
   std::string why;                 // failed / not run: the reason
   std::string weights_source;      // "checkpoint DIR", "dummy weights", ...
   std::string model_dir;           // the checkpoint the row ran on
+  // Quantized by this report (or reused from its cache): how, and what it cost.
+  std::string quantization;        // "int4 awq g128 (AutoAWQ GEMM)"; empty for bf16 / --checkpoint / dummy
+  bool quant_reused = false;
+  int64_t quant_calib_tokens = 0;
+  double quant_seconds = 0;
   // Measured (bench, in process).
   double weights_gib = 0, kv_pool_gib = 0, workspace_gib = 0, graphs_gib = 0;
   double kv_bytes_per_token = 0;
@@ -98,6 +112,9 @@ struct Report {
   std::vector<std::string> notes;
   std::string started_utc, finished_utc;
 };
+
+// The bundled calibration text (data/calib/war-and-peace-ch1-3.txt of the source tree).
+std::string default_calib_file();
 
 // Parses "bf16,fp8,..." against known_precisions(); the error names the unknown entry.
 Result<std::vector<std::string>> parse_precisions(const std::string& list);

@@ -94,7 +94,19 @@ std::string format_report_markdown(const Report& r) {
       os << fmt::format(" B={}: {} / {:.1f} |", s.batch, ci(s.tok_per_s, 1), s.predicted_tok_per_s);
     }
   }
-  os << "\n\n## Recommendations\n\n";
+  os << "\n\n## Weights of each row\n\n";
+  for (const PrecisionRow& row : r.rows) {
+    if (row.weights_source.empty()) continue;
+    os << "- " << row.precision << ": " << row.weights_source;
+    if (!row.quantization.empty()) {
+      os << (row.quant_reused ? fmt::format(" (quantized in {:.1f} s by an earlier run", row.quant_seconds)
+                              : fmt::format(" (quantized in {:.1f} s", row.quant_seconds));
+      os << (row.quant_calib_tokens > 0 ? fmt::format(", {} calibration tokens)", row.quant_calib_tokens)
+                                        : std::string(", no calibration)"));
+    }
+    os << "\n";
+  }
+  os << "\n## Recommendations\n\n";
   for (const std::string& s : r.recommendations) os << "- " << s << "\n";
   os << "\n## Notes\n\n";
   for (const std::string& n : r.notes) os << "- " << n << "\n";
@@ -140,6 +152,13 @@ nlohmann::json report_to_json(const Report& r) {
                          {"predicted_tok_per_s", s.predicted_tok_per_s}});
       }
       o["weights_source"] = row.weights_source;
+      if (!row.quantization.empty()) {
+        o["quantization"] = {{"method", row.quantization},
+                             {"checkpoint", row.model_dir},
+                             {"reused", row.quant_reused},
+                             {"calib_tokens", row.quant_calib_tokens},
+                             {"seconds", row.quant_seconds}};
+      }
       o["measured"] = {{"weights_gib", row.weights_gib},
                        {"kv_pool_gib", row.kv_pool_gib},
                        {"workspace_gib", row.workspace_gib},
