@@ -18,10 +18,19 @@ struct BenchOfflineArgs {
   std::string json_path, markdown_path;
   bool measure_ceilings = false;
   double ceiling_gbps = 0, ceiling_tflops = 0;
+  ParallelArgs parallel;
 };
 
 int run_bench_offline(BenchOfflineArgs& a) {
   auto& o = a.o;
+  // Tensor parallel: this process starts the ranks and waits, or is one of them.
+  Result<std::optional<int>> launched = start_ranks(a.parallel, o.engine.device, &o.engine.rank_env);
+  if (!launched.is_ok()) {
+    std::fprintf(stderr, "frugal bench: %s\n", launched.status().to_string().c_str());
+    return 2;
+  }
+  if (launched->has_value()) return **launched;
+  o.engine.tensor_parallel_size = a.parallel.tensor_parallel_size;
   if (!a.dummy_config.empty()) {
     o.engine.model_dir = a.dummy_config;
     o.engine.dummy_weights = true;
@@ -141,6 +150,7 @@ void register_bench(CLI::App& app) {
   off->add_flag("--measure-ceilings", a->measure_ceilings, "measure the copy bandwidth first");
   off->add_option("--json", a->json_path, "write every figure as JSON");
   off->add_option("--markdown", a->markdown_path, "write a markdown table");
+  add_parallel_flags(off, a->parallel);
   off->callback([a] { set_exit_code(run_bench_offline(*a)); });
   register_bench_serve(*bench);
 }

@@ -1,5 +1,6 @@
-// How one model is split over devices. Tensor parallelism only for now; the engine runs one rank
-// (tensor_parallel = 1) and the planner predicts N. Pipeline and expert parallelism join here.
+// How one model is split over devices. Tensor parallelism only for now (the engine runs N ranks:
+// docs/parallelism.md, model/shard.h; the planner predicts N). Pipeline and expert parallelism
+// join here.
 #pragma once
 
 #include <cstdint>

@@ -242,7 +242,7 @@ Result<Plan> make_plan(PlanRequest req) {
                                 std::to_string(p.smallest_fitting_gpus) + ")"
                           : "does not fit on up to 8 GPUs at this precision, context and concurrency");
   }
-  if (req.n_gpus > 1) p.notes.push_back("weights per GPU = total / N (norms are replicated; they are tiny)");
+  if (req.n_gpus > 1) p.notes.push_back("weights per GPU = the largest rank's shard as the engine cuts it (docs/parallelism.md: embedding and norms replicated)");
   return p;
 }
 

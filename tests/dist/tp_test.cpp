@@ -18,6 +18,7 @@
 #include "dist/communicator.h"
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "ops/forwarding_backend.h"
 #include "plan/weights.h"
 #include "test_paths.h"
 
@@ -25,6 +26,17 @@ namespace frugal {
 namespace {
 
 dist::Communicator* g_comm = nullptr;
+
+// The CPU backend acting as a device backend (as golden_test's): weights copied into one arena
+// in placement order, so sharded q/k/v and gate/up run fused, and the vocab-parallel head's row
+// ids are uploaded as on a GPU.
+class ArenaCpuBackend final : public ops::ForwardingBackend {
+ public:
+  ArenaCpuBackend() : ForwardingBackend(make_cpu_backend()) {}
+  std::string name() const override { return "cpu-arena"; }
+  bool weights_in_host_memory() const override { return false; }
+  bool supports_sample() const override { return false; }
+};
 
 #define REQUIRE_MPI()                                                                 \
   do {                                                                                \
@@ -130,6 +142,13 @@ TEST(TensorParallel, GoldenGreedyEqualsOneRank) {
     EXPECT_LT((*tp)->weight_bytes(), (*one)->weight_bytes());
     const RunResult a = run_model(**one, be.get(), prompt, want.size());
     const RunResult b = run_model(**tp, be.get(), prompt, want.size());
+    // The same shard placed device-style (fused q/k/v and gate/up over the rank's slices).
+    auto arena = std::make_unique<ArenaCpuBackend>();
+    auto tp_arena = model::Model::load(dir, arena.get(), {.max_logit_rows = static_cast<int32_t>(prompt.size()), .comm = g_comm});
+    ASSERT_TRUE(tp_arena.is_ok()) << tp_arena.status().to_string();
+    EXPECT_GT((*tp_arena)->fused_matmuls(), 0);
+    const RunResult c = run_model(**tp_arena, arena.get(), prompt, want.size());
+    EXPECT_EQ(c.greedy, a.greedy) << "sharded greedy tokens (device-style placement) differ from one rank's";
     EXPECT_EQ(a.greedy, want) << "one rank disagrees with transformers (golden_test should fail too)";
     EXPECT_EQ(b.greedy, a.greedy) << "sharded greedy tokens differ from one rank's";
     const int64_t V = (*one)->config().vocab_size;
