@@ -407,6 +407,7 @@ Result<Report> run_report(const ReportOptions& o) {
         row.status = "ok";
         if (o.dummy_weights) {
           row.quality_why = "dummy weights: quality is not measured";
+          row.mmlu_why = row.quality_why;
         } else {
           const QualityOptions q{.model_dir = row.model_dir, .tokenizer_dir = o.model_dir, .text_file = o.text_file, .out_dir = o.out_dir,
                                  .device = o.device, .threads = o.threads, .ctx = o.quick ? 128 : 512,

@@ -74,7 +74,9 @@ std::string describe_quantization(const quantize::QuantizeOptions& o) {
   if (!layout.is_ok()) return s;
   const int64_t g = quantize::effective_group_size(o, *layout);
   if (*layout == quantize::Layout::kFp8Block) {
-    s += " 128x128 blocks";
+    // the layout's name says the blocks
+  } else if (*layout == quantize::Layout::kBnbNf4) {
+    s += " blocks of " + std::to_string(g);
   } else if (*layout == quantize::Layout::kCtInt8 || *layout == quantize::Layout::kCtInt8W8A8 || g == -1) {
     s += " per channel";
   } else {
