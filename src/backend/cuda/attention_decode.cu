@@ -158,7 +158,12 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
     const int lo = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0;
     const int sink_end = p.sliding_window > 0 ? min(p.sink_tokens, lo) : 0;
     // This split's keys: [s0, s1) of the sinks, then [w0, w1) of the window (or causal range).
-    const int c0 = split * a.chunk, c1 = (split + 1) * a.chunk;
+    // Splits divide this sequence's own context (not max_ctx_len, which a captured graph sizes
+    // up to a power-of-two table width: at a 32.8k context the width gives 65,536, and chunks
+    // sized from it left half of the splits, and half of the SMs' blocks, without keys).
+    // a.chunk (from max_ctx_len) stays an upper bound, so no chunk outgrows kMaxChunkKeys.
+    const int seq_chunk = min(a.chunk, ((ctx + a.n_splits - 1) / a.n_splits + KPI - 1) / KPI * KPI);
+    const int c0 = split * seq_chunk, c1 = (split + 1) * seq_chunk;
     const int s0 = c0, s1 = min(sink_end, c1);
     const int w0 = max(lo, c0), w1 = min(pos + 1, c1);
     const int64_t ml_base = (static_cast<int64_t>(t) * p.n_head + h0) * a.n_splits + split;
