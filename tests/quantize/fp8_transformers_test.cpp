@@ -6,10 +6,6 @@
 // the GPU machine by scripts/gpu/fp8_transformers_logits.py; tests/data/quantize/PROVENANCE.md).
 // The directory is re-created here by the quantizer: fp8 RTN is deterministic (the oracle's
 // metadata records the sha256 of the shard transformers read).
-// NOT YET REGISTERED in tests/quantize/CMakeLists.txt: the oracle file does not exist until
-// scripts/gpu/quantize_accept.sh has run on the GPU machine; then commit the oracle and add
-//   frugal_add_test(quantize_fp8_transformers_test LABELS model SOURCES fp8_transformers_test.cpp
-//                   LIBS frugal_quantize frugal_model frugal_backend_cpu)
 #include <gtest/gtest.h>
 
 #include <algorithm>
