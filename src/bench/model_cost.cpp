@@ -1,5 +1,7 @@
 #include "bench/model_cost.h"
 
+#include <cmath>
+
 #include "kv/kv_geometry.h"
 #include "kv/kv_layout.h"
 #include "model/arch.h"
@@ -18,16 +20,24 @@ Result<ModelCost> model_cost(const runtime::EngineOptions& eo, DType kv_dtype) {
   const int64_t wbytes = dtype_bytes(c.torch_dtype, 1);
   // Dummy weights of a quantized precision: linears are read in their format (model/weights.h).
   FRUGAL_ASSIGN_OR_RETURN(const model::DummyPrecision prec, model::parse_dummy_precision(eo.weight_precision));
+  mc.n_routed_experts = c.moe.n_routed_experts;
+  mc.experts_per_token = c.moe.num_experts_per_tok;
   for (const auto& s : specs) {
     bool tied_embedding = s.role == model::TensorRole::kEmbedding && c.tie_word_embeddings;
     const bool quant = eo.dummy_weights && prec != model::DummyPrecision::kDense &&
                        s.role == model::TensorRole::kLinear && s.shape.ndim == 2;
+    const bool routed = s.expert >= 0;  // a routed expert's tensor (model/arch.h)
+    int64_t bytes = 0;
     if (quant)
-      mc.step_weight_bytes += ops::weight_bytes(model::dummy_linear_format(prec, c.torch_dtype, s.shape[1]), s.shape[0], s.shape[1]);
+      bytes = ops::weight_bytes(model::dummy_linear_format(prec, c.torch_dtype, s.shape[1]), s.shape[0], s.shape[1]);
     else if (s.role != model::TensorRole::kEmbedding || tied_embedding)
-      mc.step_weight_bytes += s.shape.numel() * wbytes;
-    if (s.role == model::TensorRole::kLinear || s.role == model::TensorRole::kLmHead || tied_embedding)
+      bytes = s.shape.numel() * wbytes;
+    mc.step_weight_bytes += bytes;
+    if (routed) mc.routed_expert_bytes += bytes;
+    if (s.role == model::TensorRole::kLinear || s.role == model::TensorRole::kLmHead || tied_embedding) {
       mc.linear_params += s.shape.numel();
+      if (routed) mc.routed_expert_params += s.shape.numel();
+    }
   }
   // The engine's KV shape (MLA latent caches included), one rank.
   mc.kv_bytes_per_token = kv::bytes_per_token(
@@ -35,6 +45,25 @@ Result<ModelCost> model_cost(const runtime::EngineOptions& eo, DType kv_dtype) {
   mc.n_layers = c.num_hidden_layers;
   mc.q_dim = c.num_attention_heads * c.head_dim;
   return mc;
+}
+
+double ModelCost::step_bytes_at_batch(int64_t batch) const {
+  double b = static_cast<double>(step_weight_bytes - routed_expert_bytes);
+  if (n_routed_experts > 0 && experts_per_token > 0) {
+    const double n = static_cast<double>(n_routed_experts);
+    const double k = static_cast<double>(experts_per_token);
+    const double distinct = n * (1.0 - std::pow(1.0 - k / n, static_cast<double>(batch)));
+    b += static_cast<double>(routed_expert_bytes) * distinct / n;
+  }
+  return b;
+}
+
+double ModelCost::active_linear_params() const {
+  double p = static_cast<double>(linear_params - routed_expert_params);
+  if (n_routed_experts > 0 && experts_per_token > 0)
+    p += static_cast<double>(routed_expert_params) * static_cast<double>(experts_per_token) /
+         static_cast<double>(n_routed_experts);
+  return p;
 }
 
 }  // namespace frugal::bench

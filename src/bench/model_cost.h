@@ -13,9 +13,20 @@ namespace frugal::bench {
 
 // Bytes of weights read per decode step (everything but an untied embedding table), FLOPs per
 // token of the linear layers, and the KV bytes one token adds (kv::kv_geometry, one rank).
+// MoE: a step reads only the routed experts its tokens chose and a token multiplies with only
+// its top-k, so routed experts are counted apart and scaled as the planner does
+// (plan::WeightSummary::step_weight_bytes: expected distinct experts under uniform routing).
 struct ModelCost {
-  int64_t step_weight_bytes = 0;
-  int64_t linear_params = 0;  // params in matmuls (incl. lm_head)
+  int64_t step_weight_bytes = 0;   // every weight a step could read, all routed experts included
+  int64_t linear_params = 0;       // params in matmuls (incl. lm_head), all routed experts included
+  int64_t routed_expert_bytes = 0;   // of step_weight_bytes
+  int64_t routed_expert_params = 0;  // of linear_params
+  int64_t n_routed_experts = 0;      // 0: dense
+  int64_t experts_per_token = 0;
+  // Weight bytes one decode step of `batch` sequences reads.
+  double step_bytes_at_batch(int64_t batch) const;
+  // Matmul params one token multiplies with (FLOPs / 2).
+  double active_linear_params() const;
   int64_t kv_bytes_per_token = 0;
   int64_t n_layers = 0;
   int64_t q_dim = 0;

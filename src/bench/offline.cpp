@@ -212,7 +212,7 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
       }
     }
     Estimate e = estimate(tps, Statistic::kMedian);
-    double flops = 2.0 * static_cast<double>(mc.linear_params) * len + attention_flops(mc, len);
+    double flops = 2.0 * mc.active_linear_params() * len + attention_flops(mc, len);
     double tflops = flops / (len / e.value) / 1e12;
     prefill.push_back({{"prompt_len", len}, {"tok_per_s", estimate_json(e)}, {"ttft_ms", latency_json(ttft_ms)},
                        {"ttft_ms_samples", ttft_ms}, {"tflops", tflops},
@@ -252,7 +252,7 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
     Estimate e = estimate(tps, Statistic::kMedian);
     double steps_per_s = e.value / b;
     double avg_ctx = o.decode_prompt_len + o.decode_tokens / 2.0;
-    double step_bytes = static_cast<double>(mc.step_weight_bytes) + b * avg_ctx * static_cast<double>(mc.kv_bytes_per_token);
+    double step_bytes = mc.step_bytes_at_batch(b) + b * avg_ctx * static_cast<double>(mc.kv_bytes_per_token);
     double gbps = step_bytes * steps_per_s / 1e9;
     nlohmann::json cdf = nlohmann::json::array();  // ITL percentiles 0, 5, ..., 100
     for (int q = 0; q <= 100; q += 5) cdf.push_back(percentile(itl_ms, q));

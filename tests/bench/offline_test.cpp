@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "bench/model_cost.h"
 #include "bench/offline.h"
 #include "test_paths.h"
 
@@ -26,6 +27,38 @@ OfflineOptions base_options() {
   o.reps = 1;
   o.warmup = 0;
   return o;
+}
+
+// A MoE decode step reads the routed experts its tokens chose, not all of them (hand count on the
+// DeepSeek-V2 golden: bf16, hidden 128, moe_intermediate 64, 8 routed experts, top-2, layers 1
+// and 2 of 3 are MoE; each expert has gate, up and down of 128 x 64).
+TEST(BenchModelCost, MoeCountsOnlyTheRoutedExpertsAStepReads) {
+  runtime::EngineOptions eo;
+  eo.model_dir = frugal::testing::source_root() + "/tests/data/golden/deepseek_v2";
+  auto mc = model_cost(eo, DType::kBF16);
+  ASSERT_TRUE(mc.is_ok()) << mc.status().to_string();
+  const int64_t per_expert_params = 3 * 128 * 64;
+  const int64_t routed_params = 2 * 8 * per_expert_params;
+  EXPECT_EQ(mc->routed_expert_params, routed_params);
+  EXPECT_EQ(mc->routed_expert_bytes, 2 * routed_params);
+  const double dense = static_cast<double>(mc->step_weight_bytes - mc->routed_expert_bytes);
+  // Batch 1: 2 of 8 experts per MoE layer; batch b: 8 * (1 - (6/8)^b) distinct experts expected.
+  EXPECT_DOUBLE_EQ(mc->step_bytes_at_batch(1), dense + 2.0 * routed_params * 2.0 / 8.0);
+  EXPECT_NEAR(mc->step_bytes_at_batch(3), dense + 2.0 * routed_params * (1.0 - 0.421875), 1e-6);
+  EXPECT_NEAR(mc->step_bytes_at_batch(1000), static_cast<double>(mc->step_weight_bytes), 1e-3);
+  EXPECT_DOUBLE_EQ(mc->active_linear_params(),
+                   static_cast<double>(mc->linear_params - routed_params) + routed_params * 2.0 / 8.0);
+}
+
+TEST(BenchModelCost, DenseModelReadsEveryWeightAtAnyBatch) {
+  runtime::EngineOptions eo;
+  eo.model_dir = frugal::testing::source_root() + "/models/stories260K";
+  auto mc = model_cost(eo, DType::kBF16);
+  ASSERT_TRUE(mc.is_ok()) << mc.status().to_string();
+  EXPECT_EQ(mc->routed_expert_bytes, 0);
+  EXPECT_DOUBLE_EQ(mc->step_bytes_at_batch(1), static_cast<double>(mc->step_weight_bytes));
+  EXPECT_DOUBLE_EQ(mc->step_bytes_at_batch(64), static_cast<double>(mc->step_weight_bytes));
+  EXPECT_DOUBLE_EQ(mc->active_linear_params(), static_cast<double>(mc->linear_params));
 }
 
 TEST(BenchOffline, MixedLoadWaitsInsteadOfFailingWithASmallPool) {
