@@ -350,6 +350,10 @@ FRUGAL_VNNI inline void gemv_i8_pair(const QuantMatmulArgs& a, const uint8_t* ro
   }
 }
 
+// How many rows ahead the int8-activation GEMV prefetches its weight bytes (measured on the
+// 2-core EPYC, docs/perf/2026-12-02-cpu-quant-gemm.md: int8 4, int4 8 rows).
+template <CodeKind K>
+constexpr int64_t prefetch_rows() { return K == CodeKind::kQ8 ? 4 : 8; }
 template <CodeKind K, int M>
 FRUGAL_VNNI void gemv_i8_rows(const QuantMatmulArgs& a, int64_t i0, int64_t n0, int64_t n1) {
   const QuantWeightView& w = a.w;
@@ -371,6 +375,10 @@ FRUGAL_VNNI void gemv_i8_rows(const QuantMatmulArgs& a, int64_t i0, int64_t n0, 
         for (int i = 0; i < M; ++i) ga0[i] = ga1[i] = _mm512_setzero_ps();
         int64_t t = t0;
         for (; t + 1 < t1; t += 2) {
+          // Rows stream from DRAM: ask for the same bytes of a row prefetch_rows ahead.
+          const char* ahead = reinterpret_cast<const char*>(row + prefetch_rows<K>() * w.ld_q + t * (K == CodeKind::kQ8 ? 64 : 32));
+          _mm_prefetch(ahead, _MM_HINT_T0);
+          if constexpr (K == CodeKind::kQ8) _mm_prefetch(ahead + 64, _MM_HINT_T0);
           gemv_i8_pair<K, M>(a, row, i0, t, ga0);
           gemv_i8_pair<K, M>(a, row, i0, t + 1, ga1);
         }
