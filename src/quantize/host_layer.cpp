@@ -10,6 +10,17 @@
 
 namespace frugal::quantize {
 
+float dot_f32(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+
 const char* stage_name(Stage s) {
   switch (s) {
     case Stage::kQkv: return "qkv";
@@ -56,16 +67,6 @@ Status read_linear(const model::SafetensorsSet& st, const std::string& name, Lin
     if (r != l->out) return corrupt("tensor " + name + ".bias: " + std::to_string(r) + " values, expected " + std::to_string(l->out));
   }
   return {};
-}
-
-float dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
 }
 
 void rms_norm(const std::vector<float>& x, int64_t t, int64_t d, const std::vector<float>& w, float eps, std::vector<float>* y) {
@@ -179,7 +180,7 @@ Status HostCalibration::run_layer(LayerF32& L, const StageHook& hook) {
       const float* qr = q.data() + (t * nh + hh) * hd;
       float mx = -INFINITY;
       for (int64_t u = s0; u <= t; ++u) {
-        sc[u - s0] = dot(qr, k.data() + (u * nkv + kvh) * hd, hd) * scale;
+        sc[u - s0] = dot_f32(qr, k.data() + (u * nkv + kvh) * hd, hd) * scale;
         mx = std::max(mx, sc[u - s0]);
       }
       double sum = 0;

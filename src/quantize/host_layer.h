@@ -17,6 +17,10 @@
 
 namespace frugal::quantize {
 
+// f32 dot product in eight interleaved partial sums (a fixed order: the host calibration and
+// host_math() give the same bits for the same inputs).
+float dot_f32(const float* a, const float* b, int64_t n);
+
 struct LinearF32 {
   std::string name;       // "model.layers.3.self_attn.q_proj"
   int64_t out = 0;

@@ -4,22 +4,13 @@
 #include <cmath>
 
 #include "core/thread_pool.h"
+#include "quantize/host_layer.h"
 #include "quantize/math.h"
 #include "quantize/rtn.h"
 
 namespace frugal::quantize {
 
 namespace {
-
-float dot8(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
 
 // In-place lower Cholesky factor of the k x k matrix a (row-major); false if not positive definite.
 bool cholesky_lower(std::vector<double>& a, int64_t k) {
@@ -132,7 +123,7 @@ class HostMath final : public QuantMath {
           y[(r + 2) * n + j] = s2 + b;
           y[(r + 3) * n + j] = s3 + b;
         }
-        for (; r < t; ++r) y[r * n + j] = dot8(x + r * k, w, k) + b;
+        for (; r < t; ++r) y[r * n + j] = dot_f32(x + r * k, w, k) + b;
       }
     });
   }
