@@ -53,8 +53,17 @@ Result<std::vector<float>> read_f32(const model::SafetensorsSet& st, const std::
   if (e->shape.ndim < 1 || e->shape.ndim > 2) return corrupt("tensor " + name + ": shape " + e->shape.to_string() + ", expected 1-D or 2-D");
   *rows = e->shape[0];
   *cols = e->shape.ndim == 2 ? e->shape[1] : 1;
-  std::vector<float> v(static_cast<size_t>(e->shape.numel()));
-  convert_to_f32(e->dtype, e->data, v.data(), e->shape.numel());
+  const int64_t n = e->shape.numel();
+  std::vector<float> v(static_cast<size_t>(n));
+  // Chunks of 1M elements across the pool (a 7B layer is 0.93 GB of f32).
+  constexpr int64_t kChunk = 1 << 20;
+  const int64_t bytes_per = dtype_bytes(e->dtype, 1);
+  ThreadPool::global().parallel_for((n + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t i0 = c * kChunk, m = std::min(kChunk, n - i0);
+      convert_to_f32(e->dtype, e->data + i0 * bytes_per, v.data() + i0, m);
+    }
+  });
   return v;
 }
 

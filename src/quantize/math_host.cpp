@@ -2,6 +2,10 @@
 // Hessians and factorisations). The reference the CUDA implementation is compared against.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <numeric>
 
 #include "core/thread_pool.h"
 #include "quantize/host_layer.h"
@@ -54,8 +58,8 @@ std::vector<double> invert_lower_transposed(const std::vector<double>& l, int64_
 
 class HostGptqWork final : public GptqWork {
  public:
-  HostGptqWork(std::vector<float> wp, const std::vector<double>& l2, int64_t in, int64_t out)
-      : wp_(std::move(wp)), l2_(l2), in_(in), out_(out) {}
+  HostGptqWork(std::vector<float> wp, std::shared_ptr<HostGptqL2> l2, int64_t in, int64_t out)
+      : wp_(std::move(wp)), hold_(std::move(l2)), l2_(hold_->l2), in_(in), out_(out) {}
   void rows(int64_t r0, int64_t r1, float* dst) override {
     std::copy(wp_.begin() + r0 * out_, wp_.begin() + r1 * out_, dst);
   }
@@ -75,6 +79,7 @@ class HostGptqWork final : public GptqWork {
 
  private:
   std::vector<float> wp_;
+  std::shared_ptr<HostGptqL2> hold_;
   const std::vector<double>& l2_;
   int64_t in_, out_;
 };
@@ -174,8 +179,8 @@ class HostMath final : public QuantMath {
     return cholesky_lower(hp, in) ? 0 : 2;
   }
 
-  std::unique_ptr<GptqWork> gptq_begin(std::vector<float> wp, const std::vector<double>& l2, int64_t in, int64_t out) override {
-    return std::make_unique<HostGptqWork>(std::move(wp), l2, in, out);
+  std::unique_ptr<GptqWork> gptq_begin(std::vector<float> wp, const GptqFactor& f, int64_t out) override {
+    return std::make_unique<HostGptqWork>(std::move(wp), host_l2(f), f.in, out);
   }
 
   std::vector<double> awq_losses(const std::vector<const float*>& ws, const std::vector<int64_t>& outs, int64_t in,
@@ -248,6 +253,73 @@ class HostMath final : public QuantMath {
 };
 
 }  // namespace
+
+void gptq_order(const std::vector<double>& diag, bool act_order, double damp_percent, std::vector<int64_t>* perm,
+                std::vector<uint8_t>* dead, double* damp) {
+  const int64_t in = static_cast<int64_t>(diag.size());
+  perm->resize(static_cast<size_t>(in));
+  std::iota(perm->begin(), perm->end(), 0);
+  if (act_order) std::stable_sort(perm->begin(), perm->end(), [&](int64_t a, int64_t b) { return diag[a] > diag[b]; });
+  dead->assign(static_cast<size_t>(in), 0);
+  double mean = 0;
+  for (int64_t j = 0; j < in; ++j) {
+    const double d = diag[(*perm)[j]];
+    if (d == 0) (*dead)[j] = 1;  // never active on the calibration data
+    mean += d == 0 ? 1.0 : d;
+  }
+  *damp = in > 0 ? damp_percent * mean / static_cast<double>(in) : 0.0;
+}
+
+std::vector<double> gptq_diag_blocks(const double* l2, int64_t in, int64_t block) {
+  std::vector<double> d;
+  d.reserve(static_cast<size_t>(in * block));
+  for (int64_t i1 = 0; i1 < in; i1 += block) {
+    const int64_t sz = std::min(block, in - i1);
+    for (int64_t a = 0; a < sz; ++a)
+      for (int64_t c = 0; c < sz; ++c) d.push_back(c <= a ? l2[(i1 + a) * in + i1 + c] : 0.0);
+  }
+  return d;
+}
+
+std::shared_ptr<HostGptqL2> host_l2(const GptqFactor& f) {
+  auto l2 = std::dynamic_pointer_cast<HostGptqL2>(f.l2);
+  if (!l2) {  // a factor of another implementation: a programming error, never user input
+    std::fprintf(stderr, "frugal quantize: internal error: a GPTQ factor used with another implementation\n");
+    std::abort();
+  }
+  return l2;
+}
+
+int QuantMath::gptq_factor_from_hessian(std::vector<double> h, int64_t k, double damp_percent, bool act_order, int64_t block,
+                                        GptqFactor* f) {
+  f->in = k;
+  f->block = block;
+  std::vector<double> diag(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) diag[j] = h[j * k + j];
+  double damp = 0;
+  gptq_order(diag, act_order, damp_percent, &f->perm, &f->dead, &damp);
+  auto l2 = std::make_shared<HostGptqL2>();
+  l2->l2.resize(static_cast<size_t>(k * k));
+  std::vector<double>& hp = l2->l2;
+  const std::vector<int64_t>& perm = f->perm;
+  ThreadPool::global().parallel_for(k, 16, [&](int64_t a0, int64_t a1) {
+    for (int64_t a = a0; a < a1; ++a) {
+      for (int64_t b = 0; b < k; ++b) hp[a * k + b] = h[perm[a] * k + perm[b]];
+      hp[a * k + a] = (f->dead[a] ? 1.0 : hp[a * k + a]) + damp;
+    }
+  });
+  h = {};
+  const int rc = inverse_cholesky(hp, k);
+  if (rc != 0) return rc;
+  f->diag = gptq_diag_blocks(hp.data(), k, block);
+  f->l2 = std::move(l2);
+  return 0;
+}
+
+int QuantMath::gptq_factor(const float* x, int64_t n, int64_t k, double damp_percent, bool act_order, int64_t block,
+                           GptqFactor* f) {
+  return gptq_factor_from_hessian(hessian(x, n, k), k, damp_percent, act_order, block, f);
+}
 
 QuantMath& host_math() {
   static HostMath m;

@@ -30,43 +30,34 @@ std::vector<double> gptq_hessian(const std::vector<float>& x, int64_t n, int64_t
   return m.hessian(x.data(), n, k);
 }
 
-Result<GptqFactor> gptq_factor(const std::string& tensor, std::vector<double> h, int64_t in, double damp_percent,
-                               bool act_order, QuantMath& m) {
-  GptqFactor f;
-  f.in = in;
-  f.perm.resize(static_cast<size_t>(in));
-  std::iota(f.perm.begin(), f.perm.end(), 0);
-  if (act_order) {
-    std::stable_sort(f.perm.begin(), f.perm.end(), [&](int64_t a, int64_t b) { return h[a * in + a] > h[b * in + b]; });
-  }
-  std::vector<double> hp(static_cast<size_t>(in * in));
-  ThreadPool::global().parallel_for(in, 16, [&](int64_t a0, int64_t a1) {
-    for (int64_t a = a0; a < a1; ++a)
-      for (int64_t b = 0; b < in; ++b) hp[a * in + b] = h[f.perm[a] * in + f.perm[b]];
-  });
-  h.clear();
-  f.dead.assign(static_cast<size_t>(in), 0);
-  double mean_diag = 0;
-  for (int64_t j = 0; j < in; ++j) {
-    if (hp[j * in + j] == 0) {  // dead input: never active on the calibration data
-      hp[j * in + j] = 1;
-      f.dead[j] = 1;
-    }
-    mean_diag += hp[j * in + j];
-  }
-  mean_diag /= static_cast<double>(in);
-  for (int64_t j = 0; j < in; ++j) hp[j * in + j] += damp_percent * mean_diag;
-  // U = upper Cholesky factor of H^-1 (U^T U = H^-1), U[i][j] = L2[j][i].
-  const int rc = m.inverse_cholesky(hp, in);
+namespace {
+
+Result<GptqFactor> factor_result(const std::string& tensor, int rc, GptqFactor f, const QuantMath& m) {
+  FRUGAL_RETURN_IF_ERROR(m.status().with_context(tensor));  // a device failure, not a property of H
   if (rc == 1) return internal_error(tensor + ": GPTQ Hessian is not positive definite after damping");
   if (rc != 0) return internal_error(tensor + ": GPTQ inverse Hessian is not positive definite");
-  f.l2 = std::move(hp);
   return f;
+}
+
+}  // namespace
+
+Result<GptqFactor> gptq_factor(const std::string& tensor, std::vector<double> h, int64_t in, const GptqOptions& o,
+                               QuantMath& m) {
+  GptqFactor f;
+  const int rc = m.gptq_factor_from_hessian(std::move(h), in, o.damp_percent, o.act_order, std::max<int64_t>(1, o.block), &f);
+  return factor_result(tensor, rc, std::move(f), m);
+}
+
+Result<GptqFactor> gptq_factor(const std::string& tensor, const std::vector<float>& x, int64_t n, int64_t in,
+                               const GptqOptions& o, QuantMath& m) {
+  GptqFactor f;
+  const int rc = m.gptq_factor(x.data(), n, in, o.damp_percent, o.act_order, std::max<int64_t>(1, o.block), &f);
+  return factor_result(tensor, rc, std::move(f), m);
 }
 
 Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<float>& w, int64_t out, int64_t in,
                                std::vector<double> h, const GptqOptions& o, QuantMath& m) {
-  FRUGAL_ASSIGN_OR_RETURN(GptqFactor f, gptq_factor(tensor, std::move(h), in, o.damp_percent, o.act_order, m));
+  FRUGAL_ASSIGN_OR_RETURN(GptqFactor f, gptq_factor(tensor, std::move(h), in, o, m));
   return gptq_quantize(tensor, w, out, f, o, m);
 }
 
@@ -79,12 +70,17 @@ Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<floa
   const std::vector<int64_t>& perm = f.perm;
   // wp [in, out]: row j is original column perm[j] (zero for dead inputs).
   std::vector<float> wp(static_cast<size_t>(in * out));
-  ThreadPool::global().parallel_for(in, 16, [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j)
-      for (int64_t r = 0; r < out; ++r) wp[j * out + r] = f.dead[j] ? 0.0f : w[r * in + perm[j]];
+  // A transpose in 64 x 64 tiles (w is read along rows of the tile, not down whole columns).
+  ThreadPool::global().parallel_for((in + 63) / 64, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t jt = t0 * 64; jt < std::min(in, t1 * 64); jt += 64)
+      for (int64_t rt = 0; rt < out; rt += 64)
+        for (int64_t j = jt; j < std::min(in, jt + 64); ++j)
+          for (int64_t r = rt; r < std::min(out, rt + 64); ++r) wp[j * out + r] = f.dead[j] ? 0.0f : w[r * in + perm[j]];
   });
-  const std::vector<double>& hinv = f.l2;
-  auto U = [&](int64_t i, int64_t j) { return hinv[j * in + i]; };
+  const int64_t bs = std::max<int64_t>(1, o.block);
+  if (f.block != bs || f.in != in || f.perm.size() != static_cast<size_t>(in)) {
+    return internal_error(tensor + ": GPTQ factor of block " + std::to_string(f.block) + " used with block " + std::to_string(bs));
+  }
 
   IntQuant q;
   q.spec = o.spec;
@@ -109,8 +105,7 @@ Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<floa
         q.zero[g * out + r] = p.zero;
       }
   }
-  const int64_t bs = std::max<int64_t>(1, o.block);
-  std::unique_ptr<GptqWork> work = m.gptq_begin(std::move(wp), hinv, in, out);
+  std::unique_ptr<GptqWork> work = m.gptq_begin(std::move(wp), f, out);
   std::vector<float> blk(static_cast<size_t>(bs * out)), err(static_cast<size_t>(bs * out)), tail;
   for (int64_t i1 = 0; i1 < in; i1 += bs) {
     const int64_t i2 = std::min(in, i1 + bs);
@@ -124,6 +119,9 @@ Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<floa
       tail.resize(static_cast<size_t>((tail_end - i2) * out));
       work->rows(i2, tail_end, tail.data());
     }
+    // U[j][jj] = L2[jj][j] within this block: D[(jj - i1) * sz + (j - i1)].
+    const double* D = f.diag.data() + i1 * bs;
+    const int64_t sz = i2 - i1;
     ThreadPool::global().parallel_for(out, 16, [&](int64_t r0, int64_t r1) {
       std::vector<float> gbuf(static_cast<size_t>(group));
       for (int64_t r = r0; r < r1; ++r) {
@@ -140,9 +138,9 @@ Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<floa
           const float wv = blk[(j - i1) * out + r];
           const int32_t code = quantize_code(wv, p, qmin, qmax);
           q.q[r * in + perm[j]] = code;
-          const float e = static_cast<float>((wv - dequantize_code(code, p)) / U(j, j));
+          const float e = static_cast<float>((wv - dequantize_code(code, p)) / D[(j - i1) * sz + (j - i1)]);
           err[(j - i1) * out + r] = e;
-          for (int64_t jj = j + 1; jj < i2; ++jj) blk[(jj - i1) * out + r] -= static_cast<float>(e * U(j, jj));
+          for (int64_t jj = j + 1; jj < i2; ++jj) blk[(jj - i1) * out + r] -= static_cast<float>(e * D[(jj - i1) * sz + (j - i1)]);
         }
       }
     });
@@ -217,15 +215,19 @@ std::vector<float> smoothquant_scales(const std::vector<const LinearF32*>& ls, c
 }
 
 void scale_columns(LinearF32& l, const std::vector<float>& s) {
-  for (int64_t r = 0; r < l.out; ++r)
-    for (int64_t j = 0; j < l.in; ++j) l.w[r * l.in + j] *= s[j];
+  ThreadPool::global().parallel_for(l.out, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t j = 0; j < l.in; ++j) l.w[r * l.in + j] *= s[j];
+  });
 }
 
 void divide_rows(LinearF32& l, const std::vector<float>& s) {
-  for (int64_t r = 0; r < l.out; ++r) {
-    for (int64_t j = 0; j < l.in; ++j) l.w[r * l.in + j] /= s[r];
-    if (!l.b.empty()) l.b[r] /= s[r];
-  }
+  ThreadPool::global().parallel_for(l.out, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t j = 0; j < l.in; ++j) l.w[r * l.in + j] /= s[r];
+      if (!l.b.empty()) l.b[r] /= s[r];
+    }
+  });
 }
 
 double relative_output_error(const std::vector<float>& x, int64_t n, const std::vector<float>& xq,

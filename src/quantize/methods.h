@@ -33,16 +33,12 @@ struct GptqOptions {
 Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<float>& w, int64_t out, int64_t in,
                                std::vector<double> h, const GptqOptions& o, QuantMath& m = host_math());
 
-// The part of GPTQ that depends on H only (shared by the linears of one input): column order,
-// dead inputs, and L2 with U = L2^T the upper Cholesky factor of (H + damp I)^-1 in that order.
-struct GptqFactor {
-  int64_t in = 0;
-  std::vector<int64_t> perm;  // [in] quantization order (identity without act_order)
-  std::vector<uint8_t> dead;  // [in] by position in perm: H_jj == 0, weights zeroed
-  std::vector<double> l2;     // [in, in] lower
-};
-Result<GptqFactor> gptq_factor(const std::string& tensor, std::vector<double> h, int64_t in, double damp_percent,
-                               bool act_order, QuantMath& m = host_math());
+// GPTQ's factor (math.h's GptqFactor) of one input, from H or from the inputs x [n, in]
+// (through m: on the GPU the Hessian and factor stay there), for o's damping, order and block.
+Result<GptqFactor> gptq_factor(const std::string& tensor, std::vector<double> h, int64_t in, const GptqOptions& o,
+                               QuantMath& m = host_math());
+Result<GptqFactor> gptq_factor(const std::string& tensor, const std::vector<float>& x, int64_t n, int64_t in,
+                               const GptqOptions& o, QuantMath& m = host_math());
 Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<float>& w, int64_t out, const GptqFactor& f,
                                const GptqOptions& o, QuantMath& m = host_math());
 

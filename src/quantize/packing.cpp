@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/thread_pool.h"
+
 namespace frugal::quantize {
 
 namespace {
@@ -80,10 +82,17 @@ Result<std::vector<OutTensor>> pack_gptq(const std::string& tensor, const IntQua
   const uint32_t mask = (1u << bits) - 1;
   const int64_t ng = q.n_groups();
   std::vector<uint32_t> qw(static_cast<size_t>(q.in / per * q.out), 0);
-  for (int64_t r = 0; r < q.in / per; ++r)
-    for (int64_t f = 0; f < per; ++f)
-      for (int64_t o = 0; o < q.out; ++o)
-        qw[r * q.out + o] |= (static_cast<uint32_t>(q.q[o * q.in + r * per + f]) & mask) << (f * bits);
+  // Packed rows in chunks of 16 per task; each output row's codes are read contiguously.
+  ThreadPool::global().parallel_for(q.in / per, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t o = 0; o < q.out; ++o) {
+      const int32_t* src = q.q.data() + o * q.in;
+      for (int64_t r = r0; r < r1; ++r) {
+        uint32_t word = 0;
+        for (int64_t f = 0; f < per; ++f) word |= (static_cast<uint32_t>(src[r * per + f]) & mask) << (f * bits);
+        qw[r * q.out + o] = word;
+      }
+    }
+  });
   std::vector<uint32_t> qz(static_cast<size_t>(ng * q.out / per), 0);
   for (int64_t g = 0; g < ng; ++g) {
     for (int64_t o = 0; o < q.out; ++o) {
@@ -109,10 +118,14 @@ Result<std::vector<OutTensor>> pack_awq(const std::string& tensor, const IntQuan
   }
   const int64_t ng = q.n_groups(), oc = q.out / 8;
   std::vector<uint32_t> qw(static_cast<size_t>(q.in * oc), 0);
-  for (int64_t i = 0; i < q.in; ++i)
+  // Input rows in chunks of 64 per task; each output row's codes are read contiguously.
+  ThreadPool::global().parallel_for(q.in, 64, [&](int64_t i0, int64_t i1) {
     for (int64_t c = 0; c < oc; ++c)
-      for (int f = 0; f < 8; ++f)
-        qw[i * oc + c] |= (static_cast<uint32_t>(q.q[(8 * c + kAwqOrder[f]) * q.in + i]) & 0xfu) << (4 * f);
+      for (int f = 0; f < 8; ++f) {
+        const int32_t* src = q.q.data() + (8 * c + kAwqOrder[f]) * q.in;
+        for (int64_t i = i0; i < i1; ++i) qw[i * oc + c] |= (static_cast<uint32_t>(src[i]) & 0xfu) << (4 * f);
+      }
+  });
   std::vector<uint32_t> qz(static_cast<size_t>(ng * oc), 0);
   for (int64_t g = 0; g < ng; ++g)
     for (int64_t c = 0; c < oc; ++c)

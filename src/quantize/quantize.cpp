@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "core/mapped_file.h"
 #include "model/config.h"
 #include "model/safetensors.h"
@@ -72,6 +73,37 @@ struct TmpDir {
       fs::remove_all(path, ec);
     }
   }
+};
+
+// Seconds per phase of the current layer, printed on its progress line: where a long run's
+// time goes (docs/perf/2026-12-02-quantize-7b.md).
+struct Phases {
+  enum Id { kRead, kForward, kFactor, kMethod, kPack, kError, kWrite, kCount };
+  double s[kCount] = {};
+  std::string line() const {
+    static constexpr const char* kNames[kCount] = {"read", "forward", "factor", "method", "pack", "error", "write"};
+    std::string r;
+    char buf[48];
+    for (int i = 0; i < kCount; ++i) {
+      if (s[i] < 0.05) continue;
+      std::snprintf(buf, sizeof(buf), "%s%s %.1fs", r.empty() ? "" : ", ", kNames[i], s[i]);
+      r += buf;
+    }
+    return r;
+  }
+};
+
+// Adds the seconds of its scope to one phase.
+class PhaseTimer {
+ public:
+  PhaseTimer(Phases& p, Phases::Id id) : acc_(p.s[id]), t0_(std::chrono::steady_clock::now()) {}
+  ~PhaseTimer() { acc_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  double& acc_;
+  std::chrono::steady_clock::time_point t0_;
 };
 
 bool ends_with(const std::string& s, const std::string& suf) { return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0; }
@@ -144,6 +176,7 @@ struct Ctx {
   QuantizeReport& report;
   std::vector<std::string>& kept;
   QuantMath& math;
+  Phases& ph;
 };
 
 // Quantizes w [out, in] by RTN in the layout; returns tensors (relative names) and dequantized weights.
@@ -176,10 +209,25 @@ Result<std::vector<OutTensor>> rtn_pack(const Ctx& c, const std::string& name, c
 }
 
 double weight_error(const std::vector<float>& w, const std::vector<float>& d) {
+  // Fixed blocks summed in order: the same result whatever the thread count.
+  constexpr int64_t kBlock = 1 << 16;
+  const int64_t n = static_cast<int64_t>(w.size()), nb = (n + kBlock - 1) / kBlock;
+  std::vector<double> nums(static_cast<size_t>(nb)), dens(static_cast<size_t>(nb));
+  ThreadPool::global().parallel_for(nb, 4, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      double num = 0, den = 0;
+      for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) {
+        num += (static_cast<double>(w[i]) - d[i]) * (static_cast<double>(w[i]) - d[i]);
+        den += static_cast<double>(w[i]) * w[i];
+      }
+      nums[b] = num;
+      dens[b] = den;
+    }
+  });
   double num = 0, den = 0;
-  for (size_t i = 0; i < w.size(); ++i) {
-    num += (static_cast<double>(w[i]) - d[i]) * (static_cast<double>(w[i]) - d[i]);
-    den += static_cast<double>(w[i]) * w[i];
+  for (int64_t b = 0; b < nb; ++b) {
+    num += nums[b];
+    den += dens[b];
   }
   return den > 0 ? num / den : num;
 }
@@ -244,14 +292,25 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
       for (LinearF32* l : layer.stage_linears(s)) {
         if (is_kept(l->name, c.o.keep)) continue;
         if (!f) {
-          FRUGAL_ASSIGN_OR_RETURN(GptqFactor gf, gptq_factor(l->name, gptq_hessian(x, n, l->in, c.math), l->in, go.damp_percent, go.act_order, c.math));
+          PhaseTimer t(c.ph, Phases::kFactor);
+          FRUGAL_ASSIGN_OR_RETURN(GptqFactor gf, gptq_factor(l->name, x, n, l->in, go, c.math));
           f.emplace(std::move(gf));
         }
-        FRUGAL_ASSIGN_OR_RETURN(IntQuant q, gptq_quantize(l->name, l->w, l->out, *f, go, c.math));
-        std::vector<float> deq = q.dequantize();
-        FRUGAL_ASSIGN_OR_RETURN(auto ts, pack_gptq(l->name, q, c.layout.gptq_v2));
-        std::vector<float> rdeq;
-        FRUGAL_ASSIGN_OR_RETURN(auto rts, rtn_pack(c, l->name, l->w, l->out, l->in, &rdeq));
+        std::optional<IntQuant> q;
+        {
+          PhaseTimer t(c.ph, Phases::kMethod);
+          FRUGAL_ASSIGN_OR_RETURN(IntQuant gq, gptq_quantize(l->name, l->w, l->out, *f, go, c.math));
+          q.emplace(std::move(gq));
+        }
+        std::vector<float> deq, rdeq;
+        std::vector<OutTensor> ts;
+        {
+          PhaseTimer t(c.ph, Phases::kPack);
+          deq = q->dequantize();
+          FRUGAL_ASSIGN_OR_RETURN(ts, pack_gptq(l->name, *q, c.layout.gptq_v2));
+          FRUGAL_ASSIGN_OR_RETURN(auto rts, rtn_pack(c, l->name, l->w, l->out, l->in, &rdeq));
+        }
+        PhaseTimer t(c.ph, Phases::kError);
         c.report.linears.push_back({.name = l->name, .out = l->out, .in = l->in, .kept = false,
                                     .err = relative_output_error(x, n, {}, l->w, deq, l->out, l->in, c.math),
                                     .err_rtn = relative_output_error(x, n, {}, l->w, rdeq, l->out, l->in, c.math),
@@ -271,6 +330,7 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
     // Input-side scales per stage (1 = none): the quantized weight is Q(W diag(s)) and the
     // stage input becomes x / s (folded into the norm or the producing linear).
     std::vector<float> sc[kNumStages];
+    std::optional<PhaseTimer> search(std::in_place, c.ph, Phases::kMethod);
     if (m == Method::kAwq) {
       auto consts = [&](Stage s) {
         std::vector<const LinearF32*> v;
@@ -292,9 +352,11 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
     if (!sc[2].empty())
       for (size_t j = 0; j < sc[2].size(); ++j) L.norm_post[j] /= sc[2][j];
     if (!sc[3].empty()) divide_rows(L.up, sc[3]);
+    search.reset();
     for (int s = 0; s < kNumStages; ++s) {
       for (LinearF32* l : L.stage_linears(static_cast<Stage>(s))) {
         // Reference: the weight after output-side folds only (an exact change of basis).
+        std::optional<PhaseTimer> method(std::in_place, c.ph, Phases::kMethod);
         std::vector<float> ref = l->w;
         if (!sc[s].empty()) scale_columns(*l, sc[s]);  // kept linears take the fold too
         if (is_kept(l->name, c.o.keep)) continue;
@@ -304,10 +366,15 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
             for (int64_t j = 0; j < l->in; ++j) xs[t * l->in + j] /= sc[s][j];
         if (m == Method::kAwq && c.o.awq_clip && s != 0) awq_clip(*l, xs, n, spec, c.math);
         if (m == Method::kAwq && c.o.awq_clip && s == 0 && l != &L.q && l != &L.k) awq_clip(*l, xs, n, spec, c.math);
-        std::vector<float> deq;
-        FRUGAL_ASSIGN_OR_RETURN(auto ts, rtn_pack(c, l->name, l->w, l->out, l->in, &deq));
-        std::vector<float> rdeq;
-        FRUGAL_ASSIGN_OR_RETURN(auto rts, rtn_pack(c, l->name, ref, l->out, l->in, &rdeq));
+        method.reset();
+        std::vector<float> deq, rdeq;
+        std::vector<OutTensor> ts;
+        {
+          PhaseTimer t(c.ph, Phases::kPack);
+          FRUGAL_ASSIGN_OR_RETURN(ts, rtn_pack(c, l->name, l->w, l->out, l->in, &deq));
+          FRUGAL_ASSIGN_OR_RETURN(auto rts, rtn_pack(c, l->name, ref, l->out, l->in, &rdeq));
+        }
+        PhaseTimer et(c.ph, Phases::kError);
         LinearReport rep{.name = l->name, .out = l->out, .in = l->in, .kept = false, .err = 0, .err_rtn = 0,
                          .weight_err = weight_error(l->w, deq)};
         if (w8a8) {
@@ -323,6 +390,7 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
     }
   }
   // Write the layer: norms (folded), then every linear.
+  PhaseTimer wt(c.ph, Phases::kWrite);
   const std::string p = "model.layers." + std::to_string(L.index) + ".";
   FRUGAL_RETURN_IF_ERROR(c.writer.add(float_tensor(p + "input_layernorm.weight", c.keep_dtype, {static_cast<int64_t>(L.norm_in.size())}, L.norm_in)));
   FRUGAL_RETURN_IF_ERROR(c.writer.add(float_tensor(p + "post_attention_layernorm.weight", c.keep_dtype, {static_cast<int64_t>(L.norm_post.size())}, L.norm_post)));
@@ -456,7 +524,8 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
   QuantMath& math = r.math ? *r.math : host_math();
   report.device = math.name();
   if (calib) calib->set_math(math);
-  const Ctx c{r, o, sl, keep_dtype, writer, report, kept, math};
+  Phases ph;
+  const Ctx c{r, o, sl, keep_dtype, writer, report, kept, math, ph};
 
   // Tensors outside the decoder layers (embeddings, final norm, lm_head) stay in precision.
   std::map<int64_t, std::vector<std::string>> by_layer;
@@ -473,9 +542,20 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
   progress.update(0, "");
   for (auto& [li, names] : by_layer) {
     std::set<std::string> handled;
+    ph = Phases{};
     if (calib && li < mc.num_hidden_layers) {
-      FRUGAL_ASSIGN_OR_RETURN(LayerF32 L, read_layer(*st, li));
+      std::optional<LayerF32> L_read;
+      {
+        PhaseTimer t(ph, Phases::kRead);
+        FRUGAL_ASSIGN_OR_RETURN(LayerF32 lr, read_layer(*st, li));
+        L_read.emplace(std::move(lr));
+      }
+      LayerF32& L = *L_read;
+      const auto tl = std::chrono::steady_clock::now();
       FRUGAL_RETURN_IF_ERROR(calibrated_layer(c, *calib, L).with_context("layer " + std::to_string(li)));
+      // The calibration forward is what the layer took beyond the timed phases.
+      ph.s[Phases::kForward] = std::chrono::duration<double>(std::chrono::steady_clock::now() - tl).count() - ph.s[Phases::kFactor] -
+                               ph.s[Phases::kMethod] - ph.s[Phases::kPack] - ph.s[Phases::kError] - ph.s[Phases::kWrite];
       FRUGAL_RETURN_IF_ERROR(math.status().with_context("layer " + std::to_string(li)));
       const std::string p = "model.layers." + std::to_string(li) + ".";
       handled = {p + "input_layernorm.weight", p + "post_attention_layernorm.weight"};
@@ -494,7 +574,8 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
         FRUGAL_RETURN_IF_ERROR(writer.add(copy_tensor(e, src_dtype, keep_dtype)));
       }
     }
-    progress.update(++n_done, "layer " + std::to_string(li));
+    const std::string phases = ph.line();
+    progress.update(++n_done, "layer " + std::to_string(li) + (phases.empty() ? "" : ": " + phases));
   }
   FRUGAL_RETURN_IF_ERROR(writer.finish());
   report.out_bytes = writer.total_bytes();

@@ -5,6 +5,8 @@
 // codes may flip where a value sits within rounding of a step; the tests bound how many.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -80,6 +82,27 @@ TEST_F(CudaQuantMath, HessianAndInverseCholeskyEqualHost) {
   bad[0] = -1;
   EXPECT_EQ(gpu().inverse_cholesky(bad, k), 1);
   EXPECT_TRUE(gpu().status().is_ok());
+}
+
+// GPTQ's factor from the inputs stays on the GPU (only diag(H) and the factor's diagonal blocks
+// come back): the same order, dead inputs and blocks as the host's, with a dead input, act
+// order and a last block shorter than the others.
+TEST_F(CudaQuantMath, GptqFactorOnTheDeviceEqualsHost) {
+  const int64_t n = 256, k = 200, block = 64;
+  auto x = randn(n * k, 11);
+  for (int64_t t = 0; t < n; ++t) x[t * k + 17] = 0.0f;  // input 17 never active
+  for (bool act : {false, true}) {
+    GptqFactor fh, fg;
+    ASSERT_EQ(host_math().gptq_factor(x.data(), n, k, 0.01, act, block, &fh), 0);
+    ASSERT_EQ(gpu().gptq_factor(x.data(), n, k, 0.01, act, block, &fg), 0);
+    ASSERT_TRUE(gpu().status().is_ok()) << gpu().status().to_string();
+    EXPECT_EQ(fg.perm, fh.perm);
+    EXPECT_EQ(fg.dead, fh.dead);
+    EXPECT_EQ(std::count(fh.dead.begin(), fh.dead.end(), 1), 1);
+    ASSERT_GE(fg.diag.size(), static_cast<size_t>((k / block) * block * block + (k % block) * (k % block)));
+    fg.diag.resize(fh.diag.size());
+    EXPECT_LT(max_rel(fg.diag, fh.diag), 1e-9) << "act_order " << act;
+  }
 }
 
 // Whole GPTQ on one linear: codes agree except for rare near-ties.

@@ -21,8 +21,8 @@ namespace {
 
 class F64Work final : public GptqWork {
  public:
-  F64Work(const std::vector<float>& wp, const std::vector<double>& l2, int64_t in, int64_t out)
-      : wt_(static_cast<size_t>(in * out)), l2_(l2), in_(in), out_(out) {
+  F64Work(const std::vector<float>& wp, std::shared_ptr<HostGptqL2> l2, int64_t in, int64_t out)
+      : wt_(static_cast<size_t>(in * out)), hold_(std::move(l2)), l2_(hold_->l2), in_(in), out_(out) {
     for (int64_t j = 0; j < in; ++j)
       for (int64_t r = 0; r < out; ++r) wt_[r * in + j] = wp[j * out + r];  // [out, in]
   }
@@ -41,6 +41,7 @@ class F64Work final : public GptqWork {
 
  private:
   std::vector<double> wt_;
+  std::shared_ptr<HostGptqL2> hold_;
   const std::vector<double>& l2_;
   int64_t in_, out_;
 };
@@ -66,8 +67,8 @@ class F64Math final : public QuantMath {
     return h;
   }
   int inverse_cholesky(std::vector<double>& a, int64_t k) override { return host_math().inverse_cholesky(a, k); }
-  std::unique_ptr<GptqWork> gptq_begin(std::vector<float> wp, const std::vector<double>& l2, int64_t in, int64_t out) override {
-    return std::make_unique<F64Work>(wp, l2, in, out);
+  std::unique_ptr<GptqWork> gptq_begin(std::vector<float> wp, const GptqFactor& f, int64_t out) override {
+    return std::make_unique<F64Work>(wp, host_l2(f), f.in, out);
   }
   std::vector<double> awq_losses(const std::vector<const float*>& ws, const std::vector<int64_t>& outs, int64_t in, const float* xs,
                                  int64_t ns, const std::vector<std::vector<float>>& scales, const IntSpec& spec) override {

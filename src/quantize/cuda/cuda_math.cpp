@@ -39,17 +39,23 @@ struct DevBuf {
 
 class CudaMath;
 
+// GPTQ's factor on the GPU, f32 (the column updates are f32 GEMMs).
+struct CudaGptqL2 final : GptqL2 {
+  DevBuf<float> l2;  // [in, in] row-major; only the strictly lower blocks are read
+};
+
 class CudaGptqWork final : public GptqWork {
  public:
-  CudaGptqWork(CudaMath& m, int64_t in, int64_t out) : m_(m), in_(in), out_(out) {}
-  bool init(const std::vector<float>& wp, const std::vector<double>& l2);
+  CudaGptqWork(CudaMath& m, std::shared_ptr<CudaGptqL2> l2, int64_t in, int64_t out) : m_(m), l2_(std::move(l2)), in_(in), out_(out) {}
+  bool init(const std::vector<float>& wp);
   void rows(int64_t r0, int64_t r1, float* dst) override;
   void update(int64_t i1, int64_t i2, const float* err) override;
 
  private:
   CudaMath& m_;
+  std::shared_ptr<CudaGptqL2> l2_;
   int64_t in_, out_;
-  DevBuf<float> wp_, l2_, err_;
+  DevBuf<float> wp_, err_;
 };
 
 class CudaMath final : public QuantMath {
@@ -115,30 +121,100 @@ class CudaMath final : public QuantMath {
         for (int64_t j = 0; j < out; ++j) y[r * out + j] += b[j];
   }
 
-  std::vector<double> hessian(const float* x, int64_t n, int64_t k) override {
-    std::vector<double> h(static_cast<size_t>(k * k), 0.0);
-    if (!status_.is_ok()) return h;
+  // H = 2/n X^T X of x [n, k] into bh_ (k x k, symmetric) on the GPU.
+  bool hessian_device(const float* x, int64_t n, int64_t k) {
+    if (!status_.is_ok()) return false;
     DevBuf<double> xd;
     if (!alloc_ok(bx_.reserve(static_cast<size_t>(n * k)), "activations", n * k * 4) ||
         !alloc_ok(xd.reserve(static_cast<size_t>(n * k)), "activations (f64)", n * k * 8) ||
-        !alloc_ok(bd_.reserve(static_cast<size_t>(k * k)), "the Hessian", k * k * 8))
-      return h;
-    if (!up(bx_.p, x, n * k * 4)) return h;
+        !alloc_ok(bh_.reserve(static_cast<size_t>(k * k)), "the Hessian", k * k * 8))
+      return false;
+    if (!up(bx_.p, x, n * k * 4)) return false;
     cuda::launch_f32_to_f64(bx_.p, xd.p, n * k, nullptr);
     // Column-major, x is X^T [k, n]: H = X^T X = A A^T.
     const double alpha = 2.0 / static_cast<double>(n), beta = 0.0;
-    if (!blas_ok(cublasDgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(k), static_cast<int>(k), static_cast<int>(n), &alpha, xd.p,
-                             static_cast<int>(k), xd.p, static_cast<int>(k), &beta, bd_.p, static_cast<int>(k)),
-                 "cublasDgemm (Hessian)"))
-      return h;
-    down(h.data(), bd_.p, k * k * 8);
+    return blas_ok(cublasDgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(k), static_cast<int>(k), static_cast<int>(n), &alpha, xd.p,
+                               static_cast<int>(k), xd.p, static_cast<int>(k), &beta, bh_.p, static_cast<int>(k)),
+                   "cublasDgemm (Hessian)");
+  }
+
+  std::vector<double> hessian(const float* x, int64_t n, int64_t k) override {
+    std::vector<double> h(static_cast<size_t>(k * k), 0.0);
+    if (hessian_device(x, n, k)) down(h.data(), bh_.p, k * k * 8);
     return h;
+  }
+
+  // GPTQ's factor with the Hessian in bh_: only diag(H), the order and the factor's diagonal
+  // blocks cross PCIe (the 18944-wide Hessian of a 7B down_proj is 2.9 GB in f64).
+  int factor_from_device_hessian(int64_t k, double damp_percent, bool act_order, int64_t block, GptqFactor* f) {
+    if (!status_.is_ok()) return 1;
+    f->in = k;
+    f->block = block;
+    std::vector<double> diag(static_cast<size_t>(k));
+    if (!cuda_ok(cudaMemcpy2D(diag.data(), sizeof(double), bh_.p, (k + 1) * sizeof(double), sizeof(double), k, cudaMemcpyDeviceToHost),
+                 "download (Hessian diagonal)"))
+      return 1;
+    double damp = 0;
+    gptq_order(diag, act_order, damp_percent, &f->perm, &f->dead, &damp);
+    DevBuf<int64_t> perm;
+    DevBuf<uint8_t> dead;
+    if (!alloc_ok(perm.reserve(static_cast<size_t>(k)), "GPTQ order", k * 8) || !alloc_ok(dead.reserve(static_cast<size_t>(k)), "GPTQ order", k) ||
+        !alloc_ok(bd_.reserve(static_cast<size_t>(k * k)), "the Hessian", k * k * 8))
+      return 1;
+    if (!up(perm.p, f->perm.data(), k * 8) || !up(dead.p, f->dead.data(), k)) return 1;
+    cuda::launch_gptq_permute_damp(bh_.p, bd_.p, perm.p, dead.p, damp, k, nullptr);
+    if (!cuda_ok(cudaGetLastError(), "GPTQ permute kernel")) return 1;
+    const int rc = factor_device(bd_.p, k);
+    if (rc != 0) return rc;
+    // The diagonal blocks, then the upper triangle of each zeroed (the factorisation leaves the
+    // input there).
+    f->diag.resize(static_cast<size_t>(k * block));
+    for (int64_t i1 = 0; i1 < k; i1 += block) {
+      const int64_t sz = std::min(block, k - i1);
+      double* dst = f->diag.data() + i1 * block;
+      if (!cuda_ok(cudaMemcpy2D(dst, sz * sizeof(double), bd_.p + i1 * k + i1, k * sizeof(double), sz * sizeof(double), sz,
+                                cudaMemcpyDeviceToHost),
+                   "download (GPTQ factor blocks)"))
+        return 2;
+      for (int64_t a = 0; a < sz; ++a)
+        for (int64_t c = a + 1; c < sz; ++c) dst[a * sz + c] = 0.0;
+    }
+    auto l2 = std::make_shared<CudaGptqL2>();
+    if (!alloc_ok(l2->l2.reserve(static_cast<size_t>(k * k)), "GPTQ factor", k * k * 4)) return 2;
+    cuda::launch_f64_to_f32(bd_.p, l2->l2.p, k * k, nullptr);
+    if (!cuda_ok(cudaGetLastError(), "GPTQ factor conversion")) return 2;
+    f->l2 = std::move(l2);
+    return 0;
+  }
+
+  int gptq_factor(const float* x, int64_t n, int64_t k, double damp_percent, bool act_order, int64_t block, GptqFactor* f) override {
+    if (!hessian_device(x, n, k)) return 1;
+    return factor_from_device_hessian(k, damp_percent, act_order, block, f);
+  }
+
+  int gptq_factor_from_hessian(std::vector<double> h, int64_t k, double damp_percent, bool act_order, int64_t block,
+                               GptqFactor* f) override {
+    if (!status_.is_ok()) return 1;
+    if (!alloc_ok(bh_.reserve(static_cast<size_t>(k * k)), "the Hessian", k * k * 8) || !up(bh_.p, h.data(), k * k * 8)) return 1;
+    return factor_from_device_hessian(k, damp_percent, act_order, block, f);
   }
 
   int inverse_cholesky(std::vector<double>& a, int64_t k) override {
     if (!status_.is_ok()) return 1;
     if (!alloc_ok(bd_.reserve(static_cast<size_t>(k * k)), "the Hessian", k * k * 8)) return 1;
     if (!up(bd_.p, a.data(), k * k * 8)) return 1;
+    const int rc = factor_device(bd_.p, k);
+    if (rc != 0) return rc;
+    if (!down(a.data(), bd_.p, k * k * 8)) return 2;
+    ThreadPool::global().parallel_for(k, 64, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) std::fill(a.begin() + i * k + i + 1, a.begin() + (i + 1) * k, 0.0);
+    });
+    return 0;
+  }
+
+  // In place on the device matrix a [k, k] (symmetric): L2 in its row-major lower triangle
+  // (the upper keeps leftovers). 0, 1 (a not positive definite), 2 (a^-1 not).
+  int factor_device(double* a, int64_t k) {
     DevBuf<int> info;
     if (!alloc_ok(info.reserve(1), "info", 4)) return 1;
     // Row-major lower = column-major upper: potrf(UPPER) leaves L (L L^T = a) in the row-major
@@ -146,8 +222,8 @@ class CudaMath final : public QuantMath {
     const cublasFillMode_t up_fill = CUBLAS_FILL_MODE_UPPER;
     const int n = static_cast<int>(k);
     int lw1 = 0, lw2 = 0;
-    cusolverDnDpotrf_bufferSize(solver_, up_fill, n, bd_.p, n, &lw1);
-    cusolverDnDpotri_bufferSize(solver_, up_fill, n, bd_.p, n, &lw2);
+    cusolverDnDpotrf_bufferSize(solver_, up_fill, n, a, n, &lw1);
+    cusolverDnDpotri_bufferSize(solver_, up_fill, n, a, n, &lw2);
     DevBuf<double> work;
     if (!alloc_ok(work.reserve(static_cast<size_t>(std::max(lw1, lw2))), "cuSOLVER workspace", static_cast<size_t>(std::max(lw1, lw2)) * 8)) return 1;
     auto step = [&](cusolverStatus_t st, const char* what) -> int {
@@ -159,22 +235,20 @@ class CudaMath final : public QuantMath {
       if (!down(&h_info, info.p, sizeof(int))) return -1;
       return h_info;
     };
-    int r = step(cusolverDnDpotrf(solver_, up_fill, n, bd_.p, n, work.p, lw1, info.p), "cusolverDnDpotrf");
+    int r = step(cusolverDnDpotrf(solver_, up_fill, n, a, n, work.p, lw1, info.p), "cusolverDnDpotrf");
     if (r != 0) return 1;
-    r = step(cusolverDnDpotri(solver_, up_fill, n, bd_.p, n, work.p, lw2, info.p), "cusolverDnDpotri");
+    r = step(cusolverDnDpotri(solver_, up_fill, n, a, n, work.p, lw2, info.p), "cusolverDnDpotri");
     if (r != 0) return 2;
-    r = step(cusolverDnDpotrf(solver_, up_fill, n, bd_.p, n, work.p, lw1, info.p), "cusolverDnDpotrf (inverse)");
+    r = step(cusolverDnDpotrf(solver_, up_fill, n, a, n, work.p, lw1, info.p), "cusolverDnDpotrf (inverse)");
     if (r != 0) return 2;
-    if (!down(a.data(), bd_.p, k * k * 8)) return 2;
-    ThreadPool::global().parallel_for(k, 64, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) std::fill(a.begin() + i * k + i + 1, a.begin() + (i + 1) * k, 0.0);
-    });
     return 0;
   }
 
-  std::unique_ptr<GptqWork> gptq_begin(std::vector<float> wp, const std::vector<double>& l2, int64_t in, int64_t out) override {
-    auto w = std::make_unique<CudaGptqWork>(*this, in, out);
-    w->init(wp, l2);
+  std::unique_ptr<GptqWork> gptq_begin(std::vector<float> wp, const GptqFactor& f, int64_t out) override {
+    auto l2 = std::dynamic_pointer_cast<CudaGptqL2>(f.l2);
+    if (!l2 && status_.is_ok()) status_ = internal_error("frugal quantize --device cuda: a GPTQ factor of another implementation");
+    auto w = std::make_unique<CudaGptqWork>(*this, std::move(l2), f.in, out);
+    w->init(wp);
     return w;
   }
 
@@ -242,20 +316,15 @@ class CudaMath final : public QuantMath {
   cublasHandle_t blas_ = nullptr;
   cusolverDnHandle_t solver_ = nullptr;
   DevBuf<float> bx_, bw_, by_;
-  DevBuf<double> bd_;
+  DevBuf<double> bd_, bh_;
 };
 
-bool CudaGptqWork::init(const std::vector<float>& wp, const std::vector<double>& l2) {
-  if (!m_.status().is_ok()) return false;
-  DevBuf<double> l2d;
+bool CudaGptqWork::init(const std::vector<float>& wp) {
+  if (!m_.status().is_ok() || !l2_) return false;
   if (!m_.alloc_ok(wp_.reserve(static_cast<size_t>(in_ * out_)), "GPTQ weight", in_ * out_ * 4) ||
-      !m_.alloc_ok(l2_.reserve(static_cast<size_t>(in_ * in_)), "GPTQ factor", in_ * in_ * 4) ||
-      !m_.alloc_ok(l2d.reserve(static_cast<size_t>(in_ * in_)), "GPTQ factor (f64)", in_ * in_ * 8) ||
       !m_.alloc_ok(err_.reserve(static_cast<size_t>(in_ * out_)), "GPTQ errors", in_ * out_ * 4))
     return false;
-  if (!m_.up(wp_.p, wp.data(), in_ * out_ * 4) || !m_.up(l2d.p, l2.data(), in_ * in_ * 8)) return false;
-  cuda::launch_f64_to_f32(l2d.p, l2_.p, in_ * in_, nullptr);
-  return m_.cuda_ok(cudaGetLastError(), "GPTQ factor conversion");
+  return m_.up(wp_.p, wp.data(), in_ * out_ * 4);
 }
 
 void CudaGptqWork::rows(int64_t r0, int64_t r1, float* dst) {
@@ -267,14 +336,14 @@ void CudaGptqWork::rows(int64_t r0, int64_t r1, float* dst) {
 }
 
 void CudaGptqWork::update(int64_t i1, int64_t i2, const float* err) {
-  if (!m_.status().is_ok()) return;
+  if (!m_.status().is_ok() || !l2_) return;
   const int64_t bs = i2 - i1;
   if (!m_.up(err_.p, err, bs * out_ * 4)) return;
   // Column-major: wp^T[:, i2:] (out x (in-i2), ld out) -= err^T (out x bs, ld out) . B, B =
   // L2[i2:, i1:i2]^T (bs x (in-i2)), which is the row-major L2 read column-major at ld in.
   const float minus = -1.0f, one = 1.0f;
   m_.blas_ok(cublasSgemm(m_.blas(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(out_), static_cast<int>(in_ - i2), static_cast<int>(bs), &minus,
-                         err_.p, static_cast<int>(out_), l2_.p + i2 * in_ + i1, static_cast<int>(in_), &one, wp_.p + i2 * out_,
+                         err_.p, static_cast<int>(out_), l2_->l2.p + i2 * in_ + i1, static_cast<int>(in_), &one, wp_.p + i2 * out_,
                          static_cast<int>(out_)),
              "cublasSgemm (GPTQ update)");
 }

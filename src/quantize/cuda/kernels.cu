@@ -68,6 +68,18 @@ __global__ void f64_to_f32_kernel(const double* x, float* y, int64_t n) {
     y[i] = static_cast<float>(x[i]);
 }
 
+__global__ void gptq_permute_damp_kernel(const double* h, double* hp, const int64_t* perm, const uint8_t* dead, double damp,
+                                         int64_t k) {
+  for (int64_t a = blockIdx.y; a < k; a += gridDim.y) {
+    const double* src = h + perm[a] * k;
+    for (int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; b < k; b += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      double v = src[perm[b]];
+      if (b == a) v = (dead[a] ? 1.0 : v) + damp;
+      hp[a * k + b] = v;
+    }
+  }
+}
+
 __global__ void awq_fake_quant_kernel(const float* w, const float* sc, float* out, int64_t in, int64_t group, int32_t maxq) {
   const int64_t r = blockIdx.x, g = blockIdx.y;
   const float* wr = w + r * in + g * group;
@@ -175,6 +187,12 @@ void launch_f32_to_f64(const float* x, double* y, int64_t n, cudaStream_t s) {
 }
 void launch_f64_to_f32(const double* x, float* y, int64_t n, cudaStream_t s) {
   f64_to_f32_kernel<<<grid_for(n), kThreads, 0, s>>>(x, y, n);
+}
+void launch_gptq_permute_damp(const double* h, double* hp, const int64_t* perm, const uint8_t* dead, double damp, int64_t k,
+                              cudaStream_t s) {
+  const int64_t bx = (k + kThreads - 1) / kThreads;
+  const dim3 grid(static_cast<unsigned>(bx < 64 ? bx : 64), static_cast<unsigned>(k < 65535 ? k : 65535));
+  gptq_permute_damp_kernel<<<grid, kThreads, 0, s>>>(h, hp, perm, dead, damp, k);
 }
 void launch_awq_fake_quant(const float* w, const float* sc, float* out, int64_t rows, int64_t in, int64_t group,
                            int32_t maxq, cudaStream_t s) {

@@ -9,6 +9,10 @@ namespace frugal::quantize::cuda {
 
 void launch_f32_to_f64(const float* x, double* y, int64_t n, cudaStream_t s);
 void launch_f64_to_f32(const double* x, float* y, int64_t n, cudaStream_t s);
+// GPTQ's prepared Hessian: hp[a, b] = h[perm[a], perm[b]] (k x k), diagonal (dead[a] ? 1 :
+// value) + damp.
+void launch_gptq_permute_damp(const double* h, double* hp, const int64_t* perm, const uint8_t* dead, double damp, int64_t k,
+                              cudaStream_t s);
 // out[r, j] = Q(w[r, j] * sc[j]) / sc[j], Q = AutoAWQ's asymmetric RTN per group of the scaled
 // row (f16-rounded scale, zero = clamp(-round(min / scale), 0, maxq)).
 void launch_awq_fake_quant(const float* w, const float* sc, float* out, int64_t rows, int64_t in, int64_t group,
