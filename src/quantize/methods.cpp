@@ -122,25 +122,38 @@ Result<IntQuant> gptq_quantize(const std::string& tensor, const std::vector<floa
     // U[j][jj] = L2[jj][j] within this block: D[(jj - i1) * sz + (j - i1)].
     const double* D = f.diag.data() + i1 * bs;
     const int64_t sz = i2 - i1;
+    // A task owns a range of output rows; per column j, the codes and errors of its rows, then
+    // the update of the block's later columns runs along the rows (contiguous in blk: vectorised).
     ThreadPool::global().parallel_for(out, 16, [&](int64_t r0, int64_t r1) {
-      std::vector<float> gbuf(static_cast<size_t>(group));
-      for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t j = i1; j < i2; ++j) {
-          if (!o.static_groups && j % group == 0) {
+      std::vector<float> gbuf(static_cast<size_t>(group)), ebuf(static_cast<size_t>(r1 - r0));
+      for (int64_t j = i1; j < i2; ++j) {
+        if (!o.static_groups && j % group == 0) {
+          for (int64_t r = r0; r < r1; ++r) {
             for (int64_t jj = j; jj < j + group; ++jj)
               gbuf[jj - j] = jj < i2 ? blk[(jj - i1) * out + r] : tail[(jj - i2) * out + r];
             const GroupParams p = find_group_params(o.spec, gbuf.data(), group, 1);
             q.scale[(j / group) * out + r] = p.scale;
             q.zero[(j / group) * out + r] = p.zero;
           }
-          const int64_t g = group_of[j];
+        }
+        const int64_t g = group_of[j];
+        const double ujj = D[(j - i1) * sz + (j - i1)];
+        const float* brow = blk.data() + (j - i1) * out;
+        float* erow = err.data() + (j - i1) * out;
+        for (int64_t r = r0; r < r1; ++r) {
           const GroupParams p{q.scale[g * out + r], q.zero[g * out + r]};
-          const float wv = blk[(j - i1) * out + r];
+          const float wv = brow[r];
           const int32_t code = quantize_code(wv, p, qmin, qmax);
           q.q[r * in + perm[j]] = code;
-          const float e = static_cast<float>((wv - dequantize_code(code, p)) / D[(j - i1) * sz + (j - i1)]);
-          err[(j - i1) * out + r] = e;
-          for (int64_t jj = j + 1; jj < i2; ++jj) blk[(jj - i1) * out + r] -= static_cast<float>(e * D[(jj - i1) * sz + (j - i1)]);
+          const float e = static_cast<float>((wv - dequantize_code(code, p)) / ujj);
+          erow[r] = e;
+          ebuf[r - r0] = e;
+        }
+        for (int64_t jj = j + 1; jj < i2; ++jj) {
+          const double u = D[(jj - i1) * sz + (j - i1)];
+          float* row = blk.data() + (jj - i1) * out + r0;
+          const int64_t nr = r1 - r0;
+          for (int64_t i = 0; i < nr; ++i) row[i] -= static_cast<float>(static_cast<double>(ebuf[i]) * u);
         }
       }
     });

@@ -208,6 +208,27 @@ Result<std::vector<OutTensor>> rtn_pack(const Ctx& c, const std::string& name, c
   return internal_error("unknown layout");
 }
 
+// RTN of w in the layout, dequantized only: the error table's RTN column (nothing is packed).
+Result<std::vector<float>> rtn_dequantized(const Ctx& c, const std::string& name, const std::vector<float>& w, int64_t out, int64_t in) {
+  switch (c.layout.layout) {
+    case Layout::kGptq:
+    case Layout::kAwqGemm:
+    case Layout::kCtInt8:
+    case Layout::kCtInt8W8A8: {
+      FRUGAL_ASSIGN_OR_RETURN(IntQuant q, rtn_int(name, w.data(), out, in, int_spec(c.layout)));
+      return q.dequantize();
+    }
+    case Layout::kCtFp8:
+    case Layout::kFp8Block:
+      return rtn_fp8(w.data(), out, in, c.layout.layout == Layout::kFp8Block ? Fp8Scale::kBlock : c.layout.fp8).dequantize();
+    case Layout::kBnbNf4: {
+      FRUGAL_ASSIGN_OR_RETURN(Nf4Quant q, rtn_nf4(name, w.data(), out, in, c.layout.group));
+      return q.dequantize();
+    }
+  }
+  return internal_error("unknown layout");
+}
+
 double weight_error(const std::vector<float>& w, const std::vector<float>& d) {
   // Fixed blocks summed in order: the same result whatever the thread count.
   constexpr int64_t kBlock = 1 << 16;
@@ -308,7 +329,7 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
           PhaseTimer t(c.ph, Phases::kPack);
           deq = q->dequantize();
           FRUGAL_ASSIGN_OR_RETURN(ts, pack_gptq(l->name, *q, c.layout.gptq_v2));
-          FRUGAL_ASSIGN_OR_RETURN(auto rts, rtn_pack(c, l->name, l->w, l->out, l->in, &rdeq));
+          FRUGAL_ASSIGN_OR_RETURN(rdeq, rtn_dequantized(c, l->name, l->w, l->out, l->in));
         }
         PhaseTimer t(c.ph, Phases::kError);
         c.report.linears.push_back({.name = l->name, .out = l->out, .in = l->in, .kept = false,
@@ -372,7 +393,7 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
         {
           PhaseTimer t(c.ph, Phases::kPack);
           FRUGAL_ASSIGN_OR_RETURN(ts, rtn_pack(c, l->name, l->w, l->out, l->in, &deq));
-          FRUGAL_ASSIGN_OR_RETURN(auto rts, rtn_pack(c, l->name, ref, l->out, l->in, &rdeq));
+          FRUGAL_ASSIGN_OR_RETURN(rdeq, rtn_dequantized(c, l->name, ref, l->out, l->in));
         }
         PhaseTimer et(c.ph, Phases::kError);
         LinearReport rep{.name = l->name, .out = l->out, .in = l->in, .kept = false, .err = 0, .err_rtn = 0,
