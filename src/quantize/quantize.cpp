@@ -179,9 +179,10 @@ struct Ctx {
   Phases& ph;
 };
 
-// Quantizes w [out, in] by RTN in the layout; returns tensors (relative names) and dequantized weights.
+// Quantizes w [out, in] by RTN in the layout; returns tensors (relative names; none when !pack:
+// the error table's RTN column needs only the dequantized weights) and dequantized weights.
 Result<std::vector<OutTensor>> rtn_pack(const Ctx& c, const std::string& name, const std::vector<float>& w, int64_t out,
-                                        int64_t in, std::vector<float>* deq) {
+                                        int64_t in, std::vector<float>* deq, bool pack = true) {
   switch (c.layout.layout) {
     case Layout::kGptq:
     case Layout::kAwqGemm:
@@ -189,6 +190,7 @@ Result<std::vector<OutTensor>> rtn_pack(const Ctx& c, const std::string& name, c
     case Layout::kCtInt8W8A8: {
       FRUGAL_ASSIGN_OR_RETURN(IntQuant q, rtn_int(name, w.data(), out, in, int_spec(c.layout)));
       *deq = q.dequantize();
+      if (!pack) return std::vector<OutTensor>{};
       if (c.layout.layout == Layout::kGptq) return pack_gptq(name, q, c.layout.gptq_v2);
       if (c.layout.layout == Layout::kAwqGemm) return pack_awq(name, q);
       return pack_ct_int8(q);
@@ -197,33 +199,14 @@ Result<std::vector<OutTensor>> rtn_pack(const Ctx& c, const std::string& name, c
     case Layout::kFp8Block: {
       const Fp8Quant q = rtn_fp8(w.data(), out, in, c.layout.layout == Layout::kFp8Block ? Fp8Scale::kBlock : c.layout.fp8);
       *deq = q.dequantize();
+      if (!pack) return std::vector<OutTensor>{};
       return pack_fp8(q);
     }
     case Layout::kBnbNf4: {
       FRUGAL_ASSIGN_OR_RETURN(Nf4Quant q, rtn_nf4(name, w.data(), out, in, c.layout.group));
       *deq = q.dequantize();
+      if (!pack) return std::vector<OutTensor>{};
       return pack_nf4(q, c.keep_dtype == DType::kF16 ? "float16" : c.keep_dtype == DType::kF32 ? "float32" : "bfloat16");
-    }
-  }
-  return internal_error("unknown layout");
-}
-
-// RTN of w in the layout, dequantized only: the error table's RTN column (nothing is packed).
-Result<std::vector<float>> rtn_dequantized(const Ctx& c, const std::string& name, const std::vector<float>& w, int64_t out, int64_t in) {
-  switch (c.layout.layout) {
-    case Layout::kGptq:
-    case Layout::kAwqGemm:
-    case Layout::kCtInt8:
-    case Layout::kCtInt8W8A8: {
-      FRUGAL_ASSIGN_OR_RETURN(IntQuant q, rtn_int(name, w.data(), out, in, int_spec(c.layout)));
-      return q.dequantize();
-    }
-    case Layout::kCtFp8:
-    case Layout::kFp8Block:
-      return rtn_fp8(w.data(), out, in, c.layout.layout == Layout::kFp8Block ? Fp8Scale::kBlock : c.layout.fp8).dequantize();
-    case Layout::kBnbNf4: {
-      FRUGAL_ASSIGN_OR_RETURN(Nf4Quant q, rtn_nf4(name, w.data(), out, in, c.layout.group));
-      return q.dequantize();
     }
   }
   return internal_error("unknown layout");
@@ -329,7 +312,7 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
           PhaseTimer t(c.ph, Phases::kPack);
           deq = q->dequantize();
           FRUGAL_ASSIGN_OR_RETURN(ts, pack_gptq(l->name, *q, c.layout.gptq_v2));
-          FRUGAL_ASSIGN_OR_RETURN(rdeq, rtn_dequantized(c, l->name, l->w, l->out, l->in));
+          FRUGAL_RETURN_IF_ERROR(rtn_pack(c, l->name, l->w, l->out, l->in, &rdeq, false).status());
         }
         PhaseTimer t(c.ph, Phases::kError);
         c.report.linears.push_back({.name = l->name, .out = l->out, .in = l->in, .kept = false,
@@ -393,7 +376,7 @@ Status calibrated_layer(const Ctx& c, HostCalibration& calib, LayerF32& L) {
         {
           PhaseTimer t(c.ph, Phases::kPack);
           FRUGAL_ASSIGN_OR_RETURN(ts, rtn_pack(c, l->name, l->w, l->out, l->in, &deq));
-          FRUGAL_ASSIGN_OR_RETURN(rdeq, rtn_dequantized(c, l->name, ref, l->out, l->in));
+          FRUGAL_RETURN_IF_ERROR(rtn_pack(c, l->name, ref, l->out, l->in, &rdeq, false).status());
         }
         PhaseTimer et(c.ph, Phases::kError);
         LinearReport rep{.name = l->name, .out = l->out, .in = l->in, .kept = false, .err = 0, .err_rtn = 0,
