@@ -3,12 +3,15 @@
 // Listens first (so /health answers 503 while the model loads), then loads the tokenizer and
 // the engine, then prints "listening on http://HOST:PORT" on stderr. SIGINT/SIGTERM stop the
 // server: no new connections, running requests cancelled, engine shut down.
+// --tensor-parallel-size N: N ranks (docs/parallelism.md); rank 0 serves HTTP and sends each
+// engine step's new requests and cancels to the others.
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include "cli/commands.h"
+#include "dist/launch.h"
 #include "runtime/engine.h"
 #include "server/api_server.h"
 #include "server/tokenizer_codec.h"
@@ -28,6 +31,7 @@ struct ServeArgs {
   int32_t max_connections = 4096;
   runtime::EngineOptions engine;
   bool no_prefix_caching = false;
+  ParallelArgs parallel;
 };
 
 std::string default_served_name(const std::string& model_dir) {
@@ -53,6 +57,21 @@ Status serve(ServeArgs a) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  a.engine.tensor_parallel_size = a.parallel.tensor_parallel_size;
+  if (a.engine.tensor_parallel_size > 1) {
+    // Requests reach rank 0's HTTP server only; rank 0's engine sends each step's admissions
+    // and cancels to the others. They serve no HTTP and stop when rank 0 does (its SIGINT or
+    // SIGTERM; theirs are left blocked so that rank 0 can still send them the stop).
+    a.engine.tp_replicate_requests = true;
+    if (dist::launched_rank() != 0) {
+      auto engine = runtime::create_engine(a.engine);
+      if (!engine) return engine.status().with_context("starting the engine for " + a.model_dir);
+      (*engine)->shutdown();  // returns when rank 0 stops
+      std::fprintf(stderr, "frugal serve: rank %d stopped with rank 0\n", dist::launched_rank());
+      return Status::ok();
+    }
+  }
 
   FRUGAL_ASSIGN_OR_RETURN(auto api, server::ApiServer::start(cfg));
   std::fprintf(stderr, "frugal serve: loading %s (health answers 503 until ready)\n", a.model_dir.c_str());
@@ -113,8 +132,14 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--num-kv-blocks", e.num_kv_blocks, "KV cache blocks (0: size from memory)");
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "disable prefix caching");
   cmd->add_option("--max-queue", e.max_queue, "waiting requests beyond this get 429")->capture_default_str();
+  add_parallel_flags(cmd, args->parallel);
   cmd->callback([args] {
-    Status st = serve(*args);
+    Result<std::optional<int>> launched = start_ranks(args->parallel, args->engine.device, &args->engine.rank_env);
+    if (launched && launched->has_value()) {  // this process started the ranks and waited for them
+      set_exit_code(**launched);
+      return;
+    }
+    Status st = launched ? serve(*args) : launched.status();
     if (!st.is_ok()) {
       std::fprintf(stderr, "frugal serve: %s\n", st.to_string().c_str());
       set_exit_code(1);

@@ -51,6 +51,44 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::pair<st
   std::_Exit(127);
 }
 
+// SIGINT / SIGTERM of the launching process go on to the ranks (mpirun passes them on as
+// SIGTERM): `kill -INT <frugal serve --tp N>` stops the whole group, not only its launcher.
+constexpr int kMaxChildren = 256;
+volatile pid_t g_children[kMaxChildren];
+volatile sig_atomic_t g_n_children = 0;
+
+void forward_signal(int sig) {
+  for (sig_atomic_t i = 0; i < g_n_children; ++i) ::kill(g_children[i], sig);
+}
+
+class ForwardSignals {
+ public:
+  ForwardSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = forward_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~ForwardSignals() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    g_n_children = 0;
+  }
+  void add(pid_t pid) {
+    if (g_n_children < kMaxChildren) {
+      g_children[g_n_children] = pid;
+      g_n_children = g_n_children + 1;
+    }
+  }
+  ForwardSignals(const ForwardSignals&) = delete;
+  ForwardSignals& operator=(const ForwardSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
+
 int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -89,12 +127,15 @@ Result<int> launch_local_ranks(RankKind kind, int world, const std::vector<std::
     }
     std::vector<std::string> argv = {mpirun, "--oversubscribe", "-np", std::to_string(world), "-x", "FRUGAL_TP_SEED", exe};
     argv.insert(argv.end(), args.begin() + (args.empty() ? 0 : 1), args.end());
+    ForwardSignals forward;
     const pid_t pid = spawn(argv, env);
     if (pid < 0) return io_error(std::string("fork: ") + std::strerror(errno));
+    forward.add(pid);
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     return exit_code_of(status);
   }
+  ForwardSignals forward;
   std::vector<pid_t> pids;
   std::vector<std::string> argv = {exe};
   argv.insert(argv.end(), args.begin() + (args.empty() ? 0 : 1), args.end());
@@ -109,6 +150,7 @@ Result<int> launch_local_ranks(RankKind kind, int world, const std::vector<std::
       return io_error(std::string("fork: ") + std::strerror(errno));
     }
     pids.push_back(pid);
+    forward.add(pid);
   }
   // Wait for all; the first failure stops the others (they would wait on it in a collective).
   int rc = 0;

@@ -18,6 +18,12 @@
 
 namespace frugal::quantize {
 
+// The version of what quantize_model writes: raised by every change that alters the written
+// tensors for the same input and options (an algorithm, a rounding rule, a layout). Caches of
+// quantized checkpoints (frugal report's --quant-cache) key on it, so a changed quantizer never
+// reuses a stale checkpoint; a change that leaves the output bit-identical keeps it.
+inline constexpr int kQuantizerOutputVersion = 1;
+
 struct QuantizeRequest {
   std::string model_dir;
   std::string out_dir;

@@ -88,6 +88,7 @@ std::string describe_quantization(const quantize::QuantizeOptions& o) {
 Result<std::string> quantize_cache_key(const QuantizeRowOptions& o, const quantize::QuantizeOptions& q) {
   Fnv h;
   h.add(std::string("frugal report quantize v1"));
+  h.add(static_cast<int64_t>(quantize::kQuantizerOutputVersion));
   FRUGAL_ASSIGN_OR_RETURN(std::string config, read_file(o.model_dir + "/config.json", "model config"));
   h.add(config);
   std::error_code ec;

@@ -42,8 +42,8 @@ struct QuantizedCheckpoint {
   double seconds = 0;         // quantization time (of the run that made it, when reused)
 };
 
-// The cache key: FNV-1a 64 of the source's config.json bytes and its weight files' names, sizes
-// and modification times, the calibration text's bytes (calibrated methods only), the calibration
+// The cache key: FNV-1a 64 of the quantizer's output version (quantize::kQuantizerOutputVersion),
+// the source's config.json bytes and its weight files' names, sizes and modification times, the calibration text's bytes (calibrated methods only), the calibration
 // token count and every quantize option. Hex, 16 digits.
 Result<std::string> quantize_cache_key(const QuantizeRowOptions& o, const quantize::QuantizeOptions& q);
 

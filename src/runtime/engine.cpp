@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <random>
@@ -44,6 +45,71 @@ struct Pending {
   uint64_t id;
   GenerateRequest req;
   OutputCallback cb;
+};
+
+// Rank 0's admitted requests and cancels of one step, as bytes for the other ranks of a
+// tensor-parallel server (EngineOptions::tp_replicate_requests). Host byte order: the ranks of
+// one group run the same binary on the same kind of machine.
+class StepWire {
+ public:
+  std::vector<uint8_t> bytes;
+  template <typename T>
+  void put(const T& v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    bytes.insert(bytes.end(), p, p + sizeof(T));
+  }
+  void put_ids(const std::vector<int32_t>& v) {
+    put(static_cast<uint64_t>(v.size()));
+    const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+    bytes.insert(bytes.end(), p, p + v.size() * sizeof(int32_t));
+  }
+  void put_request(const Pending& p) {
+    const SamplingParams& s = p.req.sampling;
+    put(p.id);
+    put_ids(p.req.prompt);
+    put(s.temperature), put(s.top_p), put(s.top_k), put(s.min_p), put(s.repetition_penalty);
+    put(s.presence_penalty), put(s.frequency_penalty), put(s.seed.value_or(0)), put(s.max_tokens);
+    put(static_cast<uint8_t>(s.ignore_eos)), put(s.top_logprobs);
+    put_ids(s.stop_token_ids);
+    put_ids(s.score_tokens);
+  }
+};
+
+class StepWireReader {
+ public:
+  explicit StepWireReader(const std::vector<uint8_t>& b) : b_(b) {}
+  template <typename T>
+  bool get(T* v) {
+    if (pos_ + sizeof(T) > b_.size()) return false;
+    std::memcpy(v, b_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return true;
+  }
+  bool get_ids(std::vector<int32_t>* v) {
+    uint64_t n = 0;
+    if (!get(&n) || n > (b_.size() - pos_) / sizeof(int32_t)) return false;
+    v->resize(n);
+    std::memcpy(v->data(), b_.data() + pos_, n * sizeof(int32_t));
+    pos_ += n * sizeof(int32_t);
+    return true;
+  }
+  bool get_request(Pending* p) {
+    SamplingParams& s = p->req.sampling;
+    uint64_t seed = 0;
+    uint8_t ignore_eos = 0;
+    const bool ok = get(&p->id) && get_ids(&p->req.prompt) && get(&s.temperature) && get(&s.top_p) && get(&s.top_k) &&
+                    get(&s.min_p) && get(&s.repetition_penalty) && get(&s.presence_penalty) && get(&s.frequency_penalty) &&
+                    get(&seed) && get(&s.max_tokens) && get(&ignore_eos) && get(&s.top_logprobs) &&
+                    get_ids(&s.stop_token_ids) && get_ids(&s.score_tokens);
+    s.seed = seed;
+    s.ignore_eos = ignore_eos != 0;
+    return ok;
+  }
+  bool done() const { return pos_ == b_.size(); }
+
+ private:
+  const std::vector<uint8_t>& b_;
+  size_t pos_ = 0;
 };
 
 // What the engine thread keeps per live request.
@@ -117,6 +183,11 @@ class EngineImpl final : public Engine {
   // take < 0: every submitted request; else exactly the first `take` (waiting for them): a
   // tensor-parallel rank admits what rank 0 admitted.
   void drain_inbox(int64_t take = -1);
+  // Admits requests and applies cancels (the engine thread's half of drain_inbox).
+  void admit(std::deque<Pending>& inbox, std::vector<uint64_t>& cancels);
+  // EngineOptions::tp_replicate_requests: rank 0 takes its inbox and sends it (and whether to
+  // stop) to the other ranks, which admit the same requests unseen. False: stop.
+  bool replicate_step(bool leader);
   Status step();
   Status run_model(std::vector<StepRow>& rows);
   Status emit(std::vector<StepRow>& rows);
@@ -263,6 +334,8 @@ Status EngineImpl::init(const EngineOptions& o) {
 }
 
 Result<uint64_t> EngineImpl::submit(GenerateRequest req, OutputCallback cb) {
+  if (comm_ && opts_.tp_replicate_requests && comm_->rank() != 0)
+    return unsupported("tensor-parallel rank " + std::to_string(comm_->rank()) + " takes its requests from rank 0 only");
   if (req.prompt.empty()) return invalid_argument("prompt: must contain at least one token");
   const int32_t vocab = vocab_size();
   for (size_t i = 0; i < req.prompt.size(); ++i) {
@@ -332,6 +405,10 @@ void EngineImpl::drain_inbox(int64_t take) {
     }
     cancels.swap(cancels_);
   }
+  admit(inbox, cancels);
+}
+
+void EngineImpl::admit(std::deque<Pending>& inbox, std::vector<uint64_t>& cancels) {
   for (auto& p : inbox) {
     const int32_t room = max_model_len_ - static_cast<int32_t>(p.req.prompt.size());
     sched::SeqParams sp{.max_tokens = std::max(1, std::min(p.req.sampling.max_tokens, room)),
@@ -582,27 +659,87 @@ EngineStats EngineImpl::publish_stats() {
   return stats_;
 }
 
+bool EngineImpl::replicate_step(bool leader) {
+  std::deque<Pending> inbox;
+  std::vector<uint64_t> cancels;
+  int64_t hdr[2] = {0, 0};  // [payload bytes, stop]
+  StepWire w;
+  if (leader) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || sched_->has_unfinished(); });
+      inbox.swap(inbox_);
+      cancels.swap(cancels_);
+      hdr[1] = stop_ ? 1 : 0;
+    }
+    // An unseeded request gets its seed here, so every rank samples it alike.
+    for (auto& p : inbox)
+      if (!p.req.sampling.seed) p.req.sampling.seed = (static_cast<uint64_t>(random_seed_()) << 32) ^ random_seed_();
+    w.put(static_cast<uint64_t>(inbox.size()));
+    for (const auto& p : inbox) w.put_request(p);
+    w.put(static_cast<uint64_t>(cancels.size()));
+    for (uint64_t id : cancels) w.put(id);
+    hdr[0] = static_cast<int64_t>(w.bytes.size());
+  }
+  Status st = comm_->broadcast_host(hdr, sizeof hdr, 0);
+  if (st.is_ok() && !leader) w.bytes.resize(static_cast<size_t>(hdr[0]));
+  if (st.is_ok() && hdr[0] > 0) st = comm_->broadcast_host(w.bytes.data(), hdr[0], 0);
+  if (!st.is_ok()) {
+    FRUGAL_LOG_ERROR("engine: tensor-parallel step from rank 0: {}", st.to_string());
+    admit(inbox, cancels);  // rank 0's requests end as cancelled at shutdown
+    return false;
+  }
+  if (!leader) {
+    StepWireReader r(w.bytes);
+    uint64_t n = 0, nc = 0;
+    bool ok = r.get(&n);
+    for (uint64_t i = 0; ok && i < n; ++i) {
+      Pending p;
+      ok = r.get_request(&p);
+      p.cb = [](const RequestOutput&) {};  // rank 0 answers the client
+      ++queued_;
+      inbox.push_back(std::move(p));
+    }
+    ok = ok && r.get(&nc);
+    for (uint64_t i = 0; ok && i < nc; ++i) {
+      uint64_t id = 0;
+      ok = r.get(&id);
+      cancels.push_back(id);
+    }
+    if (!ok || !r.done()) {
+      FRUGAL_LOG_ERROR("engine: tensor-parallel step from rank 0: malformed ({} bytes)", w.bytes.size());
+      return false;
+    }
+  }
+  admit(inbox, cancels);
+  return hdr[1] == 0;
+}
+
 void EngineImpl::thread_main() {
   const bool leader = !comm_ || comm_->rank() == 0;
   for (;;) {
-    // Tensor parallel: rank 0 decides how many submitted requests this step admits and when to
-    // stop, and tells the others; with the same requests in the same order every rank's
-    // scheduler then builds the same batches (their collectives must line up).
-    int64_t ctl[2] = {-1, 0};  // [requests to admit (-1: all), stop]
-    if (leader) {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || sched_->has_unfinished(); });
-      ctl[0] = comm_ ? static_cast<int64_t>(inbox_.size()) : -1;
-      ctl[1] = stop_ ? 1 : 0;
-    }
-    if (comm_) {
-      if (Status st = comm_->broadcast_host(ctl, sizeof ctl, 0); !st.is_ok()) {
-        FRUGAL_LOG_ERROR("engine: tensor-parallel step control: {}", st.to_string());
-        break;
+    if (comm_ && opts_.tp_replicate_requests) {
+      if (!replicate_step(leader)) break;
+    } else {
+      // Tensor parallel: rank 0 decides how many submitted requests this step admits and when to
+      // stop, and tells the others; with the same requests in the same order every rank's
+      // scheduler then builds the same batches (their collectives must line up).
+      int64_t ctl[2] = {-1, 0};  // [requests to admit (-1: all), stop]
+      if (leader) {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || sched_->has_unfinished(); });
+        ctl[0] = comm_ ? static_cast<int64_t>(inbox_.size()) : -1;
+        ctl[1] = stop_ ? 1 : 0;
       }
+      if (comm_) {
+        if (Status st = comm_->broadcast_host(ctl, sizeof ctl, 0); !st.is_ok()) {
+          FRUGAL_LOG_ERROR("engine: tensor-parallel step control: {}", st.to_string());
+          break;
+        }
+      }
+      if (ctl[1] != 0) break;
+      drain_inbox(ctl[0]);
     }
-    if (ctl[1] != 0) break;
-    drain_inbox(ctl[0]);
     if (sched_->has_unfinished()) {
       const int64_t steps_before = sched_->stats().n_steps;
       Status st = step();

@@ -161,6 +161,11 @@ struct EngineOptions {
   // sampling seeds): the schedule is deterministic, so the ranks' collectives line up.
   int32_t tensor_parallel_size = 1;
   dist::RankEnv rank_env;
+  // Tensor parallel, for a server: requests and cancels reach rank 0 only. Each step rank 0
+  // sends the requests it admits (prompt, sampling parameters, a seed it picks for unseeded
+  // ones) and the cancels to the other ranks, whose engines run them unseen (submit() there is
+  // an error) until rank 0 shuts down; shutdown() on another rank waits for that.
+  bool tp_replicate_requests = false;
 };
 
 class Engine {
