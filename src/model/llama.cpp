@@ -64,11 +64,11 @@ class LlamaFamily final : public ForwardFamily {
     FRUGAL_ASSIGN_OR_RETURN(embed_, w.embedding(name(T::kTokenEmbd)));
     FRUGAL_ASSIGN_OR_RETURN(final_norm_, w.norm(name(T::kOutputNorm)));
     FRUGAL_ASSIGN_OR_RETURN(lm_head_, w.linear(name(c.tie_word_embeddings ? T::kTokenEmbd : T::kOutput), ""));
-    if (comm_ && c.tie_word_embeddings) {  // the (replicated) embedding's rows of this rank's vocab
-      lm_head_.weight.data = static_cast<const uint8_t*>(lm_head_.weight.data) +
-                             dtype_bytes(embed_.dtype, layout_.vocab.begin * embed_.dim);
-      lm_head_.out = layout_.vocab.count;
-    }
+    // Tensor parallel: the embedding is vocab-parallel (this rank's rows, shard.cpp), so a tied
+    // lm_head is that shard as it is.
+    if (comm_ && embed_.vocab != layout_.vocab.count)
+      return internal_error("tensor parallel: the embedding holds " + std::to_string(embed_.vocab) + " rows, this rank's vocab " +
+                            std::to_string(layout_.vocab.count));
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       LlamaLayer l;
       FRUGAL_ASSIGN_OR_RETURN(l.attn_norm, w.norm(name(T::kAttnNorm, i)));
@@ -176,7 +176,10 @@ class LlamaFamily final : public ForwardFamily {
     const double eps = config_.rms_norm_eps;
     FRUGAL_RETURN_IF_ERROR(be->embedding(ops::EmbeddingParams{
         .table = embed_.table, .table_dtype = embed_.dtype, .ids = step.tokens, .out = ws_.resid,
-        .out_dtype = act, .n_tokens = n, .dim = hidden, .vocab = embed_.vocab}));
+        .out_dtype = act, .n_tokens = n, .dim = hidden, .vocab = embed_.vocab,
+        .vocab_begin = layout_.vocab.begin, .full_vocab = vocab_}));
+    // Vocab-parallel: each token's row came from one rank, zeros from the others (an exact sum).
+    if (comm_) FRUGAL_RETURN_IF_ERROR(comm_->all_reduce_sum(ws_.resid, n * hidden, act));
     FRUGAL_RETURN_IF_ERROR(step.tap("embed", ws_.resid, n, hidden));
 
     const layers::GqaScratch scratch{.q = ws_.q, .k = ws_.k, .v = ws_.v, .out = ws_.attn};

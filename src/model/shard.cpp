@@ -94,8 +94,9 @@ Result<std::vector<TensorShard>> shard_tensors(const ModelConfig& c, std::span<c
     else if (is_slot(*a, s, T::kFfnGate) || is_slot(*a, s, T::kFfnGateBias) || is_slot(*a, s, T::kFfnUp) ||
              is_slot(*a, s, T::kFfnUpBias)) d = inter;
     else if (is_slot(*a, s, T::kFfnDown)) d = TensorShard{.axis = 1, .begin = inter.begin, .count = inter.count};
-    else if (is_slot(*a, s, T::kOutput)) d = TensorShard{.axis = 0, .begin = l.vocab.begin, .count = l.vocab.count};
-    // Everything else (embedding, norms, o / down biases) is replicated.
+    else if (is_slot(*a, s, T::kOutput) || is_slot(*a, s, T::kTokenEmbd))
+      d = TensorShard{.axis = 0, .begin = l.vocab.begin, .count = l.vocab.count};  // vocab-parallel
+    // Everything else (norms, o / down biases) is replicated.
   }
   return out;
 }

@@ -5,7 +5,9 @@
 //   o, down:                                 row-parallel, columns of W split (inputs); their
 //                                            biases are replicated and added by rank 0 only
 //   lm_head (or the tied embedding's rows):  vocab-parallel, logits all-gathered
-//   embedding, norms:                        replicated
+//   embedding:                               vocab-parallel (a rank's rows; others' ids give zero
+//                                            rows, summed by one all-reduce after the lookup)
+//   norms:                                   replicated
 // Query heads are split into contiguous ranges (balanced: rank r gets heads
 // [r H / N, (r + 1) H / N)); a rank's KV heads are the groups its query heads read: one
 // replicated KV head when its query heads lie in one GQA group (N > n_head_kv), else whole

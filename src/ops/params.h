@@ -23,7 +23,12 @@ struct EmbeddingParams {
   DType out_dtype;
   int64_t n_tokens;
   int64_t dim;
-  int64_t vocab;
+  int64_t vocab;        // rows of table
+  // Vocab-parallel (a tensor-parallel rank's shard): table holds rows [vocab_begin, vocab_begin +
+  // vocab) of a vocabulary of full_vocab ids (0: vocab); an id outside the shard gives a zero row
+  // (the ranks' outputs are then summed). ids must lie in [0, full_vocab).
+  int64_t vocab_begin = 0;
+  int64_t full_vocab = 0;
 };
 
 // y = rms_norm(x (+ residual)) * weight. If residual != nullptr: x_sum = x + residual is

@@ -46,11 +46,14 @@ void store(DType t, void* base, int64_t i, float v) {
 }
 
 void embedding(const EmbeddingParams& p) {
+  const int64_t full = p.full_vocab > 0 ? p.full_vocab : p.vocab;
   for (int64_t t = 0; t < p.n_tokens; ++t) {
-    int64_t id = p.ids[t];
-    FRUGAL_CHECK(id >= 0 && id < p.vocab);
+    const int64_t id = p.ids[t];
+    FRUGAL_CHECK(id >= 0 && id < full);
+    const int64_t row = id - p.vocab_begin;
+    const bool here = row >= 0 && row < p.vocab;
     for (int64_t j = 0; j < p.dim; ++j)
-      store(p.out_dtype, p.out, t * p.dim + j, load(p.table_dtype, p.table, id * p.dim + j));
+      store(p.out_dtype, p.out, t * p.dim + j, here ? load(p.table_dtype, p.table, row * p.dim + j) : 0.0f);
   }
 }
 

@@ -81,11 +81,11 @@ MemoryPlan memory_plan(const PlanRequest& r, const WeightSummary& w, int n, std:
   add_step(steps, "memory", "usable per GPU", "GPU memory x utilization",
            gib(mem) + " x " + fixed(r.over.gpu_memory_utilization, 2), gib(m.usable_bytes), m.usable_bytes);
   // Tensor parallel: the bytes of the largest rank's shard as the engine cuts it (model/shard.h:
-  // embedding and norms replicated); an even split where the engine cannot shard the model.
+  // embedding and lm_head split by vocab, norms replicated); an even split where the engine cannot shard the model.
   const Result<int64_t> sharded = n > 1 ? per_gpu_weight_bytes(c, r.quant, n) : Result<int64_t>(w.total_bytes);
   if (sharded) {
     m.weights_bytes = *sharded;
-    add_step(steps, "memory", "weights per GPU", n > 1 ? "largest rank's shard (heads, MLP, lm_head split; embedding, norms replicated)" : "weight bytes",
+    add_step(steps, "memory", "weights per GPU", n > 1 ? "largest rank's shard (heads, MLP, embedding and lm_head split; norms replicated)" : "weight bytes",
              with_commas(w.total_bytes) + " B over " + std::to_string(n), gib(m.weights_bytes), m.weights_bytes);
   } else {
     m.weights_bytes = (w.total_bytes + n - 1) / n;
@@ -242,7 +242,7 @@ Result<Plan> make_plan(PlanRequest req) {
                                 std::to_string(p.smallest_fitting_gpus) + ")"
                           : "does not fit on up to 8 GPUs at this precision, context and concurrency");
   }
-  if (req.n_gpus > 1) p.notes.push_back("weights per GPU = the largest rank's shard as the engine cuts it (docs/parallelism.md: embedding and norms replicated)");
+  if (req.n_gpus > 1) p.notes.push_back("weights per GPU = the largest rank's shard as the engine cuts it (docs/parallelism.md: embedding and lm_head split by vocab, norms replicated)");
   return p;
 }
 

@@ -26,6 +26,22 @@ TEST(CpuBackendErrors, EmbeddingIdOutsideVocabulary) {
   EXPECT_TRUE(mentions(st, "ids[1] = 4")) << st.to_string();
 }
 
+TEST(CpuBackendErrors, EmbeddingShardChecksTheFullVocabulary) {
+  auto b = make_cpu_backend();
+  std::vector<float> table(4 * 3), out(2 * 3);
+  std::vector<int32_t> ids = {1, 10};  // rows [4, 8) of 10 ids: 1 is another rank's, 10 is no id
+  ops::EmbeddingParams p{.table = table.data(), .table_dtype = DType::kF32, .ids = ids.data(), .out = out.data(),
+                         .out_dtype = DType::kF32, .n_tokens = 2, .dim = 3, .vocab = 4, .vocab_begin = 4, .full_vocab = 10};
+  Status st = b->embedding(p);
+  EXPECT_EQ(st.code(), ErrorCode::kOutOfRange);
+  EXPECT_TRUE(mentions(st, "ids[1] = 10 is outside the vocabulary [0, 10)")) << st.to_string();
+  p.vocab_begin = 8;  // [8, 12) is not inside [0, 10)
+  ids[1] = 9;
+  st = b->embedding(p);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(mentions(st, "vocab_begin")) << st.to_string();
+}
+
 TEST(CpuBackendErrors, MatmulStridesAndDtypes) {
   auto b = make_cpu_backend();
   std::vector<float> x(16), w(16), y(16);

@@ -271,6 +271,30 @@ void OpCases::embedding() {
       ops::ref::embedding(p);
       EXPECT_TRUE(compare_mats(got, want, out0, act() == DType::kF32 ? 0.0 : act_tol(), what));
       for (auto* b : {dt.get(), dids.get(), dout.get()}) EXPECT_TRUE(b->check_guards(what));
+
+      // Vocab-parallel: a shard of rows [20, 35) looks up the ids it holds and gives zero rows
+      // for the others. Expected: the whole table's lookup with the other ids' rows zeroed.
+      const int64_t begin = 20, count = 15;
+      const std::string swhat = what + " shard [20, 35)";
+      HostMat shard(table_t, count, dim, dim);
+      for (int64_t r = 0; r < count; ++r)
+        for (int64_t j = 0; j < dim; ++j) shard.set(r, j, table.get(begin + r, j));
+      std::vector<int32_t> sids = {0, 20, 34, 35, 49, 23, 19};
+      auto ds = upload(shard), dsids = upload(sids), dsout = upload(out0);
+      ops::EmbeddingParams sp{.table = ds->ptr(), .table_dtype = table_t,
+                              .ids = static_cast<const int32_t*>(dsids->ptr()), .out = dsout->ptr(),
+                              .out_dtype = act(), .n_tokens = n_tokens, .dim = dim, .vocab = count,
+                              .vocab_begin = begin, .full_vocab = vocab};
+      if (!ran(backend()->embedding(sp), ops::OpKind::kEmbedding, "table=" + tag(table_t), swhat)) continue;
+      HostMat sgot = download(*dsout, out0), swant = out0;
+      ops::EmbeddingParams whole = p;
+      whole.table = table.data(), whole.ids = sids.data(), whole.out = swant.data();
+      ops::ref::embedding(whole);
+      for (int64_t t = 0; t < n_tokens; ++t)
+        if (sids[t] < begin || sids[t] >= begin + count)
+          for (int64_t j = 0; j < dim; ++j) swant.set(t, j, 0.0f);
+      EXPECT_TRUE(compare_mats(sgot, swant, out0, act() == DType::kF32 ? 0.0 : act_tol(), swhat));
+      for (auto* b : {ds.get(), dsids.get(), dsout.get()}) EXPECT_TRUE(b->check_guards(swhat));
     }
 }
 

@@ -106,9 +106,12 @@ Status CpuBackend::embedding(const ops::EmbeddingParams& p) {
   FRUGAL_RETURN_IF_ERROR(validate(p));
   const int64_t row_bytes = dtype_bytes(p.table_dtype, p.dim);
   pool_->parallel_for(p.n_tokens, grain_for(p.dim), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      k_.to_f32(p.table_dtype, static_cast<const char*>(p.table) + p.ids[t] * row_bytes,
-                static_cast<float*>(p.out) + t * p.dim, p.dim);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t row = p.ids[t] - p.vocab_begin;  // a vocab-parallel shard's row, if it holds the id
+      float* out = static_cast<float*>(p.out) + t * p.dim;
+      if (row >= 0 && row < p.vocab) k_.to_f32(p.table_dtype, static_cast<const char*>(p.table) + row * row_bytes, out, p.dim);
+      else std::fill(out, out + p.dim, 0.0f);
+    }
   });
   return {};
 }

@@ -67,6 +67,9 @@ bool is_float16_or_32(DType t) { return t == DType::kF32 || t == DType::kBF16 ||
 Status validate(const ops::EmbeddingParams& p) {
   const char* op = "embedding";
   FRUGAL_RETURN_IF_ERROR(need(p.n_tokens >= 0 && p.dim >= 0 && p.vocab >= 0, op, "negative n_tokens, dim or vocab"));
+  FRUGAL_RETURN_IF_ERROR(need(p.vocab_begin >= 0 && p.full_vocab >= 0 && (p.full_vocab == 0 || p.vocab_begin + p.vocab <= p.full_vocab),
+                              op, "the shard [vocab_begin, vocab_begin + vocab) lies outside [0, full_vocab)"));
+  const int64_t full = p.full_vocab > 0 ? p.full_vocab : p.vocab;
   if (p.n_tokens == 0) return {};
   FRUGAL_RETURN_IF_ERROR(need_ptr(p.table, op, "table"));
   FRUGAL_RETURN_IF_ERROR(need_ptr(p.ids, op, "ids"));
@@ -74,9 +77,9 @@ Status validate(const ops::EmbeddingParams& p) {
   FRUGAL_RETURN_IF_ERROR(need_float(p.table_dtype, op, "table_dtype"));
   FRUGAL_RETURN_IF_ERROR(need_f32(p.out_dtype, op, "out_dtype"));
   for (int64_t t = 0; t < p.n_tokens; ++t)
-    if (p.ids[t] < 0 || p.ids[t] >= p.vocab)
+    if (p.ids[t] < 0 || p.ids[t] >= full)
       return out_of_range("embedding: ids[" + str(t) + "] = " + str(p.ids[t]) + " is outside the vocabulary [0, " +
-                          str(p.vocab) + ")");
+                          str(full) + ")");
   return {};
 }
 

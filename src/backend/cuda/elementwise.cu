@@ -30,10 +30,10 @@ int grid_for(int64_t n, int threads) {
 __global__ void embedding_kernel(ops::EmbeddingParams p) {
   pdl_wait();
   const int64_t t = blockIdx.x;
-  const int64_t id = p.ids[t];
-  const bool valid = id >= 0 && id < p.vocab;  // out-of-range ids give zeros, never a wild read
+  const int64_t row = p.ids[t] - p.vocab_begin;  // this shard's row (vocab-parallel), or none
+  const bool valid = row >= 0 && row < p.vocab;    // out-of-range ids give zeros, never a wild read
   for (int64_t j = threadIdx.x; j < p.dim; j += blockDim.x) {
-    float v = valid ? load_f(p.table_dtype, p.table, id * p.dim + j) : 0.f;
+    float v = valid ? load_f(p.table_dtype, p.table, row * p.dim + j) : 0.f;
     store_f(p.out_dtype, p.out, t * p.dim + j, v);
   }
 }
