@@ -33,6 +33,8 @@ struct ParallelArgs {
   int32_t tensor_parallel_size = 1;
   std::string master_addr;  // default: MASTER_ADDR or 127.0.0.1
   int32_t master_port = 0;  // default: MASTER_PORT or 29500
+  int32_t nnodes = 1;       // hosts the GPU ranks span (each starts tensor_parallel_size / nnodes)
+  int32_t node_rank = 0;    // this host's index among them
 };
 void add_parallel_flags(CLI::App* cmd, ParallelArgs& p);
 // Before the verb runs: with tensor_parallel_size > 1 in a process that is not yet a rank,

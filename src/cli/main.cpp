@@ -27,6 +27,10 @@ void add_parallel_flags(CLI::App* cmd, ParallelArgs& p) {
       ->capture_default_str();
   cmd->add_option("--master-addr", p.master_addr, "rendezvous address of GPU ranks (default: MASTER_ADDR or 127.0.0.1)");
   cmd->add_option("--master-port", p.master_port, "rendezvous TCP port of GPU ranks (default: MASTER_PORT or 29500)");
+  cmd->add_option("--nnodes", p.nnodes, "hosts the GPU ranks span; each runs this command with its --node-rank")
+      ->capture_default_str();
+  cmd->add_option("--node-rank", p.node_rank, "this host's index in [0, --nnodes) (host 0 is --master-addr)")
+      ->capture_default_str();
 }
 
 Result<std::optional<int>> start_ranks(const ParallelArgs& p, const std::string& device, dist::RankEnv* env) {
@@ -36,11 +40,17 @@ Result<std::optional<int>> start_ranks(const ParallelArgs& p, const std::string&
   if (!p.master_addr.empty()) env->master_addr = p.master_addr;
   if (p.master_port != 0) env->master_port = p.master_port;
   FRUGAL_RETURN_IF_ERROR(dist::validate(*env));
+  if (p.nnodes != 1 || p.node_rank != 0) {
+    FRUGAL_RETURN_IF_ERROR(dist::local_rank_envs(p.tensor_parallel_size, {.nnodes = p.nnodes, .node_rank = p.node_rank}, *env).status());
+    if (p.nnodes > 1 && p.master_addr.empty() && !std::getenv("MASTER_ADDR"))
+      return invalid_argument("--nnodes " + std::to_string(p.nnodes) + " needs --master-addr (host 0's address; every host passes the same)");
+  }
   if (p.tensor_parallel_size == 1) return std::optional<int>();
   const bool cpu = device == "cpu" || device == "ref";
   if (!dist::is_launched_rank()) {
     FRUGAL_ASSIGN_OR_RETURN(const int rc, dist::launch_local_ranks(cpu ? dist::RankKind::kCpuMpi : dist::RankKind::kGpuNccl,
-                                                                   p.tensor_parallel_size, command_line(), *env));
+                                                                   p.tensor_parallel_size, command_line(), *env,
+                                                                   {.nnodes = p.nnodes, .node_rank = p.node_rank}));
     return std::optional<int>(rc);
   }
   if (dist::launched_rank() != 0 && !std::freopen("/dev/null", "w", stdout))

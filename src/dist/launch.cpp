@@ -113,8 +113,29 @@ uint64_t shared_seed(uint64_t fallback) {
   return *end == '\0' ? static_cast<uint64_t>(v) : fallback;
 }
 
-Result<int> launch_local_ranks(RankKind kind, int world, const std::vector<std::string>& args, const RankEnv& rv) {
+Result<std::vector<EnvVars>> local_rank_envs(int world, Nodes nodes, const RankEnv& rv) {
+  if (nodes.nnodes < 1) return invalid_argument("--nnodes must be >= 1, got " + std::to_string(nodes.nnodes));
+  if (nodes.node_rank < 0 || nodes.node_rank >= nodes.nnodes)
+    return invalid_argument("--node-rank " + std::to_string(nodes.node_rank) + " is not in [0, --nnodes " + std::to_string(nodes.nnodes) + ")");
+  if (world < 1 || world % nodes.nnodes != 0)
+    return invalid_argument("--tensor-parallel-size " + std::to_string(world) + " does not split evenly over --nnodes " +
+                            std::to_string(nodes.nnodes) + " hosts");
+  const int per = world / nodes.nnodes;
+  std::vector<EnvVars> out;
+  for (int r = 0; r < per; ++r)
+    out.push_back({{"RANK", std::to_string(nodes.node_rank * per + r)}, {"WORLD_SIZE", std::to_string(world)},
+                   {"LOCAL_RANK", std::to_string(r)}, {"MASTER_ADDR", rv.master_addr},
+                   {"MASTER_PORT", std::to_string(rv.master_port)}});
+  return out;
+}
+
+Result<int> launch_local_ranks(RankKind kind, int world, const std::vector<std::string>& args, const RankEnv& rv, Nodes nodes) {
   if (world < 2) return invalid_argument("launch: a tensor-parallel group needs at least 2 ranks");
+  FRUGAL_ASSIGN_OR_RETURN(const std::vector<EnvVars> rank_envs, local_rank_envs(world, nodes, rv));
+  if (kind == RankKind::kCpuMpi && nodes.nnodes > 1)
+    return invalid_argument("--nnodes " + std::to_string(nodes.nnodes) +
+                            ": CPU ranks on several hosts are started by Open MPI itself (mpirun --hostfile HOSTS -np " +
+                            std::to_string(world) + " frugal ...), not by --nnodes");
   FRUGAL_ASSIGN_OR_RETURN(const std::string exe, self_exe());
   const std::string seed = std::to_string(std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32));
   std::vector<std::pair<std::string, std::string>> env = {{"FRUGAL_TP_SEED", seed}};
@@ -139,11 +160,9 @@ Result<int> launch_local_ranks(RankKind kind, int world, const std::vector<std::
   std::vector<pid_t> pids;
   std::vector<std::string> argv = {exe};
   argv.insert(argv.end(), args.begin() + (args.empty() ? 0 : 1), args.end());
-  for (int r = 0; r < world; ++r) {
+  for (const EnvVars& re : rank_envs) {
     auto e = env;
-    e.insert(e.end(), {{"RANK", std::to_string(r)}, {"WORLD_SIZE", std::to_string(world)},
-                       {"LOCAL_RANK", std::to_string(r)}, {"MASTER_ADDR", rv.master_addr},
-                       {"MASTER_PORT", std::to_string(rv.master_port)}});
+    e.insert(e.end(), re.begin(), re.end());
     const pid_t pid = spawn(argv, e);
     if (pid < 0) {
       for (pid_t p : pids) ::kill(p, SIGTERM);

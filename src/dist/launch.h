@@ -23,9 +23,24 @@ bool is_launched_rank();
 // This process's rank in its launched group (OMPI_COMM_WORLD_RANK / PMIX_RANK / RANK), 0 if none.
 int launched_rank();
 
-// Runs `args` (args[0] ignored: this executable is used) as `world` ranks and waits for them.
-// Returns the exit code: 0, or the first failing rank's (the other ranks are then stopped).
-Result<int> launch_local_ranks(RankKind kind, int world, const std::vector<std::string>& args, const RankEnv& rendezvous);
+// Several hosts (GPU ranks): `nnodes` hosts start world / nnodes ranks each, host `node_rank`
+// the global ranks node_rank x (world / nnodes) + local rank, all meeting at rendezvous's
+// MASTER_ADDR:MASTER_PORT (host 0's address).
+struct Nodes {
+  int nnodes = 1;
+  int node_rank = 0;
+};
+using EnvVars = std::vector<std::pair<std::string, std::string>>;
+// The environment of each rank this host starts: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+// MASTER_PORT. Errors name a node count or rank that does not fit world.
+Result<std::vector<EnvVars>> local_rank_envs(int world, Nodes nodes, const RankEnv& rendezvous);
+
+// Runs `args` (args[0] ignored: this executable is used) as this host's ranks of a group of
+// `world` and waits for them. Returns the exit code: 0, or the first failing rank's (the other
+// ranks are then stopped). CPU ranks on several hosts are mpirun's to start (a hostfile): an
+// error names that.
+Result<int> launch_local_ranks(RankKind kind, int world, const std::vector<std::string>& args, const RankEnv& rendezvous,
+                               Nodes nodes = {});
 
 // The sampling seed every rank shares (FRUGAL_TP_SEED, set by launch_local_ranks), or
 // `fallback` when unset.

@@ -20,4 +20,18 @@ err=$(run qwen2 --tp 4 2>&1 >/dev/null); rc=$?
 set -e
 [ $rc -eq 2 ] || { echo "expected exit code 2 for 4 ranks over 3 heads, got $rc"; exit 1; }
 grep -q "num_attention_heads 3" <<< "$err" || { echo "error does not name the heads: $err"; exit 1; }
+# Several hosts: CPU ranks there are mpirun's job; node counts that do not fit are named.
+expect_error() {  # expect_error TEXT ARGS...: exit code 2 and TEXT on stderr
+  local want=$1
+  shift
+  set +e
+  err=$(run qwen2_tied "$@" 2>&1 >/dev/null); rc=$?
+  set -e
+  [ $rc -eq 2 ] || { echo "expected exit code 2 for $*, got $rc: $err"; exit 1; }
+  grep -qF -- "$want" <<< "$err" || { echo "error for $* does not say '$want': $err"; exit 1; }
+}
+expect_error "mpirun --hostfile" --tp 2 --nnodes 2 --master-addr 10.0.0.1
+expect_error "does not split evenly over --nnodes 2" --tp 3 --nnodes 2 --master-addr 10.0.0.1
+expect_error "--node-rank 2 is not in [0, --nnodes 2)" --tp 2 --nnodes 2 --node-rank 2 --master-addr 10.0.0.1
+expect_error "needs --master-addr" --tp 2 --nnodes 2
 echo "ok: tp 2 and 4 equal one rank: $one"
