@@ -99,6 +99,6 @@ if kill -0 "$(cat "$work/tp2.pid")" 2>/dev/null; then echo "tp=2 server still ru
 # launcher's exit code is mpirun's, which Open MPI makes 1 for a job it was signalled to stop.)
 grep -q "SIGTERM, shutting down\|SIGINT, shutting down" "$work/tp2.log" || { echo "rank 0 did not shut down"; cat "$work/tp2.log"; exit 1; }
 grep -q "rank 1 stopped with rank 0" "$work/tp2.log" || { echo "rank 1 did not stop cleanly"; cat "$work/tp2.log"; exit 1; }
-if pgrep -g "$(cat "$work/tp2.pid")" >/dev/null; then echo "ranks left running"; pgrep -a -g "$(cat "$work/tp2.pid")"; exit 1; fi
+if kill -0 -- "-$(cat "$work/tp2.pid")" 2>/dev/null; then echo "ranks left running"; exit 1; fi
 kill -INT "$(cat "$work/one.pid")"
 echo "ok: serve with 2 ranks answers as one rank, survives a cancel and stops on SIGINT"
