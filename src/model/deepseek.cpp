@@ -93,15 +93,25 @@ struct Workspace {
   float* rw;      // [T, top_k]
   void* sel;      // [R, hidden]
   void* moe_scratch;  // moe_experts_scratch_bytes(T, ...)
+  // Tensor parallel only (layers::vocab_parallel_logits_head):
+  float* lm_local = nullptr;
+  float* lm_all = nullptr;
+  int32_t* row_ids = nullptr;
 };
 
 class DeepseekFamily final : public ForwardFamily {
  public:
   Status bind(const FamilyInputs& in) {
-    const ModelConfig& c = in.config;
+    const ModelConfig& c = in.config;  // this rank's (local heads and channels) under tensor parallelism
     config_ = c;
     const MlaConfig& m = c.mla;
     H_ = c.num_attention_heads;
+    vocab_ = in.full ? in.full->vocab_size : c.vocab_size;
+    comm_ = in.comm;
+    backend_ = in.backend;
+    if (in.layout) layout_ = *in.layout;
+    // Routed experts this rank holds: all, or its share (expert parallelism, model/shard.h).
+    experts_ = comm_ ? layout_.experts : Range{.begin = 0, .count = c.moe.n_routed_experts};
     rank_ = m.kv_lora_rank;
     rope_ = m.qk_rope_head_dim;
     nope_ = m.qk_nope_head_dim;
@@ -112,6 +122,9 @@ class DeepseekFamily final : public ForwardFamily {
     FRUGAL_ASSIGN_OR_RETURN(embed_, w.embedding(name(T::kTokenEmbd)));
     FRUGAL_ASSIGN_OR_RETURN(final_norm_, w.norm(name(T::kOutputNorm)));
     FRUGAL_ASSIGN_OR_RETURN(lm_head_, w.linear(name(c.tie_word_embeddings ? T::kTokenEmbd : T::kOutput), ""));
+    if (comm_ && embed_.vocab != layout_.vocab.count)
+      return internal_error("tensor parallel: the embedding holds " + std::to_string(embed_.vocab) + " rows, this rank's vocab " +
+                            std::to_string(layout_.vocab.count));
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       DeepseekLayer l;
       FRUGAL_ASSIGN_OR_RETURN(l.attn_norm, w.norm(name(T::kAttnNorm, i)));
@@ -127,7 +140,8 @@ class DeepseekFamily final : public ForwardFamily {
       FRUGAL_ASSIGN_OR_RETURN(a.kv_a, w.linear(name(T::kAttnKvA, i), name(T::kAttnKvABias, i)));
       FRUGAL_ASSIGN_OR_RETURN(a.kv_a_norm, w.norm(name(T::kAttnKvANorm, i)));
       FRUGAL_ASSIGN_OR_RETURN(a.kv_b, w.linear(name(T::kAttnKvB, i), ""));
-      FRUGAL_ASSIGN_OR_RETURN(a.o, w.linear(name(T::kAttnO, i), name(T::kAttnOBias, i)));
+      // o_proj is row-parallel under tensor parallelism: its bias is added once, by rank 0.
+      FRUGAL_ASSIGN_OR_RETURN(a.o, w.linear(name(T::kAttnO, i), comm_ && layout_.rank != 0 ? "" : name(T::kAttnOBias, i)));
       FRUGAL_ASSIGN_OR_RETURN(a.w_abs, absorbed_q_weight(in.backend, a.kv_b, name(T::kAttnKvB, i)));
       if (is_moe_layer(c, i)) {
         MoeWeights moe;
@@ -141,12 +155,14 @@ class DeepseekFamily final : public ForwardFamily {
           moe.router_bias = b->data;
           moe.router_bias_dtype = b->dtype;
         }
-        for (int64_t e = 0; e < c.moe.n_routed_experts; ++e) {
+        for (int64_t e = experts_.begin; e < experts_.begin + experts_.count; ++e) {
           layers::MlpWeights x;
           FRUGAL_RETURN_IF_ERROR(bind_mlp(w, name(T::kExpGate, i, e), name(T::kExpUp, i, e), name(T::kExpDown, i, e), x));
           moe.experts.push_back(x);
         }
-        FRUGAL_RETURN_IF_ERROR(bind_grouped(in.backend, moe));
+        // The grouped op indexes every routed expert; a rank of an expert-parallel group holds
+        // only its own, which run one by one over the tokens (their router weight, 0 where unchosen).
+        if (!comm_) FRUGAL_RETURN_IF_ERROR(bind_grouped(in.backend, moe));
         if (c.moe.n_shared_experts > 0) {
           layers::MlpWeights x;
           FRUGAL_RETURN_IF_ERROR(bind_mlp(w, name(T::kShexpGate, i), name(T::kShexpUp, i), name(T::kShexpDown, i), x));
@@ -187,7 +203,7 @@ class DeepseekFamily final : public ForwardFamily {
                                     c.moe.moe_intermediate_size * c.moe.n_shared_experts});
     auto b = [&](const char* n, int64_t elems) { return BufferRequest{.name = n, .bytes = dtype_bytes(act, elems)}; };
     auto f = [&](const char* n, int64_t elems) { return BufferRequest{.name = n, .bytes = elems * 4}; };
-    return {b("resid", T * c.hidden_size), b("xn", T * c.hidden_size), b("qa", T * std::max<int64_t>(c.mla.q_lora_rank, 1)),
+    std::vector<BufferRequest> out = {b("resid", T * c.hidden_size), b("xn", T * c.hidden_size), b("qa", T * std::max<int64_t>(c.mla.q_lora_rank, 1)),
             b("q", T * H_ * qk_), b("kva", T * (rank_ + rope_)), b("qcat", T * H_ * (rank_ + rope_)),
             b("ocat", T * H_ * (rank_ + rope_)), b("attn", T * H_ * vdim_), b("gate", 2 * T * inter), b("up", T * inter),
             f("router_logits", T * E), f("router_dense", T * E), f("router_idx", T * K), f("router_w", T * K),
@@ -197,6 +213,14 @@ class DeepseekFamily final : public ForwardFamily {
                                        ? ops::moe_experts_scratch_bytes(T, static_cast<int32_t>(K), static_cast<int32_t>(E),
                                                                         c.hidden_size, std::max<int64_t>(c.moe.moe_intermediate_size, 1))
                                        : 256}};
+    if (comm_) {
+      const int64_t pad = layout_.vocab_pad;
+      out.push_back({.name = "lm_local", .bytes = R * pad * 4});
+      out.push_back({.name = "lm_all", .bytes = layout_.world * R * pad * 4});
+      out.push_back({.name = "row_ids", .bytes = R * 4});
+    }
+    max_logit_rows_ = static_cast<size_t>(R);
+    return out;
   }
 
   void bind_workspace(std::span<void* const> p) override {
@@ -205,27 +229,44 @@ class DeepseekFamily final : public ForwardFamily {
                     .rdense = static_cast<float*>(p[11]), .ridx = static_cast<int32_t*>(p[12]),
                     .rw = static_cast<float*>(p[13]), .sel = p[14], .moe_scratch = p[15]};
     moe_scratch_bytes_ = moe_scratch_request_;
+    if (comm_) {
+      ws_.lm_local = static_cast<float*>(p[16]);
+      ws_.lm_all = static_cast<float*>(p[17]);
+      ws_.row_ids = static_cast<int32_t*>(p[18]);
+      std::vector<int32_t> ids(max_logit_rows_);
+      for (size_t r = 0; r < ids.size(); ++r) ids[r] = static_cast<int32_t>(r);
+      bind_status_ = backend_->upload(ws_.row_ids, ids.data(), ids.size() * sizeof(int32_t));
+      if (bind_status_) bind_status_ = backend_->synchronize();
+    }
   }
 
   // x = embed(tokens); the layers; logits = lm_head(rms_norm(x)[logits_rows]).
+  // Tensor parallel: every block's partial outputs are summed by one all-reduce of the residual
+  // stream; rank 0 adds them to the stream, the other ranks to zeros (partial_block).
   Status forward(const StepContext& step, KvStorage& kv) override {
+    FRUGAL_RETURN_IF_ERROR(bind_status_);
     ops::Backend* be = step.backend;
     const DType act = step.act;
     const int64_t n = step.in.n_tokens, hidden = config_.hidden_size;
     const double eps = config_.rms_norm_eps;
     FRUGAL_RETURN_IF_ERROR(be->embedding(ops::EmbeddingParams{
         .table = embed_.table, .table_dtype = embed_.dtype, .ids = step.tokens, .out = ws_.resid,
-        .out_dtype = act, .n_tokens = n, .dim = hidden, .vocab = embed_.vocab}));
+        .out_dtype = act, .n_tokens = n, .dim = hidden, .vocab = embed_.vocab,
+        .vocab_begin = comm_ ? layout_.vocab.begin : 0, .full_vocab = vocab_}));
+    if (comm_) FRUGAL_RETURN_IF_ERROR(comm_->all_reduce_sum(ws_.resid, n * hidden, act));  // vocab-parallel rows
     FRUGAL_RETURN_IF_ERROR(step.tap("embed", ws_.resid, n, hidden));
     for (size_t i = 0; i < layers_.size(); ++i) {
       const DeepseekLayer& l = layers_[i];
       const std::string blk = "blk." + std::to_string(i);
       // x += mla(rms_norm(x))
       FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, l.attn_norm, act, ws_.resid, ws_.xn, n, eps));
+      FRUGAL_RETURN_IF_ERROR(begin_partial(be, act, n));
       FRUGAL_RETURN_IF_ERROR(mla(be, act, l.attn, step.in, kv.layer(static_cast<int32_t>(i)), n));
+      FRUGAL_RETURN_IF_ERROR(end_partial(act, n));
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap(blk + ".attn_out", ws_.resid, n, hidden));
       // x += mlp(rms_norm(x)) or moe(rms_norm(x))
       FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, l.mlp_norm, act, ws_.resid, ws_.xn, n, eps));
+      FRUGAL_RETURN_IF_ERROR(begin_partial(be, act, n));
       if (l.dense) {
         FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, *l.dense, n, ws_.xn, ws_.resid, ws_.gate, ws_.up));
       } else {
@@ -236,13 +277,29 @@ class DeepseekFamily final : public ForwardFamily {
           FRUGAL_RETURN_IF_ERROR(step.tap_f32(blk + ".router", ws_.rdense, n, config_.moe.n_routed_experts));
         }
       }
+      FRUGAL_RETURN_IF_ERROR(end_partial(act, n));
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap(blk + ".out", ws_.resid, n, hidden));
     }
-    return layers::logits_head(step, final_norm_, lm_head_, {.resid = ws_.resid, .xn = ws_.xn, .sel = ws_.sel}, hidden,
-                               config_.vocab_size, eps);
+    if (!comm_)
+      return layers::logits_head(step, final_norm_, lm_head_, {.resid = ws_.resid, .xn = ws_.xn, .sel = ws_.sel}, hidden,
+                                 config_.vocab_size, eps);
+    return layers::vocab_parallel_logits_head(step, final_norm_, lm_head_, {.resid = ws_.resid, .xn = ws_.xn, .sel = ws_.sel},
+                                              {.lm_local = ws_.lm_local, .lm_all = ws_.lm_all, .row_ids = ws_.row_ids},
+                                              hidden, vocab_, layout_, *comm_, eps);
   }
 
  private:
+  // A block whose output every rank adds partially (heads, channels or experts of its own):
+  // ranks other than 0 start from a zero residual stream, and the all-reduce after it sums the
+  // ranks' streams (rank 0's holds the input stream plus its part).
+  Status begin_partial(ops::Backend* be, DType act, int64_t n) const {
+    if (!comm_ || layout_.rank == 0) return Status::ok();
+    return be->memset_zero(ws_.resid, static_cast<size_t>(dtype_bytes(act, n * config_.hidden_size)));
+  }
+  Status end_partial(DType act, int64_t n) const {
+    return comm_ ? comm_->all_reduce_sum(ws_.resid, n * config_.hidden_size, act) : Status::ok();
+  }
+
   static Status bind_mlp(const WeightStore& w, const std::string& g, const std::string& u, const std::string& d,
                          layers::MlpWeights& out) {
     FRUGAL_ASSIGN_OR_RETURN(out.gate, w.linear(g, ""));
@@ -361,8 +418,8 @@ class DeepseekFamily final : public ForwardFamily {
           .gate = views, .up = views + E, .down = views + 2 * E, .format = w.format, .scratch = ws_.moe_scratch,
           .scratch_bytes = moe_scratch_bytes_}));
     } else {
-      for (int64_t e = 0; e < E; ++e)
-        FRUGAL_RETURN_IF_ERROR(expert(be, act, w.experts[static_cast<size_t>(e)], n, ws_.rdense + e, E));
+      for (int64_t e = experts_.begin; e < experts_.begin + experts_.count; ++e)
+        FRUGAL_RETURN_IF_ERROR(expert(be, act, w.experts[static_cast<size_t>(e - experts_.begin)], n, ws_.rdense + e, E));
     }
     if (w.shared) FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, *w.shared, n, ws_.xn, ws_.resid, ws_.gate, ws_.up));
     return Status::ok();
@@ -429,6 +486,13 @@ class DeepseekFamily final : public ForwardFamily {
 
   ModelConfig config_;
   int64_t H_ = 0, rank_ = 0, rope_ = 0, nope_ = 0, vdim_ = 0, qk_ = 0;
+  int64_t vocab_ = 0;  // the whole vocabulary (config_ is this rank's under tensor parallelism)
+  dist::Communicator* comm_ = nullptr;  // tensor parallel (world > 1) only
+  ops::Backend* backend_ = nullptr;
+  RankLayout layout_;
+  Range experts_;  // the routed experts this rank holds
+  mutable size_t max_logit_rows_ = 0;
+  Status bind_status_;
   float scale_ = 1.0f, attention_factor_ = 1.0f;
   bool interleaved_ = true;
   Embedding embed_;

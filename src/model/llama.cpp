@@ -138,35 +138,6 @@ class LlamaFamily final : public ForwardFamily {
 
   int32_t fused_matmuls() const override { return fused_matmuls_; }
 
-  // Tensor parallel tail: this rank's vocab rows of lm_head into lm_local [rows, vocab_pad],
-  // all-gathered to lm_all [world, rows, vocab_pad], then each rank's block copied into its
-  // columns of the step's logits [rows, vocab].
-  Status vocab_parallel_head(const StepContext& step, double eps) {
-    ops::Backend* be = step.backend;
-    const DType act = step.act;
-    const int64_t n = step.in.n_tokens, hidden = config_.hidden_size, pad = layout_.vocab_pad;
-    FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, final_norm_, act, ws_.resid, ws_.xn, n, eps));
-    FRUGAL_RETURN_IF_ERROR(step.tap("out_norm", ws_.xn, n, hidden));
-    const int64_t rows = step.n_logits_rows;
-    if (rows == 0) return Status::ok();
-    FRUGAL_RETURN_IF_ERROR(be->gather_rows(ops::GatherRowsParams{
-        .x = ws_.xn, .x_dtype = act, .ld_x = hidden, .rows = step.logits_rows,
-        .out = ws_.sel, .out_dtype = act, .ld_out = hidden, .n_rows = rows, .dim = hidden}));
-    FRUGAL_RETURN_IF_ERROR(be->matmul(ops::MatmulParams{
-        .x = ws_.sel, .x_dtype = act, .ld_x = hidden, .w = lm_head_.weight, .bias = nullptr, .bias_dtype = DType::kF32,
-        .y = ws_.lm_local, .y_dtype = DType::kF32, .ld_y = pad, .m = rows, .n = lm_head_.out, .k = hidden,
-        .accumulate = false}));
-    FRUGAL_RETURN_IF_ERROR(comm_->all_gather(ws_.lm_local, ws_.lm_all, rows * pad, DType::kF32));
-    for (int r = 0; r < layout_.world; ++r) {
-      const Range v = split_range(vocab_, layout_.world, r);
-      FRUGAL_RETURN_IF_ERROR(be->gather_rows(ops::GatherRowsParams{
-          .x = ws_.lm_all + static_cast<int64_t>(r) * rows * pad, .x_dtype = DType::kF32, .ld_x = pad,
-          .rows = ws_.row_ids, .out = step.logits + v.begin, .out_dtype = DType::kF32, .ld_out = vocab_,
-          .n_rows = rows, .dim = v.count}));
-    }
-    return Status::ok();
-  }
-
   // x = embed(tokens); the layers; logits = lm_head(rms_norm(x)[logits_rows]).
   Status forward(const StepContext& step, KvStorage& kv) override {
     FRUGAL_RETURN_IF_ERROR(bind_status_);
@@ -204,7 +175,9 @@ class LlamaFamily final : public ForwardFamily {
     if (!comm_)
       return layers::logits_head(step, final_norm_, lm_head_, {.resid = ws_.resid, .xn = ws_.xn, .sel = ws_.sel}, hidden,
                                  vocab_, eps);
-    return vocab_parallel_head(step, eps);
+    return layers::vocab_parallel_logits_head(step, final_norm_, lm_head_, {.resid = ws_.resid, .xn = ws_.xn, .sel = ws_.sel},
+                                              {.lm_local = ws_.lm_local, .lm_all = ws_.lm_all, .row_ids = ws_.row_ids},
+                                              hidden, vocab_, layout_, *comm_, eps);
   }
 
  private:

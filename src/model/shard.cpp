@@ -51,6 +51,19 @@ Result<RankLayout> rank_layout(const ModelConfig& c, int rank, int world, int64_
     return invalid_argument(tp_name(world) + " exceeds intermediate_size " + std::to_string(c.intermediate_size) +
                             (inter_unit > 1 ? " in groups of " + std::to_string(inter_unit) : std::string()));
   l.inter = split_range(c.intermediate_size, world, rank, inter_unit);
+  if (c.is_moe()) {
+    const int64_t E = c.moe.n_routed_experts, sh = c.moe.n_shared_experts * c.moe.moe_intermediate_size;
+    if (E < world)
+      return invalid_argument(tp_name(world) + " exceeds n_routed_experts " + std::to_string(E) +
+                              " (every rank holds at least one routed expert)");
+    l.experts = split_range(E, world, rank);
+    if (sh > 0) {
+      if (sh % inter_unit != 0 || sh / inter_unit < world)
+        return invalid_argument("the shared experts' " + std::to_string(sh) + " channels do not split over " + tp_name(world) +
+                                (inter_unit > 1 ? " in groups of " + std::to_string(inter_unit) : std::string()));
+      l.shared = split_range(sh, world, rank, inter_unit);
+    }
+  }
   if (c.vocab_size < world) return invalid_argument(tp_name(world) + " exceeds vocab_size");
   l.vocab = split_range(c.vocab_size, world, rank);
   l.vocab_pad = (c.vocab_size + world - 1) / world;
@@ -76,10 +89,32 @@ Result<std::vector<TensorShard>> shard_tensors(const ModelConfig& c, std::span<c
   std::vector<TensorShard> out(specs.size());
   if (l.world == 1) return out;
   FRUGAL_ASSIGN_OR_RETURN(const ArchInfo* a, arch_for(c, "config.json"));
-  if (a->family != Family::kLlama)
-    return unsupported(std::string(a->hf_class) + ": tensor parallelism covers the Llama family (Llama, Qwen2) so far; "
-                       "MLA attention and MoE experts are not sharded yet");
   using T = TensorSlot;
+  if (a->family == Family::kDeepseek) {
+    const MlaConfig& m = c.mla;
+    const int64_t qk = m.qk_nope_head_dim + m.qk_rope_head_dim, hb = l.heads.begin, hc = l.heads.count;
+    const TensorShard inter{.axis = 0, .begin = l.inter.begin, .count = l.inter.count};
+    const TensorShard shared{.axis = 0, .begin = l.shared.begin, .count = l.shared.count};
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const TensorSpec& s = specs[i];
+      TensorShard& d = out[i];
+      if (is_slot(*a, s, T::kAttnQ) || is_slot(*a, s, T::kAttnQB)) d = TensorShard{.axis = 0, .begin = hb * qk, .count = hc * qk};
+      else if (is_slot(*a, s, T::kAttnKvB))
+        d = TensorShard{.axis = 0, .begin = hb * (m.qk_nope_head_dim + m.v_head_dim), .count = hc * (m.qk_nope_head_dim + m.v_head_dim)};
+      else if (is_slot(*a, s, T::kAttnO)) d = TensorShard{.axis = 1, .begin = hb * m.v_head_dim, .count = hc * m.v_head_dim};
+      else if (is_slot(*a, s, T::kFfnGate) || is_slot(*a, s, T::kFfnUp)) d = inter;
+      else if (is_slot(*a, s, T::kFfnDown)) d = TensorShard{.axis = 1, .begin = inter.begin, .count = inter.count};
+      else if (is_slot(*a, s, T::kShexpGate) || is_slot(*a, s, T::kShexpUp)) d = shared;
+      else if (is_slot(*a, s, T::kShexpDown)) d = TensorShard{.axis = 1, .begin = shared.begin, .count = shared.count};
+      else if (s.expert >= 0 && (s.expert < l.experts.begin || s.expert >= l.experts.begin + l.experts.count)) d.skip = true;
+      else if (is_slot(*a, s, T::kOutput) || is_slot(*a, s, T::kTokenEmbd))
+        d = TensorShard{.axis = 0, .begin = l.vocab.begin, .count = l.vocab.count};
+      // Everything else (norms, q_a, kv_a, routers and their biases, this rank's experts) whole.
+    }
+    return out;
+  }
+  if (a->family != Family::kLlama)
+    return unsupported(std::string(a->hf_class) + ": tensor parallelism covers the Llama and DeepSeek families so far");
   const int64_t hd = c.head_dim;
   const TensorShard q{.axis = 0, .begin = l.heads.begin * hd, .count = l.heads.count * hd};
   const TensorShard kv{.axis = 0, .begin = l.kv_heads.begin * hd, .count = l.kv_heads.count * hd};

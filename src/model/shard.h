@@ -39,6 +39,8 @@ struct RankLayout {
   Range kv_heads;  // KV heads
   Range inter;     // MLP intermediate channels
   Range vocab;     // lm_head rows (vocab-parallel)
+  Range experts;   // MoE: the routed experts this rank holds (expert parallelism)
+  Range shared;    // MoE: the shared experts' channels (n_shared x moe_intermediate_size, split)
   int64_t vocab_pad = 0;  // max vocab count over ranks (the all-gather's per-rank width)
 };
 
@@ -58,12 +60,15 @@ struct TensorShard {
   int axis = -1;
   int64_t begin = 0;
   int64_t count = 0;
+  bool skip = false;  // not held by this rank at all (another rank's routed expert)
 };
 // The shape rank holds of a tensor of shape `full` cut by s.
 Shape shard_shape(const Shape& full, const TensorShard& s);
 
-// One TensorShard per spec (same order). Errors for an architecture that has no sharding
-// (DeepSeek: MLA and experts are not split yet).
+// One TensorShard per spec (same order). Llama family: heads, MLP and vocab. DeepSeek: MLA
+// heads (q / q_b and kv_b rows, o columns; q_a, kv_a and the latent cache replicated), dense and
+// shared-expert MLP channels, routed experts whole on the rank that holds them (expert
+// parallelism; the others skip them), routers replicated.
 Result<std::vector<TensorShard>> shard_tensors(const ModelConfig& c, std::span<const TensorSpec> specs,
                                                const RankLayout& l);
 

@@ -322,7 +322,7 @@ Result<std::unique_ptr<WeightStore>> WeightStore::load(const std::string& dir,
   auto ws = std::unique_ptr<WeightStore>(new WeightStore());
   FRUGAL_ASSIGN_OR_RETURN(ws->files_, SafetensorsSet::open_dir(dir));
   FRUGAL_ASSIGN_OR_RETURN(const std::optional<QuantConfig> qc, read_quant_config(dir));
-  std::set<std::string> wanted, consumed;
+  std::set<std::string> wanted, consumed, skipped_prefixes;
   HostTensors host;
   int64_t n_quant = 0, n_routers = 0;
   for (size_t si = 0; si < specs.size(); ++si) {
@@ -331,6 +331,10 @@ Result<std::unique_ptr<WeightStore>> WeightStore::load(const std::string& dir,
     TensorSpec local = s;
     local.shape = shard_shape(s.shape, shard);
     wanted.insert(s.name);
+    if (shard.skip) {  // another rank's expert: neither read nor counted (its packed parts neither)
+      if (ends_with(s.name, ".weight")) skipped_prefixes.insert(s.name.substr(0, s.name.size() - 7));
+      continue;
+    }
     if (s.role == TensorRole::kRouter) ++n_routers;
     if (qc && s.shape.ndim == 2 && ends_with(s.name, ".weight") &&
         (s.role == TensorRole::kLinear || s.role == TensorRole::kLmHead || s.role == TensorRole::kRouter)) {
@@ -387,6 +391,7 @@ Result<std::unique_ptr<WeightStore>> WeightStore::load(const std::string& dir,
   }
   for (const auto& name : ws->files_->names()) {
     if (wanted.count(name) || consumed.count(name) || ignorable(name, specs, wanted)) continue;
+    if (const size_t dot = name.rfind('.'); dot != std::string::npos && skipped_prefixes.count(name.substr(0, dot))) continue;
     return invalid_argument(ws->files_->find(name)->file + ": unexpected tensor '" + name +
                             "' (not part of this architecture/config; check config.json)");
   }
@@ -409,7 +414,8 @@ Result<std::unique_ptr<WeightStore>> WeightStore::dummy(const std::vector<Tensor
   int64_t total = 0;
   for (const auto& s : specs) {
     offsets.push_back(total);
-    if (!is_quant(s)) total += align_up(dtype_bytes(opts.dtype, shard_shape(s.shape, shard_of(offsets.size() - 1)).numel()));
+    const TensorShard sh = shard_of(offsets.size() - 1);
+    if (!is_quant(s) && !sh.skip) total += align_up(dtype_bytes(opts.dtype, shard_shape(s.shape, sh).numel()));
   }
   try {
     ws->dummy_host_ = HostBuffer(static_cast<size_t>(std::max<int64_t>(total, kAlign)));
@@ -423,6 +429,7 @@ Result<std::unique_ptr<WeightStore>> WeightStore::dummy(const std::vector<Tensor
   constexpr int64_t kChunk = int64_t{1} << 16;  // elements per task
   for (size_t t = 0; t < specs.size(); ++t) {
     const auto& s = specs[t];
+    if (shard_of(t).skip) continue;  // another rank's expert
     if (is_quant(s)) {
       FRUGAL_ASSIGN_OR_RETURN(quant::QuantWeight w,
                               dummy_quant(dummy_linear_format(opts.precision, opts.dtype, s.shape[1]), s.shape[0], s.shape[1],

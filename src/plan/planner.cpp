@@ -85,7 +85,7 @@ MemoryPlan memory_plan(const PlanRequest& r, const WeightSummary& w, int n, std:
   const Result<int64_t> sharded = n > 1 ? per_gpu_weight_bytes(c, r.quant, n) : Result<int64_t>(w.total_bytes);
   if (sharded) {
     m.weights_bytes = *sharded;
-    add_step(steps, "memory", "weights per GPU", n > 1 ? "largest rank's shard (heads, MLP, embedding and lm_head split; norms replicated)" : "weight bytes",
+    add_step(steps, "memory", "weights per GPU", n > 1 ? "largest rank's shard (heads, MLP, embedding and lm_head split, routed experts spread; norms replicated)" : "weight bytes",
              with_commas(w.total_bytes) + " B over " + std::to_string(n), gib(m.weights_bytes), m.weights_bytes);
   } else {
     m.weights_bytes = (w.total_bytes + n - 1) / n;
@@ -242,7 +242,7 @@ Result<Plan> make_plan(PlanRequest req) {
                                 std::to_string(p.smallest_fitting_gpus) + ")"
                           : "does not fit on up to 8 GPUs at this precision, context and concurrency");
   }
-  if (req.n_gpus > 1) p.notes.push_back("weights per GPU = the largest rank's shard as the engine cuts it (docs/parallelism.md: embedding and lm_head split by vocab, norms replicated)");
+  if (req.n_gpus > 1) p.notes.push_back("weights per GPU = the largest rank's shard as the engine cuts it (docs/parallelism.md: embedding and lm_head split by vocab, routed experts spread over the ranks, norms replicated)");
   return p;
 }
 

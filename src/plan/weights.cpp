@@ -173,6 +173,7 @@ Result<int64_t> rank_weight_bytes(const model::ModelConfig& c, const QuantOption
   FRUGAL_ASSIGN_OR_RETURN(const std::vector<model::TensorShard> shards, model::shard_tensors(c, specs, l));
   int64_t bytes = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
+    if (shards[i].skip) continue;  // another rank's routed expert
     model::TensorSpec local = specs[i];
     local.shape = model::shard_shape(local.shape, shards[i]);
     bytes += stored_tensor(local, q).bytes;

@@ -2,8 +2,10 @@
 // "out_norm"), the rows whose logits are wanted gathered, and lm_head into the step's f32 logits.
 #pragma once
 
+#include "dist/communicator.h"
 #include "model/family.h"
 #include "model/layers/linear.h"
+#include "model/shard.h"
 
 namespace frugal::model::layers {
 
@@ -29,6 +31,43 @@ inline Status logits_head(const StepContext& step, const Norm& final_norm, const
       .x = buf.sel, .x_dtype = act, .ld_x = hidden, .w = lm_head.weight,
       .bias = nullptr, .bias_dtype = DType::kF32, .y = step.logits, .y_dtype = DType::kF32,
       .ld_y = vocab, .m = rows, .n = vocab, .k = hidden, .accumulate = false});
+}
+
+// Tensor parallel (vocab-parallel lm_head): this rank's vocab rows of lm_head into lm_local
+// [rows, vocab_pad], all-gathered to lm_all [world, rows, vocab_pad], then each rank's block
+// copied into its columns of the step's logits [rows, vocab]. row_ids holds 0, 1, ..., rows - 1.
+struct VocabParallelBuffers {
+  float* lm_local;
+  float* lm_all;
+  const int32_t* row_ids;
+};
+
+inline Status vocab_parallel_logits_head(const StepContext& step, const Norm& final_norm, const Linear& lm_head,
+                                         const HeadBuffers& buf, const VocabParallelBuffers& tp, int64_t hidden,
+                                         int64_t vocab, const RankLayout& layout, dist::Communicator& comm, double eps) {
+  ops::Backend* be = step.backend;
+  const DType act = step.act;
+  const int64_t n = step.in.n_tokens, pad = layout.vocab_pad;
+  FRUGAL_RETURN_IF_ERROR(rms_norm(be, final_norm, act, buf.resid, buf.xn, n, eps));
+  FRUGAL_RETURN_IF_ERROR(step.tap("out_norm", buf.xn, n, hidden));
+  const int64_t rows = step.n_logits_rows;
+  if (rows == 0) return Status::ok();
+  FRUGAL_RETURN_IF_ERROR(be->gather_rows(ops::GatherRowsParams{
+      .x = buf.xn, .x_dtype = act, .ld_x = hidden, .rows = step.logits_rows,
+      .out = buf.sel, .out_dtype = act, .ld_out = hidden, .n_rows = rows, .dim = hidden}));
+  FRUGAL_RETURN_IF_ERROR(be->matmul(ops::MatmulParams{
+      .x = buf.sel, .x_dtype = act, .ld_x = hidden, .w = lm_head.weight, .bias = nullptr, .bias_dtype = DType::kF32,
+      .y = tp.lm_local, .y_dtype = DType::kF32, .ld_y = pad, .m = rows, .n = lm_head.out, .k = hidden,
+      .accumulate = false}));
+  FRUGAL_RETURN_IF_ERROR(comm.all_gather(tp.lm_local, tp.lm_all, rows * pad, DType::kF32));
+  for (int r = 0; r < layout.world; ++r) {
+    const Range v = split_range(vocab, layout.world, r);
+    FRUGAL_RETURN_IF_ERROR(be->gather_rows(ops::GatherRowsParams{
+        .x = tp.lm_all + static_cast<int64_t>(r) * rows * pad, .x_dtype = DType::kF32, .ld_x = pad,
+        .rows = tp.row_ids, .out = step.logits + v.begin, .out_dtype = DType::kF32, .ld_out = vocab,
+        .n_rows = rows, .dim = v.count}));
+  }
+  return Status::ok();
 }
 
 }  // namespace frugal::model::layers
