@@ -93,10 +93,7 @@ struct Workspace {
   float* rw;      // [T, top_k]
   void* sel;      // [R, hidden]
   void* moe_scratch;  // moe_experts_scratch_bytes(T, ...)
-  // Tensor parallel only (layers::vocab_parallel_logits_head):
-  float* lm_local = nullptr;
-  float* lm_all = nullptr;
-  int32_t* row_ids = nullptr;
+  layers::VocabParallelBuffers tp;  // tensor parallel only
 };
 
 class DeepseekFamily final : public ForwardFamily {
@@ -213,12 +210,7 @@ class DeepseekFamily final : public ForwardFamily {
                                        ? ops::moe_experts_scratch_bytes(T, static_cast<int32_t>(K), static_cast<int32_t>(E),
                                                                         c.hidden_size, std::max<int64_t>(c.moe.moe_intermediate_size, 1))
                                        : 256}};
-    if (comm_) {
-      const int64_t pad = layout_.vocab_pad;
-      out.push_back({.name = "lm_local", .bytes = R * pad * 4});
-      out.push_back({.name = "lm_all", .bytes = layout_.world * R * pad * 4});
-      out.push_back({.name = "row_ids", .bytes = R * 4});
-    }
+    if (comm_) layers::add_vocab_parallel_buffers(out, layout_, R);
     max_logit_rows_ = static_cast<size_t>(R);
     return out;
   }
@@ -229,15 +221,7 @@ class DeepseekFamily final : public ForwardFamily {
                     .rdense = static_cast<float*>(p[11]), .ridx = static_cast<int32_t*>(p[12]),
                     .rw = static_cast<float*>(p[13]), .sel = p[14], .moe_scratch = p[15]};
     moe_scratch_bytes_ = moe_scratch_request_;
-    if (comm_) {
-      ws_.lm_local = static_cast<float*>(p[16]);
-      ws_.lm_all = static_cast<float*>(p[17]);
-      ws_.row_ids = static_cast<int32_t*>(p[18]);
-      std::vector<int32_t> ids(max_logit_rows_);
-      for (size_t r = 0; r < ids.size(); ++r) ids[r] = static_cast<int32_t>(r);
-      bind_status_ = backend_->upload(ws_.row_ids, ids.data(), ids.size() * sizeof(int32_t));
-      if (bind_status_) bind_status_ = backend_->synchronize();
-    }
+    if (comm_) bind_status_ = layers::bind_vocab_parallel_buffers(backend_, p, 16, max_logit_rows_, &ws_.tp);
   }
 
   // x = embed(tokens); the layers; logits = lm_head(rms_norm(x)[logits_rows]).
@@ -284,7 +268,7 @@ class DeepseekFamily final : public ForwardFamily {
       return layers::logits_head(step, final_norm_, lm_head_, {.resid = ws_.resid, .xn = ws_.xn, .sel = ws_.sel}, hidden,
                                  config_.vocab_size, eps);
     return layers::vocab_parallel_logits_head(step, final_norm_, lm_head_, {.resid = ws_.resid, .xn = ws_.xn, .sel = ws_.sel},
-                                              {.lm_local = ws_.lm_local, .lm_all = ws_.lm_all, .row_ids = ws_.row_ids},
+                                              ws_.tp,
                                               hidden, vocab_, layout_, *comm_, eps);
   }
 

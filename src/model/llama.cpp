@@ -43,10 +43,7 @@ struct Workspace {
   void* gate;   // [T, 2 * inter]: room for fused [gate | up]
   void* up;     // [T, inter]
   void* sel;    // [R, hidden] rows whose logits are wanted
-  // Tensor parallel only:
-  float* lm_local = nullptr;  // [R, vocab_pad] f32: this rank's logits columns
-  float* lm_all = nullptr;    // [world, R, vocab_pad] f32: every rank's, all-gathered
-  int32_t* row_ids = nullptr; // [R]: 0, 1, ..., R - 1
+  layers::VocabParallelBuffers tp;  // tensor parallel only
 };
 
 class LlamaFamily final : public ForwardFamily {
@@ -113,27 +110,14 @@ class LlamaFamily final : public ForwardFamily {
     std::vector<BufferRequest> out = {b("resid", T * c.hidden_size), b("xn", T * c.hidden_size), b("q", T * (q_dim + 2 * kv_dim)),
             b("k", T * kv_dim), b("v", T * kv_dim), b("attn", T * q_dim), b("gate", 2 * T * c.intermediate_size),
             b("up", T * c.intermediate_size), b("sel", R * c.hidden_size)};
-    if (comm_) {
-      const int64_t pad = layout_.vocab_pad;
-      out.push_back({.name = "lm_local", .bytes = R * pad * 4});
-      out.push_back({.name = "lm_all", .bytes = layout_.world * R * pad * 4});
-      out.push_back({.name = "row_ids", .bytes = R * 4});
-    }
+    if (comm_) layers::add_vocab_parallel_buffers(out, layout_, R);
     return out;
   }
 
   void bind_workspace(std::span<void* const> p) override {
     ws_ = Workspace{.resid = p[0], .xn = p[1], .q = p[2], .k = p[3], .v = p[4], .attn = p[5],
                     .gate = p[6], .up = p[7], .sel = p[8]};
-    if (comm_) {
-      ws_.lm_local = static_cast<float*>(p[9]);
-      ws_.lm_all = static_cast<float*>(p[10]);
-      ws_.row_ids = static_cast<int32_t*>(p[11]);
-      std::vector<int32_t> ids(max_logit_rows_);
-      for (size_t r = 0; r < ids.size(); ++r) ids[r] = static_cast<int32_t>(r);
-      bind_status_ = backend_->upload(ws_.row_ids, ids.data(), ids.size() * sizeof(int32_t));
-      if (bind_status_) bind_status_ = backend_->synchronize();
-    }
+    if (comm_) bind_status_ = layers::bind_vocab_parallel_buffers(backend_, p, 9, max_logit_rows_, &ws_.tp);
   }
 
   int32_t fused_matmuls() const override { return fused_matmuls_; }
@@ -176,7 +160,7 @@ class LlamaFamily final : public ForwardFamily {
       return layers::logits_head(step, final_norm_, lm_head_, {.resid = ws_.resid, .xn = ws_.xn, .sel = ws_.sel}, hidden,
                                  vocab_, eps);
     return layers::vocab_parallel_logits_head(step, final_norm_, lm_head_, {.resid = ws_.resid, .xn = ws_.xn, .sel = ws_.sel},
-                                              {.lm_local = ws_.lm_local, .lm_all = ws_.lm_all, .row_ids = ws_.row_ids},
+                                              ws_.tp,
                                               hidden, vocab_, layout_, *comm_, eps);
   }
 
