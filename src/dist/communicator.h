@@ -37,6 +37,9 @@ class Communicator {
   virtual Status broadcast(void* buf, int64_t count, DType dtype, int root) = 0;
   // bytes of host memory of rank `root` copied to every rank's buf.
   virtual Status broadcast_host(void* buf, int64_t bytes, int root) = 0;
+  // The same, for a wait that may be long (a server's ranks between requests): waiting ranks
+  // sleep between polls rather than spin on a core. Every rank of one call must use this one.
+  virtual Status broadcast_host_waiting(void* buf, int64_t bytes, int root) { return broadcast_host(buf, bytes, root); }
   // Returns when every rank has called it (and, NCCL, this rank's enqueued work is done).
   virtual Status barrier() = 0;
 };

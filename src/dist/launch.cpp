@@ -146,7 +146,10 @@ Result<int> launch_local_ranks(RankKind kind, int world, const std::vector<std::
       env.emplace_back("OMPI_ALLOW_RUN_AS_ROOT", "1");
       env.emplace_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     }
-    std::vector<std::string> argv = {mpirun, "--oversubscribe", "-np", std::to_string(world), "-x", "FRUGAL_TP_SEED", exe};
+    // mpi_yield_when_idle: a rank waiting in a collective (a served model's ranks between
+    // requests) yields its core instead of spinning on it.
+    std::vector<std::string> argv = {mpirun, "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-np", std::to_string(world),
+                                     "-x", "FRUGAL_TP_SEED", exe};
     argv.insert(argv.end(), args.begin() + (args.empty() ? 0 : 1), args.end());
     ForwardSignals forward;
     const pid_t pid = spawn(argv, env);

@@ -1,7 +1,10 @@
-// The Open MPI communicator (CPU ranks): host buffers, MPI_COMM_WORLD, blocking collectives.
+// The Open MPI communicator (CPU ranks): host buffers, MPI_COMM_WORLD, blocking collectives (and
+// one polled broadcast for long waits).
 #include <mpi.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "dist/communicator.h"
 
@@ -72,6 +75,22 @@ class MpiCommunicator final : public Communicator {
     if (root < 0 || root >= world_) return invalid_argument("broadcast: root " + std::to_string(root) + " outside the world");
     if (bytes == 0) return Status::ok();
     return mpi_status(MPI_Bcast(buf, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
+  }
+  Status broadcast_host_waiting(void* buf, int64_t bytes, int root) override {
+    FRUGAL_RETURN_IF_ERROR(check_count(bytes, "broadcast"));
+    if (root < 0 || root >= world_) return invalid_argument("broadcast: root " + std::to_string(root) + " outside the world");
+    if (bytes == 0) return Status::ok();
+    MPI_Request req;
+    FRUGAL_RETURN_IF_ERROR(mpi_status(MPI_Ibcast(buf, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &req), "broadcast"));
+    // Poll hot for a moment (a busy server's next step is microseconds away), then sleep 0.1 ms,
+    // then 1 ms between polls: an idle rank costs a fraction of a core, the first request after
+    // idling at most a millisecond.
+    for (int64_t polls = 0;; ++polls) {
+      int done = 0;
+      FRUGAL_RETURN_IF_ERROR(mpi_status(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "broadcast"));
+      if (done) return Status::ok();
+      if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(polls > 12000 ? 1000 : 100));
+    }
   }
   Status barrier() override { return mpi_status(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
 

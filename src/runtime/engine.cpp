@@ -681,7 +681,7 @@ bool EngineImpl::replicate_step(bool leader) {
     for (uint64_t id : cancels) w.put(id);
     hdr[0] = static_cast<int64_t>(w.bytes.size());
   }
-  Status st = comm_->broadcast_host(hdr, sizeof hdr, 0);
+  Status st = comm_->broadcast_host_waiting(hdr, sizeof hdr, 0);  // the other ranks may wait long (an idle server)
   if (st.is_ok() && !leader) w.bytes.resize(static_cast<size_t>(hdr[0]));
   if (st.is_ok() && hdr[0] > 0) st = comm_->broadcast_host(w.bytes.data(), hdr[0], 0);
   if (!st.is_ok()) {
