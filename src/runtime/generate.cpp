@@ -37,7 +37,7 @@ struct SeqState {
 
 Result<GenerateResult> generate(model::Model& m, std::span<const int32_t> prompt,
                                 const SamplingParams& sampling, const TokenCallback& on_token,
-                                std::optional<DType> kv_dtype) {
+                                std::optional<DType> kv_dtype, const LogitsCallback& on_logits) {
   FRUGAL_RETURN_IF_ERROR(validate(sampling));
   if (prompt.empty()) return invalid_argument("generate: empty prompt");
   if (sampling.max_tokens < 0) return invalid_argument("generate: max_tokens must be >= 0");
@@ -71,6 +71,7 @@ Result<GenerateResult> generate(model::Model& m, std::span<const int32_t> prompt
       out.finish = FinishReason::kLength;
       break;
     }
+    if (on_logits) on_logits(logits);
     const int32_t tok = sampler.sample(logits, prompt, out.tokens);
     if (std::find(stop.begin(), stop.end(), tok) != stop.end()) {
       out.finish = FinishReason::kStop;

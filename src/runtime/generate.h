@@ -21,6 +21,9 @@ struct GenerateResult {
 
 // Called with each generated token as soon as it is sampled; return false to stop.
 using TokenCallback = std::function<bool(int32_t token)>;
+// Called with each logits row (vocab_size floats, as the model produced them) right before a
+// token is sampled from it, including the row a stop token is sampled from.
+using LogitsCallback = std::function<void(std::span<const float> logits)>;
 
 // Generates up to sampling.max_tokens tokens after `prompt`. Stops at the model's eos ids
 // (unless sampling.ignore_eos), at sampling.stop_token_ids, or when the context is full.
@@ -28,6 +31,7 @@ using TokenCallback = std::function<bool(int32_t token)>;
 // --kv-cache-dtype, docs/kv_cache.md).
 Result<GenerateResult> generate(model::Model& m, std::span<const int32_t> prompt,
                                 const SamplingParams& sampling, const TokenCallback& on_token = {},
-                                std::optional<DType> kv_dtype = std::nullopt);
+                                std::optional<DType> kv_dtype = std::nullopt,
+                                const LogitsCallback& on_logits = {});
 
 }  // namespace frugal::runtime
