@@ -1,6 +1,6 @@
 // DeepSeek MoE routing and per-row scaling (ops::MoeRouteParams, ops::ScaleRowsParams).
-// Correctness first: routing is one thread per token walking its expert row (n_experts <=
-// kMoeMaxExperts, top_k <= kMoeMaxTopK), in fp32, with the reference's tie rule (lower id).
+// Routing is one warp per token (n_experts <= kMoeMaxExperts, top_k <= kMoeMaxTopK), in fp32,
+// with the reference's selection and tie rule (lower id); the softmax sums lane-strided.
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
@@ -9,62 +9,95 @@
 namespace frugal::cuda {
 namespace {
 
-// Index of the largest v[i] (i < n) not yet taken, lower index on ties.
-__device__ int arg_max_untaken(const float* v, int n, const bool* taken) {
-  int best = -1;
-  for (int e = 0; e < n; ++e)
-    if (!taken[e] && (best < 0 || v[e] > v[best])) best = e;
-  return best;
+constexpr int kRouteWarps = 4;
+
+// The warp's (value, index) maximum, lower index on ties; index -1 (value -inf) for none.
+__device__ __forceinline__ void warp_arg_max(float& v, int& i) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, i, o);
+    if (oi >= 0 && (i < 0 || ov > v || (ov == v && oi < i))) v = ov, i = oi;
+  }
 }
 
-__global__ void moe_route_kernel(ops::MoeRouteParams p) {
+// Index of the largest v[j] (j < n) whose taken[j] is false, lower index on ties, over the warp.
+__device__ int warp_arg_max_untaken(const float* v, int n, const bool* taken) {
+  const int lane = threadIdx.x & 31;
+  float best = -INFINITY;
+  int bi = -1;
+  for (int j = lane; j < n; j += 32)
+    if (!taken[j] && (bi < 0 || v[j] > best)) best = v[j], bi = j;
+  warp_arg_max(best, bi);
+  return bi;
+}
+
+// One warp per token; its scores, choices and flags live in shared memory.
+__global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(ops::MoeRouteParams p) {
   pdl_wait();
-  const int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  __shared__ float score_s[kRouteWarps][ops::kMoeMaxExperts], choice_s[kRouteWarps][ops::kMoeMaxExperts];
+  __shared__ float group_s[kRouteWarps][ops::kMoeMaxExperts];
+  __shared__ bool taken_s[kRouteWarps][ops::kMoeMaxExperts], kept_s[kRouteWarps][ops::kMoeMaxExperts];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
   if (t >= p.n_tokens) return;
   const int E = p.n_experts, K = p.top_k;
-  float score[ops::kMoeMaxExperts], choice[ops::kMoeMaxExperts];
-  bool taken[ops::kMoeMaxExperts];
+  float* score = score_s[warp];
+  float* choice = choice_s[warp];
+  bool* taken = taken_s[warp];
   const float* l = p.logits + t * p.ld_logits;
   if (p.scoring == ops::MoeScoring::kSoftmax) {
-    float mx = l[0], sum = 0.f;
-    for (int e = 1; e < E; ++e) mx = fmaxf(mx, l[e]);
-    for (int e = 0; e < E; ++e) sum += score[e] = expf(l[e] - mx);
-    for (int e = 0; e < E; ++e) score[e] /= sum;
+    float mx = -INFINITY;
+    for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.f;
+    for (int e = lane; e < E; e += 32) sum += score[e] = expf(l[e] - mx);
+    sum = warp_sum(sum);
+    for (int e = lane; e < E; e += 32) score[e] /= sum;
   } else {
-    for (int e = 0; e < E; ++e) score[e] = 1.f / (1.f + expf(-l[e]));
+    for (int e = lane; e < E; e += 32) score[e] = 1.f / (1.f + expf(-l[e]));
   }
-  for (int e = 0; e < E; ++e) choice[e] = score[e] + (p.bias ? load_f(p.bias_dtype, p.bias, e) : 0.f);
+  for (int e = lane; e < E; e += 32) {
+    choice[e] = score[e] + (p.bias ? load_f(p.bias_dtype, p.bias, e) : 0.f);
+    taken[e] = false;
+  }
+  __syncwarp();
   if (p.method != ops::MoeTopk::kGreedy) {
     const int G = p.n_group, per = E / G;
-    float group[ops::kMoeMaxExperts];
-    for (int g = 0; g < G; ++g) {
+    float* group = group_s[warp];
+    bool* kept = kept_s[warp];
+    for (int g = lane; g < G; g += 32) {
       const float* c = choice + g * per;
       float a = -INFINITY, b = -INFINITY;  // the largest and second largest of the group
       for (int e = 0; e < per; ++e) {
         if (c[e] > a) { b = a; a = c[e]; } else if (c[e] > b) { b = c[e]; }
       }
       group[g] = p.method == ops::MoeTopk::kGroupLimitedGreedy ? a : a + (per > 1 ? b : 0.f);
-      taken[g] = false;
+      kept[g] = false;
     }
-    bool kept[ops::kMoeMaxExperts];
-    for (int g = 0; g < G; ++g) kept[g] = false;
+    __syncwarp();
     for (int j = 0; j < p.topk_group; ++j) {
-      const int g = arg_max_untaken(group, G, taken);
-      taken[g] = kept[g] = true;
+      const int g = warp_arg_max_untaken(group, G, kept);  // kept doubles as "taken" here
+      if (lane == 0) kept[g] = true;
+      __syncwarp();
     }
-    for (int e = 0; e < E; ++e)
+    for (int e = lane; e < E; e += 32)
       if (!kept[e / per]) choice[e] = 0.f;
+    __syncwarp();
   }
-  for (int e = 0; e < E; ++e) taken[e] = false;
   int idx[ops::kMoeMaxTopK];
-  float w[ops::kMoeMaxTopK], sum = 0.f;
   for (int j = 0; j < K; ++j) {
-    idx[j] = arg_max_untaken(choice, E, taken);
-    taken[idx[j]] = true;
-    sum += w[j] = p.method == ops::MoeTopk::kNoauxTc ? score[idx[j]] : choice[idx[j]];
+    idx[j] = warp_arg_max_untaken(choice, E, taken);
+    if (lane == 0) taken[idx[j]] = true;
+    __syncwarp();
   }
   if (p.dense_weight)
-    for (int e = 0; e < E; ++e) p.dense_weight[t * E + e] = 0.f;
+    for (int e = lane; e < E; e += 32) p.dense_weight[t * E + e] = 0.f;
+  __syncwarp();
+  if (lane != 0) return;
+  float w[ops::kMoeMaxTopK], sum = 0.f;
+  for (int j = 0; j < K; ++j) sum += w[j] = p.method == ops::MoeTopk::kNoauxTc ? score[idx[j]] : choice[idx[j]];
   for (int j = 0; j < K; ++j) {
     if (p.norm_topk_prob) w[j] /= sum + 1e-20f;
     const float wf = w[j] * p.routed_scaling_factor;
@@ -87,9 +120,8 @@ __global__ void scale_rows_kernel(ops::ScaleRowsParams p) {
 
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
-  constexpr int kThreads = 64;
-  return launch_kernel(moe_route_kernel, static_cast<unsigned>((p.n_tokens + kThreads - 1) / kThreads), kThreads, 0,
-                       stream, p);
+  return launch_kernel(moe_route_kernel, static_cast<unsigned>((p.n_tokens + kRouteWarps - 1) / kRouteWarps),
+                       kRouteWarps * 32, 0, stream, p);
 }
 
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream) {
