@@ -395,13 +395,19 @@ void OpCases::scale_rows() {
 
 // The routed experts over tokens grouped by expert: dense bf16 experts, each token's top_k
 // distinct experts with random weights; odd sizes (scalar loads), sizes of 8 (vector loads) and
-// enough tokens for 64-row tiles (CUDA), against the reference to the activation tolerance.
+// of 32 (CUDA's cp.async pipeline, gate_up and down), tokens for decode GEMVs (n = 1, 7),
+// 16-row (n = 30) and 64-row (n = 130) tensor-core tiles, and every token on the same experts
+// (n = 7 "same": one expert's rows span several GEMV tiles), against the reference to the
+// activation tolerance.
 void OpCases::moe_experts() {
   struct Case { int64_t hidden, inter; int32_t E, K; };
-  for (const Case c : {Case{37, 21, 5, 2}, Case{64, 72, 8, 3}})
-    for (int64_t n : {1, 7, 130}) {
+  for (const Case c : {Case{37, 21, 5, 2}, Case{64, 72, 8, 3}, Case{64, 96, 8, 3}})
+    for (int64_t n : {1, 7, 30, 130})
+    for (bool same : {false, true}) {
+      if (same && n != 7) continue;
       const std::string what = "moe_experts hidden=" + std::to_string(c.hidden) + " inter=" + std::to_string(c.inter) +
-                               " experts=" + std::to_string(c.E) + " top_k=" + std::to_string(c.K) + " n=" + std::to_string(n);
+                               " experts=" + std::to_string(c.E) + " top_k=" + std::to_string(c.K) + " n=" + std::to_string(n) +
+                               (same ? " same experts" : "");
       const int64_t ld_x = c.hidden % 8 == 0 ? c.hidden : c.hidden + 5;
       HostMat x(act(), n, c.hidden, ld_x), out0(act(), n, c.hidden, c.hidden + 3);
       x.fill_random(rng_, 1.0f);
@@ -418,7 +424,7 @@ void OpCases::moe_experts() {
         for (int32_t e = 0; e < c.E; ++e) perm[static_cast<size_t>(e)] = e;
         std::shuffle(perm.begin(), perm.end(), rng_);
         for (int32_t k = 0; k < c.K; ++k) {
-          idx[static_cast<size_t>(t * c.K + k)] = perm[static_cast<size_t>(k)];
+          idx[static_cast<size_t>(t * c.K + k)] = same ? k : perm[static_cast<size_t>(k)];
           wt[static_cast<size_t>(t * c.K + k)] = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng_);
         }
       }

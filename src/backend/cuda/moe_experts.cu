@@ -9,9 +9,15 @@
 //   3. down: the same over h rows against the expert's down rows, f32 per-pair outputs;
 //   4. combine: out[t] += sum_k topk_weight[t, k] * y[row(t, k)], in k order.
 // Only the chosen experts' weights are read (once per tile), so batch-1 decode reads top_k
-// experts, not all of them. Every output element is a fixed-order reduction whatever else is
+// experts, not all of them. While experts see few rows each (decode: at most 4 on average), 2.
+// and 3. are GEMVs instead (tiles of kGemvRows rows; each warp streams one weight row per
+// matrix with 16-byte loads, several in flight, for every row of the tile): the tensor-core
+// tiles would be mostly padding there, and their synchronous loads keep too few bytes in flight
+// to reach the memory bandwidth. Every output element is a fixed-order reduction whatever else is
 // in the step (tile contents change which rows share an MMA, not any row's sum).
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include <mma.h>
 
@@ -90,12 +96,27 @@ __global__ void __launch_bounds__(1024) moe_permute_kernel(ops::MoeExpertsParams
   }
 }
 
+// 16 bytes global -> shared without a register round trip (sm_80+); src_bytes 0 fills zeros.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+// The pipelined main loop (vector-aligned operands, K a multiple of kPBK): kStages stages of
+// kPBK-deep A and B tiles in flight through cp.async while the tensor cores work on the oldest.
+constexpr int kPBK = 32, kStages = 3, kPLd = kPBK + 8;
+template <int BM, int kNB>
+constexpr int kPipeBytes = kStages * (BM + kNB * kBN) * kPLd * 2;
+
 // One tile: rows [r0, r0 + rows) of the expert-sorted order, output columns [c0, c0 + 64) of
 // N (inter for gate_up, hidden for down), reduced over K (hidden, or inter). A row comes from x
 // (gathered by token, kGateUp) or from h; B rows are the expert's weight rows ([N, K] row-major,
 // read as a column-major K x N matrix).
 template <int BM, bool kGateUp>
-__global__ void __launch_bounds__(kThreads) moe_gemm_kernel(ops::MoeExpertsParams p, Layout l) {
+__global__ void __launch_bounds__(kThreads) moe_gemm_kernel(ops::MoeExpertsParams p, Layout l, bool pipeline) {
   using namespace nvcuda;
   pdl_wait();
   const int tile = blockIdx.x;
@@ -108,7 +129,9 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(ops::MoeExpertsParam
   constexpr int kLd = kBK + kPad;                  // bf16 elements per smem row
   constexpr int kAB = (BM + kNB * kBN) * kLd * 2;  // bytes of the A and B tiles
   constexpr int kC = kNB * BM * (kBN + 4) * 4;     // bytes of the f32 results
-  __shared__ __align__(128) uint8_t smem[kAB > kC ? kAB : kC];
+  constexpr int kP = kPipeBytes<BM, kNB>;
+  constexpr int kMax = kAB > kC ? (kAB > kP ? kAB : kP) : (kC > kP ? kC : kP);
+  __shared__ __align__(128) uint8_t smem[kMax];
   bf16* As = reinterpret_cast<bf16*>(smem);
   bf16* Bs = As + BM * kLd;  // kNB blocks of [kBN][kLd]
   const bf16* wmat[kNB];
@@ -134,6 +157,55 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(ops::MoeExpertsParam
 #pragma unroll
     for (int i = 0; i < BM / 16; ++i) wmma::fill_fragment(acc[b][i], 0.f);
 
+  if (pipeline && vec_a && vec_b && K % kPBK == 0) {
+    const int KT = static_cast<int>(K / kPBK);
+    constexpr int kStageElems = (BM + kNB * kBN) * kPLd;
+    bf16* stage0 = reinterpret_cast<bf16*>(smem);
+    auto load_stage = [&](int st, int kt) {
+      bf16* as = stage0 + st * kStageElems;
+      bf16* bs = as + BM * kPLd;
+      const int64_t k0 = static_cast<int64_t>(kt) * kPBK;
+      for (int idx = threadIdx.x; idx < BM * (kPBK / 8); idx += kThreads) {
+        const int r = idx / (kPBK / 8), c = (idx % (kPBK / 8)) * 8;
+        const bf16* src = arow[r];
+        cp_async16(as + r * kPLd + c, src ? src + k0 + c : static_cast<const bf16*>(p.x), src != nullptr);
+      }
+      for (int idx = threadIdx.x; idx < kNB * kBN * (kPBK / 8); idx += kThreads) {
+        const int b = idx / (kBN * (kPBK / 8)), rem = idx % (kBN * (kPBK / 8));
+        const int n = rem / (kPBK / 8), c = (rem % (kPBK / 8)) * 8;
+        const bool in_n = c0 + n < N;
+        cp_async16(bs + (b * kBN + n) * kPLd + c, in_n ? wmat[b] + (c0 + n) * K + k0 + c : wmat[b], in_n);
+      }
+    };
+#pragma unroll
+    for (int st = 0; st < kStages - 1; ++st) {
+      if (st < KT) load_stage(st, st);
+      cp_async_commit();
+    }
+    for (int kt = 0; kt < KT; ++kt) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();  // stage kt % kStages has landed for every thread; the one loaded next is free
+      if (kt + kStages - 1 < KT) load_stage((kt + kStages - 1) % kStages, kt + kStages - 1);
+      cp_async_commit();
+      const bf16* as = stage0 + (kt % kStages) * kStageElems;
+      const bf16* bs = as + BM * kPLd;
+#pragma unroll
+      for (int kk = 0; kk < kPBK; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a[BM / 16];
+#pragma unroll
+        for (int i = 0; i < BM / 16; ++i) wmma::load_matrix_sync(a[i], as + i * 16 * kPLd + kk, kPLd);
+#pragma unroll
+        for (int b = 0; b < kNB; ++b) {
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> bf;
+          wmma::load_matrix_sync(bf, bs + (b * kBN + warp * 16) * kPLd + kk, kPLd);
+#pragma unroll
+          for (int i = 0; i < BM / 16; ++i) wmma::mma_sync(acc[b][i], a[i], bf, acc[b][i]);
+        }
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the stages are free for the results
+  } else
   for (int64_t k0 = 0; k0 < K; k0 += kBK) {
     // A: BM x kBK, 8 values per step.
     for (int idx = threadIdx.x; idx < BM * (kBK / 8); idx += kThreads) {
@@ -196,11 +268,113 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(ops::MoeExpertsParam
   }
 }
 
+constexpr int kGemvRows = 4, kGemvWarps = 4, kGemvU = 4;
+
+__device__ __forceinline__ uint4 load_weights(const void* ptr) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr));
+  return v;
+}
+
+__device__ __forceinline__ float dot_bf16x8(uint4 a, uint4 b) {
+  const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const auto* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float s = 0.f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float2 x = __bfloat1622float2(a2[q]), y = __bfloat1622float2(b2[q]);
+    s = fmaf(x.x, y.x, s);
+    s = fmaf(x.y, y.y, s);
+  }
+  return s;
+}
+
+// GEMV form of moe_gemm_kernel for tiles of at most kGemvRows rows: block (tile, 4 output
+// columns), one warp per column n, lanes split K in 8-wide chunks (a fixed order per row:
+// lane-strided chunks, then a butterfly), kGemvU chunks of every weight row in flight.
+template <bool kGateUp>
+__global__ void __launch_bounds__(kGemvWarps * 32) moe_gemv_kernel(ops::MoeExpertsParams p, Layout l) {
+  pdl_wait();
+  const int tile = blockIdx.x;
+  if (tile >= *l.n_tiles) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t n = static_cast<int64_t>(blockIdx.y) * kGemvWarps + (threadIdx.x >> 5);
+  const int64_t K = kGateUp ? p.hidden : p.inter, N = kGateUp ? p.inter : p.hidden;
+  if (n >= N) return;
+  const int e = l.tile_expert[tile], r0 = l.tile_row0[tile];
+  const int rows = min(kGemvRows, l.offsets[e + 1] - r0);
+  constexpr int kNB = kGateUp ? 2 : 1;
+  const bf16* wrow[kNB];
+  wrow[0] = static_cast<const bf16*>(kGateUp ? p.gate[e].data : p.down[e].data) + n * K;
+  if constexpr (kGateUp) wrow[1] = static_cast<const bf16*>(p.up[e].data) + n * K;
+  const bf16* arow[kGemvRows];
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r) {
+    const int row = r0 + min(r, rows - 1);  // past the tile's rows: a real row, computed and dropped
+    arow[r] = kGateUp ? static_cast<const bf16*>(p.x) + static_cast<int64_t>(l.pair_at[row] / p.top_k) * p.ld_x
+                      : l.h + static_cast<int64_t>(row) * p.inter;
+  }
+  float acc[kNB][kGemvRows] = {};
+  bool vec = K % 8 == 0 && (kGateUp ? p.ld_x % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 : true);
+#pragma unroll
+  for (int b = 0; b < kNB; ++b) vec = vec && reinterpret_cast<uintptr_t>(wrow[b]) % 16 == 0;
+  if (vec) {
+    const int64_t chunks = K / 8;
+    for (int64_t base = lane; base < chunks; base += 32 * kGemvU) {
+      uint4 wv[kGemvU][kNB];
+#pragma unroll
+      for (int u = 0; u < kGemvU; ++u) {
+        const int64_t c = base + 32 * u;
+#pragma unroll
+        for (int b = 0; b < kNB; ++b) wv[u][b] = c < chunks ? load_weights(wrow[b] + c * 8) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kGemvU; ++u) {
+        const int64_t c = base + 32 * u;
+        if (c >= chunks) break;
+#pragma unroll
+        for (int r = 0; r < kGemvRows; ++r) {
+          if (r >= rows) break;
+          const uint4 xv = *reinterpret_cast<const uint4*>(arow[r] + c * 8);
+#pragma unroll
+          for (int b = 0; b < kNB; ++b) acc[b][r] += dot_bf16x8(wv[u][b], xv);
+        }
+      }
+    }
+  } else {
+    for (int64_t j = lane; j < K; j += 32)
+#pragma unroll
+      for (int r = 0; r < kGemvRows; ++r) {
+        if (r >= rows) break;
+        const float xv = __bfloat162float(arow[r][j]);
+#pragma unroll
+        for (int b = 0; b < kNB; ++b) acc[b][r] += __bfloat162float(wrow[b][j]) * xv;
+      }
+  }
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r) {
+    if (r >= rows) break;
+    float v[kNB];
+#pragma unroll
+    for (int b = 0; b < kNB; ++b) v[b] = warp_sum(acc[b][r]);
+    if (lane != 0) continue;
+    const int64_t row = r0 + r;
+    if constexpr (kGateUp) {
+      l.h[row * p.inter + n] = __float2bfloat16(v[0] / (1.f + __expf(-v[0])) * v[1]);
+    } else {
+      l.y[row * p.hidden + n] = v[0];
+    }
+  }
+}
+
+// grid (tokens, hidden / 256): one output element a thread.
 __global__ void moe_combine_kernel(ops::MoeExpertsParams p, Layout l) {
   pdl_wait();
   const int64_t t = blockIdx.x;
   const int K = p.top_k;
-  for (int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) {
+  for (int64_t i = blockIdx.y * int64_t{blockDim.x} + threadIdx.x; i < p.hidden; i += int64_t{gridDim.y} * blockDim.x) {
     float acc = 0.f;
     for (int k = 0; k < K; ++k)
       acc += p.topk_weight[t * K + k] * l.y[static_cast<int64_t>(l.row_of_pair[t * K + k]) * p.hidden + i];
@@ -209,17 +383,26 @@ __global__ void moe_combine_kernel(ops::MoeExpertsParams p, Layout l) {
   }
 }
 
+// FRUGAL_MOE_PIPELINE=0: the synchronous load-then-compute loop, for A/B runs.
+bool moe_pipeline() {
+  static const bool on = [] {
+    const char* e = std::getenv("FRUGAL_MOE_PIPELINE");
+    return !(e && std::string_view(e) == "0");
+  }();
+  return on;
+}
+
 template <int BM>
 cudaError_t launch_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaStream_t stream) {
   const int64_t pairs = p.n_tokens * p.top_k;
   const int64_t max_tiles = (pairs + BM - 1) / BM + (pairs < p.n_experts ? pairs : p.n_experts);
   cudaError_t err = launch_kernel(moe_gemm_kernel<BM, true>,
                                   dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>((p.inter + kBN - 1) / kBN)),
-                                  kThreads, 0, stream, p, l);
+                                  kThreads, 0, stream, p, l, moe_pipeline());
   if (err != cudaSuccess) return err;
   return launch_kernel(moe_gemm_kernel<BM, false>,
                        dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>((p.hidden + kBN - 1) / kBN)),
-                       kThreads, 0, stream, p, l);
+                       kThreads, 0, stream, p, l, moe_pipeline());
 }
 
 }  // namespace
@@ -227,14 +410,28 @@ cudaError_t launch_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaSt
 cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
   const Layout l = layout_of(p);
-  // Small tiles while experts see few rows each (decode), 64-row tiles once they see many.
-  const int64_t pairs = p.n_tokens * p.top_k;
-  const int bm = pairs >= 48 * static_cast<int64_t>(p.n_experts) ? 64 : 16;
+  // GEMVs while experts see at most 4 rows each on average (decode), 16-row tensor-core tiles
+  // above, 64-row tiles once they see many.
+  const int64_t pairs = p.n_tokens * p.top_k, E = p.n_experts;
+  const int bm = pairs <= 4 * E ? kGemvRows : pairs >= 48 * E ? 64 : 16;
   cudaError_t err = launch_kernel(moe_permute_kernel, 1, 1024, 0, stream, p, l, bm);
   if (err != cudaSuccess) return err;
-  err = bm == 64 ? launch_gemms<64>(p, l, stream) : launch_gemms<16>(p, l, stream);
+  if (bm == kGemvRows) {
+    const int64_t max_tiles = (pairs + bm - 1) / bm + (pairs < E ? pairs : E);
+    err = launch_kernel(moe_gemv_kernel<true>,
+                        dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>((p.inter + kGemvWarps - 1) / kGemvWarps)),
+                        kGemvWarps * 32, 0, stream, p, l);
+    if (err == cudaSuccess)
+      err = launch_kernel(moe_gemv_kernel<false>,
+                          dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>((p.hidden + kGemvWarps - 1) / kGemvWarps)),
+                          kGemvWarps * 32, 0, stream, p, l);
+  } else {
+    err = bm == 64 ? launch_gemms<64>(p, l, stream) : launch_gemms<16>(p, l, stream);
+  }
   if (err != cudaSuccess) return err;
-  return launch_kernel(moe_combine_kernel, static_cast<unsigned>(p.n_tokens), 256, 0, stream, p, l);
+  const int64_t col_blocks = (p.hidden + 255) / 256;
+  return launch_kernel(moe_combine_kernel, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(col_blocks < 65535 ? col_blocks : 65535)),
+                       256, 0, stream, p, l);
 }
 
 }  // namespace frugal::cuda
