@@ -170,11 +170,13 @@ void OpCases::attention() {
           }
   // MLA's latent cache (DeepSeek): one KV head that is both K and V, 576 wide (kv_lora_rank 512
   // + rope 64) and an odd 136; 3 and 17 query heads (a partial group of 16); decodes alone
-  // (CUDA's MLA decode kernel, split over the context for the long ones), and a mixed step whose
-  // two leading decodes take that kernel and the prefill chunks the generic one.
+  // (CUDA's MLA kernel, split over the context for the long ones), a mixed step (two leading
+  // decodes, then prefill chunks: every token causal over its own prefix in the same kernel),
+  // and prefill chunks alone (a whole prompt, a chunk after a cached prefix, a 1-token chunk).
   const std::vector<std::pair<std::vector<SeqSpec>, int32_t>> mla_batches = {
       {{{1, 1}, {1, 37}, {1, 300}}, 0},
       {{{1, 37}, {1, 300}, {5, 5}, {7, 40}}, 2},
+      {{{70, 70}, {33, 120}, {1, 9}}, 0},
   };
   for (int32_t head_dim : {576, 136})
     for (int32_t n_head : {3, 17})

@@ -317,31 +317,15 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     return invalid_argument("cuda attention: int8 KV cache without its k_scales / v_scales tensors");
   if (p.n_tokens == 0 || p.n_seqs == 0) return Status::ok();
   const bool decode = p.n_tokens <= p.n_seqs;
-  // MLA's latent cache (one KV head, K == V, 576 wide): its own decode kernel (mla.cu); in a
-  // mixed step it takes the decoders and the generic kernel the prefill chunks.
-  if (mla_decode_supported(p) && (decode || p.n_decode_seqs > 0)) {
-    ops::AttentionParams d = p;
-    if (!decode) {
-      d.n_seqs = p.n_decode_seqs;
-      d.n_tokens = p.n_decode_seqs;
-      if (p.decode_max_ctx_len > 0) d.max_ctx_len = p.decode_max_ctx_len;
-    }
-    const int splits = mla_decode_splits(d, n_sms_);
+  // MLA's latent cache (one KV head, K == V, 576 wide): its own kernel (mla.cu), one block per
+  // query token, for decode tokens and prefill chunks alike.
+  if (mla_decode_supported(p)) {
+    const int splits = mla_decode_splits(p, n_sms_);
     void* partials = nullptr;
-    if (size_t bytes = mla_decode_scratch_bytes(d, splits); bytes > 0) {
+    if (size_t bytes = mla_decode_scratch_bytes(p, splits); bytes > 0) {
       FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
     }
-    FRUGAL_RETURN_IF_ERROR(check_launch(launch_mla_decode(d, splits, partials, stream_), "mla_decode"));
-    if (decode) return Status::ok();
-    ops::AttentionParams f = p;
-    const int n_dec = p.n_decode_seqs;
-    f.n_seqs = p.n_seqs - n_dec;
-    f.n_tokens = p.n_tokens - n_dec;
-    f.q_start = p.q_start + n_dec;
-    f.ctx_len = p.ctx_len + n_dec;
-    f.block_tables = p.block_tables + static_cast<int64_t>(n_dec) * p.max_blocks_per_seq;
-    f.n_decode_seqs = 0;
-    return check_launch(launch_attention_generic(f, stream_), "attention_generic");
+    return check_launch(launch_mla_decode(p, splits, partials, stream_), "mla_decode");
   }
   if (decode && attention_decode_supported(p)) {
     const int n_splits = attention_decode_splits(p, n_sms_);

@@ -1,10 +1,13 @@
 // Multi-head latent attention on CUDA (DeepSeek):
 //  - the per-head matmuls of weight absorption as one batched GEMV launch for decode-sized m
 //    (ops::BatchedMatmulParams; larger m loops cuBLASLt per batch in cuda_backend.cpp);
-//  - decode attention over the latent cache: one shared KV head whose K and V are the same
+//  - attention over the latent cache: one shared KV head whose K and V are the same
 //    [kv_lora_rank + rope] row (MQA with K == V, head_dim up to 640), every query head of a
 //    group of 16 against each cache row loaded once into shared memory, split over the context
-//    for small batches (f32 partials combined by a second kernel).
+//    for small batches (f32 partials combined by a second kernel). One block per query token,
+//    so decode tokens and prefill chunks (each token causal over its own prefix) take the same
+//    kernel; the generic attention kernel, one block per (token, head) re-reading every 576-wide
+//    row, was 7 ms a layer for a 512-token V2-Lite prefill.
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
@@ -94,8 +97,19 @@ constexpr int kKC = 16;       // cache rows per iteration
 constexpr int kMaxD = 640;    // head_dim limit (V3 / V2-Lite: 576)
 constexpr int kLdS = kMaxD + 8;
 constexpr int kVecCols = kMaxD / 8 / kKC;  // 8-wide column groups per thread (16 threads per head)
+constexpr int kMaxSplits = 64;
 
-// partials: [n_seqs, n_head, splits] of (m, l) and [n_seqs, n_head, splits, D] of acc.
+// partials: [n_tokens, n_head, splits] of (m, l) and [n_tokens, n_head, splits, D] of acc.
+
+// The sequence token t belongs to (q_start is [n_seqs + 1] prefix sums).
+__device__ __forceinline__ int seq_of_token(const int32_t* q_start, int n_seqs, int t) {
+  int lo = 0, hi = n_seqs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (q_start[mid] <= t) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
 __global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionParams p, int splits, float* partials) {
   pdl_wait();
   __shared__ __align__(16) __nv_bfloat16 qs[kHB][kLdS];
@@ -104,10 +118,12 @@ __global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionPar
   __shared__ float alpha_s[kHB];
   const auto& c = p.cache;
   const int D = c.head_dim, DV = D / 8;
-  const int seq = blockIdx.x, h0 = blockIdx.y * kHB, split = blockIdx.z;
+  const int t = blockIdx.x, h0 = blockIdx.y * kHB, split = blockIdx.z;
   const int tid = threadIdx.x;
-  const int t = p.q_start[seq];  // the sequence's one query token
-  const int ctx = p.ctx_len[seq];
+  const bool own = t < p.n_seqs && p.q_start[t] == t && p.q_start[t + 1] == t + 1;  // decode: token t is sequence t
+  const int seq = own ? t : seq_of_token(p.q_start, p.n_seqs, t);
+  // Token t sees the cache up to and including its own position.
+  const int ctx = p.ctx_len[seq] - (p.q_start[seq + 1] - 1 - t);
   const int chunk = (ctx + splits - 1) / splits;
   const int lo = split * chunk, hi = min(ctx, lo + chunk);
   const int nh = min(kHB, p.n_head - h0);
@@ -207,9 +223,9 @@ __global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionPar
     }
     return;
   }
-  const int64_t unit = (int64_t{seq} * p.n_head + h) * splits + split;
+  const int64_t unit = (int64_t{t} * p.n_head + h) * splits + split;
   float* ml = partials + 2 * unit;
-  float* pa = partials + int64_t{2} * p.n_seqs * p.n_head * splits + unit * D;
+  float* pa = partials + int64_t{2} * p.n_tokens * p.n_head * splits + unit * D;
   if (ac == 0) { ml[0] = m_run; ml[1] = l_run; }
 #pragma unroll
   for (int i = 0; i < kVecCols; ++i) {
@@ -220,23 +236,38 @@ __global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionPar
   }
 }
 
+// grid (n_tokens, n_head): the splits' (m, l) pairs are read in parallel into shared memory and
+// turned into weights once; then every thread merges its dims over the splits in split order.
 __global__ void mla_combine_kernel(ops::AttentionParams p, int splits, const float* partials) {
   pdl_wait();
-  const int seq = blockIdx.x, h = blockIdx.y, D = p.cache.head_dim;
-  const int t = p.q_start[seq];
-  const int64_t u0 = (int64_t{seq} * p.n_head + h) * splits;
+  __shared__ float wt[kMaxSplits];
+  __shared__ float inv_s;
+  const int t = blockIdx.x, h = blockIdx.y, D = p.cache.head_dim;
+  const int64_t u0 = (int64_t{t} * p.n_head + h) * splits;
   const float* ml = partials + 2 * u0;
-  const float* pa = partials + int64_t{2} * p.n_seqs * p.n_head * splits + u0 * D;
-  float m = -INFINITY;
-  for (int s = 0; s < splits; ++s) m = fmaxf(m, ml[2 * s]);
-  float l = 0.f;
-  for (int s = 0; s < splits; ++s) l += ml[2 * s] == -INFINITY ? 0.f : ml[2 * s + 1] * __expf(ml[2 * s] - m);
-  const float inv = l > 0.f ? 1.f / l : 0.f;
+  const float* pa = partials + int64_t{2} * p.n_tokens * p.n_head * splits + u0 * D;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    float m = -INFINITY;
+    for (int s = lane; s < splits; s += 32) m = fmaxf(m, ml[2 * s]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float l = 0.f;
+    for (int s = lane; s < splits; s += 32) {
+      const float w = ml[2 * s] == -INFINITY ? 0.f : __expf(ml[2 * s] - m);
+      wt[s] = w;
+      l += ml[2 * s + 1] * w;
+    }
+    l = warp_sum(l);
+    if (lane == 0) inv_s = l > 0.f ? 1.f / l : 0.f;
+  }
+  __syncthreads();
+  const float inv = inv_s;
   auto* out = static_cast<__nv_bfloat16*>(p.out) + int64_t{t} * p.ld_out + int64_t{h} * D;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float a = 0.f;
     for (int s = 0; s < splits; ++s)
-      if (ml[2 * s] != -INFINITY) a += pa[int64_t{s} * D + d] * __expf(ml[2 * s] - m);
+      if (wt[s] != 0.f) a += pa[int64_t{s} * D + d] * wt[s];
     out[d] = __float2bfloat16(a * inv);
   }
 }
@@ -252,25 +283,25 @@ bool mla_decode_supported(const ops::AttentionParams& p) {
 }
 
 int mla_decode_splits(const ops::AttentionParams& p, int n_sms) {
-  const int64_t units = int64_t{p.n_seqs} * ((p.n_head + kHB - 1) / kHB);
+  const int64_t units = int64_t{p.n_tokens} * ((p.n_head + kHB - 1) / kHB);
   int64_t want = (2 * int64_t{n_sms} + units - 1) / units;
-  const int64_t hi = (p.max_ctx_len + 4 * kKC - 1) / (4 * kKC);  // at least 4 iterations a split
+  const int64_t hi = (p.max_ctx_len + kKC - 1) / kKC;  // at least one iteration a split
   if (want > hi) want = hi;
-  if (want > 32) want = 32;
+  if (want > kMaxSplits) want = kMaxSplits;
   return want < 1 ? 1 : static_cast<int>(want);
 }
 
 size_t mla_decode_scratch_bytes(const ops::AttentionParams& p, int splits) {
   if (splits <= 1) return 0;
-  return sizeof(float) * static_cast<size_t>(p.n_seqs) * p.n_head * splits * (2 + p.cache.head_dim);
+  return sizeof(float) * static_cast<size_t>(p.n_tokens) * p.n_head * splits * (2 + p.cache.head_dim);
 }
 
 cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, cudaStream_t stream) {
-  if (p.n_seqs == 0) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>(p.n_seqs), static_cast<unsigned>((p.n_head + kHB - 1) / kHB), static_cast<unsigned>(splits));
+  if (p.n_tokens == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>((p.n_head + kHB - 1) / kHB), static_cast<unsigned>(splits));
   cudaError_t err = launch_kernel(mla_decode_kernel, grid, kHB * kKC, 0, stream, p, splits, static_cast<float*>(partials));
   if (err != cudaSuccess || splits == 1) return err;
-  return launch_kernel(mla_combine_kernel, dim3(static_cast<unsigned>(p.n_seqs), static_cast<unsigned>(p.n_head)), 128, 0,
+  return launch_kernel(mla_combine_kernel, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)), 128, 0,
                        stream, p, splits, static_cast<const float*>(partials));
 }
 
