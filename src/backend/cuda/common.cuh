@@ -71,6 +71,16 @@ __device__ __forceinline__ float round_to(DType t, float v) {
   }
 }
 
+// 16 bytes of streamed data (weights read once a step): read-only path, no L1 allocation (so
+// small activation rows re-read by every warp stay in L1), 256-byte L2 prefetch.
+__device__ __forceinline__ uint4 load_stream16(const void* ptr) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr));
+  return v;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -13,14 +13,6 @@ namespace {
 
 constexpr int kWarps = 4;
 
-__device__ __forceinline__ uint4 load_stream(const void* ptr) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(ptr));
-  return v;
-}
-
 __device__ __forceinline__ void bf16x8_to_float(uint4 v, float* f) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
@@ -62,7 +54,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(ops::MatmulParams p) 
     for (int u = 0; u < U; ++u) {
       const int64_t c = base + 32 * u;
 #pragma unroll
-      for (int r = 0; r < R; ++r) wv[u][r] = c < n_chunks ? load_stream(wrow[r] + c * 8) : make_uint4(0, 0, 0, 0);
+      for (int r = 0; r < R; ++r) wv[u][r] = c < n_chunks ? load_stream16(wrow[r] + c * 8) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {

@@ -270,14 +270,6 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(ops::MoeExpertsParam
 
 constexpr int kGemvRows = 4, kGemvWarps = 4, kGemvU = 4;
 
-__device__ __forceinline__ uint4 load_weights(const void* ptr) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(ptr));
-  return v;
-}
-
 __device__ __forceinline__ float dot_bf16x8(uint4 a, uint4 b) {
   const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
   const auto* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
@@ -328,7 +320,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) moe_gemv_kernel(ops::MoeExper
       for (int u = 0; u < kGemvU; ++u) {
         const int64_t c = base + 32 * u;
 #pragma unroll
-        for (int b = 0; b < kNB; ++b) wv[u][b] = c < chunks ? load_weights(wrow[b] + c * 8) : make_uint4(0, 0, 0, 0);
+        for (int b = 0; b < kNB; ++b) wv[u][b] = c < chunks ? load_stream16(wrow[b] + c * 8) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
       for (int u = 0; u < kGemvU; ++u) {
