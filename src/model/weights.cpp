@@ -2,6 +2,7 @@
 
 #include <new>
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -162,17 +163,19 @@ Result<TensorView> slice_dense(const TensorView& v, const TensorShard& sh, const
   return TensorView{dst, v.dtype, out_shape};
 }
 
-// The slice `sh` of a quantized weight: rows at multiples of its row block, inputs at
-// multiples of its scale group (the codes of a slice keep their scales and offsets).
+// The slice `sh` of a quantized weight: any rows, inputs at multiples of its scale group (the
+// codes of a slice keep their scales and offsets). Rows that cut through a scale block (fp8's
+// 128-row blocks, or a per-tensor scale, over a rank's heads) get a finer row block that the cut
+// respects, gcd(block, first row, rows), each finer block keeping its block's scale: the same
+// numbers, a few more scales.
 Result<quant::QuantWeight> slice_quant(const quant::QuantWeight& w, const TensorShard& sh, const std::string& name) {
   if (sh.axis < 0) return w;
   const bool rows = sh.axis == 0;
   const int64_t r0 = rows ? sh.begin : 0, nr = rows ? sh.count : w.n;
   const int64_t c0 = rows ? 0 : sh.begin, nc = rows ? w.k : sh.count;
-  if (rows && ((r0 % w.row_block) != 0 || (nr % w.row_block != 0 && r0 + nr != w.n)))
-    return invalid_argument("tensor parallelism: quantized '" + name + "' has scale blocks of " +
-                            std::to_string(w.row_block) + " rows; rows [" + std::to_string(r0) + ", " +
-                            std::to_string(r0 + nr) + ") do not cut at block boundaries");
+  int64_t row_block = w.row_block;
+  if (rows && (r0 % w.row_block != 0 || (nr % w.row_block != 0 && r0 + nr != w.n)))
+    row_block = std::gcd(w.row_block, std::gcd(r0, nr));
   const bool per_channel = w.n_groups == 1;
   if (!rows) {
     if (!w.k_perm.empty())
@@ -185,17 +188,17 @@ Result<quant::QuantWeight> slice_quant(const quant::QuantWeight& w, const Tensor
   }
   const int64_t group = per_channel ? std::max<int64_t>(nc, 1) : w.group;
   const int64_t group_k = per_channel ? ((nc + quant::kBlock - 1) / quant::kBlock) * quant::kBlock : group;
-  quant::QuantWeight o = quant::make_quant_weight(w.kind, nr, nc, group_k, w.row_block);
+  quant::QuantWeight o = quant::make_quant_weight(w.kind, nr, nc, group_k, row_block);
   o.spec = w.spec;
   o.lut = w.lut;
   o.name = w.name;
   for (int64_t r = 0; r < nr; ++r)
     for (int64_t j = 0; j < nc; ++j) quant::set_code(o, r, j, quant::get_code(w, r0 + r, c0 + j));
   const int64_t g0 = per_channel ? 0 : c0 / w.group;
-  for (int64_t rb = 0; rb < (nr + w.row_block - 1) / w.row_block; ++rb)
+  for (int64_t rb = 0; rb < (nr + row_block - 1) / row_block; ++rb)
     for (int64_t g = 0; g < o.n_groups; ++g)
       o.scale[static_cast<size_t>(rb * o.n_groups + g)] =
-          w.scale[static_cast<size_t>((r0 / w.row_block + rb) * w.n_groups + g0 + g)];
+          w.scale[static_cast<size_t>(((r0 + rb * row_block) / w.row_block) * w.n_groups + g0 + g)];
   if (!w.offset.empty()) {
     o.offset.resize(static_cast<size_t>(nr * o.n_groups));
     for (int64_t r = 0; r < nr; ++r)

@@ -9,13 +9,17 @@
 //     (plan::rank_weight_bytes), dense bf16, int8 and int4 dummy weights, and a DeepSeek-V3
 //     shape (each rank holds only its routed experts).
 // Without MPI in the build (or started without mpirun) the tests skip.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <gtest/gtest.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/thread_pool.h"
 #include "dist/communicator.h"
 #include "model/model.h"
 #include "model/safetensors.h"
@@ -79,11 +83,12 @@ struct RunResult {
 
 // Greedy continuation to `total` tokens (one token per step through the KV cache, eos masked
 // as the fixtures' min_new_tokens does), and the teacher-forced logits of the prompt.
-RunResult run_model(model::Model& m, ops::Backend* be, const std::vector<int32_t>& prompt, size_t total) {
+RunResult run_model(model::Model& m, ops::Backend* be, const std::vector<int32_t>& prompt, size_t total,
+                    std::optional<DType> kv_dtype = std::nullopt) {
   RunResult out;
   const auto& c = m.config();
   const int32_t bs = 4, n_blocks = static_cast<int32_t>((total + bs - 1) / bs);
-  auto kv = model::KvStorage::create(be, m.local_config(), {.n_blocks = n_blocks, .block_size = bs});
+  auto kv = model::KvStorage::create(be, m.local_config(), {.n_blocks = n_blocks, .block_size = bs, .dtype = kv_dtype});
   EXPECT_TRUE(kv.is_ok()) << kv.status().to_string();
   if (!kv) return out;
   std::vector<int32_t> table;
@@ -161,6 +166,106 @@ TEST(TensorParallel, GoldenGreedyEqualsOneRank) {
   EXPECT_GT(sharded, 0) << "no golden fixture shards over " << world << " ranks";
   if (g_comm->rank() == 0)
     std::printf("%d of %zu golden fixtures sharded over %d ranks\n", sharded, llama_fixtures().size(), world);
+}
+
+// The quantized KV caches sharded: fp8 e4m3 (one scale per layer) and int8 (a scale per token
+// and head) on the golden Llama / Qwen2 fixtures; each rank's cache holds its KV heads only, and
+// greedy tokens and teacher-forced logits equal one rank's with the same cache dtype.
+TEST(TensorParallel, QuantizedKvCacheEqualsOneRank) {
+  REQUIRE_MPI();
+  const int world = g_comm->world_size();
+  int sharded = 0;
+  for (const std::string& dir : llama_fixtures()) {
+    if (std::filesystem::path(dir).filename().string().starts_with("deepseek")) continue;  // MLA: latent cache
+    auto config = model::load_model_config(dir + "/config.json");
+    ASSERT_TRUE(config.is_ok());
+    bool splits = true;
+    for (int r = 0; r < world; ++r) splits = splits && model::rank_layout(*config, r, world).is_ok();
+    if (!splits) continue;  // GoldenGreedyEqualsOneRank checks the refusal
+    auto ref = model::SafetensorsSet::open_file(dir + "/reference.safetensors");
+    ASSERT_TRUE(ref.is_ok());
+    const auto prompt = ids_of((*ref)->find("greedy_input_ids"));
+    const auto want = ids_of((*ref)->find("greedy_output_ids"));
+    auto be = make_cpu_backend();
+    auto tp = model::Model::load(dir, be.get(), {.max_logit_rows = static_cast<int32_t>(prompt.size()), .comm = g_comm});
+    ASSERT_TRUE(tp.is_ok()) << tp.status().to_string();
+    auto one = model::Model::load(dir, be.get(), {.max_logit_rows = static_cast<int32_t>(prompt.size())});
+    ASSERT_TRUE(one.is_ok()) << one.status().to_string();
+    for (DType kv : {DType::kF8E4M3, DType::kI8}) {
+      SCOPED_TRACE(dir + " kv " + dtype_name(kv) + " over " + std::to_string(world) + " ranks");
+      const RunResult a = run_model(**one, be.get(), prompt, want.size(), kv);
+      const RunResult b = run_model(**tp, be.get(), prompt, want.size(), kv);
+      ASSERT_FALSE(a.greedy.empty());
+      EXPECT_EQ(b.greedy, a.greedy) << "sharded greedy tokens differ from one rank's on the same KV dtype";
+      const int64_t V = (*one)->config().vocab_size;
+      ASSERT_EQ(a.logits.size(), b.logits.size());
+      for (size_t t = 0; t < prompt.size(); ++t)
+        EXPECT_LE(row_rel_error(b.logits.data() + t * V, a.logits.data() + t * V, V), 1e-5) << "logits row " << t;
+    }
+    ++sharded;
+  }
+  EXPECT_GT(sharded, 0) << "no golden fixture shards over " << world << " ranks";
+}
+
+// Checkpoints in every quantized format as downloaded (tests/data/quant: AutoAWQ, GPTQ with and
+// without act-order, compressed-tensors int8 / fp8, DeepSeek-style fp8 blocks and per-tensor
+// fp8, bitsandbytes NF4, packed by scripts/gpu/quant_fixtures.py) sharded over the ranks:
+// column-parallel matrices split along their outputs (fp8 scale blocks that a rank's rows cut
+// through are re-blocked to rows the cut respects, each keeping its block's scale), row-parallel
+// ones (o_proj, down_proj) along K at whole quantization groups. With f32 activations
+// (exact_quant_activations) greedy tokens and the prompt's teacher-forced logits equal one rank's
+// to float rounding; with the default int8 activations of the CPU's integer kernels greedy tokens
+// are equal and logits within that path's own error (~1e-2 of the reference). Refused, with
+// an error that says why: K groups a rank's inputs would cut, and act-order (desc_act) weights
+// along K (their groups are scattered over the inputs).
+TEST(TensorParallel, QuantizedCheckpointsEqualOneRank) {
+  REQUIRE_MPI();
+  const int world = g_comm->world_size();
+  const auto root = std::filesystem::path(frugal::testing::source_root()) / "tests/data/quant";
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(root, ec))
+    if (e.is_directory() && std::filesystem::exists(e.path() / "reference.safetensors")) dirs.push_back(e.path().string());
+  std::sort(dirs.begin(), dirs.end());
+  ASSERT_GE(dirs.size(), 10u) << "tests/data/quant is missing fixtures";
+  int sharded = 0, refused_act_order = 0;
+  for (const std::string& dir : dirs)
+  for (const bool exact : {true, false}) {
+    SCOPED_TRACE(dir + " over " + std::to_string(world) + " ranks, " + (exact ? "f32" : "int8") + " activations");
+    auto ref = model::SafetensorsSet::open_file(dir + "/reference.safetensors");
+    ASSERT_TRUE(ref.is_ok());
+    const auto prompt = ids_of((*ref)->find("input_ids"));
+    auto be = make_cpu_backend(&ThreadPool::global(), {.exact_quant_activations = exact});
+    auto one = model::Model::load(dir, be.get(), {.max_logit_rows = static_cast<int32_t>(prompt.size())});
+    ASSERT_TRUE(one.is_ok()) << one.status().to_string();
+    auto tp = model::Model::load(dir, be.get(), {.max_logit_rows = static_cast<int32_t>(prompt.size()), .comm = g_comm});
+    if (!tp.is_ok()) {
+      const std::string msg = tp.status().message();
+      const bool act_order = msg.find("act order (desc_act)") != std::string::npos;
+      EXPECT_TRUE(act_order || msg.find("do not cut at group boundaries") != std::string::npos) << msg;
+      if (g_comm->rank() == 0 && exact) std::printf("%s: refused: %s\n", dir.c_str(), msg.c_str());
+      refused_act_order += act_order && exact;
+      continue;
+    }
+    EXPECT_LT((*tp)->weight_bytes(), (*one)->weight_bytes());
+    const size_t total = prompt.size() + 8;
+    const RunResult a = run_model(**one, be.get(), prompt, total);
+    const RunResult b = run_model(**tp, be.get(), prompt, total);
+    ASSERT_EQ(a.greedy.size(), total);
+    EXPECT_EQ(b.greedy, a.greedy) << "sharded greedy tokens differ from one rank's";
+    const int64_t V = (*one)->config().vocab_size;
+    ASSERT_EQ(a.logits.size(), b.logits.size());
+    double worst = 0;
+    for (size_t t = 0; t < prompt.size(); ++t)
+      worst = std::max(worst, row_rel_error(b.logits.data() + t * V, a.logits.data() + t * V, V));
+    EXPECT_LE(worst, exact ? 1e-5 : 1e-2) << "teacher-forced logits of the sharded model";
+    if (g_comm->rank() == 0)
+      std::printf("%s (%s activations): sharded, logits rel err %.2e\n", dir.c_str(), exact ? "f32" : "int8", worst);
+    sharded += exact;
+  }
+  EXPECT_EQ(refused_act_order, 1) << "only the act-order fixture is refused";
+  if (world == 2) EXPECT_EQ(sharded + refused_act_order, static_cast<int>(dirs.size())) << "every other fixture splits over 2 ranks";
+  EXPECT_GT(sharded, 0);
 }
 
 // DeepSeek-V3's golden shape with dummy weights: each rank holds its heads, channels and routed
