@@ -61,6 +61,13 @@ std::vector<std::string> llama_fixtures() {
   return out;
 }
 
+// Whether every rank of `world` gets a layout (heads that split over the ranks).
+bool heads_split(const model::ModelConfig& config, int world) {
+  for (int r = 0; r < world; ++r)
+    if (!model::rank_layout(config, r, world).is_ok()) return false;
+  return true;
+}
+
 std::vector<int32_t> ids_of(const model::TensorEntry* t) {
   std::vector<int32_t> v(static_cast<size_t>(t->shape.numel()));
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(reinterpret_cast<const int64_t*>(t->data)[i]);
@@ -80,6 +87,16 @@ struct RunResult {
   std::vector<int32_t> greedy;   // prompt + continuation
   std::vector<float> logits;     // teacher-forced logits of the prompt [T, vocab]
 };
+
+// The largest per-row relative error of b's teacher-forced logits against a's ([rows, V] each).
+double max_logits_error(const RunResult& a, const RunResult& b, size_t rows, int64_t V) {
+  EXPECT_EQ(a.logits.size(), b.logits.size());
+  if (a.logits.size() != b.logits.size() || a.logits.size() < rows * static_cast<size_t>(V)) return INFINITY;
+  double worst = 0;
+  for (size_t t = 0; t < rows; ++t)
+    worst = std::max(worst, row_rel_error(b.logits.data() + t * V, a.logits.data() + t * V, V));
+  return worst;
+}
 
 // Greedy continuation to `total` tokens (one token per step through the KV cache, eos masked
 // as the fixtures' min_new_tokens does), and the teacher-forced logits of the prompt.
@@ -133,8 +150,7 @@ TEST(TensorParallel, GoldenGreedyEqualsOneRank) {
     auto be = make_cpu_backend();
     auto config = model::load_model_config(dir + "/config.json");
     ASSERT_TRUE(config.is_ok());
-    bool splits = true;
-    for (int r = 0; r < world; ++r) splits = splits && model::rank_layout(*config, r, world).is_ok();
+    const bool splits = heads_split(*config, world);
     auto tp = model::Model::load(dir, be.get(), {.max_logit_rows = static_cast<int32_t>(prompt.size()), .comm = g_comm});
     if (!splits) {  // every rank sees the same config: all skip together
       ASSERT_FALSE(tp.is_ok()) << "a model whose heads do not split over the ranks loaded";
@@ -157,10 +173,7 @@ TEST(TensorParallel, GoldenGreedyEqualsOneRank) {
     EXPECT_EQ(c.greedy, a.greedy) << "sharded greedy tokens (device-style placement) differ from one rank's";
     EXPECT_EQ(a.greedy, want) << "one rank disagrees with transformers (golden_test should fail too)";
     EXPECT_EQ(b.greedy, a.greedy) << "sharded greedy tokens differ from one rank's";
-    const int64_t V = (*one)->config().vocab_size;
-    ASSERT_EQ(a.logits.size(), b.logits.size());
-    for (size_t t = 0; t < prompt.size(); ++t)
-      EXPECT_LE(row_rel_error(b.logits.data() + t * V, a.logits.data() + t * V, V), 1e-5) << "logits row " << t;
+    EXPECT_LE(max_logits_error(a, b, prompt.size(), (*one)->config().vocab_size), 1e-5) << "teacher-forced logits";
     ++sharded;
   }
   EXPECT_GT(sharded, 0) << "no golden fixture shards over " << world << " ranks";
@@ -179,8 +192,7 @@ TEST(TensorParallel, QuantizedKvCacheEqualsOneRank) {
     if (std::filesystem::path(dir).filename().string().starts_with("deepseek")) continue;  // MLA: latent cache
     auto config = model::load_model_config(dir + "/config.json");
     ASSERT_TRUE(config.is_ok());
-    bool splits = true;
-    for (int r = 0; r < world; ++r) splits = splits && model::rank_layout(*config, r, world).is_ok();
+    const bool splits = heads_split(*config, world);
     if (!splits) continue;  // GoldenGreedyEqualsOneRank checks the refusal
     auto ref = model::SafetensorsSet::open_file(dir + "/reference.safetensors");
     ASSERT_TRUE(ref.is_ok());
@@ -197,10 +209,7 @@ TEST(TensorParallel, QuantizedKvCacheEqualsOneRank) {
       const RunResult b = run_model(**tp, be.get(), prompt, want.size(), kv);
       ASSERT_FALSE(a.greedy.empty());
       EXPECT_EQ(b.greedy, a.greedy) << "sharded greedy tokens differ from one rank's on the same KV dtype";
-      const int64_t V = (*one)->config().vocab_size;
-      ASSERT_EQ(a.logits.size(), b.logits.size());
-      for (size_t t = 0; t < prompt.size(); ++t)
-        EXPECT_LE(row_rel_error(b.logits.data() + t * V, a.logits.data() + t * V, V), 1e-5) << "logits row " << t;
+      EXPECT_LE(max_logits_error(a, b, prompt.size(), (*one)->config().vocab_size), 1e-5) << "teacher-forced logits";
     }
     ++sharded;
   }
@@ -253,11 +262,7 @@ TEST(TensorParallel, QuantizedCheckpointsEqualOneRank) {
     const RunResult b = run_model(**tp, be.get(), prompt, total);
     ASSERT_EQ(a.greedy.size(), total);
     EXPECT_EQ(b.greedy, a.greedy) << "sharded greedy tokens differ from one rank's";
-    const int64_t V = (*one)->config().vocab_size;
-    ASSERT_EQ(a.logits.size(), b.logits.size());
-    double worst = 0;
-    for (size_t t = 0; t < prompt.size(); ++t)
-      worst = std::max(worst, row_rel_error(b.logits.data() + t * V, a.logits.data() + t * V, V));
+    const double worst = max_logits_error(a, b, prompt.size(), (*one)->config().vocab_size);
     EXPECT_LE(worst, exact ? 1e-5 : 1e-2) << "teacher-forced logits of the sharded model";
     if (g_comm->rank() == 0)
       std::printf("%s (%s activations): sharded, logits rel err %.2e\n", dir.c_str(), exact ? "f32" : "int8", worst);
