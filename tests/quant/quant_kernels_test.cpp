@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
@@ -182,13 +183,18 @@ void check(const QuantWeight& w, int64_t m, bool with_bias, bool accumulate, con
 const int64_t kMs[] = {1, 3, 4, 5, 9, 17};
 
 TEST(QuantKernels, AwqEveryGroupSize) {
-  for (int64_t group : {32, 64, 128, -1}) {
-    Packed p;
-    const int64_t k = group == -1 ? 96 : 2 * group + (group == 32 ? 32 : 0);
-    Result<QuantWeight> w = make_awq(p, 40, k, group);
-    ASSERT_TRUE(w) << w.status().to_string();
-    for (int64_t m : kMs) check(*w, m, m % 2 == 1, m == 4, "awq g" + std::to_string(group));
-  }
+  // k: blocks of 32 codes fewer than 4, whole quads of blocks (the int8-activation GEMV's
+  // unit), and quads plus 1-3 blocks; groups of 32 and 64 scale inside a quad, 96 across two.
+  const std::pair<int64_t, std::vector<int64_t>> cases[] = {
+      {32, {96, 288, 352}}, {64, {128, 320, 384}}, {96, {192, 480}}, {128, {256, 384, 640}}, {-1, {96, 224, 448}}};
+  for (const auto& [group, ks] : cases)
+    for (int64_t k : ks) {
+      Packed p;
+      Result<QuantWeight> w = make_awq(p, 40, k, group);
+      ASSERT_TRUE(w) << w.status().to_string();
+      for (int64_t m : kMs)
+        check(*w, m, m % 2 == 1, m == 4, "awq g" + std::to_string(group) + " k" + std::to_string(k));
+    }
 }
 
 TEST(QuantKernels, Gptq4EveryGroupSizeAndActOrder) {

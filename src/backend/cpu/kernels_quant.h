@@ -23,15 +23,16 @@ struct QuantMatmulArgs {
   bool accumulate;
   quant::QuantWeightView w;
   // For gemv_i8 only: x quantized to int8 per 32-column block (|q| <= 127), zero-padded to a
-  // multiple of 64 columns, and the block scales laid out per pair of blocks as 16 floats
-  // (8 x scale of block 2t, then 8 x scale of block 2t + 1): x ~= xq * scale. For kQ4 weights
-  // each whole pair's 64 bytes are in kQ4 pair order instead: (B0 x0-15, B1 x0-15, B0 x16-31,
-  // B1 x16-31), scales (4 x B0, 4 x B1, 4 x B0, 4 x B1); an odd last block stays in order.
+  // multiple of 64 columns, x ~= xq * scale. kQ8 weights: x in order, the block scales laid out
+  // per pair of blocks as 16 floats (8 x scale of block 2t, then 8 x scale of block 2t + 1).
+  // kQ4 weights: each whole quad of blocks (4q .. 4q + 3) in the codes' nibble order, 128 bytes
+  // (B0 x0-15, B1 x0-15, B2 x0-15, B3 x0-15, then x16-31 of each), its scales 16 floats (4 x
+  // each block's); the last 1-3 blocks stay in order. xd [m][ld_xd]: every block's scale.
   const int8_t* xq;
   int64_t ld_xq;
   const float* xd16;   // [m][ld_xd16]
   int64_t ld_xd16;
-  // For gemm_i8 only (m a multiple of QuantKernelTable::gemm_i8_mr; padding rows all zero):
+  // For gemm_i8 (m a multiple of QuantKernelTable::gemm_i8_mr; padding rows all zero):
   // x quantized per 32-column block by quantize_x, row-major [m][ld_xq] int8 in xq; block scales
   // xd [m][ld_xd] (x ~= xq * xd); xc [m][ld_xd] = -128 * sum of the block's codes (the
   // correction for VNNI's unsigned operand when int8 weights are stored biased by 128).

@@ -294,33 +294,20 @@ void dequant_rows(const QuantWeightView& w, int64_t r0, int64_t r1, float* out) 
 #if FRUGAL_QUANT_ISA_BITS == 512
 #define FRUGAL_VNNI __attribute__((target("avx512vnni")))
 
-// 64 weight codes of blocks (2t, 2t+1) as bytes in x's order. Q8: |w| (u8) and the mask of
-// negative w, whose sign moves onto x (vpdpbusd multiplies u8 by s8); x in natural order. Q4:
-// codes are u8 already; the 32 bytes go to both halves, the upper half shifted by 4, so the
-// 128-bit lanes hold (B0 c0-15, B1 c0-15, B0 c16-31, B1 c16-31), and the dispatcher stores x of
-// whole pairs in that order (kQ4PairOrder) rather than reordering codes here.
-template <CodeKind K>
-FRUGAL_VNNI inline __m512i pair_codes(const uint8_t* row, int64_t t, __mmask64* neg) {
-  if constexpr (K == CodeKind::kQ8) {
-    const __m512i w = _mm512_loadu_si512(row + t * 64);
-    *neg = _mm512_movepi8_mask(w);
-    return _mm512_abs_epi8(w);
-  } else {
-    const __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + t * 32)));
-    const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
-                                           0x0004000400040004, 0, 0, 0, 0);
-    *neg = 0;
-    return _mm512_and_si512(_mm512_srlv_epi16(b, shift), _mm512_set1_epi8(0x0f));
-  }
+// 64 int8 weight codes of blocks (2t, 2t+1): |w| (u8) and the mask of negative w, whose sign
+// moves onto x (vpdpbusd multiplies u8 by s8).
+FRUGAL_VNNI inline __m512i pair_codes_q8(const uint8_t* row, int64_t t, __mmask64* neg) {
+  const __m512i w = _mm512_loadu_si512(row + t * 64);
+  *neg = _mm512_movepi8_mask(w);
+  return _mm512_abs_epi8(w);
 }
-// Lanes (floats of xd16) holding block 2t + 1's scale within a pair: Q8 the upper 8; Q4 lanes
-// 4-7 and 12-15 (its pair order above).
-template <CodeKind K>
-constexpr __mmask16 odd_block_lanes() { return K == CodeKind::kQ8 ? 0xff00 : 0xf0f0; }
+// Lanes (floats of xd16) holding block 2t + 1's scale within a pair: the upper 8.
+constexpr __mmask16 kOddBlockLanes = 0xff00;
 
-// Integer dot of one 32-code block (the odd last one) with token i's int8 x, times scales.
-// Not inlined into the VNNI functions: GCC 12 auto-vectorized this loop there with an unsigned
-// x signed dot product (vpdpbusd) for signed int8 weights, which read -20 as 236.
+// Integer dot of one 32-code block (a last block outside the pairs / quads) with token i's int8
+// x, times x's block scale (QuantMatmulArgs::xd). Not inlined into the VNNI functions: GCC 12
+// auto-vectorized this loop there with an unsigned x signed dot product (vpdpbusd) for signed
+// int8 weights, which read -20 as 236.
 template <CodeKind K>
 __attribute__((noinline)) float tail_block(const QuantWeightView& w, const QuantMatmulArgs& a, int64_t r, int64_t b, int64_t i) {
   const uint8_t* row = w.q + r * w.ld_q;
@@ -332,19 +319,17 @@ __attribute__((noinline)) float tail_block(const QuantWeightView& w, const Quant
     else c = j < 16 ? (row[b * 16 + j] & 0xf) : (row[b * 16 + j - 16] >> 4);
     sum += c * xq[j];
   }
-  // xd16 of the pair holding b: 8 copies of block 2t's scale then 8 of block 2t + 1's.
-  const float dx = a.xd16[i * a.ld_xd16 + (b / 2) * 16 + (b % 2) * 8];
-  return static_cast<float>(sum) * dx;
+  return static_cast<float>(sum) * a.xd[i * a.ld_xd + b];
 }
 
 // ga[i] += (integer dot of pair t with token i0 + i) * x's block scales, per lane.
-template <CodeKind K, int M>
-FRUGAL_VNNI inline void gemv_i8_pair(const QuantMatmulArgs& a, const uint8_t* row, int64_t i0, int64_t t, __m512* ga) {
+template <int M>
+FRUGAL_VNNI inline void gemv_q8_pair(const QuantMatmulArgs& a, const uint8_t* row, int64_t i0, int64_t t, __m512* ga) {
   __mmask64 neg;
-  const __m512i codes = pair_codes<K>(row, t, &neg);
+  const __m512i codes = pair_codes_q8(row, t, &neg);
   for (int i = 0; i < M; ++i) {
     __m512i xv = _mm512_loadu_si512(a.xq + (i0 + i) * a.ld_xq + t * 64);
-    if constexpr (K == CodeKind::kQ8) xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+    xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
     const __m512 d = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, xv));
     ga[i] = _mm512_fmadd_ps(d, _mm512_loadu_ps(a.xd16 + (i0 + i) * a.ld_xd16 + t * 16), ga[i]);
   }
@@ -354,8 +339,8 @@ FRUGAL_VNNI inline void gemv_i8_pair(const QuantMatmulArgs& a, const uint8_t* ro
 // 2-core EPYC, docs/perf/2026-12-02-cpu-quant-gemm.md: int8 4, int4 8 rows).
 template <CodeKind K>
 constexpr int64_t prefetch_rows() { return K == CodeKind::kQ8 ? 4 : 8; }
-template <CodeKind K, int M>
-FRUGAL_VNNI void gemv_i8_rows(const QuantMatmulArgs& a, int64_t i0, int64_t n0, int64_t n1) {
+template <int M>
+FRUGAL_VNNI void gemv_q8_pairs(const QuantMatmulArgs& a, int64_t i0, int64_t n0, int64_t n1) {
   const QuantWeightView& w = a.w;
   const int64_t n_blocks = w.k_pad / kB, n_pairs = n_blocks / 2, bpg = blocks_per_group(w);
   for (int64_t r = n0; r < n1; ++r) {
@@ -376,13 +361,13 @@ FRUGAL_VNNI void gemv_i8_rows(const QuantMatmulArgs& a, int64_t i0, int64_t n0, 
         int64_t t = t0;
         for (; t + 1 < t1; t += 2) {
           // Rows stream from DRAM: ask for the same bytes of a row prefetch_rows ahead.
-          const char* ahead = reinterpret_cast<const char*>(row + prefetch_rows<K>() * w.ld_q + t * (K == CodeKind::kQ8 ? 64 : 32));
+          const char* ahead = reinterpret_cast<const char*>(row + prefetch_rows<CodeKind::kQ8>() * w.ld_q + t * 64);
           _mm_prefetch(ahead, _MM_HINT_T0);
-          if constexpr (K == CodeKind::kQ8) _mm_prefetch(ahead + 64, _MM_HINT_T0);
-          gemv_i8_pair<K, M>(a, row, i0, t, ga0);
-          gemv_i8_pair<K, M>(a, row, i0, t + 1, ga1);
+          _mm_prefetch(ahead + 64, _MM_HINT_T0);
+          gemv_q8_pair<M>(a, row, i0, t, ga0);
+          gemv_q8_pair<M>(a, row, i0, t + 1, ga1);
         }
-        if (t < t1) gemv_i8_pair<K, M>(a, row, i0, t, ga0);
+        if (t < t1) gemv_q8_pair<M>(a, row, i0, t, ga0);
         const __m512 sv = _mm512_set1_ps(srow[g]);
         for (int i = 0; i < M; ++i) acc[i] = _mm512_fmadd_ps(_mm512_add_ps(ga0[i], ga1[i]), sv, acc[i]);
       }
@@ -390,12 +375,12 @@ FRUGAL_VNNI void gemv_i8_rows(const QuantMatmulArgs& a, int64_t i0, int64_t n0, 
     } else
     for (int64_t t = 0; t < n_pairs; ++t) {
       const int64_t g1 = in_g + 1 == bpg ? g0 + 1 : g0;
-      const __m512 sv = _mm512_mask_blend_ps(odd_block_lanes<K>(), _mm512_set1_ps(srow[g0]), _mm512_set1_ps(srow[g1]));
+      const __m512 sv = _mm512_mask_blend_ps(kOddBlockLanes, _mm512_set1_ps(srow[g0]), _mm512_set1_ps(srow[g1]));
       __mmask64 neg;
-      const __m512i codes = pair_codes<K>(row, t, &neg);
+      const __m512i codes = pair_codes_q8(row, t, &neg);
       for (int i = 0; i < M; ++i) {
         __m512i xv = _mm512_loadu_si512(a.xq + (i0 + i) * a.ld_xq + t * 64);
-        if constexpr (K == CodeKind::kQ8) xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+        xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
         const __m512 d = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, xv));
         const __m512 dx = _mm512_loadu_ps(a.xd16 + (i0 + i) * a.ld_xd16 + t * 16);
         acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), sv, acc[i]);
@@ -407,11 +392,84 @@ FRUGAL_VNNI void gemv_i8_rows(const QuantMatmulArgs& a, int64_t i0, int64_t n0, 
     float dots[M];
     for (int i = 0; i < M; ++i) dots[i] = _mm512_reduce_add_ps(acc[i]);
     if (n_blocks % 2 == 1)
-      for (int i = 0; i < M; ++i) dots[i] += srow[g0] * tail_block<K>(w, a, r, n_blocks - 1, i0 + i);
+      for (int i = 0; i < M; ++i) dots[i] += srow[g0] * tail_block<CodeKind::kQ8>(w, a, r, n_blocks - 1, i0 + i);
     float out[M][1];
     for (int i = 0; i < M; ++i) out[i][0] = dots[i];
     gemv_store<M, 1>(a, a.xsum ? a.xsum + i0 * w.n_groups : nullptr, a.y + i0 * a.ld_y, out, r);
   }
+}
+
+// 4-bit codes, a quad of blocks (4q .. 4q + 3) at a time: the quad's 64 code bytes hold codes
+// 0-15 of each block in their low nibbles and codes 16-31 in their high ones, so one load, one
+// AND, one shift and one AND give two 64-byte operands whose 16-byte lanes are the quad's four
+// blocks. x is stored in the same order (QuantMatmulArgs, kQ4 quad order), so both integer
+// dots add into one int32 vector whose lanes 4h .. 4h + 3 hold block 4q + h: one conversion and
+// one scale multiply per 128 codes (the pair kernel above needs two of each plus two unpacks).
+// sv: the weight's scale per lane when groups are narrower than a quad (32 or 64 columns),
+// else one scale per group applied to the group's sum.
+template <int M, bool kScaled>
+FRUGAL_VNNI inline void q4_quad(const QuantMatmulArgs& a, const uint8_t* row, int64_t i0, int64_t q, __m512* acc, __m512 sv) {
+  _mm_prefetch(reinterpret_cast<const char*>(row + prefetch_rows<CodeKind::kQ4>() * a.w.ld_q + q * 64), _MM_HINT_T0);
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const __m512i v = _mm512_loadu_si512(row + q * 64);
+  const __m512i lo = _mm512_and_si512(v, low), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+  for (int i = 0; i < M; ++i) {
+    const int8_t* xq = a.xq + (i0 + i) * a.ld_xq + q * 128;
+    __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xq));
+    s = _mm512_dpbusd_epi32(s, hi, _mm512_loadu_si512(xq + 64));
+    const __m512 dx = _mm512_loadu_ps(a.xd16 + (i0 + i) * a.ld_xd16 + q * 16);
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), kScaled ? _mm512_mul_ps(dx, sv) : dx, acc[i]);
+  }
+}
+template <int M>
+FRUGAL_VNNI void gemv_q4_quads(const QuantMatmulArgs& a, int64_t i0, int64_t n0, int64_t n1) {
+  const QuantWeightView& w = a.w;
+  const int64_t n_blocks = w.k_pad / kB, n_quads = n_blocks / 4, bpg = blocks_per_group(w);
+  const bool per_group = w.n_groups == 1 || bpg % 4 == 0;
+  const int64_t qpg = w.n_groups == 1 ? n_quads : bpg / 4;  // quads per group (per_group)
+  // Lane l of a quad reads the scale of block 4q + l / 4.
+  const __m512i lane_block = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  for (int64_t r = n0; r < n1; ++r) {
+    const uint8_t* row = w.q + r * w.ld_q;
+    const float* srow = scale_row(w, r);
+    __m512 acc0[M], acc1[M];
+    for (int i = 0; i < M; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+    float dots[M];
+    for (int i = 0; i < M; ++i) dots[i] = 0;
+    if (per_group) {
+      int64_t q = 0;
+      for (; q + 1 < n_quads; q += 2) {
+        q4_quad<M, true>(a, row, i0, q, acc0, _mm512_set1_ps(srow[q / qpg]));
+        q4_quad<M, true>(a, row, i0, q + 1, acc1, _mm512_set1_ps(srow[(q + 1) / qpg]));
+      }
+      if (q < n_quads) q4_quad<M, true>(a, row, i0, q, acc0, _mm512_set1_ps(srow[q / qpg]));
+    } else {
+      for (int64_t q = 0; q < n_quads; ++q) {
+        // The scales of the quad's 4 blocks (groups of 32: 4 groups; of 64: 2; else any), spread
+        // over the lanes; loads stay inside the row's scales.
+        __m128 s4;
+        if (bpg == 1) s4 = _mm_loadu_ps(srow + q * 4);
+        else if (bpg == 2) s4 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(srow + q * 2)));
+        else s4 = _mm_setr_ps(srow[4 * q / bpg], srow[(4 * q + 1) / bpg], srow[(4 * q + 2) / bpg], srow[(4 * q + 3) / bpg]);
+        const __m512i idx = bpg == 2 ? _mm512_srli_epi32(lane_block, 1) : lane_block;
+        const __m512 sv = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s4));
+        if (q % 2 == 0) q4_quad<M, true>(a, row, i0, q, acc0, sv);
+        else q4_quad<M, true>(a, row, i0, q, acc1, sv);
+      }
+    }
+    for (int i = 0; i < M; ++i) dots[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[i], acc1[i]));
+    for (int64_t b = n_quads * 4; b < n_blocks; ++b)  // the last 1-3 blocks
+      for (int i = 0; i < M; ++i) dots[i] += srow[b / bpg < w.n_groups ? b / bpg : w.n_groups - 1] * tail_block<CodeKind::kQ4>(w, a, r, b, i0 + i);
+    float out[M][1];
+    for (int i = 0; i < M; ++i) out[i][0] = dots[i];
+    gemv_store<M, 1>(a, a.xsum ? a.xsum + i0 * w.n_groups : nullptr, a.y + i0 * a.ld_y, out, r);
+  }
+}
+
+template <CodeKind K, int M>
+FRUGAL_VNNI void gemv_i8_kind(const QuantMatmulArgs& a, int64_t i0, int64_t n0, int64_t n1) {
+  if constexpr (K == CodeKind::kQ4) gemv_q4_quads<M>(a, i0, n0, n1);
+  else gemv_q8_pairs<M>(a, i0, n0, n1);
 }
 
 template <CodeKind K>
@@ -421,10 +479,10 @@ void gemv_i8_typed(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
     const int64_t o1 = o0 + kRows < n1 ? o0 + kRows : n1;
     for (int64_t i0 = 0; i0 < a.m; i0 += kChunk) {
       switch (a.m - i0 < kChunk ? a.m - i0 : kChunk) {
-        case 1: gemv_i8_rows<K, 1>(a, i0, o0, o1); break;
-        case 2: gemv_i8_rows<K, 2>(a, i0, o0, o1); break;
-        case 3: gemv_i8_rows<K, 3>(a, i0, o0, o1); break;
-        default: gemv_i8_rows<K, 4>(a, i0, o0, o1); break;
+        case 1: gemv_i8_kind<K, 1>(a, i0, o0, o1); break;
+        case 2: gemv_i8_kind<K, 2>(a, i0, o0, o1); break;
+        case 3: gemv_i8_kind<K, 3>(a, i0, o0, o1); break;
+        default: gemv_i8_kind<K, 4>(a, i0, o0, o1); break;
       }
     }
   }
@@ -439,9 +497,9 @@ void gemv_i8(const QuantMatmulArgs& a, int64_t n0, int64_t n1) {
 
 // ---------------------------------------------------------------- int8 activations for the GEMM
 
-// One row of x -> int8 per 32-block (see QuantKernelTable::quantize_x). The arithmetic is the
-// dispatcher's gemv_i8 preparation (f32 amax, 127 / amax, round to nearest even), so a token is
-// quantized alike on both paths.
+// One row of x -> int8 per 32-block (see QuantKernelTable::quantize_x): f32 amax, 127 / amax,
+// round to nearest even. The GEMM and the dispatcher's gemv_i8 preparation both use it, so a
+// token is quantized alike on both paths.
 void quantize_x(const float* x, int64_t k_pad, int8_t* xq, float* xd, int32_t* xc) {
   const int64_t n_blocks = k_pad / kB;
   for (int64_t b = 0; b < n_blocks; ++b) {

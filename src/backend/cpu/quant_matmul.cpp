@@ -155,45 +155,49 @@ Status quant_matmul_view(ThreadPool& pool, const QuantMatmulRequest& r, const qu
                     .accumulate = r.accumulate, .w = w, .xq = nullptr, .ld_xq = 0,
                     .xd16 = nullptr, .ld_xd16 = 0};
 
-  const bool int8_x = kt.gemv_i8 != nullptr && !r.exact_activations && r.m <= kGemvMaxTokens && int_codes;
+  const bool int8_x = kt.gemv_i8 != nullptr && kt.quantize_x != nullptr && !r.exact_activations &&
+                      r.m <= kGemvMaxTokens && int_codes;
   std::vector<int8_t> xq;
-  std::vector<float> xd16;
+  std::vector<float> xd16, xd;
   if (int8_x) {
-    // Symmetric int8 per 32-column block of x (llama.cpp's Q8_0 activations); the 16-float
-    // scale pairs match the lanes of one 64-byte integer dot (blocks 2t and 2t + 1).
-    const int64_t n_blocks = kp / quant::kBlock, n_pairs = (n_blocks + 1) / 2;
+    // Symmetric int8 per 32-column block of x (llama.cpp's Q8_0 activations), laid out for the
+    // kernel's integer dots (QuantMatmulArgs): int8 codes by pairs of blocks, whose 16 scales
+    // match the lanes of one 64-byte dot; 4-bit codes by quads of blocks, 128 bytes each, whose
+    // 16 scales match the lanes of the two dots a quad of codes makes.
+    const bool q4 = w.kind == quant::CodeKind::kQ4;
+    const int64_t n_blocks = kp / quant::kBlock, n_pairs = (n_blocks + 1) / 2, n_quads = n_blocks / 4;
     const int64_t ld_xq = n_pairs * 64, ld_xd = n_pairs * 16;
     xq.assign(static_cast<size_t>(r.m * ld_xq), 0);
     xd16.assign(static_cast<size_t>(r.m * ld_xd), 0.0f);
+    xd.assign(static_cast<size_t>(r.m * n_blocks), 0.0f);
     std::fill(xsum.begin(), xsum.end(), 0.0f);
-    for (int64_t i = 0; i < r.m; ++i)
+    std::vector<int8_t> q(static_cast<size_t>(kp));
+    std::vector<int32_t> qc(static_cast<size_t>(n_blocks));
+    for (int64_t i = 0; i < r.m; ++i) {
+      float* d = xd.data() + i * n_blocks;
+      kt.quantize_x(xp.data() + i * kp, kp, q.data(), d, qc.data());  // in order, per 32-block
+      int8_t* row_q = xq.data() + i * ld_xq;
       for (int64_t b = 0; b < n_blocks; ++b) {
-        const float* src = xp.data() + i * kp + b * quant::kBlock;
-        float amax = 0;
-        for (int j = 0; j < quant::kBlock; ++j) amax = std::max(amax, std::fabs(src[j]));
-        const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
-        // kQ4 whole pairs in the pair order of kernels_quant.h (the codes' nibble order).
-        const bool q4_pair = w.kind == quant::CodeKind::kQ4 && b / 2 < n_blocks / 2;
-        const int64_t h = b % 2;
-        int8_t* row_q = xq.data() + i * ld_xq;
-        int32_t qs = 0;
-        for (int j = 0; j < quant::kBlock; ++j) {
-          const int8_t q = static_cast<int8_t>(std::lrint(std::clamp(src[j] * inv, -127.0f, 127.0f)));
-          const int64_t at = q4_pair ? (b / 2) * 64 + (j < 16 ? 0 : 32) + h * 16 + j % 16 : b * quant::kBlock + j;
-          row_q[at] = q;
-          qs += q;
+        const int8_t* src = q.data() + b * quant::kBlock;
+        if (q4 && b / 4 < n_quads) {  // codes 0-15 in the quad's first 64 bytes, 16-31 in its second
+          std::memcpy(row_q + (b / 4) * 128 + (b % 4) * 16, src, 16);
+          std::memcpy(row_q + (b / 4) * 128 + 64 + (b % 4) * 16, src + 16, 16);
+          std::fill_n(xd16.data() + i * ld_xd + (b / 4) * 16 + (b % 4) * 4, 4, d[b]);
+        } else {
+          std::memcpy(row_q + b * quant::kBlock, src, quant::kBlock);
+          if (!q4) std::fill_n(xd16.data() + i * ld_xd + (b / 2) * 16 + (b % 2) * 8, 8, d[b]);
         }
-        float* ds = xd16.data() + i * ld_xd + (b / 2) * 16;
-        for (int l = 0; l < 16; ++l)
-          if (q4_pair ? (l / 4) % 2 == h : l / 8 == h) ds[l] = d;
-        if (!xsum.empty()) {  // offsets meet the rounded x, as in the GEMM
-          xsum[static_cast<size_t>(i * ng + std::min(b * quant::kBlock / w.group, ng - 1))] += d * static_cast<float>(qs);
-        }
+        if (!xsum.empty())  // offsets meet the rounded x, as in the GEMM; qc = -128 * sum(q)
+          xsum[static_cast<size_t>(i * ng + std::min(b * quant::kBlock / w.group, ng - 1))] +=
+              d[b] * static_cast<float>(qc[static_cast<size_t>(b)] / -128);
       }
+    }
     a.xq = xq.data();
     a.ld_xq = ld_xq;
     a.xd16 = xd16.data();
     a.ld_xd16 = ld_xd;
+    a.xd = xd.data();
+    a.ld_xd = n_blocks;
   }
 
   if (r.m <= kGemvMaxTokens) {
