@@ -23,6 +23,7 @@ Status cuda_status(cudaError_t e, const std::string& what) {
 }
 
 bool is_float_act(DType t) { return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32; }
+int64_t ceil_div_i64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::string dt(DType t) { return dtype_name(t); }
 
@@ -41,6 +42,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
       cudaDeviceGetAttribute(&b->n_sms_, cudaDevAttrMultiProcessorCount, device), "sm count"));
   int major = 0;
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cc"));
+  b->cc_major_ = major;
   const char* pdl_env = std::getenv("FRUGAL_PDL");
   set_pdl_enabled(major >= 9 && !(pdl_env && std::strcmp(pdl_env, "0") == 0));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "stream"));
@@ -191,17 +193,30 @@ Status CudaBackend::matmul(const ops::MatmulParams& p) {
 }
 
 // Quantized weights: the tensor-core GEMV for decode-sized m (bandwidth-bound, one pass over the
-// codes per 8 tokens); above kQuantGemvMaxM (or for formats it does not take) the weight is
-// dequantized to bf16 in the scratch and multiplied by cuBLASLt, when the scratch is large
-// enough (it cannot grow inside a capture); else the per-element correctness kernel.
-// FRUGAL_QUANT_PATH=gemv|lt|ref forces one where it applies (benchmarks, tests).
+// codes per 8 tokens); above kQuantGemvMaxM, FP8 weights with per-tensor, per-channel or 128 x
+// 128 block scales run W8A8 (activations quantized to FP8, cuBLASLt's FP8 GEMM; sm_90); other
+// formats (or where that is unsupported) are dequantized to bf16 in the scratch and multiplied
+// by cuBLASLt, when the scratch is large enough (it cannot grow inside a capture); else the
+// per-element correctness kernel. FRUGAL_QUANT_PATH=gemv|w8a8|lt|ref forces one where it
+// applies (benchmarks, tests).
 Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
   static const char* force = std::getenv("FRUGAL_QUANT_PATH");
   const bool want_ref = force && std::strcmp(force, "ref") == 0;
   const bool want_lt = force && std::strcmp(force, "lt") == 0;
   const bool want_gemv = force && std::strcmp(force, "gemv") == 0;
-  if (!want_ref && !want_lt && quant_gemv_supported(p) && (p.m <= kQuantGemvMaxM || want_gemv))
+  const bool want_w8a8 = force && std::strcmp(force, "w8a8") == 0;
+  if (!want_ref && !want_lt && !want_w8a8 && quant_gemv_supported(p) && (p.m <= kQuantGemvMaxM || want_gemv))
     return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
+  if (!want_ref && !want_lt && (p.m > kQuantGemvMaxM || want_w8a8)) {
+    Status st = matmul_w8a8(p);
+    if (st.code() != ErrorCode::kUnsupported) return st;
+    // Not an FP8 weight W8A8 takes ("w8a8: ..."), or cuBLASLt refused it: said once.
+    if (st.message().rfind("w8a8: ", 0) != 0) {
+      if (w8a8_fallback_.empty())
+        FRUGAL_LOG_WARN("fp8 W8A8 unavailable ({}): dequantizing to bf16 instead", st.message());
+      w8a8_fallback_ = st.message();
+    }
+  }
   const size_t w_bytes = static_cast<size_t>(p.n) * static_cast<size_t>(p.k) * 2;
   if (!want_ref && p.x_dtype == DType::kBF16 && (!capturing_ || w_bytes <= scratch_bytes_)) {
     FRUGAL_ASSIGN_OR_RETURN(void* w, scratch(w_bytes));
@@ -216,6 +231,71 @@ Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
     }
   }
   return check_launch(launch_matmul_quant(p, stream_), "matmul_quant");
+}
+
+// FP8 weights x FP8 activations (W8A8). The weight's scales decide the activation scales:
+// per-tensor / per-channel weights take one scale per token (the per-tensor scale spread over
+// the rows), DeepSeek-V3's 128 x 128 blocks one per token and 128 inputs. x is quantized into the
+// scratch (codes, then scales, then the weight's scales when they need a copy); kUnsupported
+// for every other case, which takes the dequantizing path.
+Status CudaBackend::matmul_w8a8(const ops::MatmulParams& p) {
+  static const bool off = [] {
+    const char* e = std::getenv("FRUGAL_FP8_W8A8");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  const ops::WeightFormat& f = p.w.format;
+  if (off || cc_major_ != 9 || f.scheme != ops::WeightScheme::kFp8 || f.act_order || f.zero != ops::ZeroPoint::kNone)
+    return unsupported("w8a8: not an fp8 weight on sm_90");
+  if (p.y_dtype != DType::kBF16 || !is_float_act(p.x_dtype)) return unsupported("w8a8: y must be bf16");
+  const bool row = f.group_k == 0 && (f.group_n == 0 || f.group_n == 1);
+  const bool block = f.group_k == 128 && f.group_n == 128;
+  if (!row && !block) return unsupported("w8a8: scale blocks other than per-tensor, per-channel or 128 x 128");
+  // cuBLASLt's FP8 kernels want 16-byte aligned output rows (no algorithm otherwise).
+  const auto addr = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
+  if (p.ld_y % 8 != 0 || addr(p.y) % 16 != 0 || addr(p.w.data) % 16 != 0)
+    return unsupported("w8a8: output rows or codes not 16-byte aligned");
+  // Nor output widths that are not a multiple of 16 (measured as above; real layers are).
+  if (p.n % 16 != 0) return unsupported("w8a8: n is not a multiple of 16");
+  // Nor token counts that are not a multiple of 4 (measured on sm_90, cuBLASLt 13.1): the last
+  // 1-3 tokens take the weight-only GEMV.
+  if (p.m % 4 != 0 && p.m > 4) {
+    const int64_t m4 = p.m / 4 * 4;
+    ops::MatmulParams head = p, tail = p;
+    head.m = m4;
+    tail.m = p.m - m4;
+    tail.x = static_cast<const char*>(p.x) + dtype_bytes(p.x_dtype, m4 * p.ld_x);
+    tail.y = static_cast<char*>(p.y) + dtype_bytes(p.y_dtype, m4 * p.ld_y);
+    FRUGAL_RETURN_IF_ERROR(matmul_w8a8(head));
+    return matmul_quant(tail);
+  }
+  const int64_t k_pad = ops::weight_k_pad(f, p.k), kb = ceil_div_i64(k_pad, 128), nb = ceil_div_i64(p.n, 128);
+  const int64_t ld_sx = block ? (p.m + 3) / 4 * 4 : p.m, ld_sw = block ? (kb + 3) / 4 * 4 : 1;
+  const bool copy_sw = block ? ld_sw != kb : f.group_n == 0;
+  auto align = [](size_t b) { return (b + 255) / 256 * 256; };
+  const size_t xq_bytes = align(static_cast<size_t>(p.m * k_pad));
+  const size_t sx_bytes = align(static_cast<size_t>((block ? kb * ld_sx : p.m) * 4));
+  const size_t sw_bytes = copy_sw ? align(static_cast<size_t>((block ? nb * ld_sw : p.n) * 4)) : 0;
+  const size_t bytes = xq_bytes + sx_bytes + sw_bytes;
+  if (capturing_ && bytes > scratch_bytes_) return unsupported("w8a8: scratch too small inside a capture");
+  FRUGAL_ASSIGN_OR_RETURN(void* buf, scratch(bytes));
+  auto* xq = static_cast<uint8_t*>(buf);
+  auto* sx = reinterpret_cast<float*>(xq + xq_bytes);
+  auto* sw = copy_sw ? reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(sx) + sx_bytes) : nullptr;
+  FRUGAL_RETURN_IF_ERROR(check_launch(
+      launch_quantize_fp8_act(p.x, p.x_dtype, p.ld_x, p.m, p.k, k_pad, block, xq, sx, ld_sx, stream_), "quantize_fp8"));
+  if (copy_sw)
+    FRUGAL_RETURN_IF_ERROR(check_launch(launch_fp8_weight_scales(static_cast<const float*>(p.w.scales), block ? nb : p.n,
+                                                                 block ? kb : 1, block ? ld_sw : 1, !block, sw, stream_),
+                                        "fp8_weight_scales"));
+  const bool fused_bias = p.bias && p.bias_dtype == DType::kBF16;
+  Fp8Gemm g{.m = p.m, .n = p.n, .k = k_pad, .w = p.w.data, .ld_w = ops::weight_row_bytes(f, p.k), .x = xq,
+            .ld_x = k_pad, .sw = copy_sw ? sw : static_cast<const float*>(p.w.scales), .sx = sx,
+            .scales = block ? Fp8Gemm::Scales::kBlock128 : Fp8Gemm::Scales::kRow, .y = p.y, .ld_y = p.ld_y,
+            .bias = fused_bias ? p.bias : nullptr, .accumulate = p.accumulate};
+  FRUGAL_RETURN_IF_ERROR(lt_->run_fp8(g, stream_));
+  ++w8a8_calls_;
+  if (!p.bias || fused_bias) return Status::ok();
+  return check_launch(launch_bias_add(p.y, p.y_dtype, p.ld_y, p.bias, p.bias_dtype, p.m, p.n, stream_), "bias_add");
 }
 
 // Dense f32 / f16 / bf16 weights (check_weight_view checked the dtype).

@@ -65,18 +65,26 @@ class CudaBackend final : public ops::Backend {
   // Set by CudaGraph around a capture: nothing may allocate or synchronize meanwhile.
   void set_capturing(bool on) { capturing_ = on; }
   bool capturing() const { return capturing_; }
+  // Matmuls that ran FP8 W8A8 (cuBLASLt FP8) so far: lets tests see the path was taken.
+  int64_t w8a8_calls() const { return w8a8_calls_; }
+  // Why cuBLASLt last refused an FP8 W8A8 matmul (empty if it never did).
+  const std::string& w8a8_fallback() const { return w8a8_fallback_; }
 
  private:
   CudaBackend() = default;
   Status check_launch(cudaError_t e, const char* op);
   Status matmul_dense(const ops::MatmulParams& p);
   Status matmul_quant(const ops::MatmulParams& p);
+  Status matmul_w8a8(const ops::MatmulParams& p);
   Status run_lt(const ops::MatmulParams& p);
   Result<bool> small_m_prefers_lt(const ops::MatmulParams& p);
   Result<void*> scratch(size_t nbytes);
 
   int device_ = 0;
   int n_sms_ = 0;
+  int cc_major_ = 0;
+  int64_t w8a8_calls_ = 0;
+  std::string w8a8_fallback_;
   bool capturing_ = false;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<LtGemm> lt_;

@@ -49,6 +49,7 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(size_t workspace_bytes) {
 
 LtGemm::~LtGemm() {
   plans_.clear();
+  fp8_plans_.clear();
   if (workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
 }
@@ -118,6 +119,70 @@ Status LtGemm::run(const ops::MatmulParams& p, cudaStream_t stream) {
   FRUGAL_LT("matmul", cublasLtMatmul(handle_, plan->op, &alpha, p.w.data, plan->a, p.x, plan->b, &beta, p.y,
                                      plan->c, p.y, plan->c, &plan->algo, workspace_, workspace_bytes_,
                                      stream));
+  return Status::ok();
+}
+
+Result<LtGemm::Plan*> LtGemm::plan_fp8(const Fp8Gemm& g) {
+  const Fp8Key key{g.m, g.n, g.k, g.ld_w, g.ld_x, g.ld_y, static_cast<int>(g.scales), g.bias != nullptr, g.accumulate};
+  auto it = fp8_plans_.find(key);
+  if (it != fp8_plans_.end()) return it->second.get();
+  auto plan = std::make_unique<Plan>();
+  FRUGAL_LT("fp8 matmul desc", cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;  // FP8 takes only "TN"
+  FRUGAL_LT("transa", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  FRUGAL_LT("transb", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  const bool block = g.scales == Fp8Gemm::Scales::kBlock128;
+  const int32_t a_mode = block ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  const int32_t b_mode = block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  if (cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)) !=
+          CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)) !=
+          CUBLAS_STATUS_SUCCESS)
+    return unsupported("cuBLASLt: this version has no FP8 scale modes");
+  // The heuristic finds no algorithm for a scale mode whose pointer is unset: set this call's
+  // (run_fp8 sets them again every call).
+  FRUGAL_LT("a scale", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.sw, sizeof(g.sw)));
+  FRUGAL_LT("b scale", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.sx, sizeof(g.sx)));
+  if (g.bias) {
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    cudaDataType_t bias_t = CUDA_R_16BF;
+    FRUGAL_LT("epilogue", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    FRUGAL_LT("bias type", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t, sizeof(bias_t)));
+  }
+  FRUGAL_LT("layout a", cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, static_cast<uint64_t>(g.k), static_cast<uint64_t>(g.n), g.ld_w));
+  FRUGAL_LT("layout b", cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, static_cast<uint64_t>(g.k), static_cast<uint64_t>(g.m), g.ld_x));
+  FRUGAL_LT("layout c", cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_16BF, static_cast<uint64_t>(g.n), static_cast<uint64_t>(g.m), g.ld_y));
+  cublasLtMatmulPreference_t pref;
+  FRUGAL_LT("preference", cublasLtMatmulPreferenceCreate(&pref));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                       sizeof(workspace_bytes_));
+  cublasLtMatmulHeuristicResult_t result{};
+  int n_results = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c, plan->c,
+                                                     pref, 1, &result, &n_results);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || n_results == 0)
+    return unsupported("cuBLASLt has no FP8 algorithm for m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
+                       " k=" + std::to_string(g.k) + (block ? " (128x128 block scales)" : " (row scales)"));
+  plan->algo = result.algo;
+  Plan* raw = plan.get();
+  fp8_plans_.emplace(key, std::move(plan));
+  return raw;
+}
+
+Status LtGemm::run_fp8(const Fp8Gemm& g, cudaStream_t stream) {
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.k % 16 != 0 || g.ld_w % 16 != 0 || g.ld_x % 16 != 0)
+    return unsupported("cuBLASLt FP8: k and leading dimensions must be multiples of 16");
+  FRUGAL_ASSIGN_OR_RETURN(Plan * plan, plan_fp8(g));
+  FRUGAL_LT("a scale", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.sw, sizeof(g.sw)));
+  FRUGAL_LT("b scale", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.sx, sizeof(g.sx)));
+  if (g.bias)
+    FRUGAL_LT("bias pointer", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+  const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;
+  const cublasStatus_t st = cublasLtMatmul(handle_, plan->op, &alpha, g.w, plan->a, g.x, plan->b, &beta, g.y, plan->c,
+                                           g.y, plan->c, &plan->algo, workspace_, workspace_bytes_, stream);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return unsupported("cuBLASLt FP8 matmul: not supported here");
+  if (st != CUBLAS_STATUS_SUCCESS) return lt_error("fp8 matmul", st);
   return Status::ok();
 }
 

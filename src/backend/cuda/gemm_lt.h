@@ -17,6 +17,29 @@
 
 namespace frugal::cuda {
 
+// An FP8 E4M3 x E4M3 GEMM with fp32 accumulation and float scales (W8A8): y[m, n] = (x * sx) @
+// (w * sw)^T (+ bias) (+ y). cuBLASLt 12.9+ on sm_90.
+struct Fp8Gemm {
+  enum class Scales {
+    kRow,       // sw [n] per output row, sx [m] per token (cuBLASLt OUTER_VEC_32F on both)
+    kBlock128,  // sw [ceil(n / 128)][ld_sw] per 128 x 128 block (BLK128x128_32F), ld_sw the k-block
+                // count rounded up to 4; sx [ceil(k / 128)][ld_sx] per token and 128 inputs
+                // (VEC128_32F), token fastest, ld_sx = m rounded up to 4
+  };
+  int64_t m = 0, n = 0, k = 0;  // k: the codes per row (a multiple of 16)
+  const void* w = nullptr;      // [n][ld_w] E4M3
+  int64_t ld_w = 0;
+  const void* x = nullptr;      // [m][ld_x] E4M3
+  int64_t ld_x = 0;
+  const float* sw = nullptr;
+  const float* sx = nullptr;
+  Scales scales = Scales::kRow;
+  void* y = nullptr;            // [m][ld_y] bf16
+  int64_t ld_y = 0;
+  const void* bias = nullptr;   // [n] bf16 or null
+  bool accumulate = false;
+};
+
 class LtGemm {
  public:
   static Result<std::unique_ptr<LtGemm>> create(size_t workspace_bytes);
@@ -27,6 +50,8 @@ class LtGemm {
   // Whether run() takes these dtypes and layouts (w contiguous [n, k]).
   static bool supports(const ops::MatmulParams& p);
   Status run(const ops::MatmulParams& p, cudaStream_t stream);
+  // kUnsupported when this cuBLASLt or GPU has no algorithm for it (the caller falls back).
+  Status run_fp8(const Fp8Gemm& g, cudaStream_t stream);
 
  private:
   // (m, n, k, ld_x, ld_y, x/w dtype, y dtype, bias dtype or -1, accumulate)
@@ -35,6 +60,10 @@ class LtGemm {
 
   LtGemm() = default;
   Result<Plan*> plan_for(const ops::MatmulParams& p);
+  // (m, n, k, ld_w, ld_x, ld_y, scales, bias, accumulate)
+  using Fp8Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, bool>;
+  Result<Plan*> plan_fp8(const Fp8Gemm& g);
+  std::map<Fp8Key, std::unique_ptr<Plan>> fp8_plans_;
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

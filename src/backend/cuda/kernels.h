@@ -68,6 +68,14 @@ void set_quant_gemv_tuning(int quads_in_flight, int warps);
 // Dequantizes an n x k quantized weight into dense bf16 [n][k] in the original input order
 // (act order undone): the large-m path feeds it to cuBLASLt.
 cudaError_t launch_dequant_bf16(const ops::WeightView& w, int64_t n, int64_t k, void* out, cudaStream_t stream);
+// FP8 W8A8 operands (fp8_act.cu) for cuBLASLt's FP8 GEMM. Activations x [m][ld_x] -> E4M3 codes
+// xq [m][k_pad] (zero past k) with dynamic scales x ~= xq * scale: per token (xs [m]) or per
+// token and 128 inputs (xs [ceil(k_pad / 128)][ld_s], token fastest, ld_s >= m).
+cudaError_t launch_quantize_fp8_act(const void* x, DType x_dtype, int64_t ld_x, int64_t m, int64_t k, int64_t k_pad,
+                                    bool per_128, uint8_t* xq, float* xs, int64_t ld_s, cudaStream_t stream);
+// out [rows][ld_out] = s [rows][cols] zero-padded to ld_out columns, or s[0] everywhere (broadcast).
+cudaError_t launch_fp8_weight_scales(const float* s, int64_t rows, int64_t cols, int64_t ld_out, bool broadcast,
+                                     float* out, cudaStream_t stream);
 
 // Attention over the paged cache (attention_prefill.cu, attention_decode.cu).
 // Prefill: FlashAttention-2 with mma.sync bf16 tensor cores; bf16 q/cache, head_dim 64 or 128.
