@@ -405,9 +405,8 @@ FRUGAL_VNNI void gemv_q8_pairs(const QuantMatmulArgs& a, int64_t i0, int64_t n0,
 // blocks. x is stored in the same order (QuantMatmulArgs, kQ4 quad order), so both integer
 // dots add into one int32 vector whose lanes 4h .. 4h + 3 hold block 4q + h: one conversion and
 // one scale multiply per 128 codes (the pair kernel above needs two of each plus two unpacks).
-// sv: the weight's scale per lane when groups are narrower than a quad (32 or 64 columns),
-// else one scale per group applied to the group's sum.
-template <int M, bool kScaled>
+// sv: the weight's scale per lane (one group's scale everywhere when a group spans whole quads).
+template <int M>
 FRUGAL_VNNI inline void q4_quad(const QuantMatmulArgs& a, const uint8_t* row, int64_t i0, int64_t q, __m512* acc, __m512 sv) {
   _mm_prefetch(reinterpret_cast<const char*>(row + prefetch_rows<CodeKind::kQ4>() * a.w.ld_q + q * 64), _MM_HINT_T0);
   const __m512i low = _mm512_set1_epi8(0x0f);
@@ -418,7 +417,7 @@ FRUGAL_VNNI inline void q4_quad(const QuantMatmulArgs& a, const uint8_t* row, in
     __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xq));
     s = _mm512_dpbusd_epi32(s, hi, _mm512_loadu_si512(xq + 64));
     const __m512 dx = _mm512_loadu_ps(a.xd16 + (i0 + i) * a.ld_xd16 + q * 16);
-    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), kScaled ? _mm512_mul_ps(dx, sv) : dx, acc[i]);
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dx, sv), acc[i]);
   }
 }
 template <int M>
@@ -439,10 +438,10 @@ FRUGAL_VNNI void gemv_q4_quads(const QuantMatmulArgs& a, int64_t i0, int64_t n0,
     if (per_group) {
       int64_t q = 0;
       for (; q + 1 < n_quads; q += 2) {
-        q4_quad<M, true>(a, row, i0, q, acc0, _mm512_set1_ps(srow[q / qpg]));
-        q4_quad<M, true>(a, row, i0, q + 1, acc1, _mm512_set1_ps(srow[(q + 1) / qpg]));
+        q4_quad<M>(a, row, i0, q, acc0, _mm512_set1_ps(srow[q / qpg]));
+        q4_quad<M>(a, row, i0, q + 1, acc1, _mm512_set1_ps(srow[(q + 1) / qpg]));
       }
-      if (q < n_quads) q4_quad<M, true>(a, row, i0, q, acc0, _mm512_set1_ps(srow[q / qpg]));
+      if (q < n_quads) q4_quad<M>(a, row, i0, q, acc0, _mm512_set1_ps(srow[q / qpg]));
     } else {
       for (int64_t q = 0; q < n_quads; ++q) {
         // The scales of the quad's 4 blocks (groups of 32: 4 groups; of 64: 2; else any), spread
@@ -453,8 +452,8 @@ FRUGAL_VNNI void gemv_q4_quads(const QuantMatmulArgs& a, int64_t i0, int64_t n0,
         else s4 = _mm_setr_ps(srow[4 * q / bpg], srow[(4 * q + 1) / bpg], srow[(4 * q + 2) / bpg], srow[(4 * q + 3) / bpg]);
         const __m512i idx = bpg == 2 ? _mm512_srli_epi32(lane_block, 1) : lane_block;
         const __m512 sv = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(s4));
-        if (q % 2 == 0) q4_quad<M, true>(a, row, i0, q, acc0, sv);
-        else q4_quad<M, true>(a, row, i0, q, acc1, sv);
+        if (q % 2 == 0) q4_quad<M>(a, row, i0, q, acc0, sv);
+        else q4_quad<M>(a, row, i0, q, acc1, sv);
       }
     }
     for (int i = 0; i < M; ++i) dots[i] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[i], acc1[i]));
