@@ -86,6 +86,7 @@ double row_rel_error(const float* got, const float* want, int64_t n) {
 struct RunResult {
   std::vector<int32_t> greedy;   // prompt + continuation
   std::vector<float> logits;     // teacher-forced logits of the prompt [T, vocab]
+  std::vector<float> margin;     // per generated token: (best - second best logit) / max(1, |best|)
 };
 
 // The largest per-row relative error of b's teacher-forced logits against a's ([rows, V] each).
@@ -131,10 +132,31 @@ RunResult run_model(model::Model& m, ops::Backend* be, const std::vector<int32_t
     done += n;
     float* last = logits.data() + static_cast<size_t>(n - 1) * c.vocab_size;
     for (int64_t e : m.generation_config().eos_token_ids) last[e] = -INFINITY;
-    seq.push_back(static_cast<int32_t>(std::max_element(last, last + c.vocab_size) - last));
+    const int64_t best = std::max_element(last, last + c.vocab_size) - last;
+    float second = -INFINITY;
+    for (int64_t v = 0; v < c.vocab_size; ++v)
+      if (v != best) second = std::max(second, last[v]);
+    out.margin.push_back((last[best] - second) / std::max(1.0f, std::fabs(last[best])));
+    seq.push_back(static_cast<int32_t>(best));
   }
   out.greedy = seq;
   return out;
+}
+
+// b's greedy tokens equal a's, or equal up to a step where a's two best logits were within
+// `tie` (relative) of each other: a near-tie that the sharded sums' rounding may break the other
+// way, after which the continuations legitimately differ. Anything else fails with the step.
+void expect_greedy_equal_up_to_near_tie(const RunResult& a, const RunResult& b, size_t prompt_len, double tie) {
+  ASSERT_EQ(a.greedy.size(), b.greedy.size());
+  for (size_t i = 0; i < a.greedy.size(); ++i) {
+    if (a.greedy[i] == b.greedy[i]) continue;
+    ASSERT_GE(i, prompt_len);
+    const double m = a.margin[i - prompt_len];
+    EXPECT_LE(m, tie) << "sharded greedy token " << i << " is " << b.greedy[i] << ", one rank's " << a.greedy[i]
+                      << ", and one rank's top-2 logits were " << m << " apart (relative): not a near-tie";
+    if (m <= tie) std::printf("greedy tokens part at %zu on a near-tie (top-2 %.2e apart)\n", i, m);
+    return;
+  }
 }
 
 TEST(TensorParallel, GoldenGreedyEqualsOneRank) {
@@ -208,7 +230,10 @@ TEST(TensorParallel, QuantizedKvCacheEqualsOneRank) {
       const RunResult a = run_model(**one, be.get(), prompt, want.size(), kv);
       const RunResult b = run_model(**tp, be.get(), prompt, want.size(), kv);
       ASSERT_FALSE(a.greedy.empty());
-      EXPECT_EQ(b.greedy, a.greedy) << "sharded greedy tokens differ from one rank's on the same KV dtype";
+      // A quantized cache rounds each K/V value to 8 bits: the shards' float-sum order can move a
+      // value across a rounding boundary, so near-ties (llama_dynamic_rope int8: 4.7e-4 on AVX-512)
+      // may break differently; the teacher-forced logits below are held to 1e-5 regardless.
+      expect_greedy_equal_up_to_near_tie(a, b, prompt.size(), 5e-3);
       EXPECT_LE(max_logits_error(a, b, prompt.size(), (*one)->config().vocab_size), 1e-5) << "teacher-forced logits";
     }
     ++sharded;
