@@ -64,6 +64,37 @@ bool LtGemm::supports(const ops::MatmulParams& p) {
   return p.m > 0 && p.n > 0 && p.k > 0;
 }
 
+// The descriptor every plan starts from: fp32 compute, A transposed (the "TN" layout FP8 needs
+// too), and the bias epilogue when bias_t is given.
+Status LtGemm::start_plan(Plan* plan, const cudaDataType_t* bias_t) {
+  FRUGAL_LT("matmul desc", cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  FRUGAL_LT("transa", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  FRUGAL_LT("transb", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  if (bias_t) {
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    FRUGAL_LT("epilogue", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    FRUGAL_LT("bias type", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_t, sizeof(*bias_t)));
+  }
+  return Status::ok();
+}
+
+// The heuristic's first algorithm within the workspace, into plan->algo; false when none.
+bool LtGemm::pick_algo(Plan* plan) {
+  cublasLtMatmulPreference_t pref;
+  if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return false;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                       sizeof(workspace_bytes_));
+  cublasLtMatmulHeuristicResult_t result{};
+  int n_results = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c, plan->c,
+                                                           pref, 1, &result, &n_results);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || n_results == 0) return false;
+  plan->algo = result.algo;
+  return true;
+}
+
 // Row-major y[m, n] = x[m, k] w[n, k]^T is column-major y^T[n, m] = w^T... i.e. with A = w
 // (column-major k x n, transposed) and B = x (column-major k x m): D (n x m, ld_y) = op(A) B.
 Result<LtGemm::Plan*> LtGemm::plan_for(const ops::MatmulParams& p) {
@@ -76,34 +107,15 @@ Result<LtGemm::Plan*> LtGemm::plan_for(const ops::MatmulParams& p) {
   lt_type(p.x_dtype, &in_t);
   lt_type(p.y_dtype, &out_t);
   auto plan = std::make_unique<Plan>();
-  FRUGAL_LT("matmul desc", cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  FRUGAL_LT("transa", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-  FRUGAL_LT("transb", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-  if (p.bias) {
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    cudaDataType_t bias_t;
-    lt_type(p.bias_dtype, &bias_t);
-    FRUGAL_LT("epilogue", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    FRUGAL_LT("bias type", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t, sizeof(bias_t)));
-  }
+  cudaDataType_t bias_t = CUDA_R_32F;
+  if (p.bias) lt_type(p.bias_dtype, &bias_t);
+  FRUGAL_RETURN_IF_ERROR(start_plan(plan.get(), p.bias ? &bias_t : nullptr));
   FRUGAL_LT("layout a", cublasLtMatrixLayoutCreate(&plan->a, in_t, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.n), p.k));
   FRUGAL_LT("layout b", cublasLtMatrixLayoutCreate(&plan->b, in_t, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.m), p.ld_x));
   FRUGAL_LT("layout c", cublasLtMatrixLayoutCreate(&plan->c, out_t, static_cast<uint64_t>(p.n), static_cast<uint64_t>(p.m), p.ld_y));
-
-  cublasLtMatmulPreference_t pref;
-  FRUGAL_LT("preference", cublasLtMatmulPreferenceCreate(&pref));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
-                                       sizeof(workspace_bytes_));
-  cublasLtMatmulHeuristicResult_t result{};
-  int n_results = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c, plan->c,
-                                                     pref, 1, &result, &n_results);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || n_results == 0)
+  if (!pick_algo(plan.get()))
     return unsupported("cuBLASLt has no algorithm for matmul m=" + std::to_string(p.m) + " n=" +
                        std::to_string(p.n) + " k=" + std::to_string(p.k));
-  plan->algo = result.algo;
   Plan* raw = plan.get();
   plans_.emplace(key, std::move(plan));
   return raw;
@@ -127,10 +139,8 @@ Result<LtGemm::Plan*> LtGemm::plan_fp8(const Fp8Gemm& g) {
   auto it = fp8_plans_.find(key);
   if (it != fp8_plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
-  FRUGAL_LT("fp8 matmul desc", cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;  // FP8 takes only "TN"
-  FRUGAL_LT("transa", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-  FRUGAL_LT("transb", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  cudaDataType_t bias_t = CUDA_R_16BF;
+  FRUGAL_RETURN_IF_ERROR(start_plan(plan.get(), g.bias ? &bias_t : nullptr));
   const bool block = g.scales == Fp8Gemm::Scales::kBlock128;
   const int32_t a_mode = block ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
   const int32_t b_mode = block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
@@ -143,28 +153,12 @@ Result<LtGemm::Plan*> LtGemm::plan_fp8(const Fp8Gemm& g) {
   // (run_fp8 sets them again every call).
   FRUGAL_LT("a scale", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.sw, sizeof(g.sw)));
   FRUGAL_LT("b scale", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g.sx, sizeof(g.sx)));
-  if (g.bias) {
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    cudaDataType_t bias_t = CUDA_R_16BF;
-    FRUGAL_LT("epilogue", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    FRUGAL_LT("bias type", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t, sizeof(bias_t)));
-  }
   FRUGAL_LT("layout a", cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, static_cast<uint64_t>(g.k), static_cast<uint64_t>(g.n), g.ld_w));
   FRUGAL_LT("layout b", cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, static_cast<uint64_t>(g.k), static_cast<uint64_t>(g.m), g.ld_x));
   FRUGAL_LT("layout c", cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_16BF, static_cast<uint64_t>(g.n), static_cast<uint64_t>(g.m), g.ld_y));
-  cublasLtMatmulPreference_t pref;
-  FRUGAL_LT("preference", cublasLtMatmulPreferenceCreate(&pref));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
-                                       sizeof(workspace_bytes_));
-  cublasLtMatmulHeuristicResult_t result{};
-  int n_results = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c, plan->c,
-                                                     pref, 1, &result, &n_results);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || n_results == 0)
+  if (!pick_algo(plan.get()))
     return unsupported("cuBLASLt has no FP8 algorithm for m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
                        " k=" + std::to_string(g.k) + (block ? " (128x128 block scales)" : " (row scales)"));
-  plan->algo = result.algo;
   Plan* raw = plan.get();
   fp8_plans_.emplace(key, std::move(plan));
   return raw;

@@ -59,6 +59,8 @@ class LtGemm {
   struct Plan;
 
   LtGemm() = default;
+  Status start_plan(Plan* plan, const cudaDataType_t* bias_t);
+  bool pick_algo(Plan* plan);
   Result<Plan*> plan_for(const ops::MatmulParams& p);
   // (m, n, k, ld_w, ld_x, ld_y, scales, bias, accumulate)
   using Fp8Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, bool>;
