@@ -139,10 +139,13 @@ Status quant_matmul_view(ThreadPool& pool, const QuantMatmulRequest& r, const qu
   const bool int_codes = w.kind == quant::CodeKind::kQ8 || (w.kind == quant::CodeKind::kQ4 && w.lut_is_identity);
   if (r.m > kGemvMaxTokens && kt.gemm_i8 != nullptr && !r.exact_activations && int_codes)
     return gemm_int8_activations(pool, r, w, kt, xp);
+  const bool int8_x = kt.gemv_i8 != nullptr && kt.quantize_x != nullptr && !r.exact_activations &&
+                      r.m <= kGemvMaxTokens && int_codes;
   std::vector<float> xsum;
   if (w.offset != nullptr) {
     xsum.assign(static_cast<size_t>(r.m * ng), 0.0f);
-    for (int64_t i = 0; i < r.m; ++i)
+    // With int8 x the sums are those of the rounded x, accumulated below; else of x itself.
+    for (int64_t i = 0; i < r.m && !int8_x; ++i)
       for (int64_t g = 0; g < ng; ++g) {
         const int64_t j1 = std::min(w.k, (g + 1) * w.group);
         float s = 0;
@@ -155,8 +158,6 @@ Status quant_matmul_view(ThreadPool& pool, const QuantMatmulRequest& r, const qu
                     .accumulate = r.accumulate, .w = w, .xq = nullptr, .ld_xq = 0,
                     .xd16 = nullptr, .ld_xd16 = 0};
 
-  const bool int8_x = kt.gemv_i8 != nullptr && kt.quantize_x != nullptr && !r.exact_activations &&
-                      r.m <= kGemvMaxTokens && int_codes;
   std::vector<int8_t> xq;
   std::vector<float> xd16, xd;
   if (int8_x) {
@@ -170,7 +171,6 @@ Status quant_matmul_view(ThreadPool& pool, const QuantMatmulRequest& r, const qu
     xq.assign(static_cast<size_t>(r.m * ld_xq), 0);
     xd16.assign(static_cast<size_t>(r.m * ld_xd), 0.0f);
     xd.assign(static_cast<size_t>(r.m * n_blocks), 0.0f);
-    std::fill(xsum.begin(), xsum.end(), 0.0f);
     std::vector<int8_t> q(static_cast<size_t>(kp));
     std::vector<int32_t> qc(static_cast<size_t>(n_blocks));
     for (int64_t i = 0; i < r.m; ++i) {
