@@ -79,7 +79,11 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       w.zeros = zeros;
       const std::string tag = std::string(fm.name) + " " + s.name;
       // Check: the fast GEMV against the correctness kernel on the same weights.
-      for (int64_t m : {1, 8, 33, 64}) {
+      struct CheckCase { int64_t m; int u; };  // u: quads per warp iteration (0: the default rule)
+      for (CheckCase c : {CheckCase{1, 0}, CheckCase{1, 1}, CheckCase{1, 4}, CheckCase{8, 0}, CheckCase{33, 0}, CheckCase{64, 0}}) {
+        const int64_t m = c.m;
+        const int u = c.u;
+        set_quant_gemv_tuning(u, 0);
         ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
         ops::MatmulParams r = p;
         r.y = y_ref;
@@ -101,12 +105,14 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           worst = std::isnan(d) ? 1e30 : std::max(worst, d);
         }
         const double rel = worst / (scale > 0 ? scale : 1);
-        std::printf("CHECK %s m=%ld: max |fast - ref| / max |ref| = %.3g %s\n", tag.c_str(), static_cast<long>(m), rel,
-                    rel < 2e-2 ? "ok" : "FAIL");
+        std::printf("CHECK %s m=%ld u=%d: max |fast - ref| / max |ref| = %.3g %s\n", tag.c_str(), static_cast<long>(m), u,
+                    rel, rel < 2e-2 ? "ok" : "FAIL");
       }
+      set_quant_gemv_tuning(-1, -1);
       struct Tune { int u, w; const char* name; };
       for (int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
-        for (Tune t : {Tune{0, 0, ""}, Tune{2, 4, " u2w4"}, Tune{4, 4, " u4w4"}, Tune{2, 8, " u2w8"}, Tune{4, 8, " u4w8"}}) {
+        for (Tune t : {Tune{0, 0, ""}, Tune{1, 4, " u1w4"}, Tune{2, 4, " u2w4"}, Tune{4, 4, " u4w4"}, Tune{1, 8, " u1w8"},
+                       Tune{2, 8, " u2w8"}, Tune{4, 8, " u4w8"}}) {
           if (m != 1 && t.u != 0) continue;
           set_quant_gemv_tuning(t.u, t.w);
           ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};

@@ -18,6 +18,8 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include "backend/cuda/common.cuh"
@@ -94,22 +96,32 @@ __device__ __forceinline__ int x_word_hi(int s) {
 
 struct QGemvArgs {
   ops::MatmulParams p;
-  int64_t row_bytes;  // bytes per stored row (a multiple of 16)
-  int64_t group_k;    // codes per scale group (k_pad when per channel)
-  int64_t groups_k;   // scale groups per scale row
-  int64_t group_n;    // rows per scale row
+  int64_t row_bytes;    // bytes per stored row (a multiple of 16)
+  int64_t group_k;      // codes per scale group (k_pad when per channel)
+  int64_t groups_k;     // scale groups per scale row
+  int64_t group_n;      // rows per scale row
+  int quad_shift;       // quad -> scale group as a shift when quads per group is a power of two, else -1
+  uint32_t quads_per_group;
 };
 
-// W warps per block, all on one 16-row tile, splitting the quads of k; U quads in flight per
-// warp; MT tiles of 8 tokens per pass over the weight (the dequantized A fragments of a quad are
+// The scale group of a quad: a shift in the common cases (g32..g1024, per channel), a 32-bit
+// division otherwise; never the 64-bit division the compiler emits for int64_t operands.
+__device__ __forceinline__ uint32_t quad_group(const QGemvArgs& a, uint32_t quad) {
+  return a.quad_shift >= 0 ? quad >> a.quad_shift : quad / a.quads_per_group;
+}
+
+// W warps per block, all on one 16-row tile, splitting the quads of k; U quads per warp per
+// iteration, double-buffered in registers: the next iteration's U quads are in flight while this
+// one's are dequantized and multiplied, so a warp never waits for a load it issued just before
+// (the single-buffered loop stalled on L1TEX scoreboard for 42% of its cycles, ncu 2026-12-02).
+// MT tiles of 8 tokens per pass over the weight (the dequantized A fragments of a quad are
 // reused for every tile). x is loaded when used (L1 hits), not with the weights: preloading it
 // for U quads cost 64 registers and half the occupancy (measured: int4 gate at 38% of the copy
-// ceiling with it).
+// ceiling with it). Token tiles past m multiply zeros (no warp-divergent exit in the quad loop).
 template <QKind K, int W, int U, int MT, bool kOffsets>
 __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
   constexpr int C = codes_per_chunk<K>();
   constexpr int S = C / 4;        // mma steps per chunk
-  constexpr int QC = 4 * C;       // codes per quad
   constexpr int XV = C / 8;       // 16-byte x loads (8 bf16) per chunk
   constexpr bool kBias128 = K == QKind::kInt4;
   constexpr bool kNeedX = kOffsets || kBias128;
@@ -120,24 +132,30 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
   const int64_t row_a = static_cast<int64_t>(blockIdx.x) * 16 + gq, row_b = row_a + 8;
   const int64_t ra = row_a < p.n ? row_a : p.n - 1, rb = row_b < p.n ? row_b : p.n - 1;  // clamp: loaded, never stored
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * 8 * MT;
-  const uint8_t* wa = static_cast<const uint8_t*>(p.w.data) + ra * a.row_bytes;
-  const uint8_t* wb = static_cast<const uint8_t*>(p.w.data) + rb * a.row_bytes;
+  const uint4* wa = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + ra * a.row_bytes);
+  const uint4* wb = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + rb * a.row_bytes);
   const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
-  const float* scales = static_cast<const float*>(p.w.scales);
-  const float* zeros = static_cast<const float*>(p.w.zeros);
-  const int64_t sa_row = (ra / a.group_n) * a.groups_k, sb_row = (rb / a.group_n) * a.groups_k;
-  const int64_t n_chunks = a.row_bytes / 16;
-  const int64_t n_quads = (n_chunks + 3) / 4;
+  const float* sa_ptr = static_cast<const float*>(p.w.scales) + (ra / a.group_n) * a.groups_k;
+  const float* sb_ptr = static_cast<const float*>(p.w.scales) + (rb / a.group_n) * a.groups_k;
+  const float* za_ptr = kOffsets ? static_cast<const float*>(p.w.zeros) + ra * a.groups_k : nullptr;
+  const float* zb_ptr = kOffsets ? static_cast<const float*>(p.w.zeros) + rb * a.groups_k : nullptr;
+  const int n_chunks = static_cast<int>(a.row_bytes / 16);
+  const int n_quads = (n_chunks + 3) / 4;
   constexpr uint32_t kOnes = 0x3F803F80u;  // bf16 (1, 1)
-  // This lane's x chunk (token tile t, chunk index) as XV 16-byte loads; zeros past m, k or the row.
-  auto load_x = [&](int t, int64_t chunk, bool in, uint4 (&xv)[XV]) {
-    const int64_t tok = m0 + 8 * t + gq;
-    const bool ok = in && tok < p.m;
-    const __nv_bfloat16* xr = x + (ok ? tok * p.ld_x : 0);
+  // This lane's x rows: token m0 + 8t + gq of each tile, or null past m (zeros are multiplied).
+  const __nv_bfloat16* xrow[MT];
 #pragma unroll
-    for (int v = 0; v < XV; ++v) {
-      const int64_t j = chunk * C + 8 * v;
-      xv[v] = ok && j < p.k ? __ldg(reinterpret_cast<const uint4*>(xr + j)) : make_uint4(0, 0, 0, 0);
+  for (int t = 0; t < MT; ++t) {
+    const int64_t tok = m0 + 8 * t + gq;
+    xrow[t] = tok < p.m ? x + tok * p.ld_x : nullptr;
+  }
+  auto load_codes = [&](int base, uint4 (&va)[U], uint4 (&vb)[U]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int chunk = (base + u * W) * 4 + q;
+      const bool in = chunk < n_chunks;  // also false for quads past the row
+      va[u] = in ? load_stream16(wa + chunk) : make_uint4(0, 0, 0, 0);
+      vb[u] = in ? load_stream16(wb + chunk) : make_uint4(0, 0, 0, 0);
     }
   };
 
@@ -146,21 +164,16 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
   for (int t = 0; t < MT; ++t)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[t][i] = 0.f;
-  for (int64_t base = warp; base < n_quads; base += static_cast<int64_t>(W) * U) {
-    uint4 va[U], vb[U];
+  uint4 va[U], vb[U];
+  load_codes(warp, va, vb);
+  for (int base = warp; base < n_quads; base += W * U) {
+    uint4 na[U], nb[U];
+    load_codes(base + W * U, na, nb);  // the next iteration's codes (zeros past the row)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t quad = base + static_cast<int64_t>(u) * W;
-      const int64_t chunk = quad * 4 + q;
-      const bool in = quad < n_quads && chunk < n_chunks;
-      va[u] = in ? load_stream16(wa + chunk * 16) : make_uint4(0, 0, 0, 0);
-      vb[u] = in ? load_stream16(wb + chunk * 16) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t quad = base + static_cast<int64_t>(u) * W;
-      if (quad >= n_quads) break;
-      const int64_t chunk = quad * 4 + q;
+      const int quad = base + u * W;
+      if (quad >= n_quads) break;  // warp-uniform
+      const int chunk = quad * 4 + q;
       const bool in = chunk < n_chunks;
       uint32_t A[S][4];  // the mma A fragments of this quad: {row a lo, row b lo, row a hi, row b hi}
 #pragma unroll
@@ -168,12 +181,12 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
         dequant_step<K>(va[u], s, A[s][0], A[s][2]);
         dequant_step<K>(vb[u], s, A[s][1], A[s][3]);
       }
-      const int64_t g = quad * QC / a.group_k;
-      const float sa = __ldg(scales + sa_row + g), sb = __ldg(scales + sb_row + g);
+      const uint32_t g = quad_group(a, static_cast<uint32_t>(quad));
+      const float sa = __ldg(sa_ptr + g), sb = __ldg(sb_ptr + g);
       float oa = 0.f, ob = 0.f;
       if constexpr (kOffsets) {
-        oa = __ldg(zeros + ra * a.groups_k + g);
-        ob = __ldg(zeros + rb * a.groups_k + g);
+        oa = __ldg(za_ptr + g);
+        ob = __ldg(zb_ptr + g);
       }
       if constexpr (kBias128) {
         oa -= 128.f * sa;
@@ -181,9 +194,13 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
       }
 #pragma unroll
       for (int t = 0; t < MT; ++t) {
-        if (m0 + 8 * t >= p.m) break;  // warp-uniform
-        uint4 xt[XV];
-        load_x(t, chunk, in, xt);  // L1 hits: x is small and every warp of the SM reads it
+        if (t > 0 && m0 + 8 * t >= p.m) break;  // warp-uniform: the tile is past m
+        uint4 xt[XV];  // L1 hits: x is small and every warp of the SM reads it
+#pragma unroll
+        for (int v = 0; v < XV; ++v) {
+          const int64_t j = static_cast<int64_t>(chunk) * C + 8 * v;
+          xt[v] = in && xrow[t] && j < p.k ? __ldg(reinterpret_cast<const uint4*>(xrow[t] + j)) : make_uint4(0, 0, 0, 0);
+        }
         const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xt[0]);
         float part[4] = {0.f, 0.f, 0.f, 0.f}, xs[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -203,6 +220,11 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
           acc[t][3] = fmaf(ob, xs[3], acc[t][3]);
         }
       }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      va[u] = na[u];
+      vb[u] = nb[u];
     }
   }
   if constexpr (W > 1) {
@@ -238,7 +260,8 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
-// Tuning knobs for the benchmark (FRUGAL_QGEMV_U=2|4 quads in flight per warp,
+// Tuning knobs for the benchmark (FRUGAL_QGEMV_U=1|2|4 quads per warp per iteration, twice that
+// in flight with the double buffer;
 // FRUGAL_QGEMV_W=4|8 warps per tile; 0 = the default rule below); set_quant_gemv_tuning wins.
 int env_int(const char* name) {
   const char* e = std::getenv(name);
@@ -252,10 +275,11 @@ cudaError_t launch_k(const QGemvArgs& a, cudaStream_t stream) {
   const int u_env = g_tune_u >= 0 ? g_tune_u : u_env0;
   const dim3 grid(static_cast<unsigned>(ceil_div(a.p.n, 16)), static_cast<unsigned>(ceil_div(a.p.m, 8 * MT)));
   if constexpr (MT == 1) {
-    if (u_env == 2) return launch_kernel(quant_gemv_kernel<K, W, 2, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
-    return launch_kernel(quant_gemv_kernel<K, W, 4, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+    if (u_env == 4) return launch_kernel(quant_gemv_kernel<K, W, 4, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+    if (u_env == 1) return launch_kernel(quant_gemv_kernel<K, W, 1, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+    return launch_kernel(quant_gemv_kernel<K, W, 2, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
   } else {
-    return launch_kernel(quant_gemv_kernel<K, W, 2, MT, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+    return launch_kernel(quant_gemv_kernel<K, W, 1, MT, kOffsets>, grid, dim3(W * 32), 0, stream, a);
   }
 }
 
@@ -299,7 +323,13 @@ bool quant_gemv_supported(const ops::MatmulParams& p) {
 cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream) {
   if (p.m * p.n == 0) return cudaSuccess;
   const ops::QuantGeometry g = ops::quant_geometry(p.w.format, p.n, p.k);
-  const QGemvArgs a{p, g.row_bytes, g.group_k, g.groups_k, g.group_n};
+  const int64_t quad_codes = p.w.format.scheme == ops::WeightScheme::kInt4 ? 128 : 64;
+  const int64_t qpg = g.group_k / quad_codes;  // quad_gemv_supported: group_k is a multiple of the quad
+  int shift = -1;
+  for (int s = 0; s < 31; ++s)
+    if ((int64_t{1} << s) == qpg) shift = s;
+  if (g.groups_k == 1 || qpg >= (int64_t{1} << 31)) shift = 31;  // per channel: every quad in group 0
+  const QGemvArgs a{p, g.row_bytes, g.group_k, g.groups_k, g.group_n, shift, static_cast<uint32_t>(std::min<int64_t>(qpg, UINT32_MAX))};
   const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
   switch (p.w.format.scheme) {
     case ops::WeightScheme::kInt4:
