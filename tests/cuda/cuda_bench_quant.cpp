@@ -72,8 +72,6 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       void* x = random_buffer(b, DType::kBF16, max_m * s.k, 7);
       void* y = b->alloc(static_cast<size_t>(max_m * s.n * 2)).value();
       void* y_ref = b->alloc(static_cast<size_t>(64 * s.n * 2)).value();  // checks up to m = 64
-      const size_t ws_bytes = 1 << 20;  // the sums of x per quad at m > 8 (as the backend's scratch)
-      void* ws = b->alloc(ws_bytes).value();
       ops::WeightView w;
       w.data = codes[0];
       w.format = f;
@@ -93,7 +91,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           std::printf("CHECK %s: quant_gemv does not take this format\n", tag.c_str());
           break;
         }
-        (void)launch_quant_gemv(p, b->stream(), ws, ws_bytes);
+        (void)launch_quant_gemv(p, b->stream());
         (void)launch_matmul_quant(r, b->stream());
         if (cudaStreamSynchronize(b->stream()) != cudaSuccess) {
           std::printf("CHECK %s m=%ld: CUDA error %s\n", tag.c_str(), static_cast<long>(m), cudaGetErrorString(cudaGetLastError()));
@@ -111,22 +109,16 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
                     rel, rel < 2e-2 ? "ok" : "FAIL");
       }
       set_quant_gemv_tuning(-1, -1);
-      // Variants: quads per iteration / warps per tile at m = 1; at m > 8 "onesmma" (no workspace:
-      // the kernel sums x per quad on the tensor cores itself) against the precomputed sums.
-      struct Tune { int u, w; const char* name; bool ws; };
+      struct Tune { int u, w; const char* name; };
       for (int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
-        for (Tune t : {Tune{0, 0, "", true}, Tune{1, 4, " u1w4", true}, Tune{2, 4, " u2w4", true}, Tune{4, 4, " u4w4", true},
-                       Tune{1, 8, " u1w8", true}, Tune{2, 8, " u2w8", true}, Tune{4, 8, " u4w8", true},
-                       Tune{0, 0, " onesmma", false}}) {
+        for (Tune t : {Tune{0, 0, ""}, Tune{1, 4, " u1w4"}, Tune{2, 4, " u2w4"}, Tune{4, 4, " u4w4"}, Tune{1, 8, " u1w8"},
+                       Tune{2, 8, " u2w8"}, Tune{4, 8, " u4w8"}}) {
           if (m != 1 && t.u != 0) continue;
-          if (!t.ws && (m <= 8 || quant_gemv_workspace_bytes(ops::MatmulParams{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y,
-                                                                                 DType::kBF16, s.n, m, s.n, s.k, false}) == 0))
-            continue;
           set_quant_gemv_tuning(t.u, t.w);
           ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
           Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
             p.w.data = codes[static_cast<size_t>(i % copies)];
-            (void)launch_quant_gemv(p, b->stream(), t.ws ? ws : nullptr, t.ws ? ws_bytes : 0);
+            (void)launch_quant_gemv(p, b->stream());
           });
           const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
           const double gbs = bytes / (tm.median_us * 1e3);
@@ -146,7 +138,6 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       b->free(x);
       b->free(y);
       b->free(y_ref);
-      b->free(ws);
     }
   }
 }

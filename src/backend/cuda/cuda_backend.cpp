@@ -205,15 +205,8 @@ Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
   const bool want_lt = force && std::strcmp(force, "lt") == 0;
   const bool want_gemv = force && std::strcmp(force, "gemv") == 0;
   const bool want_w8a8 = force && std::strcmp(force, "w8a8") == 0;
-  if (!want_ref && !want_lt && !want_w8a8 && quant_gemv_supported(p) && (p.m <= kQuantGemvMaxM || want_gemv)) {
-    // The per-quad sums of x (m > 8) go to the scratch, when it has room inside a capture.
-    const size_t ws = quant_gemv_workspace_bytes(p);
-    void* w = nullptr;
-    if (ws > 0 && (!capturing_ || ws <= scratch_bytes_)) {
-      FRUGAL_ASSIGN_OR_RETURN(w, scratch(ws));
-    }
-    return check_launch(launch_quant_gemv(p, stream_, w, w ? ws : 0), "quant_gemv");
-  }
+  if (!want_ref && !want_lt && !want_w8a8 && quant_gemv_supported(p) && (p.m <= kQuantGemvMaxM || want_gemv))
+    return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
   if (!want_ref && !want_lt && (p.m > kQuantGemvMaxM || want_w8a8)) {
     Status st = matmul_w8a8(p);
     if (st.code() != ErrorCode::kUnsupported) return st;

@@ -62,13 +62,8 @@ cudaError_t launch_matmul_quant(const ops::MatmulParams& p, cudaStream_t stream)
 // and codes; any m (one pass over the weight per 8 tokens), so meant for m <= kQuantGemvMaxM.
 constexpr int64_t kQuantGemvMaxM = 64;
 bool quant_gemv_supported(const ops::MatmulParams& p);
-// m > 8 with int4 or zero points: the sums of x per quad are computed once into a workspace of
-// quant_gemv_workspace_bytes (0: none needed) instead of by every row tile on the tensor cores;
-// without one (null, or too small) the kernel computes them itself.
-size_t quant_gemv_workspace_bytes(const ops::MatmulParams& p);
-cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, void* workspace = nullptr,
-                              size_t workspace_bytes = 0);
-// Benchmark knob: quads per warp iteration (1 | 2 | 4; double-buffered) and warps per row tile (4 | 8); 0 = default rule.
+cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream);
+// Benchmark knob: quads in flight per warp (2 | 4) and warps per row tile (4 | 8); 0 = default rule.
 void set_quant_gemv_tuning(int quads_in_flight, int warps);
 // Dequantizes an n x k quantized weight into dense bf16 [n][k] in the original input order
 // (act order undone): the large-m path feeds it to cuBLASLt.

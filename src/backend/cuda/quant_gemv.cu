@@ -102,8 +102,6 @@ struct QGemvArgs {
   int64_t group_n;      // rows per scale row
   int quad_shift;       // quad -> scale group as a shift when quads per group is a power of two, else -1
   uint32_t quads_per_group;
-  const float* xsum;    // kXPre: sum of x over each quad, [quad][ld_xsum] (token fastest), else null
-  int64_t ld_xsum;      // a multiple of the 8 * MT tokens of a pass
 };
 
 // The scale group of a quad: a shift in the common cases (g32..g1024, per channel), a 32-bit
@@ -120,17 +118,13 @@ __device__ __forceinline__ uint32_t quad_group(const QGemvArgs& a, uint32_t quad
 // reused for every tile). x is loaded when used (L1 hits), not with the weights: preloading it
 // for U quads cost 64 registers and half the occupancy (measured: int4 gate at 38% of the copy
 // ceiling with it). Token tiles past m multiply zeros (no warp-divergent exit in the quad loop).
-// kXPre (m > 8, formats that need X): X per quad and token comes from quant_gemv_xsum_kernel
-// instead of the ones-mma, which every row tile would otherwise repeat: it halves the tensor-core
-// work per token tile, the bound at m = 16..64.
-template <QKind K, int W, int U, int MT, bool kOffsets, bool kXPre = false>
+template <QKind K, int W, int U, int MT, bool kOffsets>
 __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
   constexpr int C = codes_per_chunk<K>();
   constexpr int S = C / 4;        // mma steps per chunk
   constexpr int XV = C / 8;       // 16-byte x loads (8 bf16) per chunk
   constexpr bool kBias128 = K == QKind::kInt4;
   constexpr bool kNeedX = kOffsets || kBias128;
-  constexpr bool kOnesMma = kNeedX && !kXPre;
   __shared__ float red[W > 1 ? W - 1 : 1][32][4 * MT];
   pdl_wait();
   const ops::MatmulParams& p = a.p;
@@ -213,12 +207,7 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
         for (int s = 0; s < S; ++s) {
           const uint32_t x0 = xw[x_word_lo<K>(s)], x1 = xw[x_word_hi<K>(s)];
           mma_bf16(part, A[s][0], A[s][1], A[s][2], A[s][3], x0, x1);
-          if constexpr (kOnesMma) mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, x0, x1);
-        }
-        if constexpr (kXPre) {  // tokens 2q, 2q + 1 of the tile, for both rows
-          const float2 X = __ldg(reinterpret_cast<const float2*>(a.xsum + static_cast<int64_t>(quad) * a.ld_xsum + m0 + 8 * t + 2 * q));
-          xs[0] = xs[2] = X.x;
-          xs[1] = xs[3] = X.y;
+          if constexpr (kNeedX) mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, x0, x1);
         }
         acc[t][0] = fmaf(sa, part[0], acc[t][0]);
         acc[t][1] = fmaf(sa, part[1], acc[t][1]);
@@ -269,30 +258,6 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
     }
 }
 
-// X for kXPre: xs[quad][tok] = sum of x[tok][quad * QC .. + QC) in f32 (zero past k and for
-// tokens m..ld_xsum). One warp per (quad, token); QC = 128 (int4) or 64 (8-bit) codes per quad.
-template <int QC>
-__global__ void __launch_bounds__(128) quant_gemv_xsum_kernel(const __nv_bfloat16* x, int64_t ld_x, int64_t m, int64_t k,
-                                                               int n_quads, int64_t ld_xsum, float* xs) {
-  pdl_wait();
-  const int lane = threadIdx.x & 31;
-  const int quad = blockIdx.x * 4 + (threadIdx.x >> 5);
-  const int64_t tok = blockIdx.y;
-  if (quad >= n_quads) return;
-  constexpr int E = QC / 32;  // values per lane
-  float sum = 0.f;
-  if (tok < m) {
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int64_t j = static_cast<int64_t>(quad) * QC + lane * E + e;
-      if (j < k) sum += __bfloat162float(x[tok * ld_x + j]);
-    }
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  if (lane == 0) xs[static_cast<int64_t>(quad) * ld_xsum + tok] = sum;
-}
-
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 // Tuning knobs for the benchmark (FRUGAL_QGEMV_U=1|2|4 quads per warp per iteration, twice that
@@ -314,7 +279,6 @@ cudaError_t launch_k(const QGemvArgs& a, cudaStream_t stream) {
     if (u_env == 1) return launch_kernel(quant_gemv_kernel<K, W, 1, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
     return launch_kernel(quant_gemv_kernel<K, W, 2, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
   } else {
-    if (a.xsum) return launch_kernel(quant_gemv_kernel<K, W, 1, MT, kOffsets, true>, grid, dim3(W * 32), 0, stream, a);
     return launch_kernel(quant_gemv_kernel<K, W, 1, MT, kOffsets>, grid, dim3(W * 32), 0, stream, a);
   }
 }
@@ -356,46 +320,16 @@ bool quant_gemv_supported(const ops::MatmulParams& p) {
   return p.m >= 1 && p.k % 8 == 0 && p.ld_x % 8 == 0 && aligned16(p.x) && aligned16(p.w.data);
 }
 
-namespace {
-int64_t pass_tokens(int64_t m) { return m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : 64; }  // 8 * MT of launch_mt
-bool needs_x(const ops::WeightFormat& f) { return f.scheme == ops::WeightScheme::kInt4 || f.zero == ops::ZeroPoint::kOffset; }
-int64_t n_quads_of(const ops::MatmulParams& p) {
-  const int64_t chunks = ops::quant_geometry(p.w.format, p.n, p.k).row_bytes / 16;
-  return (chunks + 3) / 4;
-}
-}  // namespace
-
-size_t quant_gemv_workspace_bytes(const ops::MatmulParams& p) {
-  if (p.m <= 8 || !needs_x(p.w.format)) return 0;
-  const int64_t ld = (p.m + pass_tokens(p.m) - 1) / pass_tokens(p.m) * pass_tokens(p.m);
-  return static_cast<size_t>(n_quads_of(p) * ld) * sizeof(float);
-}
-
-cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, void* workspace, size_t workspace_bytes) {
+cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream) {
   if (p.m * p.n == 0) return cudaSuccess;
   const ops::QuantGeometry g = ops::quant_geometry(p.w.format, p.n, p.k);
-  const bool int4 = p.w.format.scheme == ops::WeightScheme::kInt4;
-  const int64_t quad_codes = int4 ? 128 : 64;
+  const int64_t quad_codes = p.w.format.scheme == ops::WeightScheme::kInt4 ? 128 : 64;
   const int64_t qpg = g.group_k / quad_codes;  // quad_gemv_supported: group_k is a multiple of the quad
   int shift = -1;
   for (int s = 0; s < 31; ++s)
     if ((int64_t{1} << s) == qpg) shift = s;
   if (g.groups_k == 1 || qpg >= (int64_t{1} << 31)) shift = 31;  // per channel: every quad in group 0
-  QGemvArgs a{p, g.row_bytes, g.group_k, g.groups_k, g.group_n, shift,
-              static_cast<uint32_t>(std::min<int64_t>(qpg, UINT32_MAX)), nullptr, 0};
-  const size_t ws = quant_gemv_workspace_bytes(p);
-  if (ws > 0 && workspace && workspace_bytes >= ws && (reinterpret_cast<uintptr_t>(workspace) & 7u) == 0) {
-    const int nq = static_cast<int>(n_quads_of(p));
-    a.ld_xsum = static_cast<int64_t>(ws / sizeof(float)) / nq;
-    a.xsum = static_cast<float*>(workspace);
-    const dim3 grid(static_cast<unsigned>(ceil_div(nq, 4)), static_cast<unsigned>(a.ld_xsum));
-    const auto* x = static_cast<const __nv_bfloat16*>(p.x);
-    auto* xs = static_cast<float*>(workspace);
-    const cudaError_t e =
-        int4 ? launch_kernel(quant_gemv_xsum_kernel<128>, grid, dim3(128), 0, stream, x, p.ld_x, p.m, p.k, nq, a.ld_xsum, xs)
-             : launch_kernel(quant_gemv_xsum_kernel<64>, grid, dim3(128), 0, stream, x, p.ld_x, p.m, p.k, nq, a.ld_xsum, xs);
-    if (e != cudaSuccess) return e;
-  }
+  const QGemvArgs a{p, g.row_bytes, g.group_k, g.groups_k, g.group_n, shift, static_cast<uint32_t>(std::min<int64_t>(qpg, UINT32_MAX))};
   const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
   switch (p.w.format.scheme) {
     case ops::WeightScheme::kInt4:
