@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 // Tuning knobs for the benchmark (FRUGAL_QGEMV_U=1|2|4 quads per warp per iteration, twice that
-// in flight with the double buffer;
+// in flight with the double buffer, m <= 8;
 // FRUGAL_QGEMV_W=4|8 warps per tile; 0 = the default rule below); set_quant_gemv_tuning wins.
 int env_int(const char* name) {
   const char* e = std::getenv(name);
@@ -269,14 +269,18 @@ int env_int(const char* name) {
 }
 int g_tune_u = -1, g_tune_w = -1;
 
+// The default at m <= 8 (measured, cuda_kernel_bench --quant, 2026-12-03): many row tiles (the
+// fused gate/up, >= 1024 tiles) 4 warps and 1 quad per iteration, the grid itself keeps bytes in
+// flight; fewer tiles (q, o, down) 8 warps and 2 quads; very few (k, v: < 64 tiles) 8 warps and 4.
 template <QKind K, int W, int MT, bool kOffsets>
-cudaError_t launch_k(const QGemvArgs& a, cudaStream_t stream) {
+cudaError_t launch_k(const QGemvArgs& a, int64_t tiles, cudaStream_t stream) {
   static const int u_env0 = env_int("FRUGAL_QGEMV_U");
   const int u_env = g_tune_u >= 0 ? g_tune_u : u_env0;
+  const int u = u_env > 0 ? u_env : tiles >= 1024 ? 1 : tiles < 64 ? 4 : 2;
   const dim3 grid(static_cast<unsigned>(ceil_div(a.p.n, 16)), static_cast<unsigned>(ceil_div(a.p.m, 8 * MT)));
   if constexpr (MT == 1) {
-    if (u_env == 4) return launch_kernel(quant_gemv_kernel<K, W, 4, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
-    if (u_env == 1) return launch_kernel(quant_gemv_kernel<K, W, 1, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+    if (u == 4) return launch_kernel(quant_gemv_kernel<K, W, 4, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+    if (u == 1) return launch_kernel(quant_gemv_kernel<K, W, 1, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
     return launch_kernel(quant_gemv_kernel<K, W, 2, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
   } else {
     return launch_kernel(quant_gemv_kernel<K, W, 1, MT, kOffsets>, grid, dim3(W * 32), 0, stream, a);
@@ -287,9 +291,10 @@ template <QKind K, int MT, bool kOffsets>
 cudaError_t launch_w(const QGemvArgs& a, cudaStream_t stream) {
   static const int w_env0 = env_int("FRUGAL_QGEMV_W");
   const int w_env = g_tune_w >= 0 ? g_tune_w : w_env0;
+  const int64_t tiles = ceil_div(a.p.n, 16) * ceil_div(a.p.m, 8 * MT);
   // Few row tiles (small n): 8 warps split k to keep bytes in flight.
-  const bool eight = w_env == 8 || (w_env != 4 && ceil_div(a.p.n, 16) * ceil_div(a.p.m, 8 * MT) < 1024);
-  return eight ? launch_k<K, 8, MT, kOffsets>(a, stream) : launch_k<K, 4, MT, kOffsets>(a, stream);
+  const bool eight = w_env == 8 || (w_env != 4 && tiles < 1024);
+  return eight ? launch_k<K, 8, MT, kOffsets>(a, tiles, stream) : launch_k<K, 4, MT, kOffsets>(a, tiles, stream);
 }
 
 // Token tiles per pass: one pass over the weight for m <= 64 (more tiles cost registers and
