@@ -144,9 +144,9 @@ void OpCases::matmul_quant() {
         const bool int_w = qc.scheme == S::kInt8 || qc.scheme == S::kInt4;
         const bool int8_x = int_w && (bn == "cpu-avx512" || (bn == "cpu-avx2" && m > 8));
         // CUDA runs FP8 weights with per-tensor, per-channel or 128 x 128 scales as W8A8 above
-        // the GEMV's m (x rounded to E4M3 per token or per token and 128 inputs): each x_j moves
-        // by at most |x_j| / 16, or (subnormal) amax(token) / 448 / 1024.
-        const bool fp8_x = qc.scheme == S::kFp8 && bn == "cuda" && m > 64 &&
+        // 8 tokens (kFp8GemvMaxM; x rounded to E4M3 per token or per token and 128 inputs): each
+        // x_j moves by at most |x_j| / 16, or (subnormal) amax(token) / 448 / 1024.
+        const bool fp8_x = qc.scheme == S::kFp8 && bn == "cuda" && m > 8 &&
                            ((qc.group == 0 && qc.row_block <= 1) || (qc.group == 128 && qc.row_block == 128));
         if (fp8_x) {
           EXPECT_TRUE(compare_mats(got, want, y0, 1e30, what));  // gaps untouched, values finite

@@ -193,7 +193,7 @@ Status CudaBackend::matmul(const ops::MatmulParams& p) {
 }
 
 // Quantized weights: the tensor-core GEMV for decode-sized m (bandwidth-bound, one pass over the
-// codes per 8 tokens); above kQuantGemvMaxM, FP8 weights with per-tensor, per-channel or 128 x
+// codes per 8 tokens); above kFp8GemvMaxM, FP8 weights with per-tensor, per-channel or 128 x
 // 128 block scales run W8A8 (activations quantized to FP8, cuBLASLt's FP8 GEMM; sm_90); other
 // formats (or where that is unsupported) are dequantized to bf16 in the scratch and multiplied
 // by cuBLASLt, when the scratch is large enough (it cannot grow inside a capture); else the
@@ -205,18 +205,23 @@ Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
   const bool want_lt = force && std::strcmp(force, "lt") == 0;
   const bool want_gemv = force && std::strcmp(force, "gemv") == 0;
   const bool want_w8a8 = force && std::strcmp(force, "w8a8") == 0;
-  if (!want_ref && !want_lt && !want_w8a8 && quant_gemv_supported(p) && (p.m <= kQuantGemvMaxM || want_gemv))
-    return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
-  if (!want_ref && !want_lt && (p.m > kQuantGemvMaxM || want_w8a8)) {
+  const bool gemv_ok = !want_ref && !want_lt && !want_w8a8 && quant_gemv_supported(p);
+  // FP8 weights leave the GEMV for W8A8 above kFp8GemvMaxM tokens (where cuBLASLt takes them).
+  const int64_t gemv_max_m = p.w.format.scheme == ops::WeightScheme::kFp8 ? kFp8GemvMaxM : kQuantGemvMaxM;
+  if (gemv_ok && (p.m <= gemv_max_m || want_gemv)) return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
+  if (!want_ref && !want_lt && (p.m > gemv_max_m || want_w8a8)) {
     Status st = matmul_w8a8(p);
     if (st.code() != ErrorCode::kUnsupported) return st;
     // Not an FP8 weight W8A8 takes ("w8a8: ..."), or cuBLASLt refused it: said once.
     if (st.message().rfind("w8a8: ", 0) != 0) {
       if (w8a8_fallback_.empty())
-        FRUGAL_LOG_WARN("fp8 W8A8 unavailable ({}): dequantizing to bf16 instead", st.message());
+        FRUGAL_LOG_WARN("fp8 W8A8 unavailable ({}): {} instead", st.message(),
+                        gemv_ok && p.m <= kQuantGemvMaxM ? "the weight-only GEMV" : "dequantizing to bf16");
       w8a8_fallback_ = st.message();
     }
   }
+  // FP8 weights W8A8 does not take: the GEMV still beats dequantizing up to kQuantGemvMaxM.
+  if (gemv_ok && p.m <= kQuantGemvMaxM) return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
   const size_t w_bytes = static_cast<size_t>(p.n) * static_cast<size_t>(p.k) * 2;
   if (!want_ref && p.x_dtype == DType::kBF16 && (!capturing_ || w_bytes <= scratch_bytes_)) {
     FRUGAL_ASSIGN_OR_RETURN(void* w, scratch(w_bytes));

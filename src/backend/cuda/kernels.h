@@ -61,6 +61,10 @@ cudaError_t launch_matmul_quant(const ops::MatmulParams& p, cudaStream_t stream)
 // group_k 0 or a multiple of 128 (int4) / 64 (8-bit), k % 8 == 0, ld_x % 8 == 0, 16-byte aligned x
 // and codes; any m (one pass over the weight per 8 tokens), so meant for m <= kQuantGemvMaxM.
 constexpr int64_t kQuantGemvMaxM = 64;
+// FP8 weights W8A8 takes (per tensor / channel / 128 x 128 blocks, sm_90) leave the GEMV above 8
+// tokens: cuBLASLt's FP8 GEMM reads the weight once for all of them (measured 2026-12-03, 7B
+// decode: B=16 2,927 vs 2,846 tok/s, B=64 9,355 vs 3,948 tok/s through the GEMV).
+constexpr int64_t kFp8GemvMaxM = 8;
 bool quant_gemv_supported(const ops::MatmulParams& p);
 cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream);
 // Benchmark knob: quads in flight per warp (2 | 4) and warps per row tile (4 | 8); 0 = default rule.
