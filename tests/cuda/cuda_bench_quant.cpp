@@ -4,6 +4,7 @@
 // checked first against the per-element correctness kernel on the same weights; and the
 // large-m path (dequantize to bf16 + cuBLASLt) at m = 2048.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -46,8 +47,11 @@ std::vector<float> download_bf16(CudaBackend* b, const void* d, int64_t n) {
 
 void bench_quant(CudaBackend* b, double ceiling, Table* table) {
   std::mt19937 rng(5);
+  // FRUGAL_QBENCH_ONLY=substring: only the format x shape tags that contain it ("int4g128 gate").
+  const char* only = std::getenv("FRUGAL_QBENCH_ONLY");
   for (const QFmt& fm : kQFmts) {
     for (const QShape& s : kQShapes) {
+      if (only && (std::string(fm.name) + " " + s.name).find(only) == std::string::npos) continue;
       const ops::WeightFormat f = fm.make(s.k);
       const int64_t row_bytes = ops::weight_row_bytes(f, s.k), code_bytes = s.n * row_bytes;
       const int64_t n_scales = ops::weight_scale_rows(f, s.n) * ops::weight_groups_k(f, s.k);

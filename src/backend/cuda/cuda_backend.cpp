@@ -207,7 +207,8 @@ Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
   const bool want_w8a8 = force && std::strcmp(force, "w8a8") == 0;
   const bool gemv_ok = !want_ref && !want_lt && !want_w8a8 && quant_gemv_supported(p);
   // FP8 weights leave the GEMV for W8A8 above kFp8GemvMaxM tokens (where cuBLASLt takes them).
-  const int64_t gemv_max_m = p.w.format.scheme == ops::WeightScheme::kFp8 ? kFp8GemvMaxM : kQuantGemvMaxM;
+  const int64_t gemv_max_m = p.w.format.scheme != ops::WeightScheme::kFp8 ? kQuantGemvMaxM
+                               : fp8_gemv_max_m_ >= 0 ? fp8_gemv_max_m_ : kFp8GemvMaxM;
   if (gemv_ok && (p.m <= gemv_max_m || want_gemv)) return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
   if (!want_ref && !want_lt && (p.m > gemv_max_m || want_w8a8)) {
     Status st = matmul_w8a8(p);

@@ -69,6 +69,10 @@ class CudaBackend final : public ops::Backend {
   int64_t w8a8_calls() const { return w8a8_calls_; }
   // Why cuBLASLt last refused an FP8 W8A8 matmul (empty if it never did).
   const std::string& w8a8_fallback() const { return w8a8_fallback_; }
+  // FP8 weights run the weight-only GEMV up to this many tokens, W8A8 above (kFp8GemvMaxM; tests
+  // set kQuantGemvMaxM to compare the GEMV with bf16 activations against an oracle without
+  // activation rounding).
+  void set_fp8_gemv_max_m(int64_t m) { fp8_gemv_max_m_ = m; }
 
  private:
   CudaBackend() = default;
@@ -84,6 +88,7 @@ class CudaBackend final : public ops::Backend {
   int n_sms_ = 0;
   int cc_major_ = 0;
   int64_t w8a8_calls_ = 0;
+  int64_t fp8_gemv_max_m_ = -1;  // -1: kFp8GemvMaxM
   std::string w8a8_fallback_;
   bool capturing_ = false;
   cudaStream_t stream_ = nullptr;
