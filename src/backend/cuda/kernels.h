@@ -67,7 +67,8 @@ constexpr int64_t kQuantGemvMaxM = 64;
 constexpr int64_t kFp8GemvMaxM = 8;
 bool quant_gemv_supported(const ops::MatmulParams& p);
 cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream);
-// Benchmark knob: quads in flight per warp (2 | 4) and warps per row tile (4 | 8); 0 = default rule.
+// Benchmark knob at m <= 8: quads per warp iteration (1 | 2 | 4; the next iteration's are in flight
+// meanwhile) and warps per row tile (4 | 8); 0 = the default rule.
 void set_quant_gemv_tuning(int quads_in_flight, int warps);
 // Dequantizes an n x k quantized weight into dense bf16 [n][k] in the original input order
 // (act order undone): the large-m path feeds it to cuBLASLt.

@@ -117,7 +117,8 @@ __device__ __forceinline__ uint32_t quad_group(const QGemvArgs& a, uint32_t quad
 // MT tiles of 8 tokens per pass over the weight (the dequantized A fragments of a quad are
 // reused for every tile). x is loaded when used (L1 hits), not with the weights: preloading it
 // for U quads cost 64 registers and half the occupancy (measured: int4 gate at 38% of the copy
-// ceiling with it). Token tiles past m multiply zeros (no warp-divergent exit in the quad loop).
+// ceiling with it). Lanes whose token is past m multiply zeros; token tiles wholly past m are
+// skipped (a warp-uniform test).
 template <QKind K, int W, int U, int MT, bool kOffsets>
 __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
   constexpr int C = codes_per_chunk<K>();
