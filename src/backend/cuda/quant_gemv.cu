@@ -271,8 +271,8 @@ int env_int(const char* name) {
 int g_tune_u = -1, g_tune_w = -1;
 
 // The default at m <= 8 (measured, cuda_kernel_bench --quant, 2026-12-03): many row tiles (the
-// fused gate/up, >= 1024 tiles) 4 warps and 1 quad per iteration, the grid itself keeps bytes in
-// flight; fewer tiles (q, o, down) 8 warps and 2 quads; very few (k, v: < 64 tiles) 8 warps and 4.
+// fused gate/up, >= 1024 tiles) 1 quad per iteration on 4 warps (int8: 8), the grid itself keeps
+// bytes in flight; fewer tiles (q, o, down) 8 warps and 2 quads; very few (k, v: < 64 tiles) 8 warps and 4.
 template <QKind K, int W, int MT, bool kOffsets>
 cudaError_t launch_k(const QGemvArgs& a, int64_t tiles, cudaStream_t stream) {
   static const int u_env0 = env_int("FRUGAL_QGEMV_U");
@@ -293,8 +293,9 @@ cudaError_t launch_w(const QGemvArgs& a, cudaStream_t stream) {
   static const int w_env0 = env_int("FRUGAL_QGEMV_W");
   const int w_env = g_tune_w >= 0 ? g_tune_w : w_env0;
   const int64_t tiles = ceil_div(a.p.n, 16) * ceil_div(a.p.m, 8 * MT);
-  // Few row tiles (small n): 8 warps split k to keep bytes in flight.
-  const bool eight = w_env == 8 || (w_env != 4 && tiles < 1024);
+  // Few row tiles (small n): 8 warps split k to keep bytes in flight. int8 keeps 8 on many tiles
+  // too (gate 18944x3584 at m 1: 24.3 us against 26.2 with 4 warps; int4 and fp8 are faster with 4).
+  const bool eight = w_env == 8 || (w_env != 4 && (tiles < 1024 || K == QKind::kInt8));
   return eight ? launch_k<K, 8, MT, kOffsets>(a, tiles, stream) : launch_k<K, 4, MT, kOffsets>(a, tiles, stream);
 }
 
