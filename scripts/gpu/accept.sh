@@ -11,6 +11,8 @@
 #            (KV_DTYPES, default "bf16 fp8")                                (~25 s each)
 #   kvtput   issue 20: KV_PROMPTS (default 256) x 1024/1024 at KV_SEQS (256) sequences, per
 #            KV dtype (KV_DTYPES)                                           (~15 s each)
+#   kvmem    kvtput with the KV pool bounded by KV_MEM_UTIL (default 0.32 of the card: ~29 GB of
+#            KV on the H200, where bf16 holds ~256 of the 2048-token sequences and fp8 twice that)
 # Needs a built build-gpu (scripts/gpu/check.sh build).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -60,6 +62,11 @@ for step in "$@"; do
                 --output-len 1024 --throughput-reps 1 --max-num-seqs "${KV_SEQS:-256}" --max-num-batched-tokens 8192 \
                 --kv-cache-dtype "$dt"
             done ;;
+    kvmem) for dt in ${KV_DTYPES:-bf16 fp8}; do
+             run "kvmem_$dt" --prefill-lens 0 --batches 0 --num-prompts "${KV_PROMPTS:-1000}" --input-len 1024 \
+               --output-len 1024 --throughput-reps 1 --max-num-seqs "${KV_SEQS:-1024}" --max-num-batched-tokens 8192 \
+               --kv-cache-dtype "$dt" --gpu-memory-utilization "${KV_MEM_UTIL:-0.32}"
+           done ;;
     kernels) "$BUILD_DIR/tests/cuda/cuda_kernel_bench" >"$OUT/kernels.txt" 2>&1
              echo "== kernels: rc $?" >>"$TABLE"; grep -E "7B|gemv m=1 |gemm m=2048|attn prefill" "$OUT/kernels.txt" >>"$TABLE" ;;
     *) echo "unknown step $step"; exit 2 ;;

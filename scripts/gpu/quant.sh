@@ -3,7 +3,8 @@
 # run the CUDA op harness; cuda_kernel_bench --quant (checks the quantized GEMV against the
 # correctness kernel on the 7B shapes, then times it; dequantize + cuBLASLt at m = 2048); then
 # batch-1 decode (128 in / 256 out) with dummy 7B weights per precision (PRECISIONS, default
-# "int4 int8 fp8"; PREFILL=2048 adds a prefill point). Logs under $OUT, short table last.
+# "int4 int8 fp8"; PREFILL=2048 adds a prefill point); BATCHES=16,64 adds decode at those
+# concurrencies (512 in / 128 out) per precision. Logs under $OUT, short table last.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -37,5 +38,15 @@ for pr in ${PRECISIONS:-int4 int8 fp8}; do
   echo "== offline $pr rc $?" >>"$T"
   grep -vE "^ceilings|^bench  " "$OUT/off_$pr.txt" | tail -8 >>"$T"
 done
+if [ -n "${BATCHES:-}" ]; then
+  for pr in ${PRECISIONS:-int4 int8 fp8}; do
+    "$B/src/cli/frugal" bench offline --dummy-weights /tmp/q7b/config.json --device cuda --gpu h200 \
+      --ceiling-gbps 4259 --ceiling-tflops 790 --precision "$pr" --prefill-lens 0 --batches "$BATCHES" \
+      --decode-prompt-len 512 --decode-tokens 128 --reps "${REPS:-2}" --warmup 1 --max-num-seqs 64 \
+      --json "$OUT/batches_$pr.json" >"$OUT/batches_$pr.txt" 2>&1
+    echo "== batches $BATCHES $pr rc $?" >>"$T"
+    grep -E "^decode" "$OUT/batches_$pr.txt" >>"$T"
+  done
+fi
 echo "===== quant summary ====="
 cat "$T"
