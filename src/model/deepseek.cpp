@@ -27,6 +27,7 @@
 // dense bf16 experts), every routed expert runs over all tokens with its rows scaled by the
 // router weights (0 where not chosen) instead.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <span>
 #include <string>
@@ -157,9 +158,10 @@ class DeepseekFamily final : public ForwardFamily {
           FRUGAL_RETURN_IF_ERROR(bind_mlp(w, name(T::kExpGate, i, e), name(T::kExpUp, i, e), name(T::kExpDown, i, e), x));
           moe.experts.push_back(x);
         }
-        // The grouped op indexes every routed expert; a rank of an expert-parallel group holds
-        // only its own, which run one by one over the tokens (their router weight, 0 where unchosen).
-        if (!comm_) FRUGAL_RETURN_IF_ERROR(bind_grouped(in.backend, moe));
+        // The grouped op over the experts this rank holds (all of them on one rank); a backend that
+        // does not take them (CUDA over an expert-parallel subset) runs them one by one over the
+        // tokens (their router weight, 0 where unchosen).
+        FRUGAL_RETURN_IF_ERROR(bind_grouped(in.backend, moe));
         if (c.moe.n_shared_experts > 0) {
           layers::MlpWeights x;
           FRUGAL_RETURN_IF_ERROR(bind_mlp(w, name(T::kShexpGate, i), name(T::kShexpUp, i), name(T::kShexpDown, i), x));
@@ -397,10 +399,11 @@ class DeepseekFamily final : public ForwardFamily {
       const auto* views = w.views.as<ops::WeightView>();
       FRUGAL_RETURN_IF_ERROR(be->moe_experts(ops::MoeExpertsParams{
           .x = ws_.xn, .act_dtype = act, .ld_x = hidden, .out = ws_.resid, .ld_out = hidden, .n_tokens = n,
-          .hidden = hidden, .inter = m.moe_intermediate_size, .n_experts = static_cast<int32_t>(E),
+          .hidden = hidden, .inter = m.moe_intermediate_size, .n_experts = static_cast<int32_t>(experts_.count),
           .top_k = static_cast<int32_t>(m.num_experts_per_tok), .topk_idx = ws_.ridx, .topk_weight = ws_.rw,
-          .gate = views, .up = views + E, .down = views + 2 * E, .format = w.format, .scratch = ws_.moe_scratch,
-          .scratch_bytes = moe_scratch_bytes_}));
+          .gate = views, .up = views + experts_.count, .down = views + 2 * experts_.count, .format = w.format,
+          .scratch = ws_.moe_scratch, .scratch_bytes = moe_scratch_bytes_,
+          .first_expert = static_cast<int32_t>(experts_.begin), .n_routed = static_cast<int32_t>(E)}));
     } else {
       for (int64_t e = experts_.begin; e < experts_.begin + experts_.count; ++e)
         FRUGAL_RETURN_IF_ERROR(expert(be, act, w.experts[static_cast<size_t>(e - experts_.begin)], n, ws_.rdense + e, E));
@@ -409,11 +412,16 @@ class DeepseekFamily final : public ForwardFamily {
     return Status::ok();
   }
 
-  // The experts' WeightViews as one table on the device, and whether the backend runs the
-  // grouped moe_experts op on their format (asked once with zero tokens).
+  // The WeightViews of the experts this rank holds as one table on the device, and whether the
+  // backend runs the grouped moe_experts op on their format and range (asked once with zero tokens).
+  // FRUGAL_MOE_GROUPED=0 keeps the experts one by one (A/B runs).
   Status bind_grouped(ops::Backend* be, MoeWeights& moe) const {
+    static const bool off = [] {
+      const char* e = std::getenv("FRUGAL_MOE_GROUPED");
+      return e && std::strcmp(e, "0") == 0;
+    }();
     const int64_t E = static_cast<int64_t>(moe.experts.size());
-    if (E == 0) return Status::ok();
+    if (E == 0 || off) return Status::ok();
     moe.format = moe.experts[0].gate.weight.format;
     std::vector<ops::WeightView> v(static_cast<size_t>(3 * E));
     bool same = true;
@@ -431,7 +439,8 @@ class DeepseekFamily final : public ForwardFamily {
         .ld_out = config_.hidden_size, .n_tokens = 0, .hidden = config_.hidden_size,
         .inter = config_.moe.moe_intermediate_size, .n_experts = static_cast<int32_t>(E),
         .top_k = static_cast<int32_t>(config_.moe.num_experts_per_tok), .topk_idx = nullptr, .topk_weight = nullptr,
-        .gate = nullptr, .up = nullptr, .down = nullptr, .format = moe.format, .scratch = nullptr, .scratch_bytes = 0});
+        .gate = nullptr, .up = nullptr, .down = nullptr, .format = moe.format, .scratch = nullptr, .scratch_bytes = 0,
+        .first_expert = static_cast<int32_t>(experts_.begin), .n_routed = static_cast<int32_t>(config_.moe.n_routed_experts)});
     if (probe.code() == ErrorCode::kUnsupported) return Status::ok();
     FRUGAL_RETURN_IF_ERROR(probe);
     const size_t bytes = v.size() * sizeof(ops::WeightView);

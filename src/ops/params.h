@@ -264,6 +264,9 @@ struct BatchedMatmulParams {
 // `format`; topk_idx / topk_weight are moe_route's outputs. `scratch` is device memory of
 // moe_experts_scratch_bytes(...) bytes for the largest n_tokens of the step shape, so a
 // captured step needs no host sync on the routing results.
+// Expert parallelism: a rank holds experts [first_expert, first_expert + n_experts) of the
+// n_routed the router chooses from (topk_idx holds global ids); pairs routed to other ranks'
+// experts add nothing here (their ranks add them; one all-reduce sums the ranks).
 struct MoeExpertsParams {
   const void* x;
   DType act_dtype;
@@ -283,6 +286,10 @@ struct MoeExpertsParams {
   WeightFormat format;        // of every expert matrix
   void* scratch;
   int64_t scratch_bytes;
+  int32_t first_expert = 0;   // global id of gate[0] / up[0] / down[0]
+  int32_t n_routed = 0;       // experts topk_idx ranges over (0: n_experts, all of them here)
+  bool subset() const { return first_expert != 0 || (n_routed != 0 && n_routed != n_experts); }
+  int32_t routed() const { return n_routed != 0 ? n_routed : n_experts; }
 };
 
 // Scratch moe_experts needs for n_tokens (every backend's layout fits in this): the token

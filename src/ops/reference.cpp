@@ -404,7 +404,8 @@ void batched_matmul(const BatchedMatmulParams& p) {
       }
 }
 
-// Each token's top_k experts in k order, double accumulation, h rounded to the activation dtype.
+// Each token's top_k experts in k order (those this call holds), double accumulation, h rounded to
+// the activation dtype.
 void moe_experts(const MoeExpertsParams& p) {
   const WeightElement w_at = weight_element(p.format);
   const QuantGeometry g_in = quant_geometry(p.format, p.inter, p.hidden), g_out = quant_geometry(p.format, p.hidden, p.inter);
@@ -420,8 +421,10 @@ void moe_experts(const MoeExpertsParams& p) {
     for (int64_t j = 0; j < p.hidden; ++j) xr[static_cast<size_t>(j)] = load(p.act_dtype, p.x, t * p.ld_x + j);
     std::fill(acc.begin(), acc.end(), 0.0);
     for (int32_t k = 0; k < p.top_k; ++k) {
-      const int32_t e = p.topk_idx[t * p.top_k + k];
-      FRUGAL_CHECK(e >= 0 && e < p.n_experts);
+      const int32_t g = p.topk_idx[t * p.top_k + k];
+      FRUGAL_CHECK(g >= 0 && g < p.routed());
+      const int32_t e = g - p.first_expert;
+      if (e < 0 || e >= p.n_experts) continue;  // another rank's expert
       const WeightView &wg = p.gate[e], &wu = p.up[e], &wd = p.down[e];
       for (int64_t o = 0; o < p.inter; ++o) {
         double gs = 0, us = 0;

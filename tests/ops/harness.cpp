@@ -451,9 +451,52 @@ void OpCases::moe_experts() {
       p.gate = hviews.data(), p.up = hviews.data() + c.E, p.down = hviews.data() + 2 * c.E;
       ops::ref::moe_experts(p);
       EXPECT_TRUE(compare_mats(got, want, out0, act_tol(), what));
+      // Expert parallelism: experts [0, a) then [a, E) as two ranks' calls into one output add
+      // up to the whole (each pair routed elsewhere adds nothing; one more rounding of out).
+      {
+        const int32_t a = c.E / 2;
+        auto dout2 = upload(out0);
+        bool ok = true;
+        for (const auto [first, count] : {std::pair<int32_t, int32_t>{0, a}, {a, c.E - a}}) {
+          ops::MoeExpertsParams q{.x = dx->ptr(), .act_dtype = act(), .ld_x = x.ld, .out = dout2->ptr(),
+                                  .ld_out = out0.ld, .n_tokens = n, .hidden = c.hidden, .inter = c.inter,
+                                  .n_experts = count, .top_k = c.K, .topk_idx = static_cast<const int32_t*>(di->ptr()),
+                                  .topk_weight = static_cast<const float*>(dwt->ptr()), .gate = views + first,
+                                  .up = views + c.E + first, .down = views + 2 * c.E + first, .format = hviews[0].format,
+                                  .scratch = ds->ptr(), .scratch_bytes = scratch_bytes, .first_expert = first,
+                                  .n_routed = c.E};
+          ok = ok && ran(backend()->moe_experts(q), ops::OpKind::kMoeExperts, "expert subset", what + " experts " +
+                         std::to_string(first) + ".." + std::to_string(first + count - 1));
+        }
+        if (ok) {
+          HostMat got2 = download(*dout2, out0);
+          EXPECT_TRUE(compare_mats(got2, want, out0, 2 * act_tol(), what + " in two expert subsets"));
+          EXPECT_TRUE(dout2->check_guards(what));
+        }
+      }
       for (auto* b : {dx.get(), dout.get(), di.get(), dwt.get(), dv.get(), ds.get()}) EXPECT_TRUE(b->check_guards(what));
       for (auto& b : dw) EXPECT_TRUE(b->check_guards(what));
     }
+  // A subset's reference: the oracle skips other ranks' experts the same way (hand case: two
+  // tokens, three experts of one row each, the rank holding expert 1 only).
+  {
+    const float xs[2] = {1.0f, 2.0f};
+    float out[2] = {0.5f, 0.0f};
+    const float gate[3] = {1.0f, 2.0f, 3.0f}, up[3] = {1.0f, 1.0f, 1.0f}, down[3] = {1.0f, 10.0f, 100.0f};
+    std::vector<ops::WeightView> v = {ops::dense_weight(&gate[1], DType::kF32), ops::dense_weight(&up[1], DType::kF32),
+                                      ops::dense_weight(&down[1], DType::kF32)};
+    const int32_t idx[4] = {1, 2, 0, 1};  // token 0: experts 1, 2; token 1: experts 0, 1
+    const float wt[4] = {0.25f, 0.75f, 0.5f, 0.5f};
+    ops::MoeExpertsParams q{.x = xs, .act_dtype = DType::kF32, .ld_x = 1, .out = out, .ld_out = 1, .n_tokens = 2,
+                            .hidden = 1, .inter = 1, .n_experts = 1, .top_k = 2, .topk_idx = idx, .topk_weight = wt,
+                            .gate = v.data(), .up = v.data() + 1, .down = v.data() + 2, .format = v[0].format,
+                            .scratch = nullptr, .scratch_bytes = 0, .first_expert = 1, .n_routed = 3};
+    ops::ref::moe_experts(q);
+    // expert 1: h = silu(2 x) * x, y = 10 h; token 0 (x 1) weight 0.25, token 1 (x 2) weight 0.5.
+    auto silu = [](double v) { return v / (1.0 + std::exp(-v)); };
+    EXPECT_NEAR(out[0], 0.5 + 0.25 * 10 * silu(2.0) * 1.0, 1e-5);
+    EXPECT_NEAR(out[1], 0.5 * 10 * silu(4.0) * 2.0, 1e-5);
+  }
 }
 
 // Batched matmuls with strided operands (MLA's per-head projections): heads interleaved in one

@@ -14,7 +14,10 @@ bool SupportTable::expects(ops::OpKind op, const std::string& variant) const {
 const SupportTable* support_table_for(const std::string& name) {
   // The oracle, the CPU backend (every ISA) and the CUDA backend run every case: CUDA's
   // KV-write and attention kernels read fp8 e4m3 and int8 caches and attention sinks (issue 20).
-  static const SupportTable kRef, kCpu, kCuda;
+  // CUDA's grouped experts take every routed expert, not an expert-parallel rank's subset.
+  static const SupportTable kRef, kCpu;
+  static const SupportTable kCuda(std::vector<SupportTable::Refusal>{{ops::OpKind::kMoeExperts, "expert subset",
+                                    "the CUDA permutation kernel indexes every routed expert; experts run one by one"}});
   if (name == "ref") return &kRef;
   if (name == "cpu") return &kCpu;
   if (name == "cuda") return &kCuda;

@@ -301,15 +301,19 @@ Status CpuBackend::batched_matmul(const ops::BatchedMatmulParams& p) {
   return {};
 }
 
-// Tokens grouped by expert (the token permutation): each chosen expert runs once over the rows
-// routed to it, through this backend's matmul (so quantized experts work too), and each token
-// sums its top_k outputs in k order.
+// Tokens grouped by expert (the token permutation): each chosen expert this call holds runs once
+// over the rows routed to it, through this backend's matmul (so quantized experts work too), and
+// each token sums its top_k outputs in k order.
 Status CpuBackend::moe_experts(const ops::MoeExpertsParams& p) {
   FRUGAL_RETURN_IF_ERROR(validate(p));
   if (p.n_tokens == 0) return {};
   const int64_t K = p.top_k, pairs = p.n_tokens * K, H = p.hidden, I = p.inter;
   std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(p.n_experts));
-  for (int64_t i = 0; i < pairs; ++i) by_expert[static_cast<size_t>(p.topk_idx[i])].push_back(i);
+  for (int64_t i = 0; i < pairs; ++i) {  // ids checked by validate
+    const int32_t e = p.topk_idx[i] - p.first_expert;
+    if (e >= 0 && e < p.n_experts) by_expert[static_cast<size_t>(e)].push_back(i);  // else another rank's
+  }
+  // y stays 0 for pairs routed to another rank's experts: they add nothing below.
   std::vector<float> y(static_cast<size_t>(pairs * H)), xe, g, u, ye;
   for (int32_t e = 0; e < p.n_experts; ++e) {
     const auto& rows = by_expert[static_cast<size_t>(e)];

@@ -308,8 +308,12 @@ Status validate(const ops::MoeExpertsParams& p) {
   FRUGAL_RETURN_IF_ERROR(need(p.n_tokens >= 0 && p.hidden > 0 && p.inter > 0, op, "n_tokens, hidden and inter must be positive"));
   FRUGAL_RETURN_IF_ERROR(need(p.n_experts > 0 && p.n_experts <= ops::kMoeMaxExperts, op,
                               "n_experts must be in [1, " + str(ops::kMoeMaxExperts) + "]"));
-  FRUGAL_RETURN_IF_ERROR(need(p.top_k > 0 && p.top_k <= p.n_experts && p.top_k <= ops::kMoeMaxTopK, op,
-                              "top_k must be in [1, min(n_experts, " + str(ops::kMoeMaxTopK) + ")]"));
+  FRUGAL_RETURN_IF_ERROR(need(p.first_expert >= 0 && p.n_routed >= 0 && p.routed() <= ops::kMoeMaxExperts &&
+                                  p.first_expert + p.n_experts <= p.routed(),
+                              op, "experts [first_expert, first_expert + n_experts) must lie in [0, n_routed <= " +
+                                      str(ops::kMoeMaxExperts) + ")"));
+  FRUGAL_RETURN_IF_ERROR(need(p.top_k > 0 && p.top_k <= p.routed() && p.top_k <= ops::kMoeMaxTopK, op,
+                              "top_k must be in [1, min(n_routed, " + str(ops::kMoeMaxTopK) + ")]"));
   FRUGAL_RETURN_IF_ERROR(ops::check_weight_format(p.format, op));
   if (p.n_tokens == 0) return {};
   FRUGAL_RETURN_IF_ERROR(need_f32(p.act_dtype, op, "act_dtype"));
@@ -320,8 +324,9 @@ Status validate(const ops::MoeExpertsParams& p) {
   FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_x, p.hidden, op, "ld_x"));
   FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_out, p.hidden, op, "ld_out"));
   for (int64_t i = 0; i < p.n_tokens * p.top_k; ++i)
-    FRUGAL_RETURN_IF_ERROR(need(p.topk_idx[i] >= 0 && p.topk_idx[i] < p.n_experts, op,
-                                "topk_idx[" + str(i) + "] = " + str(p.topk_idx[i]) + " is not an expert"));
+    FRUGAL_RETURN_IF_ERROR(need(p.topk_idx[i] >= 0 && p.topk_idx[i] < p.routed(), op,
+                                "topk_idx[" + str(i) + "] = " + str(p.topk_idx[i]) + " is not an expert id in [0, " +
+                                    str(p.routed()) + ")"));
   return {};
 }
 

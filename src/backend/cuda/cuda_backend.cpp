@@ -494,6 +494,10 @@ Status CudaBackend::batched_matmul(const ops::BatchedMatmulParams& p) {
 }
 
 Status CudaBackend::moe_experts(const ops::MoeExpertsParams& p) {
+  if (p.subset())  // the permutation kernel indexes every routed expert
+    return unsupported("cuda moe_experts: an expert subset (expert parallelism; experts " +
+                       std::to_string(p.first_expert) + ".." + std::to_string(p.first_expert + p.n_experts - 1) + " of " +
+                       std::to_string(p.routed()) + ") is not built on CUDA: the experts run one by one");
   if (p.n_experts <= 0 || p.n_experts > ops::kMoeMaxExperts || p.top_k <= 0 || p.top_k > p.n_experts ||
       p.top_k > ops::kMoeMaxTopK || p.hidden <= 0 || p.inter <= 0 || p.n_tokens < 0)
     return invalid_argument("cuda moe_experts: n_experts " + std::to_string(p.n_experts) + ", top_k " +
