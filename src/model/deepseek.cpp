@@ -23,9 +23,10 @@
 // and weights); the moe_experts op then runs each token through only its chosen experts, the
 // tokens grouped by expert (a grouped GEMM on CUDA, per-expert matmuls on the CPU), and sums
 // them into the residual in k order; the shared experts are a plain gated MLP. Where the
-// backend has no grouped kernel for the experts' format (checked once at load: CUDA takes
-// dense bf16 experts), every routed expert runs over all tokens with its rows scaled by the
-// router weights (0 where not chosen) instead.
+// backend has no grouped kernel for the experts' format or for an expert-parallel rank's subset
+// (checked once at load: CUDA takes dense bf16 experts, all of them), every routed expert the
+// rank holds runs over all tokens with its rows scaled by the router weights (0 where not
+// chosen) instead.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>

@@ -69,7 +69,7 @@ bool quant_gemv_supported(const ops::MatmulParams& p);
 cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream);
 // Benchmark knob at m <= 8: quads per warp iteration (1 | 2 | 4; the next iteration's are in flight
 // meanwhile) and warps per row tile (4 | 8); 0 = the default rule.
-void set_quant_gemv_tuning(int quads_in_flight, int warps);
+void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 // Dequantizes an n x k quantized weight into dense bf16 [n][k] in the original input order
 // (act order undone): the large-m path feeds it to cuBLASLt.
 cudaError_t launch_dequant_bf16(const ops::WeightView& w, int64_t n, int64_t k, void* out, cudaStream_t stream);

@@ -311,8 +311,8 @@ cudaError_t launch_mt(const QGemvArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-void set_quant_gemv_tuning(int quads_in_flight, int warps) {
-  g_tune_u = quads_in_flight;
+void set_quant_gemv_tuning(int quads_per_iteration, int warps) {
+  g_tune_u = quads_per_iteration;
   g_tune_w = warps;
 }
 
