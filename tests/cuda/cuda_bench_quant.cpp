@@ -113,6 +113,60 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
                     rel, rel < 2e-2 ? "ok" : "FAIL");
       }
       set_quant_gemv_tuning(-1, -1);
+      // The GEMM (m >= 9) against the same oracle, in each block shape, split as the backend
+      // splits it (and unsplit).
+      const int64_t part_bytes = static_cast<int64_t>(64 * s.n * 4) * 16;  // up to 16 splits at m = 64
+      void* partials = b->alloc(static_cast<size_t>(part_bytes)).value();
+      struct GemmTune { int w, r; const char* name; };
+      const GemmTune gemm_tunes[] = {{0, 0, ""}, {4, 1, " w4r1"}, {8, 1, " w8r1"}, {4, 2, " w4r2"}};
+      auto run_gemm = [&](ops::MatmulParams p, bool split) {
+        const int splits = split ? quant_gemm_splits(p, b->n_sms()) : 1;
+        if (quant_gemm_scratch_bytes(p, splits) > static_cast<size_t>(part_bytes)) std::abort();
+        (void)launch_quant_gemm(p, splits, partials, b->stream());
+      };
+      for (int64_t m : {9, 16, 33, 64}) {
+        for (const GemmTune& t : gemm_tunes) {
+          for (bool split : {true, false}) {
+            if (!split && t.w != 0) continue;
+            set_quant_gemm_tuning(t.w, t.r);
+            ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+            ops::MatmulParams r = p;
+            r.y = y_ref;
+            run_gemm(p, split);
+            (void)launch_matmul_quant(r, b->stream());
+            if (cudaStreamSynchronize(b->stream()) != cudaSuccess) {
+              std::printf("CHECK %s gemm m=%ld: CUDA error %s\n", tag.c_str(), static_cast<long>(m), cudaGetErrorString(cudaGetLastError()));
+              std::abort();
+            }
+            const auto got = download_bf16(b, y, m * s.n), want = download_bf16(b, y_ref, m * s.n);
+            double worst = 0, scale = 0;
+            for (size_t i = 0; i < got.size(); ++i) {
+              scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
+              const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+              worst = std::isnan(d) ? 1e30 : std::max(worst, d);
+            }
+            const double rel = worst / (scale > 0 ? scale : 1);
+            std::printf("CHECK %s gemm%s m=%ld splits=%d: max |fast - ref| / max |ref| = %.3g %s\n", tag.c_str(), t.name,
+                        static_cast<long>(m), split ? quant_gemm_splits(p, b->n_sms()) : 1, rel, rel < 2e-2 ? "ok" : "FAIL");
+          }
+        }
+      }
+      for (int64_t m : {16, 32, 64}) {
+        for (const GemmTune& t : gemm_tunes) {
+          set_quant_gemm_tuning(t.w, t.r);
+          ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+          Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+            p.w.data = codes[static_cast<size_t>(i % copies)];
+            run_gemm(p, true);
+          });
+          const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
+          const double gbs = bytes / (tm.median_us * 1e3);
+          table->add({"qgemm m=" + std::to_string(m) + " " + tag + t.name + " ks" + std::to_string(quant_gemm_splits(p, b->n_sms())),
+                      tm, gbs, "GB/s", 100 * gbs / ceiling});
+        }
+      }
+      set_quant_gemm_tuning(0, 0);
+      b->free(partials);
       struct Tune { int u, w; const char* name; };
       for (int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
         for (Tune t : {Tune{0, 0, ""}, Tune{1, 4, " u1w4"}, Tune{2, 4, " u2w4"}, Tune{4, 4, " u4w4"}, Tune{1, 8, " u1w8"},

@@ -192,8 +192,8 @@ Status CudaBackend::matmul(const ops::MatmulParams& p) {
   return unsupported("cuda matmul: no kernels for weight format '" + ops::weight_format_name(p.w.format) + "'");
 }
 
-// Quantized weights: the tensor-core GEMV for decode-sized m (bandwidth-bound, one pass over the
-// codes per 8 tokens); above kFp8GemvMaxM, FP8 weights with per-tensor, per-channel or 128 x
+// Quantized weights: the tensor-core GEMV up to 8 tokens and the tensor-core GEMM from 9 to
+// kQuantGemvMaxM (one pass over the codes for all of them; quant_gemv_or_gemm); above kFp8GemvMaxM, FP8 weights with per-tensor, per-channel or 128 x
 // 128 block scales run W8A8 (activations quantized to FP8, cuBLASLt's FP8 GEMM; sm_90); other
 // formats (or where that is unsupported) are dequantized to bf16 in the scratch and multiplied
 // by cuBLASLt, when the scratch is large enough (it cannot grow inside a capture); else the
@@ -209,7 +209,7 @@ Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
   // FP8 weights leave the GEMV for W8A8 above kFp8GemvMaxM tokens (where cuBLASLt takes them).
   const int64_t gemv_max_m = p.w.format.scheme != ops::WeightScheme::kFp8 ? kQuantGemvMaxM
                                : fp8_gemv_max_m_ >= 0 ? fp8_gemv_max_m_ : kFp8GemvMaxM;
-  if (gemv_ok && (p.m <= gemv_max_m || want_gemv)) return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
+  if (gemv_ok && (p.m <= gemv_max_m || want_gemv)) return quant_gemv_or_gemm(p);
   if (!want_ref && !want_lt && (p.m > gemv_max_m || want_w8a8)) {
     Status st = matmul_w8a8(p);
     if (st.code() != ErrorCode::kUnsupported) return st;
@@ -222,7 +222,7 @@ Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
     }
   }
   // FP8 weights W8A8 does not take: the GEMV still beats dequantizing up to kQuantGemvMaxM.
-  if (gemv_ok && p.m <= kQuantGemvMaxM) return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
+  if (gemv_ok && p.m <= kQuantGemvMaxM) return quant_gemv_or_gemm(p);
   const size_t w_bytes = static_cast<size_t>(p.n) * static_cast<size_t>(p.k) * 2;
   if (!want_ref && p.x_dtype == DType::kBF16 && (!capturing_ || w_bytes <= scratch_bytes_)) {
     FRUGAL_ASSIGN_OR_RETURN(void* w, scratch(w_bytes));
@@ -237,6 +237,24 @@ Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
     }
   }
   return check_launch(launch_matmul_quant(p, stream_), "matmul_quant");
+}
+
+// Decode-sized m: the GEMV up to quant_gemm_min_m() - 1 tokens, the GEMM (x staged once per
+// block and shared by its row tiles) from there, with k split over blocks when the rows alone
+// do not fill the GPU. Its partials live in the scratch, grown by the eager step before a
+// capture; a capture that finds it too small runs one split.
+Status CudaBackend::quant_gemv_or_gemm(const ops::MatmulParams& p) {
+  if (p.m < quant_gemm_min_m()) return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
+  int splits = quant_gemm_splits(p, n_sms_);
+  void* partials = nullptr;
+  if (const size_t bytes = quant_gemm_scratch_bytes(p, splits); bytes > 0) {
+    if (capturing_ && bytes > scratch_bytes_) {
+      splits = 1;
+    } else {
+      FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
+    }
+  }
+  return check_launch(launch_quant_gemm(p, splits, partials, stream_), "quant_gemm");
 }
 
 // FP8 weights x FP8 activations (W8A8). The weight's scales decide the activation scales:

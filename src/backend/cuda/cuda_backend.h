@@ -80,6 +80,7 @@ class CudaBackend final : public ops::Backend {
   Status matmul_dense(const ops::MatmulParams& p);
   Status matmul_quant(const ops::MatmulParams& p);
   Status matmul_w8a8(const ops::MatmulParams& p);
+  Status quant_gemv_or_gemm(const ops::MatmulParams& p);
   Status run_lt(const ops::MatmulParams& p);
   Result<bool> small_m_prefers_lt(const ops::MatmulParams& p);
   Result<void*> scratch(size_t nbytes);

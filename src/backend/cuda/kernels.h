@@ -70,6 +70,21 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream);
 // Benchmark knob at m <= 8: quads per warp iteration (1 | 2 | 4; the next iteration's are in flight
 // meanwhile) and warps per row tile (4 | 8); 0 = the default rule.
 void set_quant_gemv_tuning(int quads_per_iteration, int warps);
+// The quantized GEMM (quant_gemv.cu) for kQuantGemmMinM <= m <= kQuantGemvMaxM, same formats as
+// the GEMV: the warps of a block own different row tiles and share each quad's x slab, staged in
+// shared memory (the GEMV re-reads x from L1 for every row tile). k is split over
+// quant_gemm_splits(p, n_sms) blocks when the row tiles alone do not fill the GPU; then
+// quant_gemm_scratch_bytes(p, splits) bytes of device memory hold the f32 partials and a second
+// kernel adds them in split order. FRUGAL_QGEMM_MIN_M (0: never) or set_quant_gemm_min_m (-1:
+// back to the default) moves the threshold; FRUGAL_QGEMM_W=4|8, FRUGAL_QGEMM_R=1|2 or
+// set_quant_gemm_tuning(warps, row_tiles) (0: the default) pick the block shape (benchmarks).
+constexpr int64_t kQuantGemmMinM = 9;
+int64_t quant_gemm_min_m();
+void set_quant_gemm_min_m(int m);
+void set_quant_gemm_tuning(int warps, int row_tiles);
+int quant_gemm_splits(const ops::MatmulParams& p, int n_sms);
+size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits);
+cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
 // Dequantizes an n x k quantized weight into dense bf16 [n][k] in the original input order
 // (act order undone): the large-m path feeds it to cuBLASLt.
 cudaError_t launch_dequant_bf16(const ops::WeightView& w, int64_t n, int64_t k, void* out, cudaStream_t stream);

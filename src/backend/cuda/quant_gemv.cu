@@ -259,6 +259,210 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The quantized GEMM for 8 < m <= kQuantGemvMaxM. The GEMV above gives every warp its own
+// quads of k, so each warp loads the x of its quads for itself, lane by lane from L1: at m = 64
+// one 16-byte load per lane touches 16 cache lines and the kernel is L1-bound (ncu 2026-12-03:
+// L1/TEX 80%, 9% of the copy ceiling on the 7B gate). Here the W warps of a block own
+// different row tiles (R tiles of 16 rows each) and walk the same quads: the block stages each
+// quad's x slab (every token of the pass, 128 int4 / 64 8-bit codes wide) once into shared
+// memory with coalesced cp.async copies, double-buffered (the next quad's slab is in flight
+// while this one is multiplied), and every warp reads its B fragments from there, conflict-free
+// (16-byte units stored chunk-major, the halves swapped on odd token rows). The per-quad math is
+// the GEMV's: exact bf16 codes as A, the group scale and offset applied to the f32 partial, the
+// offset's sum of x from an all-ones mma, here shared by the R row tiles of a warp.
+// Blocks split k over grid.z when the row tiles alone do not fill the GPU: each split writes its
+// f32 partial tile to scratch [splits][m][n] and a second kernel adds them in split order (plus
+// bias and the accumulated y); one split writes y directly.
+__device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, bool valid) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+struct QGemmArgs {
+  QGemvArgs g;
+  int quads_per_split;  // quads of k per grid.z split
+  float* partials;      // [gridDim.z][m][n] when gridDim.z > 1
+};
+
+template <QKind K, int W, int R, int MT, bool kOffsets>
+__global__ void __launch_bounds__(W * 32) quant_gemm_kernel(QGemmArgs ga) {
+  constexpr int C = codes_per_chunk<K>();
+  constexpr int S = C / 4;         // mma steps per chunk
+  constexpr int XV = C / 8;        // 16-byte x units per chunk
+  constexpr int UT = 4 * XV;       // 16-byte x units per token per quad
+  constexpr int QC = 4 * C;        // codes per quad
+  constexpr int TOK = 8 * MT;      // tokens per pass
+  constexpr bool kBias128 = K == QKind::kInt4;
+  constexpr bool kNeedX = kOffsets || kBias128;
+  __shared__ uint4 slab[2][TOK * UT];
+  pdl_wait();
+  const QGemvArgs& a = ga.g;
+  const ops::MatmulParams& p = a.p;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * TOK;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * W + warp) * 16 * R;
+  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
+  const int n_chunks = static_cast<int>(a.row_bytes / 16);
+  const int n_quads = (n_chunks + 3) / 4;
+  const int qb = static_cast<int>(blockIdx.z) * ga.quads_per_split;
+  const int qe = min(qb + ga.quads_per_split, n_quads);
+  constexpr uint32_t kOnes = 0x3F803F80u;  // bf16 (1, 1)
+
+  const uint4* wa[R];
+  const uint4* wb[R];
+  const float* sa_ptr[R];
+  const float* sb_ptr[R];
+  const float* za_ptr[R];
+  const float* zb_ptr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t row_a = row0 + 16 * r + gq, row_b = row_a + 8;
+    const int64_t ra = row_a < p.n ? row_a : p.n - 1, rb = row_b < p.n ? row_b : p.n - 1;  // clamp: loaded, never stored
+    wa[r] = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + ra * a.row_bytes);
+    wb[r] = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + rb * a.row_bytes);
+    sa_ptr[r] = static_cast<const float*>(p.w.scales) + (ra / a.group_n) * a.groups_k;
+    sb_ptr[r] = static_cast<const float*>(p.w.scales) + (rb / a.group_n) * a.groups_k;
+    za_ptr[r] = kOffsets ? static_cast<const float*>(p.w.zeros) + ra * a.groups_k : nullptr;
+    zb_ptr[r] = kOffsets ? static_cast<const float*>(p.w.zeros) + rb * a.groups_k : nullptr;
+  }
+  // x slab of one quad: unit u (8 codes) of token tk at [tk][(v * 4 + chunk) ^ (tk odd ? 4 : 0)]
+  // with u = chunk * XV + v; zeros past m and past k (k % 8 == 0: a unit is in or out whole).
+  auto stage = [&](int buf, int quad) {
+    for (int i = threadIdx.x; i < TOK * UT; i += W * 32) {
+      const int tk = i / UT, u = i % UT, chunk = u / XV, v = u % XV;
+      const int64_t tok = m0 + tk, j = static_cast<int64_t>(quad) * QC + 8 * u;
+      const bool valid = tok < p.m && j < p.k;
+      cp_async16_zfill(&slab[buf][tk * UT + ((v * 4 + chunk) ^ ((tk & 1) << 2))], valid ? x + tok * p.ld_x + j : x, valid);
+    }
+    cp_async_commit_group();
+  };
+  auto load_codes = [&](int quad, uint4 (&va)[R], uint4 (&vb)[R]) {
+    const int chunk = quad * 4 + q;
+    const bool in = quad < qe && chunk < n_chunks;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      va[r] = in ? load_stream16(wa[r] + chunk) : make_uint4(0, 0, 0, 0);
+      vb[r] = in ? load_stream16(wb[r] + chunk) : make_uint4(0, 0, 0, 0);
+    }
+  };
+
+  float acc[R][MT][4];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < MT; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][t][i] = 0.f;
+  uint4 va[R], vb[R];
+  if (qb < qe) stage(0, qb);
+  load_codes(qb, va, vb);
+  for (int quad = qb; quad < qe; ++quad) {
+    const int buf = (quad - qb) & 1;
+    cp_async_wait_all();
+    __syncthreads();  // this slab is visible to all, and every warp is done with the other buffer
+    if (quad + 1 < qe) stage(buf ^ 1, quad + 1);
+    uint4 na[R], nb[R];
+    load_codes(quad + 1, na, nb);
+    uint32_t A[R][S][4];
+    float sa[R], sb[R], oa[R], ob[R];
+    const uint32_t g = quad_group(a, static_cast<uint32_t>(quad));
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        dequant_step<K>(va[r], s, A[r][s][0], A[r][s][2]);
+        dequant_step<K>(vb[r], s, A[r][s][1], A[r][s][3]);
+      }
+      sa[r] = __ldg(sa_ptr[r] + g);
+      sb[r] = __ldg(sb_ptr[r] + g);
+      oa[r] = kOffsets ? __ldg(za_ptr[r] + g) : 0.f;
+      ob[r] = kOffsets ? __ldg(zb_ptr[r] + g) : 0.f;
+      if constexpr (kBias128) {
+        oa[r] -= 128.f * sa[r];
+        ob[r] -= 128.f * sb[r];
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+      if (t > 0 && m0 + 8 * t >= p.m) break;  // warp-uniform: the tile is past m
+      const int tk = 8 * t + gq;
+      uint4 xt[XV];
+#pragma unroll
+      for (int v = 0; v < XV; ++v) xt[v] = slab[buf][tk * UT + ((v * 4 + q) ^ ((tk & 1) << 2))];
+      const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xt[0]);
+      float part[R][4], xs[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) part[r][i] = 0.f;
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        const uint32_t x0 = xw[x_word_lo<K>(s)], x1 = xw[x_word_hi<K>(s)];
+#pragma unroll
+        for (int r = 0; r < R; ++r) mma_bf16(part[r], A[r][s][0], A[r][s][1], A[r][s][2], A[r][s][3], x0, x1);
+        if constexpr (kNeedX) mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, x0, x1);
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        acc[r][t][0] = fmaf(sa[r], part[r][0], acc[r][t][0]);
+        acc[r][t][1] = fmaf(sa[r], part[r][1], acc[r][t][1]);
+        acc[r][t][2] = fmaf(sb[r], part[r][2], acc[r][t][2]);
+        acc[r][t][3] = fmaf(sb[r], part[r][3], acc[r][t][3]);
+        if constexpr (kNeedX) {
+          acc[r][t][0] = fmaf(oa[r], xs[0], acc[r][t][0]);
+          acc[r][t][1] = fmaf(oa[r], xs[1], acc[r][t][1]);
+          acc[r][t][2] = fmaf(ob[r], xs[2], acc[r][t][2]);
+          acc[r][t][3] = fmaf(ob[r], xs[3], acc[r][t][3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      va[r] = na[r];
+      vb[r] = nb[r];
+    }
+  }
+  // c0, c1: row g, tokens 2q, 2q + 1 of the tile; c2, c3: row g + 8.
+  const bool split = gridDim.z > 1;
+  float* part_out = split ? ga.partials + static_cast<int64_t>(blockIdx.z) * p.m * p.n : nullptr;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < MT; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = row0 + 16 * r + gq + (i < 2 ? 0 : 8);
+        const int64_t tok = m0 + 8 * t + 2 * q + (i & 1);
+        if (row >= p.n || tok >= p.m) continue;
+        float v = acc[r][t][i];
+        if (split) {
+          part_out[tok * p.n + row] = v;
+          continue;
+        }
+        if (p.bias) v += load_f(p.bias_dtype, p.bias, row);
+        if (p.accumulate) v += load_f(p.y_dtype, p.y, tok * p.ld_y + row);
+        store_f(p.y_dtype, p.y, tok * p.ld_y + row, v);
+      }
+}
+
+// y = sum of the splits' partials in split order (+ bias, + y when accumulating).
+__global__ void quant_gemm_reduce_kernel(ops::MatmulParams p, const float* partials, int splits) {
+  pdl_wait();
+  const int64_t total = p.m * p.n;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t tok = e / p.n, row = e % p.n;
+    float v = partials[e];
+    for (int z = 1; z < splits; ++z) v += partials[static_cast<int64_t>(z) * total + e];
+    if (p.bias) v += load_f(p.bias_dtype, p.bias, row);
+    if (p.accumulate) v += load_f(p.y_dtype, p.y, tok * p.ld_y + row);
+    store_f(p.y_dtype, p.y, tok * p.ld_y + row, v);
+  }
+}
+
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 // Tuning knobs for the benchmark (FRUGAL_QGEMV_U=1|2|4 quads per warp per iteration, twice that
@@ -309,6 +513,62 @@ cudaError_t launch_mt(const QGemvArgs& a, cudaStream_t stream) {
   return launch_w<K, 8, kOffsets>(a, stream);
 }
 
+// The GEMM's launch shape. Token tiles per pass as the GEMV's; warps per block and row tiles
+// per warp: 8 x 1 (128 rows share each x slab) unless set_quant_gemm_tuning says otherwise.
+int g_gemm_w = -1, g_gemm_r = -1, g_gemm_min_m = -1;
+
+struct GemmShape {
+  int w, r, mt;
+  int64_t gx, gy;
+  int n_quads;
+};
+
+GemmShape gemm_shape(const ops::MatmulParams& p) {
+  static const int w_env = env_int("FRUGAL_QGEMM_W"), r_env = env_int("FRUGAL_QGEMM_R");
+  GemmShape s{};
+  s.mt = p.m <= 16 ? 2 : p.m <= 32 ? 4 : 8;
+  const int w = g_gemm_w > 0 ? g_gemm_w : w_env;
+  const int r = g_gemm_r > 0 ? g_gemm_r : r_env;
+  s.w = w == 4 ? 4 : 8;
+  s.r = r == 2 ? 2 : 1;
+  if (s.r == 2) s.w = 4;  // the instantiated pairs: 4 x 1, 8 x 1, 4 x 2
+  s.gx = ceil_div(p.n, 16 * s.w * s.r);
+  s.gy = ceil_div(p.m, 8 * s.mt);
+  const int64_t chunks = ops::quant_geometry(p.w.format, p.n, p.k).row_bytes / 16;
+  s.n_quads = static_cast<int>((chunks + 3) / 4);
+  return s;
+}
+
+template <QKind K, int W, int R, int MT, bool kOffsets>
+cudaError_t launch_gemm_k(const QGemmArgs& ga, dim3 grid, cudaStream_t stream) {
+  return launch_kernel(quant_gemm_kernel<K, W, R, MT, kOffsets>, grid, dim3(W * 32), 0, stream, ga);
+}
+
+template <QKind K, int MT, bool kOffsets>
+cudaError_t launch_gemm_wr(const QGemmArgs& ga, const GemmShape& s, dim3 grid, cudaStream_t stream) {
+  if (s.r == 2) return launch_gemm_k<K, 4, 2, MT, kOffsets>(ga, grid, stream);
+  if (s.w == 4) return launch_gemm_k<K, 4, 1, MT, kOffsets>(ga, grid, stream);
+  return launch_gemm_k<K, 8, 1, MT, kOffsets>(ga, grid, stream);
+}
+
+template <QKind K, bool kOffsets>
+cudaError_t launch_gemm_mt(const QGemmArgs& ga, const GemmShape& s, dim3 grid, cudaStream_t stream) {
+  if (s.mt == 2) return launch_gemm_wr<K, 2, kOffsets>(ga, s, grid, stream);
+  if (s.mt == 4) return launch_gemm_wr<K, 4, kOffsets>(ga, s, grid, stream);
+  return launch_gemm_wr<K, 8, kOffsets>(ga, s, grid, stream);
+}
+
+QGemvArgs gemv_args(const ops::MatmulParams& p) {
+  const ops::QuantGeometry g = ops::quant_geometry(p.w.format, p.n, p.k);
+  const int64_t quad_codes = p.w.format.scheme == ops::WeightScheme::kInt4 ? 128 : 64;
+  const int64_t qpg = g.group_k / quad_codes;  // quad_gemv_supported: group_k is a multiple of the quad
+  int shift = -1;
+  for (int s = 0; s < 31; ++s)
+    if ((int64_t{1} << s) == qpg) shift = s;
+  if (g.groups_k == 1 || qpg >= (int64_t{1} << 31)) shift = 31;  // per channel: every quad in group 0
+  return QGemvArgs{p, g.row_bytes, g.group_k, g.groups_k, g.group_n, shift, static_cast<uint32_t>(std::min<int64_t>(qpg, UINT32_MAX))};
+}
+
 }  // namespace
 
 void set_quant_gemv_tuning(int quads_per_iteration, int warps) {
@@ -329,14 +589,7 @@ bool quant_gemv_supported(const ops::MatmulParams& p) {
 
 cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream) {
   if (p.m * p.n == 0) return cudaSuccess;
-  const ops::QuantGeometry g = ops::quant_geometry(p.w.format, p.n, p.k);
-  const int64_t quad_codes = p.w.format.scheme == ops::WeightScheme::kInt4 ? 128 : 64;
-  const int64_t qpg = g.group_k / quad_codes;  // quad_gemv_supported: group_k is a multiple of the quad
-  int shift = -1;
-  for (int s = 0; s < 31; ++s)
-    if ((int64_t{1} << s) == qpg) shift = s;
-  if (g.groups_k == 1 || qpg >= (int64_t{1} << 31)) shift = 31;  // per channel: every quad in group 0
-  const QGemvArgs a{p, g.row_bytes, g.group_k, g.groups_k, g.group_n, shift, static_cast<uint32_t>(std::min<int64_t>(qpg, UINT32_MAX))};
+  const QGemvArgs a = gemv_args(p);
   const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
   switch (p.w.format.scheme) {
     case ops::WeightScheme::kInt4:
@@ -347,6 +600,64 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream) {
     default: break;
   }
   return cudaErrorInvalidValue;
+}
+
+}  // namespace frugal::cuda
+
+namespace frugal::cuda {
+
+void set_quant_gemm_tuning(int warps, int row_tiles) {
+  g_gemm_w = warps;
+  g_gemm_r = row_tiles;
+}
+
+void set_quant_gemm_min_m(int m) { g_gemm_min_m = m; }
+
+int64_t quant_gemm_min_m() {
+  static const int env = [] {
+    const char* e = std::getenv("FRUGAL_QGEMM_MIN_M");
+    return e ? std::atoi(e) : -1;
+  }();
+  const int m = g_gemm_min_m >= 0 ? g_gemm_min_m : env;
+  return m >= 0 ? (m == 0 ? INT64_MAX : m) : kQuantGemmMinM;
+}
+
+// Splits of k: enough blocks for two per SM, at least 4 quads per split, no empty split.
+int quant_gemm_splits(const ops::MatmulParams& p, int n_sms) {
+  const GemmShape s = gemm_shape(p);
+  const int64_t blocks = s.gx * s.gy, target = 2 * static_cast<int64_t>(n_sms);
+  int64_t ks = std::clamp<int64_t>(ceil_div(target, blocks), 1, std::max(1, s.n_quads / 4));
+  const int64_t qps = ceil_div(s.n_quads, ks);
+  return static_cast<int>(ceil_div(s.n_quads, qps));
+}
+
+size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits) {
+  return splits > 1 ? static_cast<size_t>(splits) * static_cast<size_t>(p.m * p.n) * sizeof(float) : 0;
+}
+
+cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream) {
+  if (p.m * p.n == 0) return cudaSuccess;
+  const GemmShape s = gemm_shape(p);
+  if (splits < 1 || (splits > 1 && partials == nullptr)) return cudaErrorInvalidValue;
+  const int qps = static_cast<int>(ceil_div(s.n_quads, splits));
+  const QGemmArgs ga{gemv_args(p), qps, static_cast<float*>(partials)};
+  const dim3 grid(static_cast<unsigned>(s.gx), static_cast<unsigned>(s.gy), static_cast<unsigned>(splits));
+  const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
+  cudaError_t err = cudaErrorInvalidValue;
+  switch (p.w.format.scheme) {
+    case ops::WeightScheme::kInt4:
+      err = offsets ? launch_gemm_mt<QKind::kInt4, true>(ga, s, grid, stream) : launch_gemm_mt<QKind::kInt4, false>(ga, s, grid, stream);
+      break;
+    case ops::WeightScheme::kInt8:
+      err = offsets ? launch_gemm_mt<QKind::kInt8, true>(ga, s, grid, stream) : launch_gemm_mt<QKind::kInt8, false>(ga, s, grid, stream);
+      break;
+    case ops::WeightScheme::kFp8: err = launch_gemm_mt<QKind::kFp8, false>(ga, s, grid, stream); break;
+    default: break;
+  }
+  if (err != cudaSuccess || splits == 1) return err;
+  const int64_t total = p.m * p.n;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(total, 256), 132 * 8));
+  return launch_kernel(quant_gemm_reduce_kernel, blocks, 256, 0, stream, p, static_cast<const float*>(partials), splits);
 }
 
 }  // namespace frugal::cuda
