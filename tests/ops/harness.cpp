@@ -526,6 +526,50 @@ void OpCases::batched_matmul() {
       EXPECT_TRUE(compare_mats(got, want, y0, act_tol(), what));
       for (auto* b : {dx.get(), dy.get(), dw.get()}) EXPECT_TRUE(b->check_guards(what));
     }
+  batched_matmul_strided();
+}
+
+// Past the batched GEMV (CUDA: one strided-batched cuBLASLt matmul) in MLA's layouts: heads side
+// by side in x's and y's rows with gaps between them (stride < ld), w's heads further apart than
+// one [n, k] matrix and starting inside a larger one (W_UV's rows inside kv_b), x and w in every
+// float dtype with y in theirs and in f32, and x/w of different dtypes. The first shape keeps
+// every pointer, ld and stride 16-byte aligned (MLA's own); the second's odd n, k and gaps leave
+// batch strides 2- or 4-byte aligned. The same layouts at decode-sized m check the batched GEMV.
+void OpCases::batched_matmul_strided() {
+  struct Case { int64_t batch, m, n, k, head_gap, w_skip_rows, row_gap; };
+  auto run_case = [&](const Case& c, DType xt, DType wt, DType yt) {
+    const int64_t sx = c.k + c.head_gap, sy = c.n + c.head_gap, sw = (c.n + c.w_skip_rows) * c.k;
+    const std::string what = "batched_matmul batch=" + std::to_string(c.batch) + " m=" + std::to_string(c.m) + " n=" +
+                             std::to_string(c.n) + " k=" + std::to_string(c.k) + " stride_x=" + std::to_string(sx) +
+                             " stride_y=" + std::to_string(sy) + " stride_w=" + std::to_string(sw) + " x=" + tag(xt) +
+                             " w=" + tag(wt) + " y=" + tag(yt);
+    HostMat x(xt, c.m, c.batch * sx, c.batch * sx + c.row_gap), y0(yt, c.m, c.batch * sy, c.batch * sy + c.row_gap);
+    HostMat w(wt, c.w_skip_rows + c.batch * (c.n + c.w_skip_rows), c.k, c.k);
+    x.fill_random(rng_, 1.0f);
+    y0.fill_random(rng_, 1.0f);
+    w.fill_random(rng_, 0.5f);
+    auto dx = upload(x), dy = upload(y0), dw = upload(w);
+    const int64_t w_off = dtype_bytes(wt, c.w_skip_rows * c.k);
+    ops::BatchedMatmulParams p{.x = dx->ptr(), .x_dtype = xt, .ld_x = x.ld, .stride_x = sx,
+                               .w = static_cast<const uint8_t*>(dw->ptr()) + w_off, .w_dtype = wt, .stride_w = sw,
+                               .y = dy->ptr(), .y_dtype = yt, .ld_y = y0.ld, .stride_y = sy, .batch = c.batch, .m = c.m,
+                               .n = c.n, .k = c.k};
+    if (!ran(backend()->batched_matmul(p), ops::OpKind::kBatchedMatmul, "x=" + tag(xt), what)) return;
+    // Cells between heads (inside cols) must keep y0's values, as the gaps must (compare_mats).
+    HostMat got = download(*dy, y0), want = y0;
+    p.x = x.data(), p.w = static_cast<const uint8_t*>(w.data()) + w_off, p.y = want.data();
+    ops::ref::batched_matmul(p);
+    EXPECT_TRUE(compare_mats(got, want, y0, yt == DType::kF32 ? 2e-4 : 2e-2, what));
+    for (auto* b : {dx.get(), dy.get(), dw.get()}) EXPECT_TRUE(b->check_guards(what));
+  };
+  for (const Case c : {Case{16, 24, 32, 40, 8, 0, 8}, Case{5, 33, 13, 11, 3, 2, 3}, Case{3, 20, 64, 72, 0, 5, 8},
+                       Case{16, 9, 32, 40, 8, 0, 8}, Case{5, 5, 13, 11, 3, 2, 3}}) {  // the last two: the GEMV's m
+    for (DType xt : kFloatTypes) {
+      run_case(c, xt, xt, xt);
+      if (xt != DType::kF32) run_case(c, xt, xt, DType::kF32);
+    }
+    run_case(c, act(), act() == DType::kF32 ? DType::kBF16 : DType::kF32, act());  // x/w dtypes differ
+  }
 }
 
 void OpCases::run(ops::OpKind k) {

@@ -109,6 +109,8 @@ class OpCases {
   void run(ops::OpKind k);
   // matmul's cases for the quantized weight schemes (harness_quant.cpp; matmul() calls it).
   void matmul_quant();
+  // batched_matmul's cases in MLA's strided layouts, every float dtype (batched_matmul() calls it).
+  void batched_matmul_strided();
 
   ops::Backend* backend() const { return backend_; }
   DType act() const { return backend_->activation_dtype(); }

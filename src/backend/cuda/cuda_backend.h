@@ -67,6 +67,9 @@ class CudaBackend final : public ops::Backend {
   bool capturing() const { return capturing_; }
   // Matmuls that ran FP8 W8A8 (cuBLASLt FP8) so far: lets tests see the path was taken.
   int64_t w8a8_calls() const { return w8a8_calls_; }
+  // batched_matmul calls that ran as one strided-batched cuBLASLt matmul (not the GEMV, not the
+  // per-entry loop) so far: lets tests see the path was taken.
+  int64_t lt_batched_calls() const { return lt_batched_calls_; }
   // Why cuBLASLt last refused an FP8 W8A8 matmul (empty if it never did).
   const std::string& w8a8_fallback() const { return w8a8_fallback_; }
   // FP8 weights run the weight-only GEMV up to this many tokens, W8A8 above (kFp8GemvMaxM; tests
@@ -89,6 +92,7 @@ class CudaBackend final : public ops::Backend {
   int n_sms_ = 0;
   int cc_major_ = 0;
   int64_t w8a8_calls_ = 0;
+  int64_t lt_batched_calls_ = 0;
   int64_t fp8_gemv_max_m_ = -1;  // -1: kFp8GemvMaxM
   std::string w8a8_fallback_;
   bool capturing_ = false;

@@ -1,6 +1,9 @@
 #include "backend/cuda/gemm_lt.h"
 
+#include <climits>
+#include <cstdint>
 #include <string>
+#include <utility>
 
 namespace frugal::cuda {
 namespace {
@@ -16,6 +19,14 @@ bool lt_type(DType t, cudaDataType_t* out) {
 
 Status lt_error(const char* what, cublasStatus_t st) {
   return internal_error(std::string("cuBLASLt ") + what + " failed: status " + std::to_string(static_cast<int>(st)));
+}
+
+// The largest power of two up to 256 dividing a strided operand's pointer, leading dimension and
+// batch stride (in bytes): every batch entry's start and rows are aligned to it.
+uint32_t alignment(const void* ptr, int64_t ld_bytes, int64_t stride_bytes) {
+  const uint64_t v = reinterpret_cast<uintptr_t>(ptr) | static_cast<uint64_t>(ld_bytes) |
+                     static_cast<uint64_t>(stride_bytes) | 256u;
+  return static_cast<uint32_t>(v & (~v + 1));
 }
 
 #define FRUGAL_LT(what, expr)                                  \
@@ -50,6 +61,7 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(size_t workspace_bytes) {
 LtGemm::~LtGemm() {
   plans_.clear();
   fp8_plans_.clear();
+  batched_plans_.clear();
   if (workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
 }
@@ -80,11 +92,15 @@ Status LtGemm::start_plan(Plan* plan, const cudaDataType_t* bias_t) {
 }
 
 // The heuristic's first algorithm within the workspace, into plan->algo; false when none.
-bool LtGemm::pick_algo(Plan* plan) {
+bool LtGemm::pick_algo(Plan* plan, const Alignment& align) {
   cublasLtMatmulPreference_t pref;
   if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return false;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                        sizeof(workspace_bytes_));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align.a, sizeof(align.a));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align.b, sizeof(align.b));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align.c, sizeof(align.c));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align.c, sizeof(align.c));
   cublasLtMatmulHeuristicResult_t result{};
   int n_results = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c, plan->c,
@@ -113,7 +129,7 @@ Result<LtGemm::Plan*> LtGemm::plan_for(const ops::MatmulParams& p) {
   FRUGAL_LT("layout a", cublasLtMatrixLayoutCreate(&plan->a, in_t, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.n), p.k));
   FRUGAL_LT("layout b", cublasLtMatrixLayoutCreate(&plan->b, in_t, static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.m), p.ld_x));
   FRUGAL_LT("layout c", cublasLtMatrixLayoutCreate(&plan->c, out_t, static_cast<uint64_t>(p.n), static_cast<uint64_t>(p.m), p.ld_y));
-  if (!pick_algo(plan.get()))
+  if (!pick_algo(plan.get(), Alignment{}))
     return unsupported("cuBLASLt has no algorithm for matmul m=" + std::to_string(p.m) + " n=" +
                        std::to_string(p.n) + " k=" + std::to_string(p.k));
   Plan* raw = plan.get();
@@ -131,6 +147,69 @@ Status LtGemm::run(const ops::MatmulParams& p, cudaStream_t stream) {
   FRUGAL_LT("matmul", cublasLtMatmul(handle_, plan->op, &alpha, p.w.data, plan->a, p.x, plan->b, &beta, p.y,
                                      plan->c, p.y, plan->c, &plan->algo, workspace_, workspace_bytes_,
                                      stream));
+  return Status::ok();
+}
+
+bool LtGemm::supports(const ops::BatchedMatmulParams& p) {
+  cudaDataType_t t;
+  if (p.x_dtype != p.w_dtype || !lt_type(p.x_dtype, &t)) return false;
+  if (p.y_dtype != p.x_dtype && p.y_dtype != DType::kF32) return false;
+  return p.batch > 0 && p.batch <= INT32_MAX && p.m > 0 && p.n > 0 && p.k > 0 && p.stride_x >= 0 && p.stride_w >= 0 &&
+         p.stride_y >= 0;
+}
+
+// plan_for's layouts (A = w, B = x, D = y column-major) with a batch count and each operand's
+// batch stride in elements. Batch entries with stride_x < ld_x (heads side by side in one row,
+// as MLA lays out q) are ordinary strided batches to cuBLASLt: a layout's ld and its batch
+// stride are independent.
+Result<LtGemm::Plan*> LtGemm::plan_batched(const ops::BatchedMatmulParams& p, const BatchedKey& key) {
+  if (auto it = batched_plans_.find(key); it != batched_plans_.end()) {
+    if (!it->second) return unsupported("cuBLASLt: no batched algorithm (cached)");
+    return it->second.get();
+  }
+  cudaDataType_t in_t, out_t;
+  lt_type(p.x_dtype, &in_t);
+  lt_type(p.y_dtype, &out_t);
+  auto plan = std::make_unique<Plan>();
+  FRUGAL_RETURN_IF_ERROR(start_plan(plan.get(), nullptr));
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  FRUGAL_LT("layout a", cublasLtMatrixLayoutCreate(&plan->a, in_t, u(p.k), u(p.n), p.k));
+  FRUGAL_LT("layout b", cublasLtMatrixLayoutCreate(&plan->b, in_t, u(p.k), u(p.m), p.ld_x));
+  FRUGAL_LT("layout c", cublasLtMatrixLayoutCreate(&plan->c, out_t, u(p.n), u(p.m), p.ld_y));
+  const int32_t count = static_cast<int32_t>(p.batch);
+  const std::pair<cublasLtMatrixLayout_t, int64_t> strided[] = {{plan->a, p.stride_w}, {plan->b, p.stride_x},
+                                                                {plan->c, p.stride_y}};
+  for (const auto& [layout, stride] : strided) {
+    FRUGAL_LT("batch count",
+              cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    FRUGAL_LT("batch stride", cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                               &stride, sizeof(stride)));
+  }
+  if (!pick_algo(plan.get(), Alignment{.a = key.align_w, .b = key.align_x, .c = key.align_y})) {
+    batched_plans_.emplace(key, nullptr);  // the heuristic's answer does not change: ask once
+    return unsupported("cuBLASLt has no batched algorithm for batch=" + std::to_string(p.batch) + " m=" +
+                       std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k));
+  }
+  Plan* raw = plan.get();
+  batched_plans_.emplace(key, std::move(plan));
+  return raw;
+}
+
+Status LtGemm::run_batched(const ops::BatchedMatmulParams& p, cudaStream_t stream) {
+  if (!supports(p)) return unsupported("cuBLASLt batched: dtypes or strides");
+  const int64_t xb = dtype_bytes(p.x_dtype, 1), yb = dtype_bytes(p.y_dtype, 1);
+  const BatchedKey key{.m = p.m, .n = p.n, .k = p.k, .ld_x = p.ld_x, .ld_y = p.ld_y, .stride_x = p.stride_x,
+                       .stride_w = p.stride_w, .stride_y = p.stride_y, .batch = p.batch,
+                       .x_dtype = static_cast<int>(p.x_dtype), .y_dtype = static_cast<int>(p.y_dtype),
+                       .align_w = alignment(p.w, p.k * xb, p.stride_w * xb),
+                       .align_x = alignment(p.x, p.ld_x * xb, p.stride_x * xb),
+                       .align_y = alignment(p.y, p.ld_y * yb, p.stride_y * yb)};
+  FRUGAL_ASSIGN_OR_RETURN(Plan * plan, plan_batched(p, key));
+  const float alpha = 1.f, beta = 0.f;
+  const cublasStatus_t st = cublasLtMatmul(handle_, plan->op, &alpha, p.w, plan->a, p.x, plan->b, &beta, p.y, plan->c,
+                                           p.y, plan->c, &plan->algo, workspace_, workspace_bytes_, stream);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return unsupported("cuBLASLt batched matmul: not supported here");
+  if (st != CUBLAS_STATUS_SUCCESS) return lt_error("batched matmul", st);
   return Status::ok();
 }
 
@@ -156,7 +235,7 @@ Result<LtGemm::Plan*> LtGemm::plan_fp8(const Fp8Gemm& g) {
   FRUGAL_LT("layout a", cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, static_cast<uint64_t>(g.k), static_cast<uint64_t>(g.n), g.ld_w));
   FRUGAL_LT("layout b", cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, static_cast<uint64_t>(g.k), static_cast<uint64_t>(g.m), g.ld_x));
   FRUGAL_LT("layout c", cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_16BF, static_cast<uint64_t>(g.n), static_cast<uint64_t>(g.m), g.ld_y));
-  if (!pick_algo(plan.get()))
+  if (!pick_algo(plan.get(), Alignment{}))
     return unsupported("cuBLASLt has no FP8 algorithm for m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
                        " k=" + std::to_string(g.k) + (block ? " (128x128 block scales)" : " (row scales)"));
   Plan* raw = plan.get();

@@ -1,12 +1,14 @@
 // cuBLASLt GEMM for m beyond the GEMV range: bf16/f16/f32 inputs, fp32 accumulation, bias fused
-// as an epilogue, `accumulate` as beta = 1. Descriptors and the heuristic's algorithm are
-// cached per shape, and the workspace is allocated once, so a call allocates nothing and can
-// be captured into a CUDA graph.
+// as an epilogue, `accumulate` as beta = 1; and the strided-batched form of it (MLA's per-head
+// projections, one launch for every head). Descriptors and the heuristic's algorithm are cached
+// per shape, and the workspace is allocated once, so a call allocates nothing and can be
+// captured into a CUDA graph.
 #pragma once
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -52,20 +54,42 @@ class LtGemm {
   Status run(const ops::MatmulParams& p, cudaStream_t stream);
   // kUnsupported when this cuBLASLt or GPU has no algorithm for it (the caller falls back).
   Status run_fp8(const Fp8Gemm& g, cudaStream_t stream);
+  // Whether run_batched() takes these dtypes and strides (x and w of one dtype, y that dtype or
+  // f32, non-negative strides, batch within int32).
+  static bool supports(const ops::BatchedMatmulParams& p);
+  // Every batch entry in one strided-batched cuBLASLt matmul. kUnsupported when cuBLASLt has no
+  // algorithm for this shape at these operands' alignment (the caller loops over the batch).
+  Status run_batched(const ops::BatchedMatmulParams& p, cudaStream_t stream);
 
  private:
   // (m, n, k, ld_x, ld_y, x/w dtype, y dtype, bias dtype or -1, accumulate)
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, bool>;
   struct Plan;
 
+  // The byte alignment of A (w), B (x), C = D (y) the heuristic may assume; cuBLASLt's default
+  // preference is 256 for every operand.
+  struct Alignment {
+    uint32_t a = 256, b = 256, c = 256;
+  };
+
   LtGemm() = default;
   Status start_plan(Plan* plan, const cudaDataType_t* bias_t);
-  bool pick_algo(Plan* plan);
+  bool pick_algo(Plan* plan, const Alignment& align);
   Result<Plan*> plan_for(const ops::MatmulParams& p);
   // (m, n, k, ld_w, ld_x, ld_y, scales, bias, accumulate)
   using Fp8Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, bool>;
   Result<Plan*> plan_fp8(const Fp8Gemm& g);
   std::map<Fp8Key, std::unique_ptr<Plan>> fp8_plans_;
+  // A batched plan holds the batch count and strides in its layouts, and its algorithm is picked
+  // for the operands' alignment: all of it is in the key. A null plan caches a refusal.
+  struct BatchedKey {
+    int64_t m, n, k, ld_x, ld_y, stride_x, stride_w, stride_y, batch;
+    int x_dtype, y_dtype;
+    uint32_t align_w, align_x, align_y;
+    auto operator<=>(const BatchedKey&) const = default;
+  };
+  Result<Plan*> plan_batched(const ops::BatchedMatmulParams& p, const BatchedKey& key);
+  std::map<BatchedKey, std::unique_ptr<Plan>> batched_plans_;
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

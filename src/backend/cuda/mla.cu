@@ -1,6 +1,6 @@
 // Multi-head latent attention on CUDA (DeepSeek):
 //  - the per-head matmuls of weight absorption as one batched GEMV launch for decode-sized m
-//    (ops::BatchedMatmulParams; larger m loops cuBLASLt per batch in cuda_backend.cpp);
+//    (ops::BatchedMatmulParams; larger m is one strided-batched cuBLASLt matmul, cuda_backend.cpp);
 //  - attention over the latent cache: one shared KV head whose K and V are the same
 //    [kv_lora_rank + rope] row (MQA with K == V, head_dim up to 640), every query head of a
 //    group of 16 against each cache row loaded once into shared memory, split over the context
