@@ -14,10 +14,8 @@ bool SupportTable::expects(ops::OpKind op, const std::string& variant) const {
 const SupportTable* support_table_for(const std::string& name) {
   // The oracle, the CPU backend (every ISA) and the CUDA backend run every case: CUDA's
   // KV-write and attention kernels read fp8 e4m3 and int8 caches and attention sinks (issue 20).
-  // CUDA's grouped experts take every routed expert, not an expert-parallel rank's subset.
-  static const SupportTable kRef, kCpu;
-  static const SupportTable kCuda(std::vector<SupportTable::Refusal>{{ops::OpKind::kMoeExperts, "expert subset",
-                                    "the CUDA permutation kernel indexes every routed expert; experts run one by one"}});
+  // Every backend's grouped experts take an expert-parallel rank's subset ("expert subset").
+  static const SupportTable kRef, kCpu, kCuda;
   if (name == "ref") return &kRef;
   if (name == "cpu") return &kCpu;
   if (name == "cuda") return &kCuda;
