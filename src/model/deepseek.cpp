@@ -22,9 +22,10 @@
 // MoE: the router (mlp.gate, f32 logits) feeds the moe_route op (each token's top_k experts
 // and weights); the moe_experts op then runs each token through only its chosen experts, the
 // tokens grouped by expert (a grouped GEMM on CUDA, per-expert matmuls on the CPU), and sums
-// them into the residual in k order; the shared experts are a plain gated MLP. Where the
-// backend has no grouped kernel for the experts' format or for an expert-parallel rank's subset
-// (checked once at load: CUDA takes dense bf16 experts, all of them), every routed expert the
+// them into the residual in k order; the shared experts are a plain gated MLP. An
+// expert-parallel rank passes its own experts (first_expert, n_routed): only pairs routed to them
+// run there. Where the backend has no grouped kernel for the experts' format (checked once at
+// load: CUDA takes dense bf16 experts, all of them or a rank's subset), every routed expert the
 // rank holds runs over all tokens with its rows scaled by the router weights (0 where not
 // chosen) instead.
 #include <cmath>
@@ -159,9 +160,9 @@ class DeepseekFamily final : public ForwardFamily {
           FRUGAL_RETURN_IF_ERROR(bind_mlp(w, name(T::kExpGate, i, e), name(T::kExpUp, i, e), name(T::kExpDown, i, e), x));
           moe.experts.push_back(x);
         }
-        // The grouped op over the experts this rank holds (all of them on one rank); a backend that
-        // does not take them (CUDA over an expert-parallel subset) runs them one by one over the
-        // tokens (their router weight, 0 where unchosen).
+        // The grouped op over the experts this rank holds (all of them on one rank); where the
+        // backend does not take their format (CUDA: quantized experts, non-bf16 activations) they
+        // run one by one over the tokens (their router weight, 0 where unchosen).
         FRUGAL_RETURN_IF_ERROR(bind_grouped(in.backend, moe));
         if (c.moe.n_shared_experts > 0) {
           layers::MlpWeights x;

@@ -2,7 +2,11 @@
 // NaN-filled outputs. (The shared harness in tests/ops runs too, through cuda_harness_test.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+#include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -238,6 +242,78 @@ TEST(CudaOps, KvWriteSkipsNegativeSlots) {
   ops::ref::kv_write(r);
   expect_close(kc, wk, 0.f, "kv_write k");
   expect_close(vc, wv, 0.f, "kv_write v");
+}
+
+// moe_experts on an expert-parallel rank (experts 2..3 of 6): the range fields are checked on
+// the host with messages naming them; on the device an id outside [0, n_routed) (which the
+// host cannot see) is read as another rank's expert and adds nothing, never out of bounds.
+TEST(CudaOps, MoeExpertsSubsetRanges) {
+  std::mt19937 rng(22);
+  const int64_t n_tok = 3, hidden = 16, inter = 8;
+  const int32_t n_local = 2, first = 2, n_routed = 6, top_k = 2;
+  Tensor x(DType::kBF16, n_tok * hidden), out(DType::kBF16, n_tok * hidden);
+  std::vector<std::unique_ptr<Tensor>> w;  // gate[2], up[2], down[2]
+  std::vector<ops::WeightView> views;
+  for (int m = 0; m < 3 * n_local; ++m) {
+    w.push_back(std::make_unique<Tensor>(DType::kBF16, hidden * inter));
+    views.push_back(ops::dense_weight(w.back()->dev, DType::kBF16));
+  }
+  for (Tensor* t : {&x, &out}) t->fill_uniform(rng, -1, 1);
+  for (auto& t : w) t->fill_uniform(rng, -0.5f, 0.5f);
+  for (Tensor* t : {&x, &out}) t->to_device();
+  for (auto& t : w) t->to_device();
+  Tensor dviews(DType::kF32, static_cast<int64_t>((views.size() * sizeof(ops::WeightView) + 3) / 4));
+  std::memcpy(dviews.host.data(), views.data(), views.size() * sizeof(ops::WeightView));
+  dviews.to_device();
+  const int64_t scratch_bytes = ops::moe_experts_scratch_bytes(n_tok, top_k, n_local, hidden, inter);
+  Tensor scratch(DType::kF32, scratch_bytes / 4);
+  // token 0: local expert 2 and another rank's 0; token 1: bad -4 and local 3; token 2: bad only.
+  const std::vector<int32_t> idx = {2, 0, -4, 3, 9, 1000};
+  const std::vector<float> wt = {0.75f, 0.25f, 0.5f, 0.5f, 1.0f, 1.0f};
+  DevInts di;
+  const auto* dv = static_cast<const ops::WeightView*>(dviews.dev);
+  ops::MoeExpertsParams p{.x = x.dev, .act_dtype = DType::kBF16, .ld_x = hidden, .out = out.dev, .ld_out = hidden,
+                          .n_tokens = n_tok, .hidden = hidden, .inter = inter, .n_experts = n_local, .top_k = top_k,
+                          .topk_idx = di(idx), .topk_weight = di.floats(wt), .gate = dv, .up = dv + n_local,
+                          .down = dv + 2 * n_local, .format = views[0].format, .scratch = scratch.dev,
+                          .scratch_bytes = scratch_bytes, .first_expert = first, .n_routed = n_routed};
+  auto refused = [&](ops::MoeExpertsParams q, const char* field) {
+    q.n_tokens = 0;  // the load-time probe's form: nothing launched either way
+    const Status st = backend()->moe_experts(q);
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << field << ": " << st.to_string();
+    EXPECT_NE(st.message().find(field), std::string::npos) << st.to_string();
+  };
+  for (const auto& [f, r] : {std::pair{-1, n_routed}, {5, n_routed}, {first, 3}, {first, ops::kMoeMaxExperts + 1}}) {
+    ops::MoeExpertsParams q = p;
+    q.first_expert = f, q.n_routed = r;
+    refused(q, "first_expert");
+  }
+  ops::MoeExpertsParams q = p;
+  q.top_k = n_routed + 1;
+  refused(q, "top_k");
+  q.top_k = 3;  // more than this rank's 2 experts, fewer than the 6 routed: valid
+  q.n_tokens = 0;
+  EXPECT_TRUE(backend()->moe_experts(q).is_ok());
+
+  const Status st = backend()->moe_experts(p);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  // The oracle with the bad ids replaced by another rank's valid one (what the kernels do).
+  std::vector<int32_t> ref_idx = idx;
+  for (auto& g : ref_idx)
+    if (g < 0 || g >= n_routed) g = 0;
+  std::vector<ops::WeightView> hviews;
+  for (auto& t : w) hviews.push_back(ops::dense_weight(t->host.data(), DType::kBF16));
+  std::vector<uint8_t> want = out.host;
+  ops::MoeExpertsParams r = p;
+  r.x = x.host.data(), r.out = want.data(), r.topk_idx = ref_idx.data(), r.topk_weight = wt.data();
+  r.gate = hviews.data(), r.up = hviews.data() + n_local, r.down = hviews.data() + 2 * n_local;
+  ops::ref::moe_experts(r);
+  expect_close(out, want, tol_for(DType::kBF16), "moe_experts subset");
+  std::vector<uint8_t> got;
+  out.from_device(&got, "moe_experts subset");
+  const size_t row = static_cast<size_t>(hidden) * 2;  // token 2 (only bad ids): untouched, bit for bit
+  EXPECT_TRUE(std::equal(got.begin() + 2 * row, got.end(), out.host.begin() + 2 * row));
+  EXPECT_FALSE(std::equal(got.begin(), got.begin() + row, out.host.begin()));  // token 0 got expert 2
 }
 
 }  // namespace

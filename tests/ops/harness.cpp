@@ -398,7 +398,7 @@ void OpCases::scale_rows() {
 // of 32 (CUDA's cp.async pipeline, gate_up and down), tokens for decode GEMVs (n = 1, 7),
 // 16-row (n = 30) and 64-row (n = 130) tensor-core tiles, and every token on the same experts
 // (n = 7 "same": one expert's rows span several GEMV tiles), against the reference to the
-// activation tolerance.
+// activation tolerance; then the same as three expert-parallel ranks' subset calls.
 void OpCases::moe_experts() {
   struct Case { int64_t hidden, inter; int32_t E, K; };
   for (const Case c : {Case{37, 21, 5, 2}, Case{64, 72, 8, 3}, Case{64, 96, 8, 3}})
@@ -451,26 +451,42 @@ void OpCases::moe_experts() {
       p.gate = hviews.data(), p.up = hviews.data() + c.E, p.down = hviews.data() + 2 * c.E;
       ops::ref::moe_experts(p);
       EXPECT_TRUE(compare_mats(got, want, out0, act_tol(), what));
-      // Expert parallelism: experts [0, a) then [a, E) as two ranks' calls into one output add
-      // up to the whole (each pair routed elsewhere adds nothing; one more rounding of out).
+      // Expert parallelism: three ranks' calls into one output, experts [0, a), [a, b) (a subset
+      // in the middle), [b, E), each with scratch sized for its own experts (guarded). After each
+      // call the output matches the oracle's same calls (a pair routed elsewhere adds nothing;
+      // with E = 5 the first rank holds fewer experts than top_k; "same experts" leaves the last
+      // rank no pair at all; the tolerance grows by one rounding of out a call), and the three
+      // add up to the whole. Each n picks the same CUDA path as the whole call (the rule counts
+      // rows per routed expert): GEMVs (n = 1, 7), 16-row (30) and 64-row (130) tiles.
       {
-        const int32_t a = c.E / 2;
+        const int32_t a = c.E / 3, b = 2 * c.E / 3;
         auto dout2 = upload(out0);
+        HostMat want2 = out0;
         bool ok = true;
-        for (const auto [first, count] : {std::pair<int32_t, int32_t>{0, a}, {a, c.E - a}}) {
+        int calls = 0;
+        for (const auto& [first, count] : {std::pair<int32_t, int32_t>{0, a}, {a, b - a}, {b, c.E - b}}) {
+          const std::string sub = what + " experts " + std::to_string(first) + ".." + std::to_string(first + count - 1) +
+                                  " of " + std::to_string(c.E);
+          const int64_t sub_bytes = ops::moe_experts_scratch_bytes(n, c.K, count, c.hidden, c.inter);
+          auto ds2 = upload(std::vector<uint8_t>(static_cast<size_t>(sub_bytes), 0));
           ops::MoeExpertsParams q{.x = dx->ptr(), .act_dtype = act(), .ld_x = x.ld, .out = dout2->ptr(),
                                   .ld_out = out0.ld, .n_tokens = n, .hidden = c.hidden, .inter = c.inter,
                                   .n_experts = count, .top_k = c.K, .topk_idx = static_cast<const int32_t*>(di->ptr()),
                                   .topk_weight = static_cast<const float*>(dwt->ptr()), .gate = views + first,
                                   .up = views + c.E + first, .down = views + 2 * c.E + first, .format = hviews[0].format,
-                                  .scratch = ds->ptr(), .scratch_bytes = scratch_bytes, .first_expert = first,
+                                  .scratch = ds2->ptr(), .scratch_bytes = sub_bytes, .first_expert = first,
                                   .n_routed = c.E};
-          ok = ok && ran(backend()->moe_experts(q), ops::OpKind::kMoeExperts, "expert subset", what + " experts " +
-                         std::to_string(first) + ".." + std::to_string(first + count - 1));
+          ok = ran(backend()->moe_experts(q), ops::OpKind::kMoeExperts, "expert subset", sub);
+          if (!ok) break;
+          ++calls;  // each call rounds out once more, on the backend and in the oracle
+          q.x = x.data(), q.out = want2.data(), q.topk_idx = idx.data(), q.topk_weight = wt.data();
+          q.gate = hviews.data() + first, q.up = hviews.data() + c.E + first, q.down = hviews.data() + 2 * c.E + first;
+          ops::ref::moe_experts(q);
+          EXPECT_TRUE(compare_mats(download(*dout2, out0), want2, out0, calls * act_tol(), sub));
+          EXPECT_TRUE(ds2->check_guards(sub));
         }
         if (ok) {
-          HostMat got2 = download(*dout2, out0);
-          EXPECT_TRUE(compare_mats(got2, want, out0, 2 * act_tol(), what + " in two expert subsets"));
+          EXPECT_TRUE(compare_mats(download(*dout2, out0), want, out0, 3 * act_tol(), what + " in three expert subsets"));
           EXPECT_TRUE(dout2->check_guards(what));
         }
       }

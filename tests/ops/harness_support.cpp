@@ -14,14 +14,12 @@ bool SupportTable::expects(ops::OpKind op, const std::string& variant) const {
 const SupportTable* support_table_for(const std::string& name) {
   // The oracle, the CPU backend (every ISA) and the CUDA backend run every other case: CUDA's
   // KV-write and attention kernels read fp8 e4m3 and int8 caches and attention sinks (issue 20).
-  // CUDA's grouped experts take every routed expert, not an expert-parallel rank's subset.
+  // Every backend's grouped experts take an expert-parallel rank's subset ("expert subset").
   // The CPU backend's activations are f32: it refuses batched matmuls over bf16 / f16 x.
-  static const SupportTable kRef;
+  static const SupportTable kRef, kCuda;
   static const SupportTable kCpu(std::vector<SupportTable::Refusal>{
       {ops::OpKind::kBatchedMatmul, "x=bf16", "cpu activations are f32"},
       {ops::OpKind::kBatchedMatmul, "x=f16", "cpu activations are f32"}});
-  static const SupportTable kCuda(std::vector<SupportTable::Refusal>{{ops::OpKind::kMoeExperts, "expert subset",
-                                    "the CUDA permutation kernel indexes every routed expert; experts run one by one"}});
   if (name == "ref") return &kRef;
   if (name == "cpu") return &kCpu;
   if (name == "cuda") return &kCuda;

@@ -524,16 +524,22 @@ Status CudaBackend::batched_matmul(const ops::BatchedMatmulParams& p) {
   return Status::ok();
 }
 
+// topk_idx is device memory, so its ids are not checked here: the kernels treat an id outside
+// [first_expert, first_expert + n_experts) as another rank's expert (it adds nothing).
 Status CudaBackend::moe_experts(const ops::MoeExpertsParams& p) {
-  if (p.subset())  // the permutation kernel indexes every routed expert
-    return unsupported("cuda moe_experts: an expert subset (expert parallelism; experts " +
-                       std::to_string(p.first_expert) + ".." + std::to_string(p.first_expert + p.n_experts - 1) + " of " +
-                       std::to_string(p.routed()) + ") is not built on CUDA: the experts run one by one");
-  if (p.n_experts <= 0 || p.n_experts > ops::kMoeMaxExperts || p.top_k <= 0 || p.top_k > p.n_experts ||
-      p.top_k > ops::kMoeMaxTopK || p.hidden <= 0 || p.inter <= 0 || p.n_tokens < 0)
-    return invalid_argument("cuda moe_experts: n_experts " + std::to_string(p.n_experts) + ", top_k " +
-                            std::to_string(p.top_k) + ", hidden " + std::to_string(p.hidden) + ", inter " +
-                            std::to_string(p.inter) + " out of range");
+  if (p.n_experts <= 0 || p.n_experts > ops::kMoeMaxExperts || p.hidden <= 0 || p.inter <= 0 || p.n_tokens < 0)
+    return invalid_argument("cuda moe_experts: n_experts " + std::to_string(p.n_experts) + " (must be in [1, " +
+                            std::to_string(ops::kMoeMaxExperts) + "]), hidden " + std::to_string(p.hidden) + ", inter " +
+                            std::to_string(p.inter) + ", n_tokens " + std::to_string(p.n_tokens) + " out of range");
+  if (p.first_expert < 0 || p.n_routed < 0 || p.routed() > ops::kMoeMaxExperts ||
+      int64_t{p.first_expert} + p.n_experts > p.routed())
+    return invalid_argument("cuda moe_experts: experts [first_expert, first_expert + n_experts) = [" +
+                            std::to_string(p.first_expert) + ", " + std::to_string(int64_t{p.first_expert} + p.n_experts) +
+                            ") must lie in [0, n_routed = " + std::to_string(p.routed()) + "), n_routed <= " +
+                            std::to_string(ops::kMoeMaxExperts));
+  if (p.top_k <= 0 || p.top_k > p.routed() || p.top_k > ops::kMoeMaxTopK)
+    return invalid_argument("cuda moe_experts: top_k " + std::to_string(p.top_k) + " must be in [1, min(n_routed = " +
+                            std::to_string(p.routed()) + ", " + std::to_string(ops::kMoeMaxTopK) + ")]");
   if (p.act_dtype != DType::kBF16 || p.format.scheme != ops::WeightScheme::kDense || p.format.dtype != DType::kBF16)
     return unsupported("cuda moe_experts: act " + dt(p.act_dtype) + ", experts '" + ops::weight_format_name(p.format) +
                        "' (the grouped kernels take bf16 activations and dense bf16 experts)");

@@ -8,6 +8,12 @@
 //      of the tile's gathered x rows against the expert's gate and up rows, h = silu(g) * u;
 //   3. down: the same over h rows against the expert's down rows, f32 per-pair outputs;
 //   4. combine: out[t] += sum_k topk_weight[t, k] * y[row(t, k)], in k order.
+// An expert-parallel rank holds experts [first_expert, first_expert + n_experts) of the n_routed
+// topk_idx ranges over: 1. counts and rows only the pairs routed to those (global id g is local
+// expert g - first_expert), a pair routed elsewhere gets row -1 and 4. skips it (it adds nothing,
+// the other rank adds it); the tiles of 2. and 3. cover the local rows only. An id outside
+// [0, n_routed) (the host cannot check device memory) is treated as another rank's: never an
+// out-of-bounds read or write.
 // Only the chosen experts' weights are read (once per tile), so batch-1 decode reads top_k
 // experts, not all of them. While experts see few rows each (decode: at most 4 on average), 2.
 // and 3. are GEMVs instead (tiles of kGemvRows rows; each warp streams one weight row per
@@ -31,8 +37,8 @@ using bf16 = __nv_bfloat16;
 constexpr int kBN = 64, kBK = 64, kThreads = 128, kPad = 8;
 
 struct Layout {
-  int32_t* row_of_pair;  // [pairs]
-  int32_t* pair_at;      // [pairs]
+  int32_t* row_of_pair;  // [pairs] row in the expert-sorted order, -1 for another rank's expert
+  int32_t* pair_at;      // [pairs] (the first local-pair-count entries are used)
   int32_t* tile_expert;  // [max_tiles]
   int32_t* tile_row0;    // [max_tiles]
   int32_t* offsets;      // [E + 1]
@@ -60,6 +66,13 @@ Layout layout_of(const ops::MoeExpertsParams& p) {
   return l;
 }
 
+// The local expert of pair i, or -1 where topk_idx[i] is another rank's (or out of range; the
+// unsigned difference keeps any id, negative or huge, from overflowing into range).
+__device__ __forceinline__ int local_expert(const ops::MoeExpertsParams& p, int64_t i) {
+  const uint32_t e = static_cast<uint32_t>(p.topk_idx[i]) - static_cast<uint32_t>(p.first_expert);
+  return e < static_cast<uint32_t>(p.n_experts) ? static_cast<int>(e) : -1;
+}
+
 __global__ void __launch_bounds__(1024) moe_permute_kernel(ops::MoeExpertsParams p, Layout l, int bm) {
   pdl_wait();
   __shared__ int32_t count[ops::kMoeMaxExperts], cursor[ops::kMoeMaxExperts], tile0[ops::kMoeMaxExperts + 1];
@@ -67,7 +80,10 @@ __global__ void __launch_bounds__(1024) moe_permute_kernel(ops::MoeExpertsParams
   const int64_t pairs = p.n_tokens * p.top_k;
   for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) atomicAdd(&count[p.topk_idx[i]], 1);
+  for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) {
+    const int e = local_expert(p, i);
+    if (e >= 0) atomicAdd(&count[e], 1);
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     int32_t off = 0, t = 0;
@@ -90,9 +106,10 @@ __global__ void __launch_bounds__(1024) moe_permute_kernel(ops::MoeExpertsParams
     }
   __syncthreads();
   for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) {
-    const int32_t r = atomicAdd(&cursor[p.topk_idx[i]], 1);
+    const int e = local_expert(p, i);
+    const int32_t r = e >= 0 ? atomicAdd(&cursor[e], 1) : -1;
     l.row_of_pair[i] = r;
-    l.pair_at[r] = static_cast<int32_t>(i);
+    if (r >= 0) l.pair_at[r] = static_cast<int32_t>(i);
   }
 }
 
@@ -361,15 +378,18 @@ __global__ void __launch_bounds__(kGemvWarps * 32) moe_gemv_kernel(ops::MoeExper
   }
 }
 
-// grid (tokens, hidden / 256): one output element a thread.
+// grid (tokens, hidden / 256): one output element a thread. Pairs of another rank's experts
+// (row -1) add nothing; the others in k order.
 __global__ void moe_combine_kernel(ops::MoeExpertsParams p, Layout l) {
   pdl_wait();
   const int64_t t = blockIdx.x;
   const int K = p.top_k;
   for (int64_t i = blockIdx.y * int64_t{blockDim.x} + threadIdx.x; i < p.hidden; i += int64_t{gridDim.y} * blockDim.x) {
     float acc = 0.f;
-    for (int k = 0; k < K; ++k)
-      acc += p.topk_weight[t * K + k] * l.y[static_cast<int64_t>(l.row_of_pair[t * K + k]) * p.hidden + i];
+    for (int k = 0; k < K; ++k) {
+      const int32_t r = l.row_of_pair[t * K + k];
+      if (r >= 0) acc += p.topk_weight[t * K + k] * l.y[static_cast<int64_t>(r) * p.hidden + i];
+    }
     bf16* o = static_cast<bf16*>(p.out) + t * p.ld_out + i;
     *o = __float2bfloat16(__bfloat162float(*o) + acc);
   }
@@ -403,9 +423,10 @@ cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stre
   if (p.n_tokens == 0) return cudaSuccess;
   const Layout l = layout_of(p);
   // GEMVs while experts see at most 4 rows each on average (decode), 16-row tensor-core tiles
-  // above, 64-row tiles once they see many.
-  const int64_t pairs = p.n_tokens * p.top_k, E = p.n_experts;
-  const int bm = pairs <= 4 * E ? kGemvRows : pairs >= 48 * E ? 64 : 16;
+  // above, 64-row tiles once they see many. The average is over the n_routed experts the router
+  // chooses from: a rank's own experts see pairs / n_routed rows each too, not pairs / n_experts.
+  const int64_t pairs = p.n_tokens * p.top_k, E = p.n_experts, R = p.routed();
+  const int bm = pairs <= 4 * R ? kGemvRows : pairs >= 48 * R ? 64 : 16;
   cudaError_t err = launch_kernel(moe_permute_kernel, 1, 1024, 0, stream, p, l, bm);
   if (err != cudaSuccess) return err;
   if (bm == kGemvRows) {
