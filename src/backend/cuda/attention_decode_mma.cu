@@ -147,15 +147,155 @@ __device__ __forceinline__ void load_words(uint32_t* w, const unsigned char* src
   }
 }
 
+// A fragments of one token's queries (rows g and g + 8 = heads h0 + row; rows past the group,
+// and with !kHi rows 8..15, are zeros), dims in the K fragments' order. fp8: q / 16 as f16.
+template <int D, KvElem E, bool kHi>
+__device__ __forceinline__ void load_query_fragments(const __nv_bfloat16* q, int group, uint32_t (&qf)[D / 16][4]) {
+  using T = Tile<D, E>;
+  const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    const int d = k_piece<T::kKPieces>(tq, (4 * ks) / T::kEPP) * T::kEPP + (4 * ks) % T::kEPP;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = g + 8 * r;
+      uint32_t w[2] = {0u, 0u};
+      if ((r == 0 || kHi) && row < group) {
+        w[0] = *reinterpret_cast<const uint32_t*>(q + row * D + d);
+        w[1] = *reinterpret_cast<const uint32_t*>(q + row * D + d + 2);
+        if constexpr (T::kF16) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[h]));
+            w[h] = pack_f16(f.x * kQueryF16, f.y * kQueryF16);
+          }
+        }
+      }
+      qf[ks][r] = w[0];
+      qf[ks][2 + r] = w[1];
+    }
+  }
+}
+
+// s = Q K^T for the warp's kNT tiles of 8 keys (rows of sk), D/16 k steps.
+template <int D, KvElem E>
+__device__ __forceinline__ void qk_tile(const unsigned char* sk, const uint32_t (&qf)[D / 16][4],
+                                        float (&s)[Tile<D, E>::kNT][4]) {
+  using T = Tile<D, E>;
+  constexpr int NT = T::kNT, KP = T::kKPieces;
+  const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+  uint32_t kw[NT][4 * KP];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int j = 0; j < KP; ++j) load_words<4>(&kw[nt][4 * j], sk + (nt * 8 + g) * T::kRowStride + k_piece<KP>(tq, j) * 16);
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      uint32_t b0, b1;
+      if constexpr (T::kEB == 2) {
+        b0 = kw[nt][2 * ks];
+        b1 = kw[nt][2 * ks + 1];
+      } else {
+        b0 = widen2<E>(kw[nt][ks]);
+        b1 = widen2<E>(kw[nt][ks] >> 16);
+      }
+      mma16<E>(s[nt], qf[ks], b0, b1);
+    }
+  }
+}
+
+// o += P V over the warp's keys (rows of sv), 16 keys a step; P (the probabilities in s's
+// accumulator layout) is the A fragment.
+template <int D, KvElem E>
+__device__ __forceinline__ void pv_tile(const unsigned char* sv, const float (&s)[Tile<D, E>::kNT][4],
+                                        float (&o)[D / 8][4]) {
+  using T = Tile<D, E>;
+  constexpr int VW = T::kVBytes / 4, RS = T::kRowStride;
+  const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int kk = 0; kk < T::kKW / 16; ++kk) {
+    const uint32_t pa[4] = {pack16<E>(s[2 * kk][0], s[2 * kk][1]), pack16<E>(s[2 * kk][2], s[2 * kk][3]),
+                            pack16<E>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack16<E>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+    uint32_t vw[4][VW];  // keys 2tq, 2tq + 1, 2tq + 8, 2tq + 9 of the step
+#pragma unroll
+    for (int rr = 0; rr < 4; ++rr) {
+      const unsigned char* row = sv + (16 * kk + 2 * tq + (rr & 1) + 8 * (rr >> 1)) * RS;
+      if constexpr (VW == 8) {
+        load_words<4>(vw[rr], row + 16 * g);
+        load_words<4>(vw[rr] + 4, row + 16 * g + 128);
+      } else if constexpr (VW == 4) {
+        load_words<4>(vw[rr], row + 16 * g);
+      } else {
+        load_words<2>(vw[rr], row + 8 * g);
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < D / 8; ++v) mma16<E>(o[v], pa, v_pair<E>(vw[0], vw[1], v), v_pair<E>(vw[2], vw[3], v));
+  }
+}
+
+// Merges the warps' (max, sum, o) through shared memory (the stages, no longer read) and writes
+// the token's output rows (one split) or its partial rows and (max, sum) for the combine.
+template <int D, KvElem E>
+__device__ __forceinline__ void merge_and_store(const ops::AttentionParams& p, const MmaArgs& a, unsigned char* smem,
+                                                const float (&o)[D / 8][4], const float (&m_run)[2],
+                                                const float (&l_run)[2], int group, int t, int h0, int64_t ml_base) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+  __syncthreads();
+  float* mo = reinterpret_cast<float*>(smem);  // [kWarps][16][D]
+  float* mm = mo + kWarps * 16 * D;            // [kWarps][16]
+  float* ml = mm + kWarps * 16;                // [kWarps][16]
+#pragma unroll
+  for (int v = 0; v < D / 8; ++v)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + 8 * (e >> 1);
+      if (row < group) mo[(warp * 16 + row) * D + v_dim<D, E>(2 * tq + (e & 1), v)] = o[v][e];
+    }
+  if (tq == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mm[warp * 16 + g + 8 * r] = m_run[r];
+      ml[warp * 16 + g + 8 * r] = l_run[r];
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < group * D; idx += kThreads) {
+    const int r = idx / D, d = idx % D;
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, mm[w * 16 + r]);
+    float l = 0.f, acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = mm[w * 16 + r];
+      const float wt = mw == -INFINITY ? 0.f : exp2f(mw - m);
+      l = fmaf(wt, ml[w * 16 + r], l);
+      acc = fmaf(wt, mo[(w * 16 + r) * D + d], acc);
+    }
+    acc *= a.v_mult;
+    if (a.part_o == nullptr) {
+      static_cast<__nv_bfloat16*>(p.out)[static_cast<int64_t>(t) * p.ld_out + (h0 + r) * D + d] =
+          __float2bfloat16(l > 0.f ? acc / l : 0.f);
+    } else {
+      a.part_o[(ml_base + static_cast<int64_t>(r) * a.n_splits) * D + d] = acc;
+      if (d == 0) a.part_ml[ml_base + static_cast<int64_t>(r) * a.n_splits] = make_float2(m, l);
+    }
+  }
+}
+
 // kHi: the group has more than 8 heads (A rows 8..15 hold queries, else zeros).
 template <int D, KvElem E, bool kHi>
 __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::AttentionParams p, MmaArgs a) {
   using T = Tile<D, E>;
-  constexpr int KW = T::kKW, NT = T::kNT, KPI = T::kKPI, RS = T::kRowStride, EPP = T::kEPP, KP = T::kKPieces;
-  constexpr int VPT = T::kVPT, VW = T::kVBytes / 4, KSTEPS = D / 16;
+  constexpr int KW = T::kKW, NT = T::kNT, KPI = T::kKPI, RS = T::kRowStride, VPT = T::kVPT;
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tq = lane & 3;
   const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
   const int group = p.n_head / p.cache.n_head_kv, h0 = kvh * group;
   const int q0 = p.q_start[seq], n_q = p.q_start[seq + 1] - q0, ctx = p.ctx_len[seq];
@@ -188,34 +328,9 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
       continue;
     }
     __syncthreads();  // the previous token's merge no longer reads shared memory
-
-    // A fragments of the queries (rows g and g + 8), dims in the K fragments' order.
-    uint32_t qf[KSTEPS][4];
-    {
-      const __nv_bfloat16* q = static_cast<const __nv_bfloat16*>(p.q) + static_cast<int64_t>(t) * p.ld_q + h0 * D;
-#pragma unroll
-      for (int ks = 0; ks < KSTEPS; ++ks) {
-        const int d = k_piece<KP>(tq, (4 * ks) / EPP) * EPP + (4 * ks) % EPP;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int row = g + 8 * r;
-          uint32_t w[2] = {0u, 0u};
-          if ((r == 0 || kHi) && row < group) {
-            w[0] = *reinterpret_cast<const uint32_t*>(q + row * D + d);
-            w[1] = *reinterpret_cast<const uint32_t*>(q + row * D + d + 2);
-            if constexpr (T::kF16) {
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[h]));
-                w[h] = pack_f16(f.x * kQueryF16, f.y * kQueryF16);
-              }
-            }
-          }
-          qf[ks][r] = w[0];
-          qf[ks][2 + r] = w[1];
-        }
-      }
-    }
+    uint32_t qf[D / 16][4];
+    load_query_fragments<D, E, kHi>(static_cast<const __nv_bfloat16*>(p.q) + static_cast<int64_t>(t) * p.ld_q + h0 * D,
+                                    group, qf);
 
     // Slot of this lane's key (lane % KW) of iteration it, -1 past the keys (zero-filled).
     auto slot_at = [&](int it) {
@@ -226,7 +341,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
       return blk < 0 ? -1 : blk * bs + j % bs;
     };
     // Gathers the warp's K and V rows (and int8 scales) of one iteration into stage st: each
-    // copy instruction of the warp moves whole 256/128-byte rows, coalesced.
+    // copy instruction of the warp moves whole rows, coalesced.
     auto issue = [&](int st, int my_slot) {
       unsigned char* sk = wstage + st * T::kStageBytes;
       unsigned char* sv = sk + KW * RS;
@@ -272,33 +387,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
       const unsigned char* sv = sk + KW * RS;
       const float* sc = reinterpret_cast<const float*>(sv + KW * RS);
       const int key0 = it * KPI + warp * KW;  // virtual index of the stage's first key
-
-      // S = Q K^T: NT tiles of 8 keys, D/16 k steps.
       float s[NT][4];
-      {
-        uint32_t kw[NT][4 * KP];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int j = 0; j < KP; ++j) load_words<4>(&kw[nt][4 * j], sk + (nt * 8 + g) * RS + k_piece<KP>(tq, j) * 16);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < KSTEPS; ++ks) {
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            uint32_t b0, b1;
-            if constexpr (T::kEB == 2) {
-              b0 = kw[nt][2 * ks];
-              b1 = kw[nt][2 * ks + 1];
-            } else {
-              b0 = widen2<E>(kw[nt][ks]);
-              b1 = widen2<E>(kw[nt][ks] >> 16);
-            }
-            mma16<E>(s[nt], qf[ks], b0, b1);
-          }
-        }
-      }
+      qk_tile<D, E>(sk, qf, s);
 
       // Scale into log2 units, mask keys past the split's list, online softmax per row.
       float mt[2] = {-INFINITY, -INFINITY};
@@ -340,30 +430,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
         o[v][2] *= alpha[1];
         o[v][3] *= alpha[1];
       }
-
-      // O += P V, 16 keys a step; P's accumulators are the A fragment.
-#pragma unroll
-      for (int kk = 0; kk < KW / 16; ++kk) {
-        const uint32_t pa[4] = {pack16<E>(s[2 * kk][0], s[2 * kk][1]), pack16<E>(s[2 * kk][2], s[2 * kk][3]),
-                                pack16<E>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                pack16<E>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-        uint32_t vw[4][VW];  // keys 2tq, 2tq + 1, 2tq + 8, 2tq + 9 of the step
-#pragma unroll
-        for (int rr = 0; rr < 4; ++rr) {
-          const unsigned char* row = sv + (16 * kk + 2 * tq + (rr & 1) + 8 * (rr >> 1)) * RS;
-          if constexpr (VW == 8) {
-            load_words<4>(vw[rr], row + 16 * g);
-            load_words<4>(vw[rr] + 4, row + 16 * g + 128);
-          } else if constexpr (VW == 4) {
-            load_words<4>(vw[rr], row + 16 * g);
-          } else {
-            load_words<2>(vw[rr], row + 8 * g);
-          }
-        }
-#pragma unroll
-        for (int v = 0; v < VPT; ++v)
-          mma16<E>(o[v], pa, v_pair<E>(vw[0], vw[1], v), v_pair<E>(vw[2], vw[3], v));
-      }
+      pv_tile<D, E>(sv, s, o);
       __syncwarp();  // the stage is refilled two iterations on
     }
 
@@ -372,49 +439,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
       l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
       l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
     }
-    // Merge the warps: (max, sum, o) of each to shared memory (over the stages), then per
-    // (head, dim) the block max, the warps' weights, the sum and the output.
-    __syncthreads();
-    float* mo = reinterpret_cast<float*>(smem);  // [kWarps][16][D]
-    float* mm = mo + kWarps * 16 * D;            // [kWarps][16]
-    float* ml = mm + kWarps * 16;                // [kWarps][16]
-#pragma unroll
-    for (int v = 0; v < VPT; ++v)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = g + 8 * (e >> 1);
-        if (row < group) mo[(warp * 16 + row) * D + v_dim<D, E>(2 * tq + (e & 1), v)] = o[v][e];
-      }
-    if (tq == 0) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mm[warp * 16 + g + 8 * r] = m_run[r];
-        ml[warp * 16 + g + 8 * r] = l_run[r];
-      }
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < group * D; idx += kThreads) {
-      const int r = idx / D, d = idx % D;
-      float m = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) m = fmaxf(m, mm[w * 16 + r]);
-      float l = 0.f, acc = 0.f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const float mw = mm[w * 16 + r];
-        const float wt = mw == -INFINITY ? 0.f : exp2f(mw - m);
-        l = fmaf(wt, ml[w * 16 + r], l);
-        acc = fmaf(wt, mo[(w * 16 + r) * D + d], acc);
-      }
-      acc *= a.v_mult;
-      if (a.part_o == nullptr) {
-        static_cast<__nv_bfloat16*>(p.out)[static_cast<int64_t>(t) * p.ld_out + (h0 + r) * D + d] =
-            __float2bfloat16(l > 0.f ? acc / l : 0.f);
-      } else {
-        a.part_o[(ml_base + static_cast<int64_t>(r) * a.n_splits) * D + d] = acc;
-        if (d == 0) a.part_ml[ml_base + static_cast<int64_t>(r) * a.n_splits] = make_float2(m, l);
-      }
-    }
+    merge_and_store<D, E>(p, a, smem, o, m_run, l_run, group, t, h0, ml_base);
   }
 }
 
