@@ -245,6 +245,42 @@ TEST(CudaAttention, DecodeMmaMatchesReferenceAndCudaCoreKernel) {
   }
 }
 
+// Which decode kernel runs and how it splits (host side): the tensor-core one for groups of
+// 2..16 heads at head_dim 64/128 unless switched off; the 160 x 900 batch below is one split.
+TEST(CudaAttention, DecodeMmaDispatch) {
+  ops::AttentionParams p{};
+  p.cache = {nullptr, nullptr, DType::kBF16, 100, 16, 4, 128};
+  p.act_dtype = DType::kBF16;
+  p.ld_q = p.ld_out = 28 * 128;
+  p.n_head = 28;
+  p.n_seqs = p.n_tokens = 160;
+  p.max_ctx_len = 900;
+  p.scale = 1.f;
+  const bool mma_was = decode_mma_enabled();
+  set_decode_mma_enabled(true);
+  for (DType kv : {DType::kBF16, DType::kF8E4M3}) {
+    p.cache.cache_dtype = kv;
+    EXPECT_TRUE(attention_decode_mma_applies(p));
+    EXPECT_EQ(attention_decode_splits(p, backend()->n_sms()), 1);
+    p.n_seqs = p.n_tokens = 1;
+    p.max_ctx_len = 32768;
+    EXPECT_GE(attention_decode_splits(p, backend()->n_sms()), 48);  // one wave: 2+ blocks per SM
+    p.n_seqs = p.n_tokens = 160;
+    p.max_ctx_len = 900;
+  }
+  set_decode_mma_enabled(false);
+  EXPECT_FALSE(attention_decode_mma_applies(p));
+  set_decode_mma_enabled(true);
+  p.n_head = 4;  // MHA
+  EXPECT_FALSE(attention_decode_mma_applies(p));
+  p.n_head = 4 * 17;  // 17 heads a kv head
+  EXPECT_FALSE(attention_decode_mma_applies(p));
+  p.n_head = 4 * 16;
+  p.cache.head_dim = 96;
+  EXPECT_FALSE(attention_decode_mma_applies(p));
+  set_decode_mma_enabled(mma_was);
+}
+
 // A batch large enough that every (sequence, kv head) block fills the GPU on its own: one
 // split, the kernel writes the normalized output itself (no combine).
 TEST(CudaAttention, DecodeMmaNoSplitLargeBatch) {
