@@ -179,51 +179,55 @@ TEST(CudaAttention, PrefillChunkNextToManyDecodes) {
   check_attention({seqs, 7, 1, 128}, kAllPaths);
 }
 
+// Decode tests run the tensor-core kernel and the CUDA-core one (which still takes MHA, groups
+// past 16 and FRUGAL_DECODE_MMA=0), each against the reference and against each other.
+const std::vector<Variant> kDecodeKernels = {{true, false, 1}, {true, false, 0}};
+
 // A large decode batch with one long context (as 64 short decoders plus a finished 10k prompt):
 // splits are capped in length, so the long sequence gets many while the others exit early.
 TEST(CudaAttention, DecodeLargeBatchOneLongContext) {
   std::vector<SeqSpec> seqs;
   for (int i = 0; i < 64; ++i) seqs.push_back({1, 100 + 9 * i});
   seqs.push_back({1, 10000});
-  check_attention({seqs, 28, 4, 128, 0, DType::kBF16, 16384 - 10000});
+  check_attention({seqs, 28, 4, 128, 0, DType::kBF16, 16384 - 10000}, kDecodeKernels);
 }
 
 TEST(CudaAttention, DecodeSplitKv) {
-  check_attention({{{1, 1}, {1, 300}, {1, 2500}}, 28, 4, 128});
+  check_attention({{{1, 1}, {1, 300}, {1, 2500}}, 28, 4, 128}, kDecodeKernels);
 }
 
 TEST(CudaAttention, DecodeLargeGroupWindowAndSlack) {
-  check_attention({{{1, 700}, {1, 64}, {1, 65}}, 32, 2, 64, 100, DType::kBF16, 8192});
+  check_attention({{{1, 700}, {1, 64}, {1, 65}}, 32, 2, 64, 100, DType::kBF16, 8192}, kDecodeKernels);
 }
 
 TEST(CudaAttention, DecodeManyShortSequences) {
   std::vector<SeqSpec> seqs;
   for (int i = 0; i < 40; ++i) seqs.push_back({1, 1 + 37 * i});
-  check_attention({seqs, 8, 1, 128});
+  check_attention({seqs, 8, 1, 128}, kDecodeKernels);
 }
 
-// Every query-heads-per-block variant of the decode kernel (1, 2, 4, 8 heads, padded groups
-// of 3 and 12), both head dims, many splits over long contexts, and windows that leave most
+// Every query-heads-per-block variant of the CUDA-core decode kernel (1, 2, 4, 8 heads, padded
+// groups of 3 and 12; the tensor-core kernel takes the same groups whole), both head dims, many splits over long contexts, and windows that leave most
 // splits empty.
 TEST(CudaAttention, DecodeEveryHeadGrouping) {
-  check_attention({{{1, 1}, {1, 33}, {1, 1500}}, 8, 8, 128});       // MHA: 1 head per block
-  check_attention({{{1, 5}, {1, 700}}, 8, 4, 64});                   // 2 per block
-  check_attention({{{1, 2}, {1, 900}}, 16, 4, 128, 0, DType::kBF16, 3000});  // 4 per block
-  check_attention({{{1, 1}, {1, 600}, {1, 97}}, 9, 3, 128, 50});     // 3 heads padded to 4, window
-  check_attention({{{1, 1200}, {1, 31}}, 24, 2, 64, 0});             // 12 heads: 8 + 4 padded
-  check_attention({{{1, 3000}}, 12, 1, 128, 129});                   // 12 heads, window 129
+  check_attention({{{1, 1}, {1, 33}, {1, 1500}}, 8, 8, 128}, kDecodeKernels);       // MHA: 1 head per block
+  check_attention({{{1, 5}, {1, 700}}, 8, 4, 64}, kDecodeKernels);                   // 2 per block
+  check_attention({{{1, 2}, {1, 900}}, 16, 4, 128, 0, DType::kBF16, 3000}, kDecodeKernels);  // 4 per block
+  check_attention({{{1, 1}, {1, 600}, {1, 97}}, 9, 3, 128, 50}, kDecodeKernels);     // 3 heads padded to 4, window
+  check_attention({{{1, 1200}, {1, 31}}, 24, 2, 64, 0}, kDecodeKernels);             // 12 heads: 8 + 4 padded
+  check_attention({{{1, 3000}}, 12, 1, 128, 129}, kDecodeKernels);                   // 12 heads, window 129
 }
 
 TEST(CudaAttention, DecodeLongContextManySplits) {
-  check_attention({{{1, 9000}}, 28, 4, 128});
-  check_attention({{{1, 4100}, {1, 3}}, 16, 2, 64, 0, DType::kBF16, 5000});
+  check_attention({{{1, 9000}}, 28, 4, 128}, kDecodeKernels);
+  check_attention({{{1, 4100}, {1, 3}}, 16, 2, 64, 0, DType::kBF16, 5000}, kDecodeKernels);
 }
 
 // n_tokens <= n_seqs but with a sequence of no new tokens and one of several: the decode
 // kernel's per-token loop.
 TEST(CudaAttention, DecodePathSeveralTokensOneSequence) {
-  check_attention({{{0, 50}, {2, 40}, {0, 7}, {1, 300}}, 28, 4, 128});
-  check_attention({{{3, 90}, {0, 10}, {0, 20}}, 8, 2, 64, 16});
+  check_attention({{{0, 50}, {2, 40}, {0, 7}, {1, 300}}, 28, 4, 128}, kDecodeKernels);
+  check_attention({{{3, 90}, {0, 10}, {0, 20}}, 8, 2, 64, 16}, kDecodeKernels);
 }
 
 // The tensor-core decode kernel (attention_decode_mma.cu) against the reference and against the
@@ -232,7 +236,6 @@ TEST(CudaAttention, DecodePathSeveralTokensOneSequence) {
 // are not multiples of any key tile (1, 17, 100, 1000+), several sequences of different lengths
 // split over many blocks, a sliding window with sinks (two key ranges in one split), and several
 // new tokens of one sequence (the kernel's per-token loop).
-const std::vector<Variant> kDecodeKernels = {{true, false, 1}, {true, false, 0}};
 
 TEST(CudaAttention, DecodeMmaMatchesReferenceAndCudaCoreKernel) {
   for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kI8}) {
