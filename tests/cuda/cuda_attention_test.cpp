@@ -26,20 +26,28 @@ struct AttnCase {
   int sliding_window = 0;
   DType act = DType::kBF16;
   int max_ctx_slack = 0;  // max_ctx_len above the true max (as a captured graph passes)
+  DType cache = DType::kBF16;  // kBF16 (or the act dtype when that is f32), kF8E4M3 or kI8
+  int sinks = 0;               // attention sinks (with sliding_window > 0)
 };
 
 // How the backend is asked: prefill key split on or off; n_decode_seqs passed for the leading
-// one-token sequences (a mixed step: they go to the decode kernel) or not.
+// one-token sequences (a mixed step: they go to the decode kernel) or not; the decode kernel's
+// tensor-core variant on (1), off (0) or as configured (-1).
 struct Variant {
   bool split = true;
   bool decode_hint = false;
+  int mma = -1;
 };
 
 // Every variant against one reference run (the reference is the slow part).
+// Variants that differ only in `mma` are also compared with each other (the tensor-core decode
+// kernel against the CUDA-core one on the same inputs).
 void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {Variant{}}) {
+  const DType kv = c.act == DType::kF32 ? DType::kF32 : c.cache;
+  const bool fp8 = kv == DType::kF8E4M3, int8 = kv == DType::kI8;
   SCOPED_TRACE(::testing::Message() << "n_head=" << c.n_head << " n_kv=" << c.n_kv << " hd=" << c.head_dim
-                                    << " window=" << c.sliding_window << " act=" << dtype_name(c.act)
-                                    << " n_seqs=" << c.seqs.size());
+                                    << " window=" << c.sliding_window << " sinks=" << c.sinks << " act=" << dtype_name(c.act)
+                                    << " cache=" << dtype_name(kv) << " n_seqs=" << c.seqs.size());
   std::mt19937 rng(static_cast<unsigned>(c.n_head * 131 + c.head_dim + c.seqs.size()));
   const int bs = 16, n_seqs = static_cast<int>(c.seqs.size());
   int max_blocks = 0, n_tokens = 0, max_ctx = 0;
@@ -60,31 +68,48 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
   }
   const int64_t row = int64_t{c.n_kv} * c.head_dim;
   const int64_t ld_q = int64_t{c.n_head} * c.head_dim + 8, ld_out = int64_t{c.n_head} * c.head_dim + 16;
-  Tensor kc(c.act, int64_t{n_blocks} * bs * row), vc(c.act, int64_t{n_blocks} * bs * row);
+  Tensor kc(kv, int64_t{n_blocks} * bs * row), vc(kv, int64_t{n_blocks} * bs * row);
   Tensor q(c.act, n_tokens * ld_q), out(c.act, n_tokens * ld_out);
-  kc.fill_uniform(rng, -1, 1);
-  vc.fill_uniform(rng, -1, 1);
+  // 8-bit caches hold codes over their whole range (fp8 e4m3 up to 448, int8 to 127) and
+  // scales that bring the values back to about [-1, 1] (int8: one per slot and kv head).
+  const float range = fp8 ? 448.f : int8 ? 127.f : 1.f;
+  kc.fill_uniform(rng, -range, range);
+  vc.fill_uniform(rng, -range, range);
   q.fill_uniform(rng, -3, 3);
   out.fill_nan();
   for (auto* t : {&kc, &vc, &q, &out}) t->to_device();
+  std::vector<float> k_scales, v_scales;
+  std::uniform_real_distribution<float> sd(0.5f / 127, 1.5f / 127);
+  for (int64_t i = 0; int8 && i < int64_t{n_blocks} * bs * c.n_kv; ++i) {
+    k_scales.push_back(sd(rng));
+    v_scales.push_back(sd(rng));
+  }
   DevInts di;
-  ops::AttentionParams p{{kc.dev, vc.dev, c.act, n_blocks, bs, c.n_kv, c.head_dim},
+  ops::AttentionParams p{{kc.dev, vc.dev, kv, n_blocks, bs, c.n_kv, c.head_dim, int8 ? di.floats(k_scales) : nullptr,
+                          int8 ? di.floats(v_scales) : nullptr, fp8 ? 1.f / 300 : 1.f, fp8 ? 1.f / 500 : 1.f},
                          q.dev, out.dev, c.act, ld_q, ld_out, n_seqs, n_tokens,
                          di(q_start), di(ctx_len), di(tables), max_blocks, max_ctx + c.max_ctx_slack,
-                         c.n_head, c.sliding_window, 1.f / std::sqrt(static_cast<float>(c.head_dim))};
+                         c.n_head, c.sliding_window, 1.f / std::sqrt(static_cast<float>(c.head_dim)), c.sinks};
   std::vector<uint8_t> want(out.host.size());
   ops::AttentionParams r = p;
   r.cache.k_cache = kc.host.data();
   r.cache.v_cache = vc.host.data();
+  r.cache.k_scales = int8 ? k_scales.data() : nullptr;
+  r.cache.v_scales = int8 ? v_scales.data() : nullptr;
   r.q = q.host.data();
   r.out = want.data();
   r.q_start = q_start.data();
   r.ctx_len = ctx_len.data();
   r.block_tables = tables.data();
   ops::ref::attention(r);
+  std::vector<bool> rows_mask(static_cast<size_t>(out.n));  // every sequence's output rows
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t j = 0; j < int64_t{c.n_head} * c.head_dim; ++j) rows_mask[static_cast<size_t>(t * ld_out + j)] = true;
+  std::vector<std::vector<uint8_t>> results;
   for (const Variant& v : variants) {
     SCOPED_TRACE(::testing::Message() << "prefill key split " << (v.split ? "on" : "off")
-                                      << (v.decode_hint ? ", decoders to the decode kernel" : ""));
+                                      << (v.decode_hint ? ", decoders to the decode kernel" : "")
+                                      << (v.mma == 1 ? ", tensor-core decode" : v.mma == 0 ? ", CUDA-core decode" : ""));
     out.fill_nan();
     out.to_device();
     p.n_decode_seqs = p.decode_max_ctx_len = 0;
@@ -93,7 +118,10 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
       ++p.n_decode_seqs;
     }
     set_prefill_split_enabled(v.split);
+    const bool mma_was = decode_mma_enabled();
+    if (v.mma >= 0) set_decode_mma_enabled(v.mma == 1);
     const Status st = backend()->attention(p);
+    set_decode_mma_enabled(mma_was);
     set_prefill_split_enabled(true);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     // Each sequence against its own scale: a short context's rows are larger and carry larger
@@ -104,7 +132,19 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
         for (int64_t j = 0; j < int64_t{c.n_head} * c.head_dim; ++j) mask[static_cast<size_t>(t * ld_out + j)] = true;
       expect_close(out, want, c.act == DType::kF32 ? 1e-4f : 2e-2f, "attention seq " + std::to_string(s), mask);
     }
+    results.emplace_back();
+    out.from_device(&results.back(), "attention");
   }
+  for (size_t i = 0; i < variants.size(); ++i)
+    for (size_t j = 0; j < variants.size(); ++j) {
+      const Variant &a = variants[i], &b = variants[j];
+      if (a.mma != 1 || b.mma != 0 || a.split != b.split || a.decode_hint != b.decode_hint) continue;
+      SCOPED_TRACE("tensor-core decode against the CUDA-core decode on the same inputs");
+      const std::vector<uint8_t> old_out = results[j];
+      out.host = results[i];  // expect_close reads the device copy: the tensor-core result
+      out.to_device();
+      expect_close(out, old_out, 2e-2f, "tensor-core vs CUDA-core decode", rows_mask);
+    }
 }
 
 TEST(CudaAttention, PrefillGqaHead128) {
@@ -139,51 +179,118 @@ TEST(CudaAttention, PrefillChunkNextToManyDecodes) {
   check_attention({seqs, 7, 1, 128}, kAllPaths);
 }
 
+// Decode tests run the tensor-core kernel and the CUDA-core one (which still takes MHA, groups
+// past 16 and FRUGAL_DECODE_MMA=0), each against the reference and against each other.
+const std::vector<Variant> kDecodeKernels = {{true, false, 1}, {true, false, 0}};
+
 // A large decode batch with one long context (as 64 short decoders plus a finished 10k prompt):
 // splits are capped in length, so the long sequence gets many while the others exit early.
 TEST(CudaAttention, DecodeLargeBatchOneLongContext) {
   std::vector<SeqSpec> seqs;
   for (int i = 0; i < 64; ++i) seqs.push_back({1, 100 + 9 * i});
   seqs.push_back({1, 10000});
-  check_attention({seqs, 28, 4, 128, 0, DType::kBF16, 16384 - 10000});
+  check_attention({seqs, 28, 4, 128, 0, DType::kBF16, 16384 - 10000}, kDecodeKernels);
 }
 
 TEST(CudaAttention, DecodeSplitKv) {
-  check_attention({{{1, 1}, {1, 300}, {1, 2500}}, 28, 4, 128});
+  check_attention({{{1, 1}, {1, 300}, {1, 2500}}, 28, 4, 128}, kDecodeKernels);
 }
 
 TEST(CudaAttention, DecodeLargeGroupWindowAndSlack) {
-  check_attention({{{1, 700}, {1, 64}, {1, 65}}, 32, 2, 64, 100, DType::kBF16, 8192});
+  check_attention({{{1, 700}, {1, 64}, {1, 65}}, 32, 2, 64, 100, DType::kBF16, 8192}, kDecodeKernels);
 }
 
 TEST(CudaAttention, DecodeManyShortSequences) {
   std::vector<SeqSpec> seqs;
   for (int i = 0; i < 40; ++i) seqs.push_back({1, 1 + 37 * i});
-  check_attention({seqs, 8, 1, 128});
+  check_attention({seqs, 8, 1, 128}, kDecodeKernels);
 }
 
-// Every query-heads-per-block variant of the decode kernel (1, 2, 4, 8 heads, padded groups
-// of 3 and 12), both head dims, many splits over long contexts, and windows that leave most
+// Every query-heads-per-block variant of the CUDA-core decode kernel (1, 2, 4, 8 heads, padded
+// groups of 3 and 12; the tensor-core kernel takes the same groups whole), both head dims, many splits over long contexts, and windows that leave most
 // splits empty.
 TEST(CudaAttention, DecodeEveryHeadGrouping) {
-  check_attention({{{1, 1}, {1, 33}, {1, 1500}}, 8, 8, 128});       // MHA: 1 head per block
-  check_attention({{{1, 5}, {1, 700}}, 8, 4, 64});                   // 2 per block
-  check_attention({{{1, 2}, {1, 900}}, 16, 4, 128, 0, DType::kBF16, 3000});  // 4 per block
-  check_attention({{{1, 1}, {1, 600}, {1, 97}}, 9, 3, 128, 50});     // 3 heads padded to 4, window
-  check_attention({{{1, 1200}, {1, 31}}, 24, 2, 64, 0});             // 12 heads: 8 + 4 padded
-  check_attention({{{1, 3000}}, 12, 1, 128, 129});                   // 12 heads, window 129
+  check_attention({{{1, 1}, {1, 33}, {1, 1500}}, 8, 8, 128}, kDecodeKernels);       // MHA: 1 head per block
+  check_attention({{{1, 5}, {1, 700}}, 8, 4, 64}, kDecodeKernels);                   // 2 per block
+  check_attention({{{1, 2}, {1, 900}}, 16, 4, 128, 0, DType::kBF16, 3000}, kDecodeKernels);  // 4 per block
+  check_attention({{{1, 1}, {1, 600}, {1, 97}}, 9, 3, 128, 50}, kDecodeKernels);     // 3 heads padded to 4, window
+  check_attention({{{1, 1200}, {1, 31}}, 24, 2, 64, 0}, kDecodeKernels);             // 12 heads: 8 + 4 padded
+  check_attention({{{1, 3000}}, 12, 1, 128, 129}, kDecodeKernels);                   // 12 heads, window 129
 }
 
 TEST(CudaAttention, DecodeLongContextManySplits) {
-  check_attention({{{1, 9000}}, 28, 4, 128});
-  check_attention({{{1, 4100}, {1, 3}}, 16, 2, 64, 0, DType::kBF16, 5000});
+  check_attention({{{1, 9000}}, 28, 4, 128}, kDecodeKernels);
+  check_attention({{{1, 4100}, {1, 3}}, 16, 2, 64, 0, DType::kBF16, 5000}, kDecodeKernels);
 }
 
 // n_tokens <= n_seqs but with a sequence of no new tokens and one of several: the decode
 // kernel's per-token loop.
 TEST(CudaAttention, DecodePathSeveralTokensOneSequence) {
-  check_attention({{{0, 50}, {2, 40}, {0, 7}, {1, 300}}, 28, 4, 128});
-  check_attention({{{3, 90}, {0, 10}, {0, 20}}, 8, 2, 64, 16});
+  check_attention({{{0, 50}, {2, 40}, {0, 7}, {1, 300}}, 28, 4, 128}, kDecodeKernels);
+  check_attention({{{3, 90}, {0, 10}, {0, 20}}, 8, 2, 64, 16}, kDecodeKernels);
+}
+
+// The tensor-core decode kernel (attention_decode_mma.cu) against the reference and against the
+// CUDA-core kernel on the same inputs, for every cache type: the 7B group (7 heads per kv head,
+// rows padded to 16), groups of 2, 8 and 16 (all 16 rows), head dims 128 and 64, contexts that
+// are not multiples of any key tile (1, 17, 100, 1000+), several sequences of different lengths
+// split over many blocks, a sliding window with sinks (two key ranges in one split), and several
+// new tokens of one sequence (the kernel's per-token loop).
+
+TEST(CudaAttention, DecodeMmaMatchesReferenceAndCudaCoreKernel) {
+  for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kI8}) {
+    check_attention({{{1, 1}, {1, 17}, {1, 100}, {1, 1000}, {1, 1537}}, 28, 4, 128, 0, DType::kBF16, 0, kv}, kDecodeKernels);
+    check_attention({{{1, 1}, {1, 17}, {1, 100}, {1, 1030}}, 16, 1, 64, 0, DType::kBF16, 0, kv}, kDecodeKernels);
+    check_attention({{{1, 5}, {1, 70}, {1, 1000}}, 8, 4, 128, 64, DType::kBF16, 3000, kv, 4}, kDecodeKernels);
+    check_attention({{{1, 33}, {1, 2100}, {1, 300}}, 32, 4, 64, 200, DType::kBF16, 0, kv, 37}, kDecodeKernels);
+    check_attention({{{1, 4100}, {1, 9}}, 28, 2, 128, 0, DType::kBF16, 0, kv}, kDecodeKernels);  // 14 heads a kv head
+    check_attention({{{0, 50}, {2, 40}, {0, 7}, {1, 300}}, 28, 4, 128, 0, DType::kBF16, 0, kv}, kDecodeKernels);
+  }
+}
+
+// Which decode kernel runs and how it splits (host side): the tensor-core one for groups of
+// 2..16 heads at head_dim 64/128 unless switched off; the 160 x 900 batch below is one split.
+TEST(CudaAttention, DecodeMmaDispatch) {
+  ops::AttentionParams p{};
+  p.cache = {nullptr, nullptr, DType::kBF16, 100, 16, 4, 128};
+  p.act_dtype = DType::kBF16;
+  p.ld_q = p.ld_out = 28 * 128;
+  p.n_head = 28;
+  p.n_seqs = p.n_tokens = 160;
+  p.max_ctx_len = 900;
+  p.scale = 1.f;
+  const bool mma_was = decode_mma_enabled();
+  set_decode_mma_enabled(true);
+  for (DType kv : {DType::kBF16, DType::kF8E4M3}) {
+    p.cache.cache_dtype = kv;
+    EXPECT_TRUE(attention_decode_mma_applies(p));
+    EXPECT_EQ(attention_decode_splits(p, backend()->n_sms()), 1);
+    p.n_seqs = p.n_tokens = 1;
+    p.max_ctx_len = 32768;
+    EXPECT_GE(attention_decode_splits(p, backend()->n_sms()), 48);  // one wave: 2+ blocks per SM
+    p.n_seqs = p.n_tokens = 160;
+    p.max_ctx_len = 900;
+  }
+  set_decode_mma_enabled(false);
+  EXPECT_FALSE(attention_decode_mma_applies(p));
+  set_decode_mma_enabled(true);
+  p.n_head = 4;  // MHA
+  EXPECT_FALSE(attention_decode_mma_applies(p));
+  p.n_head = 4 * 17;  // 17 heads a kv head
+  EXPECT_FALSE(attention_decode_mma_applies(p));
+  p.n_head = 4 * 16;
+  p.cache.head_dim = 96;
+  EXPECT_FALSE(attention_decode_mma_applies(p));
+  set_decode_mma_enabled(mma_was);
+}
+
+// A batch large enough that every (sequence, kv head) block fills the GPU on its own: one
+// split, the kernel writes the normalized output itself (no combine).
+TEST(CudaAttention, DecodeMmaNoSplitLargeBatch) {
+  std::vector<SeqSpec> seqs;
+  for (int i = 0; i < 160; ++i) seqs.push_back({1, 1 + (i * 53) % 900});
+  for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kI8})
+    check_attention({seqs, 28, 4, 128, 0, DType::kBF16, 0, kv}, kDecodeKernels);
 }
 
 TEST(CudaAttention, GenericFallbackF32AndOddHeadDim) {

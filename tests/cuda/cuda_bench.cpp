@@ -2,7 +2,8 @@
 // ceilings. Measures device time only (CUDA events), excluding host launch gaps where kernels
 // run back to back. Weights rotate through enough copies to defeat the L2 cache, as the layers
 // of a real model do. Usage: cuda_kernel_bench [--quick | --mixed (the mixed-step part only) |
-// --quant (the quantized GEMV / GEMM part only)]
+// --quant (the quantized GEMV / GEMM part only) | --decode-attn (decode attention: tensor-core
+// against CUDA-core kernel)]
 #include "cuda_bench.h"
 
 #include <cstring>
@@ -240,6 +241,7 @@ int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const bool mixed_only = argc > 1 && std::strcmp(argv[1], "--mixed") == 0;
   const bool quant_only = argc > 1 && std::strcmp(argv[1], "--quant") == 0;
+  const bool decode_attn_only = argc > 1 && std::strcmp(argv[1], "--decode-attn") == 0;
   auto b = CudaBackend::create(0);
   if (!b.is_ok()) {
     std::fprintf(stderr, "%s\n", b.status().to_string().c_str());
@@ -258,9 +260,15 @@ int main(int argc, char** argv) {
     table.print();
     return 0;
   }
+  if (decode_attn_only) {
+    bench_decode_attention(b->get(), ceiling, &table);
+    table.print();
+    return 0;
+  }
   bench_gemv(b->get(), lt->get(), ceiling, &table, quick);
   bench_gemm(b->get(), &table);
   bench_attention(b->get(), ceiling, &table);
+  bench_decode_attention(b->get(), ceiling, &table);
   bench_model_7b(b->get(), ceiling, &table);
   bench_mixed(b->get(), &table);
   table.print();

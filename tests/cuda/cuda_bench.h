@@ -79,6 +79,10 @@ void* random_buffer(CudaBackend* b, DType t, int64_t n, uint64_t seed, float lo 
 // CUDA graph and a 2048-token prefill, reported as tok/s with bandwidth / FLOP accounting.
 void bench_model_7b(CudaBackend* b, double ceiling_gbs, Table* table);
 
+// Decode attention at the 7B shape, the tensor-core kernel against the CUDA-core one, bf16 and
+// fp8 caches: one sequence at 32k and 256 sequences at 1k and 2k (cuda_bench_decode.cpp).
+void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table);
+
 // The quantized GEMV / GEMM paths on the 7B shapes (cuda_bench_quant.cpp).
 void bench_quant(CudaBackend* b, double ceiling_gbs, Table* table);
 

@@ -1,7 +1,9 @@
 // A synthetic DeepSeek-R1-Distill-Qwen-7B forward built from the backend's ops with random
 // weights: batch-1 decode captured as one CUDA graph (the engine's decode path) and a
 // 2048-token prefill. What the model code will do, minus the host-side scheduling.
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/graph.h"
@@ -138,7 +140,80 @@ Status forward(CudaBackend* b, Model& m, int n, int max_ctx) {
   return b->sample({m.logits, bf, kVocab, 1, static_cast<int32_t>(kVocab), m.temperature, nullptr, nullptr, m.seeds, m.out_ids});
 }
 
+// Device memory of n random fp8 e4m3 codes (every finite code, no NaN 0x7f / 0xff), filled on
+// the host with a xorshift stream.
+void* random_fp8(CudaBackend* b, int64_t n, uint64_t seed) {
+  std::vector<uint8_t> h(static_cast<size_t>(n));
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& c : h) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<uint8_t>(x >> 32);
+    if ((c & 0x7f) == 0x7f) c ^= 1;
+  }
+  void* d = b->alloc(h.size()).value();
+  (void)b->upload(d, h.data(), h.size());
+  return d;
+}
+
 }  // namespace
+
+void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
+  // Bytes counted: the K and V rows read; queries, outputs and partials are under 1% here.
+  // Caches smaller than 512 MB rotate through copies so that L2 (50 MB) does not serve them.
+  constexpr int bs = 16, n_kv = 4, hd = 128, n_head = 28;
+  struct Shape {
+    int n_seqs, ctx;
+  };
+  (void)b->reserve_scratch(64u << 20);
+  const bool mma_was = decode_mma_enabled();
+  for (DType kv : {DType::kBF16, DType::kF8E4M3}) {
+    for (Shape sh : {Shape{1, 32768}, Shape{256, 1024}, Shape{256, 2048}}) {
+      const int blocks_per_seq = (sh.ctx + bs - 1) / bs, n_blocks = blocks_per_seq * sh.n_seqs;
+      const int64_t elems = int64_t{n_blocks} * bs * n_kv * hd;  // per cache
+      const double bytes = 2.0 * sh.n_seqs * sh.ctx * n_kv * hd * dtype_bytes(kv, 1);
+      const int copies = static_cast<int>(std::max(1.0, std::min(16.0, 512e6 / bytes)));
+      std::vector<void*> owned, ks, vs;
+      for (int c = 0; c < copies; ++c) {
+        const uint64_t seed = 200 + 2 * static_cast<uint64_t>(c);
+        ks.push_back(kv == DType::kBF16 ? random_buffer(b, kv, elems, seed) : random_fp8(b, elems, seed));
+        vs.push_back(kv == DType::kBF16 ? random_buffer(b, kv, elems, seed + 1) : random_fp8(b, elems, seed + 1));
+      }
+      void* q = random_buffer(b, DType::kBF16, int64_t{sh.n_seqs} * n_head * hd, 7);
+      void* out = b->alloc(static_cast<size_t>(sh.n_seqs) * n_head * hd * 2).value();
+      std::vector<int32_t> q_start(1, 0), ctx_len(static_cast<size_t>(sh.n_seqs), sh.ctx), tables(static_cast<size_t>(n_blocks));
+      for (int i = 0; i < sh.n_seqs; ++i) q_start.push_back(i + 1);
+      for (int i = 0; i < n_blocks; ++i) tables[static_cast<size_t>(i)] = static_cast<int32_t>((int64_t{i} * 7919) % n_blocks);
+      auto up = [&](const std::vector<int32_t>& v) {
+        void* d = b->alloc(v.size() * 4).value();
+        (void)b->upload(d, v.data(), v.size() * 4);
+        owned.push_back(d);
+        return static_cast<const int32_t*>(d);
+      };
+      ops::AttentionParams p{{ks[0], vs[0], kv, n_blocks, bs, n_kv, hd, nullptr, nullptr, 1.f / 64, 1.f / 64},
+                             q, out, DType::kBF16, int64_t{n_head} * hd, int64_t{n_head} * hd, sh.n_seqs, sh.n_seqs,
+                             up(q_start), up(ctx_len), up(tables), blocks_per_seq, sh.ctx, n_head, 0,
+                             1.f / std::sqrt(float(hd))};
+      for (int mma : {1, 0}) {
+        set_decode_mma_enabled(mma == 1);
+        Timing t = time_op(b->stream(), 30, 10, [&](int i) {
+          p.cache.k_cache = ks[static_cast<size_t>(i % copies)];
+          p.cache.v_cache = vs[static_cast<size_t>(i % copies)];
+          (void)b->attention(p);
+        });
+        const double gbs = bytes / (t.median_us * 1e3);
+        table->add({std::string("decode attn ") + (kv == DType::kBF16 ? "bf16" : "fp8") + " " + std::to_string(sh.n_seqs) +
+                        "x" + std::to_string(sh.ctx) + (mma ? " tensor-core" : " cuda-core"),
+                    t, gbs, "GB/s", 100 * gbs / ceiling_gbs});
+      }
+      for (void* d : ks) b->free(d);
+      for (void* d : vs) b->free(d);
+      for (void* d : owned) b->free(d);
+      b->free(q);
+      b->free(out);
+    }
+  }
+  set_decode_mma_enabled(mma_was);
+}
 
 void bench_model_7b(CudaBackend* b, double ceiling_gbs, Table* table) {
   Model m = build(b);

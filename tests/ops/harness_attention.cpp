@@ -1,5 +1,5 @@
 // Attention over the paged KV cache: several sequences per call mixing decode, fresh prefill and
-// prefill after a cached prefix; block tables scattered over the cache; GQA groups 1, 2 and 7;
+// prefill after a cached prefix, and a step of decodes alone; block tables scattered over the cache; GQA groups 1, 2 and 7;
 // head_dim 64 and 128; sliding window on and off; f32, bf16, fp8 e4m3 and int8 caches (the
 // quantized ones hold random codes and scales; both sides read the same dequantized cache). Cache slots no sequence
 // owns hold NaN, so a kernel that reads past a context (or through an unused table entry) fails.
@@ -153,6 +153,7 @@ void OpCases::attention() {
       {{1, 1}, {1, 37}, {5, 5}, {7, 40}, {3, 70}},  // decode, fresh prefill, prefill after a prefix
       {{33, 33}},                                   // one long prefill: many query tiles
       {{1, 300}, {2, 129}},                         // long decodes: many key chunks
+      {{1, 1}, {1, 17}, {1, 100}, {1, 1030}},       // decodes alone (CUDA: the decode kernels), split
   };
   int variant = 0;
   for (int32_t group : {1, 2, 7})

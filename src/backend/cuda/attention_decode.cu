@@ -26,13 +26,13 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_quant.cuh"
+#include "backend/cuda/mma.cuh"
 
 namespace frugal::cuda {
 namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxHeads = 8;  // query heads per block (NH is 1, 2, 4 or 8)
 constexpr int kU = 4;         // keys per key group per iteration (8 16-byte loads in flight per lane)
 constexpr int kCombineThreads = 256;
 constexpr int kMaxSplits = 4096;  // the combine keeps two floats per split in shared memory
@@ -48,20 +48,6 @@ struct DecodeArgs {
   float* part_o;     // [n_tokens, n_head, n_splits, D] or nullptr when n_splits == 1
   float2* part_ml;   // [n_tokens, n_head, n_splits] (max, sum)
 };
-
-template <int BYTES>
-__device__ __forceinline__ void cp_async_vec(void* smem, const void* gmem, bool valid) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const int src_bytes = valid ? BYTES : 0;  // 0: zero-filled, nothing read
-  if constexpr (BYTES == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes));
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(gmem), "n"(BYTES), "r"(src_bytes));
-  }
-}
-__device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait_group() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
 // Keys per key group per iteration: 4 for bf16 (16-byte loads), 8 for 8-bit caches (8-byte).
 template <KvElem E>
@@ -222,15 +208,15 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
       for (int u = 0; u < KU; ++u) {
         const bool ok = slot[u] >= 0;
         const int64_t off = ok ? slot[u] * row_stride : 0;
-        cp_async_vec<sizeof(Vec)>(stage + ((st * KU + u) * 2 + 0) * kThreads + threadIdx.x, kbase + off, ok);
-        cp_async_vec<sizeof(Vec)>(stage + ((st * KU + u) * 2 + 1) * kThreads + threadIdx.x, vbase + off, ok);
+        cp_async<sizeof(Vec)>(stage + ((st * KU + u) * 2 + 0) * kThreads + threadIdx.x, kbase + off, ok);
+        cp_async<sizeof(Vec)>(stage + ((st * KU + u) * 2 + 1) * kThreads + threadIdx.x, vbase + off, ok);
         if constexpr (kInt8) {
           const int64_t so = ok ? static_cast<int64_t>(slot[u]) * p.cache.n_head_kv : 0;
-          cp_async_vec<4>(stage_sc + ((st * KU + u) * 2 + 0) * kThreads + threadIdx.x, kscales + so, ok);
-          cp_async_vec<4>(stage_sc + ((st * KU + u) * 2 + 1) * kThreads + threadIdx.x, vscales + so, ok);
+          cp_async<4>(stage_sc + ((st * KU + u) * 2 + 0) * kThreads + threadIdx.x, kscales + so, ok);
+          cp_async<4>(stage_sc + ((st * KU + u) * 2 + 1) * kThreads + threadIdx.x, vscales + so, ok);
         }
       }
-      cp_async_commit_group();
+      cp_async_commit();
     };
     // Pipelined (a.pipelined): iteration it + 1's loads are in flight while it computes, and
     // the table entries of it + 2 load meanwhile. Otherwise each iteration loads, waits, computes.
@@ -246,14 +232,14 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
         if (it + 1 < n_it) {
           issue((it + 1) & 1);
         } else {
-          cp_async_commit_group();  // an empty group keeps the wait below uniform
+          cp_async_commit();  // an empty group keeps the wait below uniform
         }
         if (it + 2 < n_it) load_slots(it + 2);
-        cp_async_wait_group<1>();
+        cp_async_wait<1>();
       } else {
         issue(0);
         if (it + 1 < n_it) load_slots(it + 1);  // the next table entries load under this wait
-        cp_async_wait_group<0>();
+        cp_async_wait<0>();
       }
       // Each lane reads back only what it copied itself: the wait makes it visible, no barrier.
       Vec kr[KU], vr[KU];
@@ -604,7 +590,8 @@ cudaError_t prepare_attention_decode() {
     sum += occupancy_de<64, KvElem::kInt8>(nh) + occupancy_de<128, KvElem::kInt8>(nh);
   }
   (void)sum;
-  return cudaGetLastError();
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  return prepare_attention_decode_mma();
 }
 
 bool attention_decode_supported(const ops::AttentionParams& p) {
@@ -620,6 +607,7 @@ bool attention_decode_supported(const ops::AttentionParams& p) {
 }
 
 int attention_decode_splits(const ops::AttentionParams& p, int n_sms) {
+  if (attention_decode_mma_applies(p)) return attention_decode_mma_splits(p, n_sms);
   const int group = p.n_head / p.cache.n_head_kv;
   const int64_t units = int64_t{p.n_seqs} * p.cache.n_head_kv * ceil_div(group, heads_per_block(p));
   // One full wave of resident blocks, chunks no shorter than one block iteration (shorter ones
@@ -656,6 +644,7 @@ cudaError_t launch_attention_combine(const ops::AttentionParams& p, int n_splits
 cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits, void* partials,
                                     cudaStream_t stream) {
   if (p.n_tokens == 0 || p.n_seqs == 0) return cudaSuccess;
+  if (attention_decode_mma_applies(p)) return launch_attention_decode_mma(p, n_splits, partials, stream);
   const int group = p.n_head / p.cache.n_head_kv;
   const bool fp8 = p.cache.cache_dtype == DType::kF8E4M3;
   DecodeArgs a{chunk_for(p, n_splits), n_splits, static_cast<int>(ceil_div(group, heads_per_block(p))),

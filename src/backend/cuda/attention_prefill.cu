@@ -14,6 +14,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_quant.cuh"
+#include "backend/cuda/mma.cuh"
 
 namespace frugal::cuda {
 namespace {
@@ -22,35 +23,6 @@ constexpr int kBlockQ = 64;
 constexpr int kBlockK = 64;
 constexpr int kPad = 8;  // bf16 per row: 16 bytes, so fragment loads and ldmatrix hit 32 banks
 constexpr int kThreads = 128;
-
-// Not volatile: the "+f" operands carry every dependency, so the compiler may interleave
-// independent mmas (a dependent chain of mma.sync stalls the warp ~30 cycles per step).
-__device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  asm(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem_row) {
-  uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem_row) {
-  uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
 
 __device__ __forceinline__ uint32_t lds32(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
@@ -94,15 +66,6 @@ __device__ __forceinline__ void load_q_tile(const ops::AttentionParams& p, __nv_
   }
 }
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const int src_bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
-
 // Starts the asynchronous gather of keys [kb, kb + kBlockK) of kv head kvh through the block
 // table; keys >= end are zero-filled so masked probabilities (exactly 0) never multiply garbage.
 template <int D>
@@ -129,12 +92,6 @@ __device__ __forceinline__ void load_kv_tile(const ops::AttentionParams& p, cons
     cp_async16(sv + r * (D + kPad) + ch * 8, vc + off, blk >= 0);
   }
   cp_async_commit();
-}
-
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool valid) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const int src_bytes = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(gmem), "r"(src_bytes));
 }
 
 // 8-bit caches (fp8 e4m3, int8): the raw K and V rows of keys [kb, kb + kBlockK) ([kBlockK][D]
@@ -168,7 +125,7 @@ __device__ __forceinline__ void load_kv_tile8(const ops::AttentionParams& p, con
     int64_t off = 0;
     const int32_t blk = j < end ? table[j / c.block_size] : -1;
     if (blk >= 0) off = (static_cast<int64_t>(blk) * c.block_size + j % c.block_size) * c.n_head_kv + kvh;
-    cp_async4(rscale + threadIdx.x, (is_v ? c.v_scales : c.k_scales) + off, blk >= 0);
+    cp_async<4>(rscale + threadIdx.x, (is_v ? c.v_scales : c.k_scales) + off, blk >= 0);
   }
   cp_async_commit();
 }

@@ -122,6 +122,17 @@ bool attention_decode_supported(const ops::AttentionParams& p);
 cudaError_t prepare_attention_decode();
 cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits, void* partials,
                                     cudaStream_t stream);
+// The decode kernels' tensor-core variant (attention_decode_mma.cu): a kv head's 2..16 query
+// heads as the rows of mma.sync tiles. attention_decode_splits / launch_attention_decode take it
+// whenever attention_decode_mma_applies(p) (which also needs attention_decode_supported(p)); on
+// unless FRUGAL_DECODE_MMA=0 or set_decode_mma_enabled(false) (tests and benchmarks compare).
+bool decode_mma_enabled();
+void set_decode_mma_enabled(bool on);
+bool attention_decode_mma_applies(const ops::AttentionParams& p);
+int attention_decode_mma_splits(const ops::AttentionParams& p, int n_sms);
+cudaError_t prepare_attention_decode_mma();
+cudaError_t launch_attention_decode_mma(const ops::AttentionParams& p, int n_splits, void* partials,
+                                        cudaStream_t stream);
 // Fallback for any float dtype and head_dim (attention_generic.cu): slow, always available.
 cudaError_t launch_attention_generic(const ops::AttentionParams& p, cudaStream_t stream);
 

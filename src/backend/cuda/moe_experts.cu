@@ -29,6 +29,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
 
 namespace frugal::cuda {
 namespace {
@@ -112,15 +113,6 @@ __global__ void __launch_bounds__(1024) moe_permute_kernel(ops::MoeExpertsParams
     if (r >= 0) l.pair_at[r] = static_cast<int32_t>(i);
   }
 }
-
-// 16 bytes global -> shared without a register round trip (sm_80+); src_bytes 0 fills zeros.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
 // The pipelined main loop (vector-aligned operands, K a multiple of kPBK): kStages stages of
 // kPBK-deep A and B tiles in flight through cp.async while the tensor cores work on the oldest.
