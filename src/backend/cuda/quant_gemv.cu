@@ -24,6 +24,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
 #include "ops/quant_element.h"
 
 namespace frugal::cuda {
@@ -274,13 +275,6 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
 // Blocks split k over grid.z when the row tiles alone do not fill the GPU: each split writes its
 // f32 partial tile to scratch [splits][m][n] and a second kernel adds them in split order (plus
 // bias and the accumulated y); one split writes y directly.
-__device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, bool valid) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-
 struct QGemmArgs {
   QGemvArgs g;
   int quads_per_split;  // quads of k per grid.z split
@@ -335,9 +329,9 @@ __global__ void __launch_bounds__(W * 32) quant_gemm_kernel(QGemmArgs ga) {
       const int tk = i / UT, u = i % UT, chunk = u / XV, v = u % XV;
       const int64_t tok = m0 + tk, j = static_cast<int64_t>(quad) * QC + 8 * u;
       const bool valid = tok < p.m && j < p.k;
-      cp_async16_zfill(&slab[buf][tk * UT + ((v * 4 + chunk) ^ ((tk & 1) << 2))], valid ? x + tok * p.ld_x + j : x, valid);
+      cp_async16(&slab[buf][tk * UT + ((v * 4 + chunk) ^ ((tk & 1) << 2))], valid ? x + tok * p.ld_x + j : x, valid);
     }
-    cp_async_commit_group();
+    cp_async_commit();
   };
   auto load_codes = [&](int quad, uint4 (&va)[R], uint4 (&vb)[R]) {
     const int chunk = quad * 4 + q;
@@ -361,7 +355,7 @@ __global__ void __launch_bounds__(W * 32) quant_gemm_kernel(QGemmArgs ga) {
   load_codes(qb, va, vb);
   for (int quad = qb; quad < qe; ++quad) {
     const int buf = (quad - qb) & 1;
-    cp_async_wait_all();
+    cp_async_wait<0>();
     __syncthreads();  // this slab is visible to all, and every warp is done with the other buffer
     if (quad + 1 < qe) stage(buf ^ 1, quad + 1);
     uint4 na[R], nb[R];
