@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -83,22 +84,16 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       w.zeros = zeros;
       const std::string tag = std::string(fm.name) + " " + s.name;
       // Check: the fast GEMV against the correctness kernel on the same weights.
-      struct CheckCase { int64_t m; int u; };  // u: quads per warp iteration (0: the default rule)
-      for (CheckCase c : {CheckCase{1, 0}, CheckCase{1, 1}, CheckCase{1, 4}, CheckCase{8, 0}, CheckCase{33, 0}, CheckCase{64, 0}}) {
-        const int64_t m = c.m;
-        const int u = c.u;
-        set_quant_gemv_tuning(u, 0);
+      // Runs `launch` (the fast kernel into y) and the correctness kernel (into y_ref) at m tokens
+      // and prints the largest difference relative to the largest reference output.
+      auto check = [&](const std::string& label, int64_t m, const std::function<void(const ops::MatmulParams&)>& launch) {
         ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
         ops::MatmulParams r = p;
         r.y = y_ref;
-        if (!quant_gemv_supported(p)) {
-          std::printf("CHECK %s: quant_gemv does not take this format\n", tag.c_str());
-          break;
-        }
-        (void)launch_quant_gemv(p, b->stream());
+        launch(p);
         (void)launch_matmul_quant(r, b->stream());
         if (cudaStreamSynchronize(b->stream()) != cudaSuccess) {
-          std::printf("CHECK %s m=%ld: CUDA error %s\n", tag.c_str(), static_cast<long>(m), cudaGetErrorString(cudaGetLastError()));
+          std::printf("CHECK %s %s: CUDA error %s\n", tag.c_str(), label.c_str(), cudaGetErrorString(cudaGetLastError()));
           std::abort();
         }
         const auto got = download_bf16(b, y, m * s.n), want = download_bf16(b, y_ref, m * s.n);
@@ -109,8 +104,21 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           worst = std::isnan(d) ? 1e30 : std::max(worst, d);
         }
         const double rel = worst / (scale > 0 ? scale : 1);
-        std::printf("CHECK %s m=%ld u=%d: max |fast - ref| / max |ref| = %.3g %s\n", tag.c_str(), static_cast<long>(m), u,
-                    rel, rel < 2e-2 ? "ok" : "FAIL");
+        std::printf("CHECK %s %s: max |fast - ref| / max |ref| = %.3g %s\n", tag.c_str(), label.c_str(), rel,
+                    rel < 2e-2 ? "ok" : "FAIL");
+      };
+      {
+        ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, 1, s.n, s.k, false};
+        if (!quant_gemv_supported(p)) {  // every format of kQFmts is one it takes
+          std::printf("CHECK %s: quant_gemv does not take this format\n", tag.c_str());
+          std::abort();
+        }
+      }
+      struct CheckCase { int64_t m; int u; };  // u: quads per warp iteration (0: the default rule)
+      for (CheckCase c : {CheckCase{1, 0}, CheckCase{1, 1}, CheckCase{1, 4}, CheckCase{8, 0}, CheckCase{33, 0}, CheckCase{64, 0}}) {
+        set_quant_gemv_tuning(c.u, 0);
+        check("m=" + std::to_string(c.m) + " u=" + std::to_string(c.u), c.m,
+              [&](const ops::MatmulParams& p) { (void)launch_quant_gemv(p, b->stream()); });
       }
       set_quant_gemv_tuning(-1, -1);
       // The GEMM (m >= 9) against the same oracle, in each block shape, split as the backend
@@ -119,7 +127,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       void* partials = b->alloc(static_cast<size_t>(part_bytes)).value();
       struct GemmTune { int w, r; const char* name; };
       const GemmTune gemm_tunes[] = {{0, 0, ""}, {4, 1, " w4r1"}, {8, 1, " w8r1"}, {4, 2, " w4r2"}};
-      auto run_gemm = [&](ops::MatmulParams p, bool split) {
+      auto run_gemm = [&](const ops::MatmulParams& p, bool split) {
         const int splits = split ? quant_gemm_splits(p, b->n_sms()) : 1;
         if (quant_gemm_scratch_bytes(p, splits) > static_cast<size_t>(part_bytes)) std::abort();
         (void)launch_quant_gemm(p, splits, partials, b->stream());
@@ -129,25 +137,8 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           for (bool split : {true, false}) {
             if (!split && t.w != 0) continue;
             set_quant_gemm_tuning(t.w, t.r);
-            ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
-            ops::MatmulParams r = p;
-            r.y = y_ref;
-            run_gemm(p, split);
-            (void)launch_matmul_quant(r, b->stream());
-            if (cudaStreamSynchronize(b->stream()) != cudaSuccess) {
-              std::printf("CHECK %s gemm m=%ld: CUDA error %s\n", tag.c_str(), static_cast<long>(m), cudaGetErrorString(cudaGetLastError()));
-              std::abort();
-            }
-            const auto got = download_bf16(b, y, m * s.n), want = download_bf16(b, y_ref, m * s.n);
-            double worst = 0, scale = 0;
-            for (size_t i = 0; i < got.size(); ++i) {
-              scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
-              const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
-              worst = std::isnan(d) ? 1e30 : std::max(worst, d);
-            }
-            const double rel = worst / (scale > 0 ? scale : 1);
-            std::printf("CHECK %s gemm%s m=%ld splits=%d: max |fast - ref| / max |ref| = %.3g %s\n", tag.c_str(), t.name,
-                        static_cast<long>(m), split ? quant_gemm_splits(p, b->n_sms()) : 1, rel, rel < 2e-2 ? "ok" : "FAIL");
+            check(std::string("gemm") + t.name + " m=" + std::to_string(m) + (split ? " split" : " one split"), m,
+                  [&](const ops::MatmulParams& p) { run_gemm(p, split); });
           }
         }
       }

@@ -483,28 +483,12 @@ constexpr size_t dyn_smem_bytes() {
 // static part for int8).
 template <int D, int NH, KvElem E>
 cudaError_t configure() {
-  static bool done = false;
-  if (!done) {
-    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NH, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(dyn_smem_bytes<E>()));
-    if (e != cudaSuccess) return e;
-    done = true;
-  }
-  return cudaSuccess;
+  return raise_dynamic_smem_once<attention_decode_kernel<D, NH, E>>(dyn_smem_bytes<E>());
 }
 
 template <int D, int NH, KvElem E>
 int blocks_per_sm() {
-  static int n = 0;  // cached: the occupancy query is host work
-  if (n == 0) {
-    int b = 0;
-    if (configure<D, NH, E>() != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_decode_kernel<D, NH, E>, kThreads, dyn_smem_bytes<E>()) != cudaSuccess ||
-        b < 1)
-      b = 2;
-    n = b;
-  }
-  return n;
+  return cached_blocks_per_sm<attention_decode_kernel<D, NH, E>>(kThreads, dyn_smem_bytes<E>(), 2);
 }
 
 template <int D, KvElem E>

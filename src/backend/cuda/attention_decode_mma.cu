@@ -451,28 +451,12 @@ int keys_per_iteration(const ops::AttentionParams& p) {
 
 template <int D, KvElem E, bool kHi>
 cudaError_t configure() {
-  static bool done = false;  // the attribute is per function, set once per process
-  if (!done) {
-    cudaError_t e = cudaFuncSetAttribute(attention_decode_mma_kernel<D, E, kHi>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         Tile<D, E>::kSmem);
-    if (e != cudaSuccess) return e;
-    done = true;
-  }
-  return cudaSuccess;
+  return raise_dynamic_smem_once<attention_decode_mma_kernel<D, E, kHi>>(Tile<D, E>::kSmem);
 }
 
 template <int D, KvElem E, bool kHi>
 int blocks_per_sm() {
-  static int n = 0;  // cached: the occupancy query is host work
-  if (n == 0) {
-    int b = 0;
-    if (configure<D, E, kHi>() != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_decode_mma_kernel<D, E, kHi>, kThreads, Tile<D, E>::kSmem) != cudaSuccess ||
-        b < 1)
-      b = 2;
-    n = b;
-  }
-  return n;
+  return cached_blocks_per_sm<attention_decode_mma_kernel<D, E, kHi>>(kThreads, Tile<D, E>::kSmem, 2);
 }
 
 template <int D, KvElem E>

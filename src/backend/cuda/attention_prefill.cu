@@ -426,29 +426,13 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
 
 template <int D, KvElem E>
 cudaError_t configure() {
-  static bool configured = false;  // the attribute is per function, set once per process
-  if (!configured) {
-    cudaError_t e = cudaFuncSetAttribute(attention_prefill_kernel<D, E>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<D, E>());
-    if (e != cudaSuccess) return e;
-    configured = true;
-  }
-  return cudaSuccess;
+  return raise_dynamic_smem_once<attention_prefill_kernel<D, E>>(smem_bytes<D, E>());
 }
 
-// Blocks of the kernel resident per SM (cached: the query is host work).
+// Blocks of the kernel resident per SM.
 template <int D, KvElem E>
 int resident_blocks() {
-  static int n = 0;
-  if (n == 0) {
-    int b = 0;
-    if (configure<D, E>() != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, attention_prefill_kernel<D, E>, kThreads, smem_bytes<D, E>()) != cudaSuccess ||
-        b < 1)
-      b = 1;
-    n = b;
-  }
-  return n;
+  return cached_blocks_per_sm<attention_prefill_kernel<D, E>>(kThreads, smem_bytes<D, E>(), 1);
 }
 
 KvElem kv_elem(DType t) { return t == DType::kF8E4M3 ? KvElem::kFp8 : t == DType::kI8 ? KvElem::kInt8 : KvElem::kBF16; }

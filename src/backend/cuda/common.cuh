@@ -118,4 +118,24 @@ __device__ __forceinline__ float block_max(float v, float* red) {
 
 __host__ __device__ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// A kernel's dynamic shared-memory limit, raised once per process (the attribute is per
+// function; host work kept out of every later launch), and its resident blocks per SM, queried
+// once (`fallback` when the query fails).
+template <auto Kernel>
+cudaError_t raise_dynamic_smem_once(size_t smem) {
+  static const cudaError_t e = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  return e;
+}
+template <auto Kernel>
+int cached_blocks_per_sm(int threads, size_t smem, int fallback) {
+  static const int n = [&] {
+    int b = 0;
+    if (raise_dynamic_smem_once<Kernel>(smem) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, threads, smem) != cudaSuccess || b < 1)
+      b = fallback;
+    return b;
+  }();
+  return n;
+}
+
 }  // namespace frugal::cuda
