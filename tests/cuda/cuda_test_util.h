@@ -94,27 +94,33 @@ struct DevInts {
 
 // Compares the device result of `t` (elements [0, n) selected by `mask`, all if empty) with
 // the reference bytes `want`: |got - want| <= tol * max(|want|, rms(want)), no NaN anywhere.
-inline void expect_close(const Tensor& t, const std::vector<uint8_t>& want, float tol, const std::string& what,
-                         const std::vector<bool>& mask = {}) {
-  std::vector<uint8_t> got;
-  t.from_device(&got, what);
+// The same on host bytes `got` (n elements of `dtype`) already downloaded.
+inline void expect_close_host(DType dtype, const std::vector<uint8_t>& got, const std::vector<uint8_t>& want, int64_t n,
+                              float tol, const std::string& what, const std::vector<bool>& mask = {}) {
   double ss = 0;
   int64_t counted = 0;
-  for (int64_t i = 0; i < t.n; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     if (!mask.empty() && !mask[static_cast<size_t>(i)]) continue;
-    double w = ops::ref::load(t.dtype, want.data(), i);
+    double w = ops::ref::load(dtype, want.data(), i);
     ss += w * w;
     ++counted;
   }
   const double rms = counted ? std::sqrt(ss / static_cast<double>(counted)) : 0.0;
   int64_t bad = 0;
-  for (int64_t i = 0; i < t.n; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     if (!mask.empty() && !mask[static_cast<size_t>(i)]) continue;
-    float g = ops::ref::load(t.dtype, got.data(), i), w = ops::ref::load(t.dtype, want.data(), i);
+    float g = ops::ref::load(dtype, got.data(), i), w = ops::ref::load(dtype, want.data(), i);
     bool ok = std::isfinite(g) && std::fabs(g - w) <= tol * std::max<double>(std::fabs(w), rms) + 1e-6;
     if (!ok && bad++ < 5) ADD_FAILURE() << what << ": element " << i << " got " << g << " want " << w << " (rms " << rms << ")";
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << counted << " elements off";
+}
+
+inline void expect_close(const Tensor& t, const std::vector<uint8_t>& want, float tol, const std::string& what,
+                         const std::vector<bool>& mask = {}) {
+  std::vector<uint8_t> got;
+  t.from_device(&got, what);
+  expect_close_host(t.dtype, got, want, t.n, tol, what, mask);
 }
 
 inline float tol_for(DType t) { return t == DType::kF32 ? 2e-4f : 2e-2f; }

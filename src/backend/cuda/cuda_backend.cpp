@@ -192,8 +192,8 @@ Status CudaBackend::matmul(const ops::MatmulParams& p) {
   return unsupported("cuda matmul: no kernels for weight format '" + ops::weight_format_name(p.w.format) + "'");
 }
 
-// Quantized weights: the tensor-core GEMV up to 8 tokens and the tensor-core GEMM from 9 to
-// kQuantGemvMaxM (one pass over the codes for all of them; quant_gemv_or_gemm); above kFp8GemvMaxM, FP8 weights with per-tensor, per-channel or 128 x
+// Quantized weights: the tensor-core GEMV up to 32 tokens and the tensor-core GEMM from
+// kQuantGemmMinM (33) to kQuantGemvMaxM (one pass over the codes; quant_gemv_or_gemm); above kFp8GemvMaxM, FP8 weights with per-tensor, per-channel or 128 x
 // 128 block scales run W8A8 (activations quantized to FP8, cuBLASLt's FP8 GEMM; sm_90); other
 // formats (or where that is unsupported) are dequantized to bf16 in the scratch and multiplied
 // by cuBLASLt, when the scratch is large enough (it cannot grow inside a capture); else the

@@ -78,7 +78,10 @@ void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 // kernel adds them in split order. FRUGAL_QGEMM_MIN_M (0: never) or set_quant_gemm_min_m (-1:
 // back to the default) moves the threshold; FRUGAL_QGEMM_W=4|8, FRUGAL_QGEMM_R=1|2 or
 // set_quant_gemm_tuning(warps, row_tiles) (0: the default) pick the block shape (benchmarks).
-constexpr int64_t kQuantGemmMinM = 9;
+// From 33 tokens (measured 2026-12-03, int4 7B: the GEMM wins at m = 64, e.g. q 23.4 us against
+// the GEMV's 40.7, and loses at 16 and 32, gate 51.0 / 65.5 us against 38.8 / 62.7; its one-quad
+// pipeline leaves each block waiting on a slab per quad).
+constexpr int64_t kQuantGemmMinM = 33;
 int64_t quant_gemm_min_m();
 void set_quant_gemm_min_m(int m);
 void set_quant_gemm_tuning(int warps, int row_tiles);

@@ -508,7 +508,9 @@ cudaError_t launch_mt(const QGemvArgs& a, cudaStream_t stream) {
 }
 
 // The GEMM's launch shape. Token tiles per pass as the GEMV's; warps per block and row tiles
-// per warp: 8 x 1 (128 rows share each x slab) unless set_quant_gemm_tuning says otherwise.
+// per warp: 4 x 2 at 8 token tiles (measured fastest at m = 64 on the 7B q, gate and down:
+// 23.4 / 106.2 / 101.8 us against 25.9 / 116.8 / 110.5 with 8 x 1; cuda_kernel_bench --quant,
+// 2026-12-03), else 8 x 1, unless set_quant_gemm_tuning says otherwise.
 int g_gemm_w = -1, g_gemm_r = -1, g_gemm_min_m = -1;
 
 struct GemmShape {
@@ -523,8 +525,9 @@ GemmShape gemm_shape(const ops::MatmulParams& p) {
   s.mt = p.m <= 16 ? 2 : p.m <= 32 ? 4 : 8;
   const int w = g_gemm_w > 0 ? g_gemm_w : w_env;
   const int r = g_gemm_r > 0 ? g_gemm_r : r_env;
-  s.w = w == 4 ? 4 : 8;
-  s.r = r == 2 ? 2 : 1;
+  const bool def = w != 4 && w != 8 && r != 1 && r != 2;
+  s.w = def ? (s.mt == 8 ? 4 : 8) : w == 4 ? 4 : 8;
+  s.r = def ? (s.mt == 8 ? 2 : 1) : r == 2 ? 2 : 1;
   if (s.r == 2) s.w = 4;  // the instantiated pairs: 4 x 1, 8 x 1, 4 x 2
   s.gx = ceil_div(p.n, 16 * s.w * s.r);
   s.gy = ceil_div(p.m, 8 * s.mt);
