@@ -15,12 +15,8 @@
 #            KV on the H200, where bf16 holds ~256 of the 2048-token sequences and fp8 twice that)
 # Needs a built build-gpu (scripts/gpu/check.sh build).
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 mkdir -p "$OUT" /tmp/q7b
-BUILD_DIR="${BUILD_DIR:-build-gpu}"
-source scripts/gpu/lib.sh
 catalog_config deepseek-r1-distill-qwen-7b /tmp/q7b
 F=("$BUILD_DIR/src/cli/frugal" bench offline --dummy-weights /tmp/q7b/config.json --device cuda --gpu h200
    --ceiling-gbps 4259 --ceiling-tflops 790)

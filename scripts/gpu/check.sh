@@ -13,11 +13,7 @@
 # .devcarry/debs (carry: [".devcarry"]) and are unpacked into /tmp/prefix.
 set -uo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
-mkdir -p "$OUT"
-BUILD_DIR="${BUILD_DIR:-build-gpu}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 PREFIX=/tmp/prefix
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"

@@ -6,12 +6,8 @@
 #   tput     1000 prompts x 128/128
 #   sweep    decode at 1, 8, 32, 64, 128, 256 (512 in / 128 out)
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 mkdir -p "$OUT" /tmp/v2lite
-BUILD_DIR="${BUILD_DIR:-build-gpu}"
-source scripts/gpu/lib.sh
 catalog_config deepseek-v2-lite /tmp/v2lite
 F=("$BUILD_DIR/src/cli/frugal" bench offline --dummy-weights /tmp/v2lite/config.json --device cuda --gpu h200
    --ceiling-gbps 4259 --ceiling-tflops 790)

@@ -11,13 +11,9 @@
 #   TOKENIZER  tokenizer for the 7B run (default: .devcarry/q7b_tok if present, else the
 #              reference model's: any tokenizer whose ids fit the 152k vocabulary works for speed)
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 mkdir -p "$OUT" /tmp/q7b
-BUILD_DIR="${BUILD_DIR:-build-gpu}"
 F="$BUILD_DIR/src/cli/frugal"
-source scripts/gpu/lib.sh
 TABLE="$OUT/eval_summary.txt"
 : >"$TABLE"
 MMLU_DIR="${MMLU_DIR:-}"

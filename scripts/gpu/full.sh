@@ -5,16 +5,11 @@
 # on a 7B checkpoint written by transformers. Logs under $OUT; a short table last.
 #   bash scripts/gpu/full.sh [build] [test] [bench] [ttft]
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
-mkdir -p "$OUT"
-BUILD_DIR="${BUILD_DIR:-build-gpu}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 FRUGAL="$BUILD_DIR/src/cli/frugal"
 [ $# -gt 0 ] || set -- build test bench ttft
 TABLE="$OUT/full_summary.txt"
 : >"$TABLE"
-source scripts/gpu/lib.sh
 for step in "$@"; do
   case "$step" in
     build|test) bash scripts/gpu/check.sh "$step" >"$OUT/check_$step.txt" 2>&1; echo "$step: rc $?" >>"$TABLE"

@@ -6,12 +6,8 @@
 #   bash scripts/gpu/kernel_profile.sh CATALOG_NAME LAYERS BATCH [DECODE_TOKENS]
 # Writes $OUT/prof_NAME_bBATCH.{csv,txt}. Needs a built build-gpu (scripts/gpu/check.sh build).
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
-BUILD_DIR="${BUILD_DIR:-build-gpu}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 NAME=$1 LAYERS=$2 BATCH=$3 TOKENS=${4:-8}
-source scripts/gpu/lib.sh
 DIR=/tmp/prof_$NAME
 catalog_config "$NAME" "$DIR"
 python3 - "$DIR/config.json" "$LAYERS" <<'EOF'

@@ -6,11 +6,7 @@
 #   bash scripts/gpu/qgemv_profile.sh        # needs build-gpu's cuda_kernel_bench
 # Writes $OUT/ncu_qgemv_<launch>.txt and prints the headline metrics.
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
-mkdir -p "$OUT"
-BUILD_DIR="${BUILD_DIR:-build-gpu}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "no ncu"; exit 1; }
 for l in ${LAUNCHES:-0 5}; do

@@ -6,11 +6,7 @@
 # "int4 int8 fp8"; PREFILL=2048 adds a prefill point); BATCHES=16,64 adds decode at those
 # concurrencies (512 in / 128 out) per precision. Logs under $OUT, short table last.
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
-mkdir -p "$OUT"
-source scripts/gpu/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 catalog_config deepseek-r1-distill-qwen-7b /tmp/q7b
 [ "${SKIP_BUILD:-0}" = 1 ] || TARGETS="frugal cuda_kernel_bench cuda_harness_test cuda_quant_model_test" bash scripts/gpu/check.sh build || exit 1
 B=build-gpu

@@ -13,10 +13,7 @@
 #                              Qwen tokenizer), else the reference model's (models/reference-qwen2-20m:
 #                              8192 ids, all inside the 7B's embedding table)
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
-mkdir -p "$OUT"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 NAME="${1:-deepseek-r1-distill-qwen-7b}"
 TOKENS="${2:-512}"
 FRUGAL="${BUILD_DIR:-build-gpu}/src/cli/frugal"

@@ -9,10 +9,7 @@
 #   quantize_summary.txt, quantize_awq.txt, quantize_gptq.txt, build_errors.txt (on failure)
 #   bash scripts/gpu/quantize_accept.sh [CALIB_TOKENS]
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
-mkdir -p "$OUT"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 S="$OUT/summary.txt"
 : >"$S"
 t0=$SECONDS

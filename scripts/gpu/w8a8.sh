@@ -6,11 +6,7 @@
 # $OUT, a short table last.
 #   MODES (default "w8a8 dequant bf16"), SKIP_BUILD=1, SKIP_TESTS=1
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-OUT="${OUT:-/tmp/frugal-out}"
-mkdir -p "$OUT"
-source scripts/gpu/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 catalog_config deepseek-r1-distill-qwen-7b /tmp/q7b
 [ "${SKIP_BUILD:-0}" = 1 ] || TARGETS="frugal cuda_ops_test cuda_harness_test cuda_quant_model_test" bash scripts/gpu/check.sh build || exit 1
 B=build-gpu
