@@ -32,16 +32,18 @@ struct AttnCase {
 
 // How the backend is asked: prefill key split on or off; n_decode_seqs passed for the leading
 // one-token sequences (a mixed step: they go to the decode kernel) or not; the decode kernel's
-// tensor-core variant on (1), off (0) or as configured (-1).
+// tensor-core variant on (1), off (0) or as configured (-1); the prefill kernel's wgmma variant
+// likewise (wg; it runs only where prefill_wgmma is available, sm_90a on a 9.0 device).
 struct Variant {
   bool split = true;
   bool decode_hint = false;
   int mma = -1;
+  int wg = -1;
 };
 
 // Every variant against one reference run (the reference is the slow part).
 // Variants that differ only in `mma` are also compared with each other (the tensor-core decode
-// kernel against the CUDA-core one on the same inputs).
+// kernel against the CUDA-core one on the same inputs), and so are those that differ only in `wg`.
 void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {Variant{}}) {
   const DType kv = c.act == DType::kF32 ? DType::kF32 : c.cache;
   const bool fp8 = kv == DType::kF8E4M3, int8 = kv == DType::kI8;
@@ -109,7 +111,8 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
   for (const Variant& v : variants) {
     SCOPED_TRACE(::testing::Message() << "prefill key split " << (v.split ? "on" : "off")
                                       << (v.decode_hint ? ", decoders to the decode kernel" : "")
-                                      << (v.mma == 1 ? ", tensor-core decode" : v.mma == 0 ? ", CUDA-core decode" : ""));
+                                      << (v.mma == 1 ? ", tensor-core decode" : v.mma == 0 ? ", CUDA-core decode" : "")
+                                      << (v.wg == 1 ? ", wgmma prefill" : v.wg == 0 ? ", mma.sync prefill" : ""));
     out.fill_nan();
     out.to_device();
     p.n_decode_seqs = p.decode_max_ctx_len = 0;
@@ -120,8 +123,10 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
     set_prefill_split_enabled(v.split);
     const bool mma_was = decode_mma_enabled();
     if (v.mma >= 0) set_decode_mma_enabled(v.mma == 1);
+    if (v.wg >= 0) set_prefill_wgmma_enabled(v.wg == 1);
     const Status st = backend()->attention(p);
     set_decode_mma_enabled(mma_was);
+    set_prefill_wgmma_enabled(true);
     set_prefill_split_enabled(true);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     // Each sequence against its own scale: a short context's rows are larger and carry larger
@@ -139,32 +144,47 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
   for (size_t i = 0; i < variants.size(); ++i)
     for (size_t j = 0; j < variants.size(); ++j) {
       const Variant &a = variants[i], &b = variants[j];
-      if (a.mma != 1 || b.mma != 0 || a.split != b.split || a.decode_hint != b.decode_hint) continue;
-      SCOPED_TRACE("tensor-core decode against the CUDA-core decode on the same inputs");
+      const bool mma_pair = a.mma == 1 && b.mma == 0 && a.wg == b.wg;
+      const bool wg_pair = a.wg == 1 && b.wg == 0 && a.mma == b.mma;
+      if (!(mma_pair || wg_pair) || a.split != b.split || a.decode_hint != b.decode_hint) continue;
+      SCOPED_TRACE(mma_pair ? "tensor-core decode against the CUDA-core decode on the same inputs"
+                            : "wgmma prefill against the mma.sync prefill on the same inputs");
       // Each is within tol of the oracle above, so within 2 tol of the other (they round
       // differently: bf16 probabilities on tensor cores, f32 on CUDA cores).
       expect_close_host(out.dtype, results[i], results[j], out.n, 2 * (c.act == DType::kF32 ? 1e-4f : 2e-2f),
-                        "tensor-core vs CUDA-core decode", rows_mask);
+                        mma_pair ? "tensor-core vs CUDA-core decode" : "wgmma vs mma.sync prefill", rows_mask);
     }
 }
 
+// The prefill kernel's two variants (wgmma on sm_90a, mma.sync), each against the reference and
+// against each other.
+const std::vector<Variant> kPrefillKernels = {{true, false, -1, 1}, {true, false, -1, 0}};
+
 TEST(CudaAttention, PrefillGqaHead128) {
-  check_attention({{{70, 70}, {33, 100}, {5, 5}, {130, 330}}, 8, 2, 128});
+  check_attention({{{70, 70}, {33, 100}, {5, 5}, {130, 330}}, 8, 2, 128}, kPrefillKernels);
 }
 
 TEST(CudaAttention, PrefillHead64SlidingWindow) {
-  check_attention({{{70, 70}, {64, 200}, {1, 17}}, 14, 2, 64, 40});
+  check_attention({{{70, 70}, {64, 200}, {1, 17}}, 14, 2, 64, 40}, kPrefillKernels);
 }
 
 TEST(CudaAttention, PrefillLongOneSequence) {
-  check_attention({{{600, 600}}, 4, 4, 128});
+  check_attention({{{600, 600}}, 4, 4, 128}, kPrefillKernels);
+}
+
+// 8-bit caches widened into the wgmma kernel's swizzled tiles; sinks with a window.
+TEST(CudaAttention, PrefillEightBitCachesBothKernels) {
+  for (DType kv : {DType::kF8E4M3, DType::kI8}) {
+    check_attention({{{70, 70}, {33, 100}, {130, 330}}, 8, 2, 128, 0, DType::kBF16, 0, kv}, kPrefillKernels);
+    check_attention({{{100, 300}, {64, 64}}, 14, 2, 64, 90, DType::kBF16, 0, kv, 5}, kPrefillKernels);
+  }
 }
 
 // Prefill chunks late in long prompts (contexts > 2048), decoders in the same step, a sliding
 // window, head dim 64: with few query tiles the kernel splits the keys and the combine merges
 // the splits. Each case runs with the split on (the default) and off, and where decoders lead
-// the batch, with them handed to the decode kernel.
-const std::vector<Variant> kAllPaths = {{true, false}, {false, false}, {true, true}};
+// the batch, with them handed to the decode kernel; the split one also on both prefill kernels.
+const std::vector<Variant> kAllPaths = {{true, false, -1, 1}, {false, false}, {true, true}, {true, false, -1, 0}};
 
 TEST(CudaAttention, PrefillChunkOverLongContextSplitsKeys) {
   check_attention({{{128, 6000}}, 7, 1, 128}, kAllPaths);

@@ -3,7 +3,7 @@
 // run back to back. Weights rotate through enough copies to defeat the L2 cache, as the layers
 // of a real model do. Usage: cuda_kernel_bench [--quick | --mixed (the mixed-step part only) |
 // --quant (the quantized GEMV / GEMM part only) | --decode-attn (decode attention: tensor-core
-// against CUDA-core kernel)]
+// against CUDA-core kernel) | --attn (the paged attention rows: decode, prefill per kernel)]
 #include "cuda_bench.h"
 
 #include <cstring>
@@ -142,13 +142,25 @@ void bench_attention(CudaBackend* b, double ceiling, Table* table) {
                 t, gbs, "GB/s", 100 * gbs / ceiling});
     s.free_all(b);
   }
-  struct Pre { int n_seqs, n; };
-  for (Pre pr : {Pre{1, 2048}, Pre{8, 512}}) {
-    PagedSetup s = make_paged(b, pr.n_seqs, pr.n, pr.n);
-    Timing t = time_op(b->stream(), 20, 5, [&](int) { (void)b->attention(s.p); });
-    const double flops = 4.0 * 128 * 28 * pr.n_seqs * (double(pr.n) * (pr.n + 1) / 2);  // causal QK^T + PV
-    const double tf = flops / (t.median_us * 1e6);
-    table->add({"attn prefill seqs=" + std::to_string(pr.n_seqs) + " len=" + std::to_string(pr.n), t, tf, "TFLOP/s", 100 * tf / 790.0});
+  // Prefill: whole prompts, and the last 8k chunk of a 32k prompt (the long-context case of
+  // issue 20), on the wgmma kernel (where available) and the mma.sync one.
+  struct Pre { int n_seqs, n, ctx; };
+  for (Pre pr : {Pre{1, 2048, 2048}, Pre{8, 512, 512}, Pre{1, 8192, 8192}, Pre{1, 8192, 32768}}) {
+    PagedSetup s = make_paged(b, pr.n_seqs, pr.n, pr.ctx);
+    (void)b->reserve_scratch(64u << 20);
+    // Causal QK^T + PV: query i of a chunk sees ctx - n + i + 1 keys.
+    const double keys = double(pr.n) * (pr.ctx - pr.n) + double(pr.n) * (pr.n + 1) / 2;
+    const double flops = 4.0 * 128 * 28 * pr.n_seqs * keys;
+    for (bool wg : {true, false}) {
+      if (wg && !prefill_wgmma_enabled()) continue;
+      set_prefill_wgmma_enabled(wg);
+      Timing t = time_op(b->stream(), pr.n > 4096 ? 5 : 20, 3, [&](int) { (void)b->attention(s.p); });
+      const double tf = flops / (t.median_us * 1e6);
+      table->add({std::string("attn prefill ") + (wg ? "wgmma" : "mma.sync") + " seqs=" + std::to_string(pr.n_seqs) +
+                      " len=" + std::to_string(pr.n) + (pr.ctx != pr.n ? " ctx=" + std::to_string(pr.ctx) : ""),
+                  t, tf, "TFLOP/s", 100 * tf / 790.0});
+    }
+    set_prefill_wgmma_enabled(true);
     s.free_all(b);
   }
 }
@@ -242,6 +254,7 @@ int main(int argc, char** argv) {
   const bool mixed_only = argc > 1 && std::strcmp(argv[1], "--mixed") == 0;
   const bool quant_only = argc > 1 && std::strcmp(argv[1], "--quant") == 0;
   const bool decode_attn_only = argc > 1 && std::strcmp(argv[1], "--decode-attn") == 0;
+  const bool attn_only = argc > 1 && std::strcmp(argv[1], "--attn") == 0;
   auto b = CudaBackend::create(0);
   if (!b.is_ok()) {
     std::fprintf(stderr, "%s\n", b.status().to_string().c_str());
@@ -262,6 +275,11 @@ int main(int argc, char** argv) {
   }
   if (decode_attn_only) {
     bench_decode_attention(b->get(), ceiling, &table);
+    table.print();
+    return 0;
+  }
+  if (attn_only) {
+    bench_attention(b->get(), ceiling, &table);
     table.print();
     return 0;
   }

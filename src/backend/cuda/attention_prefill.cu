@@ -8,6 +8,11 @@
 // (both are exact in bf16); fp8's per-layer scales go into the score scale and the output,
 // int8's per-key scales multiply the scores and the probabilities of the PV product. Attention
 // sinks: the key tiles holding [0, S) are visited before the window's, the ones between skipped.
+// On sm_90a (kWg) the same block is one warpgroup: S = QK^T and O += PV run as wgmma with Q and
+// P from registers and K / V read by the tensor cores straight from 128-byte-swizzled shared
+// tiles (wgmma.cuh), so no ldmatrix traffic; the softmax, masks, splits and the 8-bit widening
+// are shared with the mma.sync variant, which stays for other GPUs and as the A/B baseline
+// (FRUGAL_PREFILL_WGMMA=0).
 #include <algorithm>
 #include <cstdlib>
 
@@ -15,6 +20,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_quant.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/wgmma.cuh"
 
 namespace frugal::cuda {
 namespace {
@@ -26,6 +32,17 @@ constexpr int kThreads = 128;
 
 __device__ __forceinline__ uint32_t lds32(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
+}
+
+// Element offset of (key row r, 8-value chunk ch) in a bf16 K or V tile: padded rows of D + kPad
+// for the mma.sync kernel, the 128-byte swizzle of wgmma.cuh for the wgmma one.
+template <int D, bool kWg>
+__device__ __forceinline__ int tile_off(int r, int ch) {
+  if constexpr (kWg) {
+    return static_cast<int>(sw128_offset(r, ch, kBlockK) / 2);
+  } else {
+    return r * (D + kPad) + ch * 8;
+  }
 }
 
 // Finds this block's (sequence, tile): sequences' tiles are numbered in order. Tiles within a
@@ -66,12 +83,22 @@ __device__ __forceinline__ void load_q_tile(const ops::AttentionParams& p, __nv_
   }
 }
 
+// Slot of key j in the paged cache, or -1 when j >= end or its block was released (-1: behind
+// the window, no sink; never visible, zero-filled). bs_shift = log2(block_size) when the block
+// size is a power of two (the division is most of a gather's integer work otherwise), else -1.
+__device__ __forceinline__ int64_t key_slot(const int32_t* table, int j, int end, int bs, int bs_shift) {
+  if (j >= end) return -1;
+  const int page = bs_shift >= 0 ? j >> bs_shift : j / bs;
+  const int32_t blk = table[page];
+  return blk < 0 ? -1 : static_cast<int64_t>(blk) * bs + (j - page * bs);
+}
+
 // Starts the asynchronous gather of keys [kb, kb + kBlockK) of kv head kvh through the block
 // table; keys >= end are zero-filled so masked probabilities (exactly 0) never multiply garbage.
-template <int D>
+template <int D, bool kWg>
 __device__ __forceinline__ void load_kv_tile(const ops::AttentionParams& p, const int32_t* table,
                                              __nv_bfloat16* sk, __nv_bfloat16* sv, int kb, int end,
-                                             int kvh) {
+                                             int kvh, int bs_shift) {
   constexpr int kChunks = D / 8;
   const auto& c = p.cache;
   const auto* kc = static_cast<const __nv_bfloat16*>(c.k_cache);
@@ -80,16 +107,10 @@ __device__ __forceinline__ void load_kv_tile(const ops::AttentionParams& p, cons
   for (int it = 0; it < kBlockK * kChunks / kThreads; ++it) {
     const int idx = threadIdx.x + it * kThreads;
     const int r = idx / kChunks, ch = idx % kChunks;
-    const int j = kb + r;
-    int64_t off = 0;
-    // A released block (-1: behind the window, no sink) is never visible: zero-filled.
-    const int32_t blk = j < end ? table[j / c.block_size] : -1;
-    if (blk >= 0) {
-      int64_t slot = static_cast<int64_t>(blk) * c.block_size + j % c.block_size;
-      off = (slot * c.n_head_kv + kvh) * D + ch * 8;
-    }
-    cp_async16(sk + r * (D + kPad) + ch * 8, kc + off, blk >= 0);
-    cp_async16(sv + r * (D + kPad) + ch * 8, vc + off, blk >= 0);
+    const int64_t slot = key_slot(table, kb + r, end, c.block_size, bs_shift);
+    const int64_t off = slot < 0 ? 0 : (slot * c.n_head_kv + kvh) * D + ch * 8;
+    cp_async16(sk + tile_off<D, kWg>(r, ch), kc + off, slot >= 0);
+    cp_async16(sv + tile_off<D, kWg>(r, ch), vc + off, slot >= 0);
   }
   cp_async_commit();
 }
@@ -99,7 +120,8 @@ __device__ __forceinline__ void load_kv_tile(const ops::AttentionParams& p, cons
 // stage; convert_kv_tile then widens them to bf16 for the tensor cores.
 template <int D, bool kInt8>
 __device__ __forceinline__ void load_kv_tile8(const ops::AttentionParams& p, const int32_t* table, uint8_t* rk,
-                                              uint8_t* rv, float* rscale, int kb, int end, int kvh) {
+                                              uint8_t* rv, float* rscale, int kb, int end, int kvh,
+                                              int bs_shift) {
   constexpr int kChunks = D / 16;
   const auto& c = p.cache;
   const auto* kc = static_cast<const uint8_t*>(c.k_cache);
@@ -108,31 +130,26 @@ __device__ __forceinline__ void load_kv_tile8(const ops::AttentionParams& p, con
   for (int it = 0; it < kBlockK * kChunks / kThreads; ++it) {
     const int idx = threadIdx.x + it * kThreads;
     const int r = idx / kChunks, ch = idx % kChunks;
-    const int j = kb + r;
-    int64_t off = 0;
-    const int32_t blk = j < end ? table[j / c.block_size] : -1;  // -1: released, never visible
-    if (blk >= 0) {
-      int64_t slot = static_cast<int64_t>(blk) * c.block_size + j % c.block_size;
-      off = (slot * c.n_head_kv + kvh) * D + ch * 16;
-    }
-    cp_async16(rk + r * D + ch * 16, kc + off, blk >= 0);
-    cp_async16(rv + r * D + ch * 16, vc + off, blk >= 0);
+    const int64_t slot = key_slot(table, kb + r, end, c.block_size, bs_shift);
+    const int64_t off = slot < 0 ? 0 : (slot * c.n_head_kv + kvh) * D + ch * 16;
+    cp_async16(rk + r * D + ch * 16, kc + off, slot >= 0);
+    cp_async16(rv + r * D + ch * 16, vc + off, slot >= 0);
   }
   if constexpr (kInt8) {
     static_assert(kThreads == 2 * kBlockK, "one scale per thread");
-    const int r = threadIdx.x % kBlockK, j = kb + r;
+    const int r = threadIdx.x % kBlockK;
     const bool is_v = threadIdx.x >= kBlockK;
-    int64_t off = 0;
-    const int32_t blk = j < end ? table[j / c.block_size] : -1;
-    if (blk >= 0) off = (static_cast<int64_t>(blk) * c.block_size + j % c.block_size) * c.n_head_kv + kvh;
-    cp_async<4>(rscale + threadIdx.x, (is_v ? c.v_scales : c.k_scales) + off, blk >= 0);
+    const int64_t slot = key_slot(table, kb + r, end, c.block_size, bs_shift);
+    const int64_t off = slot < 0 ? 0 : slot * c.n_head_kv + kvh;
+    cp_async<4>(rscale + threadIdx.x, (is_v ? c.v_scales : c.k_scales) + off, slot >= 0);
   }
   cp_async_commit();
 }
 
-// 16 cache bytes (fp8 e4m3 or int8 codes) to 16 bf16 values, exactly (no scale applied).
+// 16 cache bytes (fp8 e4m3 or int8 codes) to 16 bf16 values, exactly (no scale applied): the
+// first 8 to lo, the last 8 to hi.
 template <KvElem E>
-__device__ __forceinline__ void widen16(uint4 raw, __nv_bfloat16* dst) {
+__device__ __forceinline__ void widen16(uint4 raw, __nv_bfloat16* lo, __nv_bfloat16* hi) {
   const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
   uint32_t o[8];
 #pragma unroll
@@ -149,11 +166,11 @@ __device__ __forceinline__ void widen16(uint4 raw, __nv_bfloat16* dst) {
     o[2 * i] = pack_bf16(f[0], f[1]);
     o[2 * i + 1] = pack_bf16(f[2], f[3]);
   }
-  *reinterpret_cast<uint4*>(dst) = make_uint4(o[0], o[1], o[2], o[3]);
-  *reinterpret_cast<uint4*>(dst + 8) = make_uint4(o[4], o[5], o[6], o[7]);
+  *reinterpret_cast<uint4*>(lo) = make_uint4(o[0], o[1], o[2], o[3]);
+  *reinterpret_cast<uint4*>(hi) = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
-template <int D, KvElem E>
+template <int D, KvElem E, bool kWg>
 __device__ __forceinline__ void convert_kv_tile(const uint8_t* rk, const uint8_t* rv, __nv_bfloat16* sk,
                                                 __nv_bfloat16* sv) {
   constexpr int kChunks = D / 16;
@@ -161,8 +178,9 @@ __device__ __forceinline__ void convert_kv_tile(const uint8_t* rk, const uint8_t
   for (int it = 0; it < kBlockK * kChunks / kThreads; ++it) {
     const int idx = threadIdx.x + it * kThreads;
     const int r = idx / kChunks, ch = idx % kChunks;
-    widen16<E>(*reinterpret_cast<const uint4*>(rk + r * D + ch * 16), sk + r * (D + kPad) + ch * 16);
-    widen16<E>(*reinterpret_cast<const uint4*>(rv + r * D + ch * 16), sv + r * (D + kPad) + ch * 16);
+    const int lo = tile_off<D, kWg>(r, 2 * ch), hi = tile_off<D, kWg>(r, 2 * ch + 1);
+    widen16<E>(*reinterpret_cast<const uint4*>(rk + r * D + ch * 16), sk + lo, sk + hi);
+    widen16<E>(*reinterpret_cast<const uint4*>(rv + r * D + ch * 16), sv + lo, sv + hi);
   }
 }
 
@@ -181,29 +199,42 @@ struct PrefillSplit {
 //                2 stages x (K, V) [kBlockK]
 //   8-bit cache: Q [kBlockQ], one bf16 (K, V) tile, then 2 raw stages of (K, V) [kBlockK][D]
 //                bytes and [2][kBlockK] f32 scales.
-template <int D, KvElem E>
+// The wgmma variant has no Q rows (its fragments are loaded from global memory) and unpadded
+// swizzled K / V tiles, 1024-aligned: 1 KB of slack lets the kernel align the base.
+template <int D, KvElem E, bool kWg>
 constexpr int smem_bytes() {
-  if constexpr (E == KvElem::kBF16) {
+  constexpr int kRaw = 2 * (2 * kBlockK * D + 2 * kBlockK * 4);
+  if constexpr (kWg) {
+    return 1024 + (E == KvElem::kBF16 ? 4 : 2) * kBlockK * D * 2 + (E == KvElem::kBF16 ? 0 : kRaw);
+  } else if constexpr (E == KvElem::kBF16) {
     return (kBlockQ + 4 * kBlockK) * (D + kPad) * 2;
   } else {
-    return (kBlockQ + 2 * kBlockK) * (D + kPad) * 2 + 2 * (2 * kBlockK * D + 2 * kBlockK * 4);
+    return (kBlockQ + 2 * kBlockK) * (D + kPad) * 2 + kRaw;
   }
 }
 
-template <int D, KvElem E>
-__global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::AttentionParams p, float scale_log2,
-                                                                     float v_mult, PrefillSplit sp) {
+template <int D, KvElem E, bool kWg>
+__global__ void __launch_bounds__(kThreads, kWg ? 3 : 1) attention_prefill_kernel(ops::AttentionParams p, float scale_log2,
+                                                                     float v_mult, PrefillSplit sp, int bs_shift) {
   pdl_wait();
-  constexpr int SD = D + kPad;
+  static_assert(!kWg || kThreads == 128, "the wgmma variant is one warpgroup");
+  constexpr int SD = kWg ? D : D + kPad;  // K / V tile row pitch in bf16 (wgmma: swizzled, unpadded)
   constexpr bool kQuant = E != KvElem::kBF16;
   constexpr bool kInt8 = E == KvElem::kInt8;
   constexpr int kRawStage = 2 * kBlockK * D + 2 * kBlockK * 4;  // bytes: K, V, scales
-  extern __shared__ __align__(16) unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_dyn[];
+  // wgmma: the swizzle works on address bits, so the tiles start 1024-aligned.
+  unsigned char* smem_raw = smem_dyn;
+  if constexpr (kWg) {
+    const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dyn));
+    smem_raw += ((a + 1023u) & ~1023u) - a;
+  }
   __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  constexpr int kQRows = kWg ? 0 : kBlockQ;
   // Two K/V stages (K then V, kBlockK rows each): the next tile's gather overlaps this tile's
   // math. Addressed arithmetically: a pointer array indexed by stage would live in local memory.
-  auto stage_k = [&](int st) { return sq + (kBlockQ + st * 2 * kBlockK) * SD; };
-  uint8_t* raw0 = smem_raw + (kBlockQ + 2 * kBlockK) * SD * 2;  // 8-bit caches only
+  auto stage_k = [&](int st) { return sq + (kQRows + st * 2 * kBlockK) * SD; };
+  uint8_t* raw0 = smem_raw + (kQRows + 2 * kBlockK) * SD * 2;  // 8-bit caches only
   auto raw_k = [&](int st) { return raw0 + st * kRawStage; };
   auto raw_scale = [&](int st) { return reinterpret_cast<float*>(raw0 + st * kRawStage + 2 * kBlockK * D); };
 
@@ -267,16 +298,31 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
     }
   }
 
-  load_q_tile<D>(p, sq, q0 + i0, n_valid, head);
-  __syncthreads();
   uint32_t qf[D / 16][4];
-  const __nv_bfloat16* qrow = sq + (warp * 16 + g) * SD + 2 * tq;
+  if constexpr (kWg) {
+    // The A fragments straight from global memory (rows past n_valid are zeros).
+    const auto* qg = static_cast<const __nv_bfloat16*>(p.q) + head * D + 2 * tq;
+    const int r_lo = warp * 16 + g, r_hi = r_lo + 8;
+    const __nv_bfloat16* q_lo = qg + static_cast<int64_t>(q0 + i0 + r_lo) * p.ld_q;
+    const __nv_bfloat16* q_hi = qg + static_cast<int64_t>(q0 + i0 + r_hi) * p.ld_q;
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    qf[kk][0] = lds32(qrow + kk * 16);
-    qf[kk][1] = lds32(qrow + 8 * SD + kk * 16);
-    qf[kk][2] = lds32(qrow + kk * 16 + 8);
-    qf[kk][3] = lds32(qrow + 8 * SD + kk * 16 + 8);
+    for (int kk = 0; kk < D / 16; ++kk) {
+      qf[kk][0] = r_lo < n_valid ? lds32(q_lo + kk * 16) : 0u;
+      qf[kk][1] = r_hi < n_valid ? lds32(q_hi + kk * 16) : 0u;
+      qf[kk][2] = r_lo < n_valid ? lds32(q_lo + kk * 16 + 8) : 0u;
+      qf[kk][3] = r_hi < n_valid ? lds32(q_hi + kk * 16 + 8) : 0u;
+    }
+  } else {
+    load_q_tile<D>(p, sq, q0 + i0, n_valid, head);
+    __syncthreads();
+    const __nv_bfloat16* qrow = sq + (warp * 16 + g) * SD + 2 * tq;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      qf[kk][0] = lds32(qrow + kk * 16);
+      qf[kk][1] = lds32(qrow + 8 * SD + kk * 16);
+      qf[kk][2] = lds32(qrow + kk * 16 + 8);
+      qf[kk][3] = lds32(qrow + 8 * SD + kk * 16 + 8);
+    }
   }
 
   float o[D / 8][4] = {};
@@ -284,29 +330,32 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
   // Keys past kb_end inside the last tile are zero-filled; they lie past the causal diagonal
   // (kb_end < key_end only at a split boundary, which is tile-aligned).
   if constexpr (kQuant) {
-    load_kv_tile8<D, kInt8>(p, table, raw_k(0), raw_k(0) + kBlockK * D, raw_scale(0), kb_first, kb_end, kvh);
+    load_kv_tile8<D, kInt8>(p, table, raw_k(0), raw_k(0) + kBlockK * D, raw_scale(0), kb_first, kb_end, kvh, bs_shift);
   } else {
-    load_kv_tile<D>(p, table, stage_k(0), stage_k(0) + kBlockK * SD, kb_first, kb_end, kvh);
+    load_kv_tile<D, kWg>(p, table, stage_k(0), stage_k(0) + kBlockK * SD, kb_first, kb_end, kvh, bs_shift);
   }
   for (int kb = kb_first, stage = 0; kb < kb_end; stage ^= 1) {
     const int kb_next = skip_gap(kb + kBlockK);
     if (kb_next < kb_end) {
       if constexpr (kQuant) {
         load_kv_tile8<D, kInt8>(p, table, raw_k(stage ^ 1), raw_k(stage ^ 1) + kBlockK * D, raw_scale(stage ^ 1),
-                                kb_next, kb_end, kvh);
+                                kb_next, kb_end, kvh, bs_shift);
       } else {
-        load_kv_tile<D>(p, table, stage_k(stage ^ 1), stage_k(stage ^ 1) + kBlockK * SD, kb_next, kb_end, kvh);
+        load_kv_tile<D, kWg>(p, table, stage_k(stage ^ 1), stage_k(stage ^ 1) + kBlockK * SD, kb_next, kb_end, kvh,
+                             bs_shift);
       }
       cp_async_wait<1>();  // this tile's group is done, the next one may still be in flight
     } else {
       cp_async_wait<0>();
     }
+    if constexpr (kWg && !kQuant) fence_proxy_async();  // the gathered tile, to the tensor cores' reads
     __syncthreads();
     const __nv_bfloat16* sk = kQuant ? stage_k(0) : stage_k(stage);
     const __nv_bfloat16* sv = sk + kBlockK * SD;
     const float* ssc = kQuant ? raw_scale(stage) : nullptr;  // int8: K scales [kBlockK], V scales [kBlockK]
     if constexpr (kQuant) {
-      convert_kv_tile<D, E>(raw_k(stage), raw_k(stage) + kBlockK * D, stage_k(0), stage_k(0) + kBlockK * SD);
+      convert_kv_tile<D, E, kWg>(raw_k(stage), raw_k(stage) + kBlockK * D, stage_k(0), stage_k(0) + kBlockK * SD);
+      if constexpr (kWg) fence_proxy_async();
       __syncthreads();
     }
 
@@ -314,77 +363,131 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
     // two 8-key column tiles at one 16-dim step. kk outer, nt inner: consecutive mmas write
     // different accumulators (no dependent chain).
     float s[kBlockK / 8][4] = {};
-    const __nv_bfloat16* krow = sk + ((lane >> 4) * 8 + (lane & 7)) * SD + ((lane >> 3) & 1) * 8;
+    if constexpr (kWg) {
+      // K as a K-major B: the k16 step kk reads dims [16 kk, 16 kk + 16) of every key row.
+      // Descriptors of later steps: the base's plus the byte offset / 16 (no carry: shared
+      // addresses stay below 2^18).
+      const uint64_t dk = wgmma_desc_sw128(sk);
+      pin_regs(qf);
+      pin_regs(s);
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
+      for (int kk = 0; kk < D / 16; ++kk)
+        wgmma_m64n64k16_bf16<0>(s, qf[kk], dk + (((kk / 4) * kBlockK * 128 + (kk % 4) * 32) >> 4), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      pin_regs(s);
+    } else {
+      const __nv_bfloat16* krow = sk + ((lane >> 4) * 8 + (lane & 7)) * SD + ((lane >> 3) & 1) * 8;
 #pragma unroll
-      for (int nt = 0; nt < kBlockK / 8; nt += 2) {
-        uint32_t b[4];
-        ldmatrix_x4(b, krow + nt * 8 * SD + kk * 16);
-        mma_bf16(s[nt], qf[kk], b[0], b[1]);
-        mma_bf16(s[nt + 1], qf[kk], b[2], b[3]);
+      for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+        for (int nt = 0; nt < kBlockK / 8; nt += 2) {
+          uint32_t b[4];
+          ldmatrix_x4(b, krow + nt * 8 * SD + kk * 16);
+          mma_bf16(s[nt], qf[kk], b[0], b[1]);
+          mma_bf16(s[nt + 1], qf[kk], b[2], b[3]);
+        }
       }
     }
 
-    // Mask (causal, window, sinks) and scale into log2 units; tiles every row of the warp sees
-    // whole skip the compares.
+    // Mask (causal, window, sinks); tiles every row of the warp sees whole skip the compares.
+    // The row max is taken on the raw scores and scaled once (the scale is positive), and the
+    // scale goes into each exponent's FMA; int8 scales its scores per key first.
     const bool full = kb + kBlockK - 1 <= wpos_lo && (window <= 0 || kb > wpos_hi - window);
+    constexpr bool kPerKeyScale = kInt8;
+    const float sl = kPerKeyScale ? 1.f : scale_log2;
     float m_tile[2] = {-INFINITY, -INFINITY};
+    if constexpr (kPerKeyScale) {
+#pragma unroll
+      for (int nt = 0; nt < kBlockK / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[nt][e] *= scale_log2 * ssc[nt * 8 + 2 * tq + (e & 1)];
+    }
+    if (!full) {
+#pragma unroll
+      for (int nt = 0; nt < kBlockK / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e >> 1, j = kb + nt * 8 + 2 * tq + (e & 1);
+          const bool ok = j <= qpos[h] && (window <= 0 || j > qpos[h] - window || j < sinks);
+          s[nt][e] = ok ? s[nt][e] : -INFINITY;
+        }
+      }
+    }
 #pragma unroll
     for (int nt = 0; nt < kBlockK / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e >> 1, col = nt * 8 + 2 * tq + (e & 1), j = kb + col;
-        float v = s[nt][e] * scale_log2;
-        if constexpr (kInt8) v *= ssc[col];
-        if (!full) {
-          const bool ok = j <= qpos[h] && (window <= 0 || j > qpos[h] - window || j < sinks);
-          v = ok ? v : -INFINITY;
-        }
-        s[nt][e] = v;
-        m_tile[h] = fmaxf(m_tile[h], v);
-      }
+      m_tile[0] = fmaxf(m_tile[0], fmaxf(s[nt][0], s[nt][1]));
+      m_tile[1] = fmaxf(m_tile[1], fmaxf(s[nt][2], s[nt][3]));
     }
     float alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 1));
       m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 2));
-      float m_new = fmaxf(m_run[h], m_tile[h]);
+      float m_new = fmaxf(m_run[h], m_tile[h] * sl);  // log2 units
       float base = m_new == -INFINITY ? 0.f : m_new;  // a fully masked row so far stays at zero
-      alpha[h] = exp2f(m_run[h] - base);
+      alpha[h] = fast_exp2(m_run[h] - base);
       m_run[h] = m_new;
-      m_tile[h] = base;
+      m_tile[h] = -base;
       l_run[h] *= alpha[h];
     }
 #pragma unroll
     for (int nt = 0; nt < kBlockK / 8; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[nt][e] = exp2f(s[nt][e] - m_tile[e >> 1]);
+        s[nt][e] = fast_exp2(fmaf(s[nt][e], sl, m_tile[e >> 1]));
         l_run[e >> 1] += s[nt][e];
         if constexpr (kInt8) s[nt][e] *= ssc[kBlockK + nt * 8 + 2 * tq + (e & 1)];  // V's scale, after the sum
       }
     }
+    // Once a row's max settles (most tiles of a long row), alpha is exactly 1: the warp skips
+    // the rescale when all its rows have that.
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      o[dt][0] *= alpha[0];
-      o[dt][1] *= alpha[0];
-      o[dt][2] *= alpha[1];
-      o[dt][3] *= alpha[1];
+      for (int dt = 0; dt < D / 8; ++dt) {
+        o[dt][0] *= alpha[0];
+        o[dt][1] *= alpha[0];
+        o[dt][2] *= alpha[1];
+        o[dt][3] *= alpha[1];
+      }
     }
+    uint32_t pa[kBlockK / 16][4];
 #pragma unroll
     for (int kk = 0; kk < kBlockK / 16; ++kk) {
-      uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                        pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                        pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-      const __nv_bfloat16* vrow = sv + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * SD + (lane >> 4) * 8;
+      pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+      pa[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+      pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    }
+    if constexpr (kWg) {
+      // V as an MN-major B: the k16 step kk reads key rows [16 kk, 16 kk + 16), one wgmma per
+      // 64-wide block of head dims.
+      const uint64_t dv = wgmma_desc_sw128(sv);
+      pin_regs(pa);
+      pin_regs(o);
+      wgmma_fence();
 #pragma unroll
-      for (int dt = 0; dt < D / 8; dt += 2) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, vrow + dt * 8);
-        mma_bf16(o[dt], pa, b[0], b[1]);
-        mma_bf16(o[dt + 1], pa, b[2], b[3]);
+      for (int kk = 0; kk < kBlockK / 16; ++kk) {
+#pragma unroll
+        for (int h = 0; h < D / 64; ++h)
+          wgmma_m64n64k16_bf16<1>(*reinterpret_cast<float(*)[8][4]>(&o[8 * h][0]), pa[kk],
+                                  dv + ((h * kBlockK * 128 + kk * 16 * 128) >> 4), true);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      pin_regs(o);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < kBlockK / 16; ++kk) {
+        const __nv_bfloat16* vrow = sv + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * SD + (lane >> 4) * 8;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; dt += 2) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, vrow + dt * 8);
+          mma_bf16(o[dt], pa[kk], b[0], b[1]);
+          mma_bf16(o[dt + 1], pa[kk], b[2], b[3]);
+        }
       }
     }
     __syncthreads();  // the next iteration's gather overwrites the stage read two tiles ahead
@@ -424,32 +527,37 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(ops::Attent
   }
 }
 
-template <int D, KvElem E>
+template <int D, KvElem E, bool kWg>
 cudaError_t configure() {
-  return raise_dynamic_smem_once<attention_prefill_kernel<D, E>>(smem_bytes<D, E>());
+  return raise_dynamic_smem_once<attention_prefill_kernel<D, E, kWg>>(smem_bytes<D, E, kWg>());
 }
 
 // Blocks of the kernel resident per SM.
-template <int D, KvElem E>
+template <int D, KvElem E, bool kWg>
 int resident_blocks() {
-  return cached_blocks_per_sm<attention_prefill_kernel<D, E>>(kThreads, smem_bytes<D, E>(), 1);
+  return cached_blocks_per_sm<attention_prefill_kernel<D, E, kWg>>(kThreads, smem_bytes<D, E, kWg>(), 1);
 }
 
 KvElem kv_elem(DType t) { return t == DType::kF8E4M3 ? KvElem::kFp8 : t == DType::kI8 ? KvElem::kInt8 : KvElem::kBF16; }
 
-template <int D>
-int resident_blocks_d(const ops::AttentionParams& p) {
+template <int D, bool kWg>
+int resident_blocks_dw(const ops::AttentionParams& p) {
   switch (kv_elem(p.cache.cache_dtype)) {
-    case KvElem::kFp8: return resident_blocks<D, KvElem::kFp8>();
-    case KvElem::kInt8: return resident_blocks<D, KvElem::kInt8>();
-    default: return resident_blocks<D, KvElem::kBF16>();
+    case KvElem::kFp8: return resident_blocks<D, KvElem::kFp8, kWg>();
+    case KvElem::kInt8: return resident_blocks<D, KvElem::kInt8, kWg>();
+    default: return resident_blocks<D, KvElem::kBF16, kWg>();
   }
 }
 
-template <int D, KvElem E>
-cudaError_t launch_de(const ops::AttentionParams& p, const PrefillSplit& sp, cudaStream_t stream) {
-  const int smem = smem_bytes<D, E>();
-  if (cudaError_t e = configure<D, E>(); e != cudaSuccess) return e;
+template <int D>
+int resident_blocks_d(const ops::AttentionParams& p) {
+  return prefill_wgmma_enabled() ? resident_blocks_dw<D, true>(p) : resident_blocks_dw<D, false>(p);
+}
+
+template <int D, KvElem E, bool kWg>
+cudaError_t launch_dew(const ops::AttentionParams& p, const PrefillSplit& sp, cudaStream_t stream) {
+  const int smem = smem_bytes<D, E, kWg>();
+  if (cudaError_t e = configure<D, E, kWg>(); e != cudaSuccess) return e;
   // Upper bound on tiles: each sequence adds at most one partial tile.
   const unsigned tiles = static_cast<unsigned>((p.n_tokens + kBlockQ - 1) / kBlockQ + p.n_seqs);
   dim3 grid(tiles, static_cast<unsigned>(p.n_head), static_cast<unsigned>(sp.n_splits));
@@ -457,9 +565,17 @@ cudaError_t launch_de(const ops::AttentionParams& p, const PrefillSplit& sp, cud
   const bool fp8 = E == KvElem::kFp8;
   const float scale_log2 = p.scale * 1.4426950408889634f * (fp8 ? p.cache.k_scale : 1.f);
   const float v_mult = fp8 ? p.cache.v_scale : 1.f;
-  cudaError_t e = launch_kernel(attention_prefill_kernel<D, E>, grid, kThreads, smem, stream, p, scale_log2, v_mult, sp);
+  const int bs = p.cache.block_size;
+  const int bs_shift = (bs & (bs - 1)) == 0 ? __builtin_ctz(static_cast<unsigned>(bs)) : -1;
+  cudaError_t e = launch_kernel(attention_prefill_kernel<D, E, kWg>, grid, kThreads, smem, stream, p, scale_log2,
+                                v_mult, sp, bs_shift);
   if (e != cudaSuccess || sp.n_splits == 1) return e;
   return launch_attention_combine(p, sp.n_splits, sp.part_o, sp.part_ml, stream);
+}
+
+template <int D, KvElem E>
+cudaError_t launch_de(const ops::AttentionParams& p, const PrefillSplit& sp, cudaStream_t stream) {
+  return prefill_wgmma_enabled() ? launch_dew<D, E, true>(p, sp, stream) : launch_dew<D, E, false>(p, sp, stream);
 }
 
 template <int D>
@@ -502,6 +618,33 @@ namespace {
 // between launches on one thread (set_prefill_split_enabled), nothing else writes it.
 int g_split_mode = -1;
 }  // namespace
+
+// The wgmma variant needs an sm_90a cubin in this build and a compute capability 9.0 device
+// (set by the backend at creation); FRUGAL_PREFILL_WGMMA=0 or set_prefill_wgmma_enabled(false)
+// keep the mma.sync kernel. Same threading rule as the split mode.
+namespace {
+bool g_wgmma_device = false;
+int g_wgmma_mode = -1;
+}  // namespace
+
+void set_prefill_wgmma_device(int cc_major, int cc_minor) {
+#if defined(FRUGAL_HAVE_SM90A)
+  g_wgmma_device = cc_major == 9 && cc_minor == 0;
+#else
+  (void)cc_major, (void)cc_minor;
+  g_wgmma_device = false;
+#endif
+}
+
+bool prefill_wgmma_enabled() {
+  if (g_wgmma_mode < 0) {
+    const char* e = std::getenv("FRUGAL_PREFILL_WGMMA");
+    g_wgmma_mode = (e != nullptr && e[0] == '0') ? 0 : 1;
+  }
+  return g_wgmma_device && g_wgmma_mode == 1;
+}
+
+void set_prefill_wgmma_enabled(bool on) { g_wgmma_mode = on ? 1 : 0; }
 
 bool prefill_split_enabled() {
   if (g_split_mode < 0) {

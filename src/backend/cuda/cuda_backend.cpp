@@ -43,6 +43,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   int major = 0;
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cc"));
   b->cc_major_ = major;
+  int minor = 0;
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cc"));
+  set_prefill_wgmma_device(major, minor);
   const char* pdl_env = std::getenv("FRUGAL_PDL");
   set_pdl_enabled(major >= 9 && !(pdl_env && std::strcmp(pdl_env, "0") == 0));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "stream"));

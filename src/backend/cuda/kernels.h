@@ -110,6 +110,12 @@ int attention_prefill_splits(const ops::AttentionParams& p, int n_sms);
 bool prefill_split_enabled();
 void set_prefill_split_enabled(bool on);
 size_t attention_prefill_scratch_bytes(const ops::AttentionParams& p, int n_splits);
+// The prefill kernel's wgmma variant (sm_90a): used when the backend's device is compute
+// capability 9.0 and this build holds sm_90a code (set_prefill_wgmma_device, at backend creation),
+// unless FRUGAL_PREFILL_WGMMA=0 or set_prefill_wgmma_enabled(false) (tests and benchmarks compare).
+void set_prefill_wgmma_device(int cc_major, int cc_minor);
+bool prefill_wgmma_enabled();
+void set_prefill_wgmma_enabled(bool on);
 cudaError_t launch_attention_prefill(const ops::AttentionParams& p, int n_splits, void* partials, cudaStream_t stream);
 // Merges per-split partials ([n_tokens, n_head, n_splits, D] unnormalized outputs and
 // (max in log2 units, sum) pairs) into p.out; shared by the split decode and prefill kernels.

@@ -65,6 +65,14 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem_row) {
                : "r"(addr));
 }
 
+// 2^x on the SFU alone (ex2.approx.ftz: about 2 ulp; subnormal results flush to zero, 2^-inf = 0):
+// the softmax's exponent without exp2f's extra range handling.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Two floats as one register of two bf16 (or f16), lo in the low half; round to nearest even.
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
