@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -32,12 +34,18 @@ struct AttnCase {
 
 // How the backend is asked: prefill key split on or off; n_decode_seqs passed for the leading
 // one-token sequences (a mixed step: they go to the decode kernel) or not; the decode kernel's
-// tensor-core variant on (1), off (0) or as configured (-1); the prefill kernel's wgmma variant
-// likewise (wg; it runs only where prefill_wgmma is available, sm_90a on a 9.0 device).
+// tensor-core variant on (1), off (0) or as configured (-1); the decode kernels' knobs
+// (DecodeTuning: stages, fused or separate combine, split rounding, forced splits) when set;
+// same_as_prev: the variant repeats the previous one and must give the same bits (the fused
+// combine's merge order does not depend on which block finishes last); the prefill kernel's
+// wgmma variant on (1), off (0) or as configured (wg; it runs only where prefill_wgmma is
+// available, sm_90a on a 9.0 device).
 struct Variant {
   bool split = true;
   bool decode_hint = false;
   int mma = -1;
+  std::optional<DecodeTuning> tuning = std::nullopt;
+  bool same_as_prev = false;
   int wg = -1;
 };
 
@@ -122,10 +130,13 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
     }
     set_prefill_split_enabled(v.split);
     const bool mma_was = decode_mma_enabled();
+    const DecodeTuning tuning_was = decode_tuning();
     if (v.mma >= 0) set_decode_mma_enabled(v.mma == 1);
+    if (v.tuning) set_decode_tuning(*v.tuning);
     if (v.wg >= 0) set_prefill_wgmma_enabled(v.wg == 1);
     const Status st = backend()->attention(p);
     set_decode_mma_enabled(mma_was);
+    set_decode_tuning(tuning_was);
     set_prefill_wgmma_enabled(true);
     set_prefill_split_enabled(true);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
@@ -140,12 +151,23 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
       expect_close_host(out.dtype, results.back(), want, out.n, c.act == DType::kF32 ? 1e-4f : 2e-2f,
                         "attention seq " + std::to_string(s), mask);
     }
+    if (v.same_as_prev && results.size() >= 2) {
+      const auto& a = results[results.size() - 2];
+      const auto& b = results.back();
+      int64_t diff = 0;
+      for (int64_t i = 0; i < out.n; ++i)
+        if (rows_mask[static_cast<size_t>(i)] &&
+            std::memcmp(a.data() + i * dtype_bytes(out.dtype, 1), b.data() + i * dtype_bytes(out.dtype, 1),
+                        static_cast<size_t>(dtype_bytes(out.dtype, 1))) != 0)
+          ++diff;
+      EXPECT_EQ(diff, 0) << "a repeated run changed the output bits";
+    }
   }
   for (size_t i = 0; i < variants.size(); ++i)
     for (size_t j = 0; j < variants.size(); ++j) {
       const Variant &a = variants[i], &b = variants[j];
-      const bool mma_pair = a.mma == 1 && b.mma == 0 && a.wg == b.wg;
-      const bool wg_pair = a.wg == 1 && b.wg == 0 && a.mma == b.mma;
+      const bool mma_pair = a.mma == 1 && b.mma == 0 && a.wg == b.wg && !a.tuning && !b.tuning;
+      const bool wg_pair = a.wg == 1 && b.wg == 0 && a.mma == b.mma && !a.tuning && !b.tuning;
       if (!(mma_pair || wg_pair) || a.split != b.split || a.decode_hint != b.decode_hint) continue;
       SCOPED_TRACE(mma_pair ? "tensor-core decode against the CUDA-core decode on the same inputs"
                             : "wgmma prefill against the mma.sync prefill on the same inputs");
@@ -158,7 +180,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
 
 // The prefill kernel's two variants (wgmma on sm_90a, mma.sync), each against the reference and
 // against each other.
-const std::vector<Variant> kPrefillKernels = {{true, false, -1, 1}, {true, false, -1, 0}};
+const std::vector<Variant> kPrefillKernels = {Variant{.wg = 1}, Variant{.wg = 0}};
 
 TEST(CudaAttention, PrefillGqaHead128) {
   check_attention({{{70, 70}, {33, 100}, {5, 5}, {130, 330}}, 8, 2, 128}, kPrefillKernels);
@@ -184,7 +206,8 @@ TEST(CudaAttention, PrefillEightBitCachesBothKernels) {
 // window, head dim 64: with few query tiles the kernel splits the keys and the combine merges
 // the splits. Each case runs with the split on (the default) and off, and where decoders lead
 // the batch, with them handed to the decode kernel; the split one also on both prefill kernels.
-const std::vector<Variant> kAllPaths = {{true, false, -1, 1}, {false, false}, {true, true}, {true, false, -1, 0}};
+const std::vector<Variant> kAllPaths = {Variant{.wg = 1}, Variant{.split = false}, Variant{.decode_hint = true},
+                                        Variant{.wg = 0}};
 
 TEST(CudaAttention, PrefillChunkOverLongContextSplitsKeys) {
   check_attention({{{128, 6000}}, 7, 1, 128}, kAllPaths);
@@ -312,6 +335,101 @@ TEST(CudaAttention, DecodeMmaNoSplitLargeBatch) {
   for (int i = 0; i < 160; ++i) seqs.push_back({1, 1 + (i * 53) % 900});
   for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kI8})
     check_attention({seqs, 28, 4, 128, 0, DType::kBF16, 0, kv}, kDecodeKernels);
+}
+
+// The decode kernels' knobs (DecodeTuning), each against the reference: the tensor-core kernel
+// with 2, 3 and 4 cp.async stages, the splits merged by the combine kernel or fused into the
+// last split block (repeated: the same bits), the original block-rounded splits, a forced split
+// count that leaves splits empty, and the CUDA-core kernel with the fused merge.
+DecodeTuning tuned(int stages, int combine, bool warp_grain = true, int splits = 0) {
+  DecodeTuning t;
+  t.mma_stages = stages;
+  t.combine = combine;
+  t.warp_grain = warp_grain;
+  t.splits = splits;
+  return t;
+}
+
+std::vector<Variant> decode_tunings() {
+  const int sep = DecodeTuning::kSeparate, fused = DecodeTuning::kFused;
+  return {{true, false, 1, DecodeTuning{}},
+          {true, false, 1, DecodeTuning::original()},
+          {true, false, 1, tuned(2, fused)},
+          {true, false, 1, tuned(3, sep)},
+          {true, false, 1, tuned(3, fused)},
+          {true, false, 1, tuned(3, fused), true},
+          {true, false, 1, tuned(4, fused)},
+          {true, false, 1, tuned(4, sep, false)},
+          {true, false, 1, tuned(3, fused, true, 500)},
+          {true, false, 0, tuned(0, fused)},
+          {true, false, 0, tuned(0, fused), true},
+          {true, false, 0, DecodeTuning::original()}};
+}
+
+// One 32k sequence (the acceptance shape: 28 query heads over 4 kv heads, head_dim 128), every
+// cache type, with max_ctx_len = ctx and as a captured graph passes it (the power of two above).
+TEST(CudaAttention, DecodeLongContextTunings) {
+  for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kI8})
+    for (int slack : {0, 65536 - 32768})
+      check_attention({{{1, 32768}}, 28, 4, 128, 0, DType::kBF16, slack, kv}, decode_tunings());
+}
+
+// Windows and sinks (two key ranges, most splits empty), several sequences of different lengths
+// (counters per token and kv head), several new tokens of one sequence (the per-token loop with
+// a counter per token), head dim 64 and groups of 2 and 16.
+TEST(CudaAttention, DecodeTuningsWindowsSinksAndBatches) {
+  for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kI8}) {
+    check_attention({{{1, 20000}, {1, 3000}}, 28, 4, 128, 4096, DType::kBF16, 12000, kv, 4}, decode_tunings());
+    check_attention({{{1, 9}, {1, 700}, {1, 5000}, {1, 1}}, 32, 2, 64, 0, DType::kBF16, 0, kv}, decode_tunings());
+    check_attention({{{0, 50}, {3, 4000}, {0, 7}, {1, 300}}, 8, 4, 128, 0, DType::kBF16, 0, kv}, decode_tunings());
+  }
+  std::vector<SeqSpec> seqs;
+  for (int i = 0; i < 40; ++i) seqs.push_back({1, 1 + 97 * i});
+  check_attention({seqs, 28, 4, 128}, decode_tunings());
+}
+
+// Host side of the knobs: the auto stage choice, the split counts it leads to, and when the
+// merge is fused.
+TEST(CudaAttention, DecodeTuningDispatch) {
+  ops::AttentionParams p{};
+  p.cache = {nullptr, nullptr, DType::kBF16, 100, 16, 4, 128};
+  p.act_dtype = DType::kBF16;
+  p.ld_q = p.ld_out = 28 * 128;
+  p.n_head = 28;
+  p.n_seqs = p.n_tokens = 1;
+  p.max_ctx_len = 32768;
+  p.scale = 1.f;
+  const bool mma_was = decode_mma_enabled();
+  const DecodeTuning was = decode_tuning();
+  set_decode_mma_enabled(true);
+  uint32_t fake_counters = 0;
+  set_decode_tuning(DecodeTuning{});
+  EXPECT_EQ(attention_decode_mma_stages(p), 3);  // 4 units: a few long sequences
+  const int n32k = attention_decode_splits(p, backend()->n_sms());
+  EXPECT_GE(n32k, 33);
+  // 7 heads x n32k rows of 512 bytes: more than the auto limit at 32k, fused when forced.
+  EXPECT_EQ(decode_fused_combine(p, n32k, 4, 7, &fake_counters), 7u * n32k * 512 <= kFusedCombineAutoBytes);
+  EXPECT_FALSE(decode_fused_combine(p, n32k, 4, 7, nullptr));
+  set_decode_tuning(tuned(4, DecodeTuning::kFused));
+  EXPECT_EQ(attention_decode_mma_stages(p), 4);
+  EXPECT_TRUE(decode_fused_combine(p, n32k, 4, 7, &fake_counters));
+  EXPECT_FALSE(decode_fused_combine(p, kFusedCombineMaxSplits + 1, 4, 7, &fake_counters));
+  EXPECT_FALSE(decode_fused_combine(p, 1, 4, 7, &fake_counters));
+  EXPECT_LE(attention_decode_splits(p, backend()->n_sms()), n32k);  // one block an SM: fewer, longer splits
+  set_decode_tuning(tuned(0, DecodeTuning::kAuto, true, 77));
+  EXPECT_EQ(attention_decode_splits(p, backend()->n_sms()), 77);
+  set_decode_tuning(DecodeTuning{});
+  p.n_seqs = p.n_tokens = 256;
+  p.max_ctx_len = 1024;
+  EXPECT_EQ(attention_decode_mma_stages(p), 2);  // a batch keeps the original pipeline
+  EXPECT_EQ(attention_decode_splits(p, backend()->n_sms()), 1);
+  p.n_seqs = p.n_tokens = 32;
+  p.max_ctx_len = 2048;
+  const int n32 = attention_decode_splits(p, backend()->n_sms());
+  EXPECT_GE(n32, 2);
+  EXPECT_TRUE(decode_fused_combine(p, n32, 4, 7, &fake_counters));  // 7 x n32 rows: a short merge
+  set_decode_tuning(was);
+  set_decode_mma_enabled(mma_was);
 }
 
 TEST(CudaAttention, GenericFallbackF32AndOddHeadDim) {

@@ -3,6 +3,7 @@
 // 2048-token prefill. What the model code will do, minus the host-side scheduling.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -158,26 +159,69 @@ void* random_fp8(CudaBackend* b, int64_t n, uint64_t seed) {
 }  // namespace
 
 void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
-  // Bytes counted: the K and V rows read; queries, outputs and partials are under 1% here.
-  // Caches smaller than 512 MB rotate through copies so that L2 (50 MB) does not serve them.
+  // Bytes counted: the K and V rows read (and int8's per-(slot, head) scales); queries, outputs
+  // and partials are under 1% here. Caches smaller than 512 MB rotate through copies so that L2
+  // (50 MB) does not serve them. Each shape runs the tensor-core and CUDA-core kernels as
+  // configured (DecodeTuning from the environment, "default") and as before the tuning knobs
+  // ("original": 2 stages, separate combine, block-rounded splits); the single 32k sequence
+  // also sweeps the tensor-core kernel's stages and combine, once with max_ctx_len = ctx and once
+  // as a captured graph passes it (the power of two above: 65,536). FRUGAL_DABENCH_ONLY=<text>
+  // keeps the rows whose name contains it (e.g. "1x32768", "fp8 1x").
   constexpr int bs = 16, n_kv = 4, hd = 128, n_head = 28;
   struct Shape {
-    int n_seqs, ctx;
+    int n_seqs, ctx, max_ctx;
   };
+  struct Mode {
+    const char* name;
+    bool mma;
+    DecodeTuning tuning;
+  };
+  const char* only = std::getenv("FRUGAL_DABENCH_ONLY");
   (void)b->reserve_scratch(64u << 20);
   const bool mma_was = decode_mma_enabled();
-  for (DType kv : {DType::kBF16, DType::kF8E4M3}) {
-    for (Shape sh : {Shape{1, 32768}, Shape{256, 1024}, Shape{256, 2048}}) {
-      const int blocks_per_seq = (sh.ctx + bs - 1) / bs, n_blocks = blocks_per_seq * sh.n_seqs;
+  const DecodeTuning tuning_was = decode_tuning();
+  std::vector<Mode> modes = {{"tensor-core default", true, tuning_was},
+                             {"tensor-core original", true, DecodeTuning::original()},
+                             {"cuda-core default", false, tuning_was},
+                             {"cuda-core original", false, DecodeTuning::original()}};
+  std::vector<Mode> sweep;
+  static const char* kSweepNames[] = {"tc 2 stages separate", "tc 2 stages fused", "tc 3 stages separate",
+                                      "tc 3 stages fused",    "tc 4 stages separate", "tc 4 stages fused"};
+  for (int ns = 2; ns <= 4; ++ns)
+    for (int fused = 0; fused < 2; ++fused) {
+      DecodeTuning t;
+      t.mma_stages = ns;
+      t.combine = fused ? DecodeTuning::kFused : DecodeTuning::kSeparate;
+      sweep.push_back({kSweepNames[2 * (ns - 2) + fused], true, t});
+    }
+  for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kI8}) {
+    const bool int8 = kv == DType::kI8;
+    for (Shape sh : {Shape{1, 256, 256}, Shape{1, 32768, 32768}, Shape{1, 32768, 65536}, Shape{32, 2048, 2048},
+                     Shape{256, 1024, 1024}}) {
+      const bool long_one = sh.n_seqs == 1 && sh.ctx == 32768;
+      const std::string shape_name = std::string(kv == DType::kBF16 ? "bf16 " : int8 ? "int8 " : "fp8 ") +
+                                     std::to_string(sh.n_seqs) + "x" + std::to_string(sh.ctx) +
+                                     (sh.max_ctx != sh.ctx ? " (max_ctx " + std::to_string(sh.max_ctx) + ")" : "");
+      std::vector<Mode> run;
+      for (const auto& list : {modes, long_one ? sweep : std::vector<Mode>{}})
+        for (const Mode& m : list)
+          if (only == nullptr || ("decode attn " + shape_name + " " + m.name).find(only) != std::string::npos) run.push_back(m);
+      if (run.empty()) continue;
+      const int blocks_per_seq = (sh.max_ctx + bs - 1) / bs, n_blocks = blocks_per_seq * sh.n_seqs;
       const int64_t elems = int64_t{n_blocks} * bs * n_kv * hd;  // per cache
-      const double bytes = 2.0 * sh.n_seqs * sh.ctx * n_kv * hd * dtype_bytes(kv, 1);
-      const int copies = static_cast<int>(std::max(1.0, std::min(16.0, 512e6 / bytes)));
+      const int64_t n_scales = int64_t{n_blocks} * bs * n_kv;
+      const double bytes = 2.0 * sh.n_seqs * sh.ctx * n_kv * (hd * dtype_bytes(kv, 1) + (int8 ? 4 : 0));
+      const double alloc_bytes = 2.0 * elems * dtype_bytes(kv, 1);
+      const int copies = static_cast<int>(std::max(1.0, std::min(16.0, 512e6 / alloc_bytes)));
       std::vector<void*> owned, ks, vs;
       for (int c = 0; c < copies; ++c) {
         const uint64_t seed = 200 + 2 * static_cast<uint64_t>(c);
+        // int8 codes: any byte; fp8: every finite code (random_fp8); bf16: values in [-1, 1).
         ks.push_back(kv == DType::kBF16 ? random_buffer(b, kv, elems, seed) : random_fp8(b, elems, seed));
         vs.push_back(kv == DType::kBF16 ? random_buffer(b, kv, elems, seed + 1) : random_fp8(b, elems, seed + 1));
       }
+      void* k_scales = int8 ? random_buffer(b, DType::kF32, n_scales, 11, 0.5f / 127, 1.5f / 127) : nullptr;
+      void* v_scales = int8 ? random_buffer(b, DType::kF32, n_scales, 12, 0.5f / 127, 1.5f / 127) : nullptr;
       void* q = random_buffer(b, DType::kBF16, int64_t{sh.n_seqs} * n_head * hd, 7);
       void* out = b->alloc(static_cast<size_t>(sh.n_seqs) * n_head * hd * 2).value();
       std::vector<int32_t> q_start(1, 0), ctx_len(static_cast<size_t>(sh.n_seqs), sh.ctx), tables(static_cast<size_t>(n_blocks));
@@ -189,30 +233,33 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
         owned.push_back(d);
         return static_cast<const int32_t*>(d);
       };
-      ops::AttentionParams p{{ks[0], vs[0], kv, n_blocks, bs, n_kv, hd, nullptr, nullptr, 1.f / 64, 1.f / 64},
+      ops::AttentionParams p{{ks[0], vs[0], kv, n_blocks, bs, n_kv, hd, static_cast<float*>(k_scales),
+                              static_cast<float*>(v_scales), 1.f / 64, 1.f / 64},
                              q, out, DType::kBF16, int64_t{n_head} * hd, int64_t{n_head} * hd, sh.n_seqs, sh.n_seqs,
-                             up(q_start), up(ctx_len), up(tables), blocks_per_seq, sh.ctx, n_head, 0,
+                             up(q_start), up(ctx_len), up(tables), blocks_per_seq, sh.max_ctx, n_head, 0,
                              1.f / std::sqrt(float(hd))};
-      for (int mma : {1, 0}) {
-        set_decode_mma_enabled(mma == 1);
+      for (const Mode& m : run) {
+        set_decode_mma_enabled(m.mma);
+        set_decode_tuning(m.tuning);
+        const int splits = attention_decode_splits(p, b->n_sms());
         Timing t = time_op(b->stream(), 30, 10, [&](int i) {
           p.cache.k_cache = ks[static_cast<size_t>(i % copies)];
           p.cache.v_cache = vs[static_cast<size_t>(i % copies)];
           (void)b->attention(p);
         });
         const double gbs = bytes / (t.median_us * 1e3);
-        table->add({std::string("decode attn ") + (kv == DType::kBF16 ? "bf16" : "fp8") + " " + std::to_string(sh.n_seqs) +
-                        "x" + std::to_string(sh.ctx) + (mma ? " tensor-core" : " cuda-core"),
-                    t, gbs, "GB/s", 100 * gbs / ceiling_gbs});
+        table->add({"decode attn " + shape_name + " " + m.name + " (" + std::to_string(splits) + " splits)", t, gbs,
+                    "GB/s", 100 * gbs / ceiling_gbs});
       }
       for (void* d : ks) b->free(d);
       for (void* d : vs) b->free(d);
       for (void* d : owned) b->free(d);
-      b->free(q);
-      b->free(out);
+      for (void* d : {k_scales, v_scales, q, out})
+        if (d != nullptr) b->free(d);
     }
   }
   set_decode_mma_enabled(mma_was);
+  set_decode_tuning(tuning_was);
 }
 
 void bench_model_7b(CudaBackend* b, double ceiling_gbs, Table* table) {

@@ -13,7 +13,8 @@
 // With one split the block writes the normalized output. Otherwise it writes an unnormalized
 // partial o plus (max, sum) per head; blocks whose chunk holds no key of the token write
 // (max, sum) = (-inf, 0) only, and the combine kernel (one block per token x head) merges the
-// non-empty splits. Any number of new tokens per sequence is handled (looped), so the kernel is
+// non-empty splits, or, with split counters (DecodeTuning::combine), the last split block of each
+// (token, head unit) merges them itself (decode_combine.cuh). Any number of new tokens per sequence is handled (looped), so the kernel is
 // correct for every input; it is fast for one.
 // Cache elements (template E): bf16, fp8 e4m3 or int8 (kv_quant.cuh). An 8-bit lane loads its
 // 8 dims as 8 bytes and takes 8 keys per iteration (the same bytes in flight as bf16's 4 keys).
@@ -21,9 +22,14 @@
 // per-(key, head) scales multiply each key's score and each key's probability in the PV sum.
 // Attention sinks: a token's keys are [0, min(S, lo)) and [lo, pos], two ranges walked in turn
 // with one online softmax.
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <utility>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/decode_combine.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_quant.cuh"
 #include "backend/cuda/mma.cuh"
@@ -47,6 +53,7 @@ struct DecodeArgs {
   int pipelined;     // 1: the next iteration's K/V load while this one computes (FRUGAL_DECODE_PIPELINE=0: off)
   float* part_o;     // [n_tokens, n_head, n_splits, D] or nullptr when n_splits == 1
   float2* part_ml;   // [n_tokens, n_head, n_splits] (max, sum)
+  uint32_t* counters;  // [n_tokens, head units] zeroed: the last split block merges; nullptr: the combine kernel
 };
 
 // Keys per key group per iteration: 4 for bf16 (16-byte loads), 8 for 8-bit caches (8-byte).
@@ -107,6 +114,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
   constexpr int KPI = G * KU;           // keys per block per iteration
   constexpr int N = KU * NH;            // partial dots per lane per iteration
   constexpr int F = N / LPK > 0 ? N / LPK : 1;  // full dots each lane owns after the reduce-scatter
+  static_assert(G * D >= kFusedCombineMaxSplits + 1, "the fused merge's weights fit the accumulators' shared memory");
 
   pdl_wait();
   __shared__ __align__(16) float sq[NH * D];            // scaled queries
@@ -153,10 +161,19 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
     const int s0 = c0, s1 = min(sink_end, c1);
     const int w0 = max(lo, c0), w1 = min(pos + 1, c1);
     const int64_t ml_base = (static_cast<int64_t>(t) * p.n_head + h0) * a.n_splits + split;
+    // The last split block of this (token, head unit) merges the splits (a.counters); the
+    // group accumulators' shared memory is free by then.
+    auto combine = [&] {
+      if (a.counters != nullptr)
+        fused_combine<D, kThreads>(p, a.n_splits, a.part_o, a.part_ml,
+                                   a.counters + static_cast<int64_t>(t - p.q_start[0]) * gridDim.y + blockIdx.y, t, h0,
+                                   n_h, &so[0][0][0]);
+    };
     if (s0 >= s1 && w0 >= w1) {  // no key of this token in the chunk (block-uniform)
       if (a.part_ml != nullptr) {
         if (threadIdx.x < n_h)
           a.part_ml[ml_base + static_cast<int64_t>(threadIdx.x) * a.n_splits] = make_float2(-INFINITY, 0.f);
+        combine();
       } else {  // only for a context longer than max_ctx_len (a contract violation): zeros, not garbage
         for (int idx = threadIdx.x; idx < n_h * D; idx += kThreads)
           static_cast<__nv_bfloat16*>(p.out)[static_cast<int64_t>(t) * p.ld_out + h0 * D + idx] = __float2bfloat16(0.f);
@@ -374,6 +391,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
         if (d == 0) a.part_ml[ml_base + static_cast<int64_t>(h) * a.n_splits] = make_float2(smax[h], sl[h]);
       }
     }
+    if (a.part_o != nullptr) combine();
   }
 }
 
@@ -527,7 +545,7 @@ cudaError_t launch_dn(const ops::AttentionParams& p, const DecodeArgs& a, cudaSt
   dim3 grid(static_cast<unsigned>(a.n_splits), static_cast<unsigned>(n_units), static_cast<unsigned>(p.n_seqs));
   if (cudaError_t e = configure<D, NH, E>(); e != cudaSuccess) return e;
   cudaError_t e = launch_kernel(attention_decode_kernel<D, NH, E>, grid, kThreads, dyn_smem_bytes<E>(), stream, p, a);
-  if (e != cudaSuccess || a.part_o == nullptr) return e;
+  if (e != cudaSuccess || a.part_o == nullptr || a.counters != nullptr) return e;
   const size_t combine_smem = (2 * a.n_splits + 32 + (kCombineThreads / 32) * D) * sizeof(float);
   return launch_kernel(attention_combine_kernel<D>, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)),
                        kCombineThreads, combine_smem, stream, p, a);
@@ -552,6 +570,30 @@ cudaError_t launch_d(const ops::AttentionParams& p, const DecodeArgs& a, cudaStr
   }
 }
 
+// Reads one DecodeTuning knob from the environment: the value of the first matching name, else dflt.
+int env_choice(const char* name, std::initializer_list<std::pair<const char*, int>> names, int dflt) {
+  const char* e = std::getenv(name);
+  if (e == nullptr) return dflt;
+  for (const auto& [n, v] : names)
+    if (std::strcmp(e, n) == 0) return v;
+  return dflt;
+}
+
+DecodeTuning tuning_from_env() {
+  DecodeTuning t;
+  t.mma_stages = env_choice("FRUGAL_DECODE_MMA_STAGES", {{"2", 2}, {"3", 3}, {"4", 4}}, 0);
+  t.combine = env_choice("FRUGAL_DECODE_COMBINE",
+                         {{"auto", DecodeTuning::kAuto}, {"separate", DecodeTuning::kSeparate}, {"fused", DecodeTuning::kFused}},
+                         DecodeTuning::kAuto);
+  t.warp_grain = env_choice("FRUGAL_DECODE_SPLIT_GRAIN", {{"warp", 1}, {"block", 0}}, 1) == 1;
+  if (const char* e = std::getenv("FRUGAL_DECODE_SPLITS")) t.splits = std::max(0, std::atoi(e));
+  return t;
+}
+
+// Read from the environment on first use; process-wide like g_mma_mode (attention_decode_mma.cu).
+bool g_tuning_set = false;
+DecodeTuning g_tuning;
+
 bool decode_pipeline_enabled() {
   static const bool on = [] {
     const char* e = std::getenv("FRUGAL_DECODE_PIPELINE");
@@ -563,6 +605,31 @@ bool decode_pipeline_enabled() {
 bool aligned(const void* ptr, uintptr_t n) { return (reinterpret_cast<uintptr_t>(ptr) & (n - 1)) == 0; }
 
 }  // namespace
+
+DecodeTuning decode_tuning() {
+  if (!g_tuning_set) {
+    g_tuning = tuning_from_env();
+    g_tuning_set = true;
+  }
+  return g_tuning;
+}
+
+void set_decode_tuning(const DecodeTuning& t) {
+  g_tuning = t;
+  g_tuning_set = true;
+}
+
+bool decode_fused_combine(const ops::AttentionParams& p, int n_splits, int units, int rows, const uint32_t* counters) {
+  if (counters == nullptr || n_splits <= 1 || n_splits > kFusedCombineMaxSplits ||
+      int64_t{p.n_tokens} * units > kDecodeCounters)
+    return false;
+  switch (decode_tuning().combine) {
+    case DecodeTuning::kSeparate: return false;
+    case DecodeTuning::kFused: return true;
+    default:  // the merging block reads rows x n_splits partial rows: fused while that stays short
+      return static_cast<size_t>(rows) * n_splits * p.cache.head_dim * sizeof(float) <= kFusedCombineAutoBytes;
+  }
+}
 
 cudaError_t prepare_attention_decode() {
   // Sets every instantiation's shared-memory limit and caches its occupancy now, so neither
@@ -600,6 +667,7 @@ int attention_decode_splits(const ops::AttentionParams& p, int n_sms) {
   const int64_t want = ceil_div(int64_t{n_sms} * occupancy(p), units);
   int64_t hi = ceil_div(p.max_ctx_len, kpi);
   if (hi > kMaxSplits) hi = kMaxSplits;
+  if (const int forced = decode_tuning().splits; forced > 0) return static_cast<int>(forced < hi ? forced : (hi < 1 ? 1 : hi));
   // No split longer than kMaxChunkKeys: in a large batch "one wave" asks for one or two splits,
   // and a single long sequence would then run its whole context in one block while the rest
   // of the batch waits (64 short decoders + one 10k context: 5 -> 22 ms per step). Splits past
@@ -617,7 +685,7 @@ size_t attention_decode_scratch_bytes(const ops::AttentionParams& p, int n_split
 
 cudaError_t launch_attention_combine(const ops::AttentionParams& p, int n_splits, float* part_o, float2* part_ml,
                                      cudaStream_t stream) {
-  DecodeArgs a{0, n_splits, 1, 0.f, 1.f, 0, part_o, part_ml};
+  DecodeArgs a{0, n_splits, 1, 0.f, 1.f, 0, part_o, part_ml, nullptr};
   const int D = p.cache.head_dim;
   const size_t smem = (2 * n_splits + 32 + (kCombineThreads / 32) * D) * sizeof(float);
   const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head));
@@ -625,18 +693,22 @@ cudaError_t launch_attention_combine(const ops::AttentionParams& p, int n_splits
                  : launch_kernel(attention_combine_kernel<128>, grid, kCombineThreads, smem, stream, p, a);
 }
 
-cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits, void* partials,
+cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits, void* partials, uint32_t* counters,
                                     cudaStream_t stream) {
   if (p.n_tokens == 0 || p.n_seqs == 0) return cudaSuccess;
-  if (attention_decode_mma_applies(p)) return launch_attention_decode_mma(p, n_splits, partials, stream);
+  if (attention_decode_mma_applies(p)) return launch_attention_decode_mma(p, n_splits, partials, counters, stream);
   const int group = p.n_head / p.cache.n_head_kv;
   const bool fp8 = p.cache.cache_dtype == DType::kF8E4M3;
   DecodeArgs a{chunk_for(p, n_splits), n_splits, static_cast<int>(ceil_div(group, heads_per_block(p))),
                p.scale * 1.4426950408889634f * (fp8 ? p.cache.k_scale : 1.f), fp8 ? p.cache.v_scale : 1.f,
-               decode_pipeline_enabled() ? 1 : 0, nullptr, nullptr};
+               decode_pipeline_enabled() ? 1 : 0, nullptr, nullptr, nullptr};
   if (n_splits > 1) {
     a.part_o = static_cast<float*>(partials);
     a.part_ml = reinterpret_cast<float2*>(a.part_o + static_cast<size_t>(p.n_tokens) * p.n_head * n_splits * p.cache.head_dim);
+    // The merge's weights (n_h x (n_splits + 1) floats) reuse the group accumulators (G x NH x D
+    // floats, G x D = 1024 for either head dim), enough for kFusedCombineMaxSplits splits.
+    if (decode_fused_combine(p, n_splits, p.cache.n_head_kv * a.head_groups, heads_per_block(p), counters))
+      a.counters = counters;
   }
   return p.cache.head_dim == 64 ? launch_d<64>(p, a, stream) : launch_d<128>(p, a, stream);
 }

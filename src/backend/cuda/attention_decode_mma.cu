@@ -2,13 +2,17 @@
 //
 // Grid (n_splits, n_head_kv, n_seqs), 128 threads: a block takes the G query heads (2..16) of
 // one kv head, which are the rows of the A operand (padded to 16 with zeros), and one chunk of
-// keys, split exactly like attention_decode.cu (same chunks, same partial (o, max, sum) format,
-// the same combine kernel). The 4 warps work independently: each gathers its own 16 keys (bf16)
-// or 32 keys (8-bit caches: the same bytes) per iteration through the block table into its own
-// two shared stages (cp.async, the next iteration's copies in flight while this one computes;
-// keys past the range are zero-filled and masked), computes S = Q K^T, keeps an online softmax
-// in registers and adds P V with P's accumulator fragment reused as the A operand. The warps'
-// states merge once in shared memory at the end.
+// keys, split like attention_decode.cu (each sequence divides its own context; the same partial
+// (o, max, sum) format and combine). The 4 warps work independently: each gathers its own 16
+// keys (bf16) or 32 keys (8-bit caches: the same bytes) per iteration through the block table
+// into its own NS shared stages (cp.async; NS - 1 iterations' copies in flight while one
+// computes; keys past the range are zero-filled and masked), computes S = Q K^T, keeps an online
+// softmax in registers and adds P V with P's accumulator fragment reused as the A operand. The
+// warps' states merge once in shared memory at the end; with split counters the last split
+// block of each (token, kv head) merges the splits too (decode_combine.cuh).
+// Stages (DecodeTuning::mma_stages): 2 (68-72 KB of shared memory at head_dim 128: 3 blocks an
+// SM) for batches, 3 (2 blocks an SM) or 4 (1) for a few long sequences, where fewer, longer
+// splits keep as many bytes in flight per SM with fewer partial rows to merge.
 //
 // Fragments are read from the raw cache rows in shared memory with plain 16-byte loads; the
 // dimension order inside the mma's k steps is free (a dot product does not care), so each lane
@@ -30,6 +34,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/decode_combine.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_quant.cuh"
 #include "backend/cuda/mma.cuh"
@@ -60,18 +65,23 @@ struct Tile {
   static constexpr int kVBytes = kVPT * kEB;       // 8, 16 or 32
   // One stage: K rows [kKW], V rows [kKW], then for int8 the K and V scales [2][kKW].
   static constexpr int kStageBytes = 2 * kKW * kRowStride + (kInt8 ? 2 * kKW * 4 : 0);
-  static constexpr int kStages = 2 * kWarps * kStageBytes;
   static constexpr int kMergeBytes = kWarps * 16 * (D + 2) * 4;  // o [kWarps][16][D], max, sum
-  static constexpr int kSmem = kStages > kMergeBytes ? kStages : kMergeBytes;
+  // Shared memory of NS stages per warp (also the merge's, and the fused combine's weights).
+  template <int NS>
+  static constexpr int smem() {
+    return NS * kWarps * kStageBytes > kMergeBytes ? NS * kWarps * kStageBytes : kMergeBytes;
+  }
 };
 
 struct MmaArgs {
-  int chunk;          // keys per split (a multiple of the block's keys per iteration)
+  int chunk;          // keys per split at most (from max_ctx_len, a multiple of grain)
+  int grain;          // a sequence's chunk is a multiple of this many keys
   int n_splits;
   float score_scale;  // softmax scale in log2 units (fp8: times k_scale and 16 for the q / 16)
   float v_mult;       // fp8's v_scale, else 1
   float* part_o;      // [n_tokens, n_head, n_splits, D] or nullptr when n_splits == 1
   float2* part_ml;    // [n_tokens, n_head, n_splits] (max, sum)
+  uint32_t* counters; // [n_tokens, n_head_kv] zeroed: the last split block merges; nullptr: the combine kernel
 };
 
 // Piece of a key row that lane tq reads j-th (of kKPieces): with 2 or 4 pieces a lane, lanes
@@ -288,8 +298,8 @@ __device__ __forceinline__ void merge_and_store(const ops::AttentionParams& p, c
   }
 }
 
-// kHi: the group has more than 8 heads (A rows 8..15 hold queries, else zeros).
-template <int D, KvElem E, bool kHi>
+// kHi: the group has more than 8 heads (A rows 8..15 hold queries, else zeros). NS: stages.
+template <int D, KvElem E, bool kHi, int NS>
 __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::AttentionParams p, MmaArgs a) {
   using T = Tile<D, E>;
   constexpr int KW = T::kKW, NT = T::kNT, KPI = T::kKPI, RS = T::kRowStride, VPT = T::kVPT;
@@ -304,23 +314,31 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
   const int64_t row_stride = static_cast<int64_t>(p.cache.n_head_kv) * T::kRowBytes;  // bytes per slot
   const char* kbase = static_cast<const char*>(p.cache.k_cache) + kvh * T::kRowBytes;
   const char* vbase = static_cast<const char*>(p.cache.v_cache) + kvh * T::kRowBytes;
-  unsigned char* wstage = smem + warp * 2 * T::kStageBytes;  // this warp's two stages
+  unsigned char* wstage = smem + warp * NS * T::kStageBytes;  // this warp's NS stages
 
   for (int i = 0; i < n_q; ++i) {
     const int t = q0 + i, pos = ctx - n_q + i;
     const int lo = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0;
     const int sink_end = p.sliding_window > 0 ? min(p.sink_tokens, lo) : 0;
     // This split's keys, as attention_decode.cu: [s0, s1) of the sinks, then [w0, w1).
-    const int seq_chunk = min(a.chunk, ((ctx + a.n_splits - 1) / a.n_splits + KPI - 1) / KPI * KPI);
+    const int seq_chunk = min(a.chunk, ((ctx + a.n_splits - 1) / a.n_splits + a.grain - 1) / a.grain * a.grain);
     const int c0 = split * seq_chunk, c1 = c0 + seq_chunk;
     const int s0 = c0, s1 = min(sink_end, c1);
     const int w0 = max(lo, c0), w1 = min(pos + 1, c1);
     const int ns = max(0, s1 - s0), n_keys = ns + max(0, w1 - w0);
     const int64_t ml_base = (static_cast<int64_t>(t) * p.n_head + h0) * a.n_splits + split;
+    // The last split block of this (token, kv head) merges the splits (a.counters).
+    auto combine = [&] {
+      if (a.counters != nullptr)
+        fused_combine<D, kThreads>(p, a.n_splits, a.part_o, a.part_ml,
+                                   a.counters + static_cast<int64_t>(t - p.q_start[0]) * p.cache.n_head_kv + kvh, t, h0,
+                                   group, reinterpret_cast<float*>(smem));
+    };
     if (n_keys == 0) {  // block-uniform
       if (a.part_ml != nullptr) {
         if (threadIdx.x < group)
           a.part_ml[ml_base + static_cast<int64_t>(threadIdx.x) * a.n_splits] = make_float2(-INFINITY, 0.f);
+        combine();
       } else {  // only for a context longer than max_ctx_len (a contract violation): zeros, not garbage
         for (int idx = threadIdx.x; idx < group * D; idx += kThreads)
           static_cast<__nv_bfloat16*>(p.out)[static_cast<int64_t>(t) * p.ld_out + h0 * D + idx] = __float2bfloat16(0.f);
@@ -370,20 +388,30 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
 #pragma unroll
     for (int v = 0; v < VPT; ++v) o[v][0] = o[v][1] = o[v][2] = o[v][3] = 0.f;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // rows g, g + 8 (l: this lane's columns)
+    // NS - 1 iterations' copies go out first; each iteration then issues the copies NS - 1
+    // ahead (an empty group past the keys keeps the count of groups uniform) and waits for its
+    // own. The table entry of the next issue loads under the current iteration.
     const int n_it = (n_keys + KPI - 1) / KPI;
     int slot_next = slot_at(0);
-    issue(0, slot_next);
-    if (n_it > 1) slot_next = slot_at(1);
-    for (int it = 0; it < n_it; ++it) {
-      if (it + 1 < n_it) {
-        issue((it + 1) & 1, slot_next);
-        if (it + 2 < n_it) slot_next = slot_at(it + 2);  // the table entry loads under this iteration
-        cp_async_wait<1>();
+#pragma unroll
+    for (int st = 0; st < NS - 1; ++st) {
+      if (st < n_it) {
+        issue(st, slot_next);
+        slot_next = slot_at(st + 1);
       } else {
-        cp_async_wait<0>();
+        cp_async_commit();
       }
+    }
+    for (int it = 0; it < n_it; ++it) {
+      if (it + NS - 1 < n_it) {
+        issue((it + NS - 1) % NS, slot_next);
+        if (it + NS < n_it) slot_next = slot_at(it + NS);
+      } else {
+        cp_async_commit();
+      }
+      cp_async_wait<NS - 1>();
       __syncwarp();  // every lane's copies of this stage are visible to the warp
-      const unsigned char* sk = wstage + (it & 1) * T::kStageBytes;
+      const unsigned char* sk = wstage + (it % NS) * T::kStageBytes;
       const unsigned char* sv = sk + KW * RS;
       const float* sc = reinterpret_cast<const float*>(sv + KW * RS);
       const int key0 = it * KPI + warp * KW;  // virtual index of the stage's first key
@@ -431,7 +459,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
         o[v][3] *= alpha[1];
       }
       pv_tile<D, E>(sv, s, o);
-      __syncwarp();  // the stage is refilled two iterations on
+      __syncwarp();  // the stage is refilled from the next iteration on
     }
 
 #pragma unroll
@@ -440,69 +468,78 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
       l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
     }
     merge_and_store<D, E>(p, a, smem, o, m_run, l_run, group, t, h0, ml_base);
+    if (a.part_o != nullptr) combine();
   }
 }
 
 KvElem kv_elem(DType t) { return t == DType::kF8E4M3 ? KvElem::kFp8 : t == DType::kI8 ? KvElem::kInt8 : KvElem::kBF16; }
 
-int keys_per_iteration(const ops::AttentionParams& p) {
-  return kv_elem(p.cache.cache_dtype) == KvElem::kBF16 ? Tile<128, KvElem::kBF16>::kKPI : Tile<128, KvElem::kFp8>::kKPI;
-}
-
-template <int D, KvElem E, bool kHi>
-cudaError_t configure() {
-  return raise_dynamic_smem_once<attention_decode_mma_kernel<D, E, kHi>>(Tile<D, E>::kSmem);
-}
-
-template <int D, KvElem E, bool kHi>
-int blocks_per_sm() {
-  return cached_blocks_per_sm<attention_decode_mma_kernel<D, E, kHi>>(kThreads, Tile<D, E>::kSmem, 2);
-}
-
-template <int D, KvElem E>
-int occupancy_de(bool hi) {
-  return hi ? blocks_per_sm<D, E, true>() : blocks_per_sm<D, E, false>();
-}
-
-template <int D>
-int occupancy_d(const ops::AttentionParams& p, bool hi) {
-  switch (kv_elem(p.cache.cache_dtype)) {
-    case KvElem::kFp8: return occupancy_de<D, KvElem::kFp8>(hi);
-    case KvElem::kInt8: return occupancy_de<D, KvElem::kInt8>(hi);
-    case KvElem::kBF16: return occupancy_de<D, KvElem::kBF16>(hi);
+// Calls f.template operator()<D, E, kHi, NS>() for the instantiation of (d, e, hi, ns).
+template <int D, KvElem E, bool kHi, typename F>
+decltype(auto) with_stages(int ns, F&& f) {
+  switch (ns) {
+    case 3: return f.template operator()<D, E, kHi, 3>();
+    case 4: return f.template operator()<D, E, kHi, 4>();
+    default: return f.template operator()<D, E, kHi, 2>();
   }
-  return 1;
+}
+
+template <int D, typename F>
+decltype(auto) with_elem(KvElem e, bool hi, int ns, F&& f) {
+  switch (e) {
+    case KvElem::kFp8: return hi ? with_stages<D, KvElem::kFp8, true>(ns, f) : with_stages<D, KvElem::kFp8, false>(ns, f);
+    case KvElem::kInt8: return hi ? with_stages<D, KvElem::kInt8, true>(ns, f) : with_stages<D, KvElem::kInt8, false>(ns, f);
+    default: return hi ? with_stages<D, KvElem::kBF16, true>(ns, f) : with_stages<D, KvElem::kBF16, false>(ns, f);
+  }
+}
+
+template <typename F>
+decltype(auto) dispatch(int d, KvElem e, bool hi, int ns, F&& f) {
+  return d == 64 ? with_elem<64>(e, hi, ns, f) : with_elem<128>(e, hi, ns, f);
 }
 
 bool high_rows(const ops::AttentionParams& p) { return p.n_head / p.cache.n_head_kv > 8; }
 
-int occupancy(const ops::AttentionParams& p) {
-  return p.cache.head_dim == 64 ? occupancy_d<64>(p, high_rows(p)) : occupancy_d<128>(p, high_rows(p));
+template <typename F>
+decltype(auto) dispatch(const ops::AttentionParams& p, int ns, F&& f) {
+  return dispatch(p.cache.head_dim, kv_elem(p.cache.cache_dtype), high_rows(p), ns, f);
 }
 
-template <int D, KvElem E, bool kHi>
-cudaError_t launch_deh(const ops::AttentionParams& p, const MmaArgs& a, cudaStream_t stream) {
-  if (cudaError_t e = configure<D, E, kHi>(); e != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>(a.n_splits), static_cast<unsigned>(p.cache.n_head_kv), static_cast<unsigned>(p.n_seqs));
-  cudaError_t e = launch_kernel(attention_decode_mma_kernel<D, E, kHi>, grid, kThreads, Tile<D, E>::kSmem, stream, p, a);
-  if (e != cudaSuccess || a.part_o == nullptr) return e;
-  return launch_attention_combine(p, a.n_splits, a.part_o, a.part_ml, stream);
+// Keys of one warp's (kw) or the block's (!kw) iteration; they depend on the element size only.
+int keys_per_iteration(const ops::AttentionParams& p, bool kw = false) {
+  const bool wide = kv_elem(p.cache.cache_dtype) == KvElem::kBF16;
+  using W = Tile<128, KvElem::kBF16>;
+  using N = Tile<128, KvElem::kFp8>;
+  return kw ? (wide ? W::kKW : N::kKW) : (wide ? W::kKPI : N::kKPI);
 }
 
-template <int D, KvElem E>
-cudaError_t launch_de(const ops::AttentionParams& p, const MmaArgs& a, cudaStream_t stream) {
-  return high_rows(p) ? launch_deh<D, E, true>(p, a, stream) : launch_deh<D, E, false>(p, a, stream);
-}
-
-template <int D>
-cudaError_t launch_d(const ops::AttentionParams& p, const MmaArgs& a, cudaStream_t stream) {
-  switch (kv_elem(p.cache.cache_dtype)) {
-    case KvElem::kFp8: return launch_de<D, KvElem::kFp8>(p, a, stream);
-    case KvElem::kInt8: return launch_de<D, KvElem::kInt8>(p, a, stream);
-    case KvElem::kBF16: return launch_de<D, KvElem::kBF16>(p, a, stream);
+// Raises the shared-memory limit once and caches the occupancy of one instantiation.
+struct Occupancy {
+  template <int D, KvElem E, bool kHi, int NS>
+  int operator()() const {
+    return cached_blocks_per_sm<attention_decode_mma_kernel<D, E, kHi, NS>>(kThreads, Tile<D, E>::template smem<NS>(), 1);
   }
-  return cudaErrorInvalidValue;
-}
+};
+
+int occupancy(const ops::AttentionParams& p, int ns) { return dispatch(p, ns, Occupancy{}); }
+
+// Launches one instantiation, then the combine kernel unless there is one split or the last
+// split blocks merge.
+struct Launch {
+  const ops::AttentionParams& p;
+  const MmaArgs& a;
+  cudaStream_t stream;
+  template <int D, KvElem E, bool kHi, int NS>
+  cudaError_t operator()() const {
+    constexpr int smem = Tile<D, E>::template smem<NS>();
+    static_assert(16 * (kFusedCombineMaxSplits + 1) * 4 <= smem, "the fused merge's weights fit");
+    if (cudaError_t e = raise_dynamic_smem_once<attention_decode_mma_kernel<D, E, kHi, NS>>(smem); e != cudaSuccess) return e;
+    const dim3 grid(static_cast<unsigned>(a.n_splits), static_cast<unsigned>(p.cache.n_head_kv), static_cast<unsigned>(p.n_seqs));
+    cudaError_t e = launch_kernel(attention_decode_mma_kernel<D, E, kHi, NS>, grid, kThreads, smem, stream, p, a);
+    if (e != cudaSuccess || a.part_o == nullptr || a.counters != nullptr) return e;
+    return launch_attention_combine(p, a.n_splits, a.part_o, a.part_ml, stream);
+  }
+};
 
 bool aligned(const void* ptr, uintptr_t n) { return (reinterpret_cast<uintptr_t>(ptr) & (n - 1)) == 0; }
 
@@ -524,11 +561,10 @@ void set_decode_mma_enabled(bool on) { g_mma_mode = on ? 1 : 0; }
 
 cudaError_t prepare_attention_decode_mma() {
   int sum = 0;
-  for (bool hi : {false, true}) {
-    sum += occupancy_de<64, KvElem::kBF16>(hi) + occupancy_de<128, KvElem::kBF16>(hi);
-    sum += occupancy_de<64, KvElem::kFp8>(hi) + occupancy_de<128, KvElem::kFp8>(hi);
-    sum += occupancy_de<64, KvElem::kInt8>(hi) + occupancy_de<128, KvElem::kInt8>(hi);
-  }
+  for (int d : {64, 128})
+    for (KvElem e : {KvElem::kBF16, KvElem::kFp8, KvElem::kInt8})
+      for (bool hi : {false, true})
+        for (int ns : {2, 3, 4}) sum += dispatch(d, e, hi, ns, Occupancy{});
   (void)sum;
   return cudaGetLastError();
 }
@@ -545,14 +581,21 @@ bool attention_decode_mma_applies(const ops::AttentionParams& p) {
          (!int8 || (aligned(c.k_scales, 4) && aligned(c.v_scales, 4)));
 }
 
+int attention_decode_mma_stages(const ops::AttentionParams& p) {
+  const int ns = decode_tuning().mma_stages;
+  if (ns >= 2 && ns <= 4) return ns;
+  return int64_t{p.n_seqs} * p.cache.n_head_kv <= kDecodeDeepMaxUnits ? 3 : 2;
+}
+
 int attention_decode_mma_splits(const ops::AttentionParams& p, int n_sms) {
-  // As attention_decode_splits: one full wave of resident blocks, chunks of at least one block
-  // iteration and at most kMaxChunkKeys keys.
+  // As attention_decode_splits: one full wave of resident blocks (of the stage count's
+  // occupancy), chunks of at least one block iteration and at most kMaxChunkKeys keys.
   const int64_t units = int64_t{p.n_seqs} * p.cache.n_head_kv;
   const int kpi = keys_per_iteration(p);
-  const int64_t want = ceil_div(int64_t{n_sms} * occupancy(p), units);
   int64_t hi = ceil_div(p.max_ctx_len, kpi);
   if (hi > kMaxSplits) hi = kMaxSplits;
+  if (const int forced = decode_tuning().splits; forced > 0) return static_cast<int>(forced < hi ? forced : (hi < 1 ? 1 : hi));
+  const int64_t want = ceil_div(int64_t{n_sms} * occupancy(p, attention_decode_mma_stages(p)), units);
   const int64_t floor_n = ceil_div(p.max_ctx_len, kMaxChunkKeys);
   int64_t n = want > hi ? hi : want;
   if (n < floor_n) n = floor_n > hi ? hi : floor_n;
@@ -560,17 +603,20 @@ int attention_decode_mma_splits(const ops::AttentionParams& p, int n_sms) {
 }
 
 cudaError_t launch_attention_decode_mma(const ops::AttentionParams& p, int n_splits, void* partials,
-                                        cudaStream_t stream) {
-  const int kpi = keys_per_iteration(p);
+                                        uint32_t* counters, cudaStream_t stream) {
+  const int grain = keys_per_iteration(p, decode_tuning().warp_grain);
   const bool fp8 = p.cache.cache_dtype == DType::kF8E4M3;
-  MmaArgs a{static_cast<int>(ceil_div(ceil_div(p.max_ctx_len, n_splits), kpi) * kpi), n_splits,
+  MmaArgs a{static_cast<int>(ceil_div(ceil_div(p.max_ctx_len, n_splits), grain) * grain), grain, n_splits,
             p.scale * 1.4426950408889634f * (fp8 ? p.cache.k_scale / kQueryF16 : 1.f), fp8 ? p.cache.v_scale : 1.f,
-            nullptr, nullptr};
+            nullptr, nullptr, nullptr};
   if (n_splits > 1) {
     a.part_o = static_cast<float*>(partials);
     a.part_ml = reinterpret_cast<float2*>(a.part_o + static_cast<size_t>(p.n_tokens) * p.n_head * n_splits * p.cache.head_dim);
+    // The merge's weights (group x (n_splits + 1) floats) fit every instantiation's shared
+    // memory for up to kFusedCombineMaxSplits splits (Launch asserts it).
+    if (decode_fused_combine(p, n_splits, p.cache.n_head_kv, p.n_head / p.cache.n_head_kv, counters)) a.counters = counters;
   }
-  return p.cache.head_dim == 64 ? launch_d<64>(p, a, stream) : launch_d<128>(p, a, stream);
+  return dispatch(p, attention_decode_mma_stages(p), Launch{p, a, stream});
 }
 
 }  // namespace frugal::cuda

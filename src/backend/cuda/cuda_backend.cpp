@@ -52,6 +52,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   FRUGAL_ASSIGN_OR_RETURN(b->lt_, LtGemm::create(kLtWorkspaceBytes));
   b->graphs_ = std::make_unique<GraphCache>(b.get());
   FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_attention_decode(), "decode attention setup"));
+  // The decode kernels' split counters start at zero and are left at zero by every launch.
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&b->decode_counters_, kDecodeCounters * sizeof(uint32_t)), "counters alloc"));
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(b->decode_counters_, 0, kDecodeCounters * sizeof(uint32_t)), "counters zero"));
   return b;
 }
 
@@ -60,6 +63,7 @@ CudaBackend::~CudaBackend() {
   graphs_.reset();
   lt_.reset();
   if (scratch_) cudaFree(scratch_);
+  if (decode_counters_) cudaFree(decode_counters_);
   for (int i = 0; i < kStaging; ++i) {
     if (staging_[i]) cudaFreeHost(staging_[i]);
     if (staging_done_[i]) cudaEventDestroy(staging_done_[i]);
@@ -440,7 +444,7 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     if (size_t bytes = attention_decode_scratch_bytes(p, n_splits); bytes > 0) {
       FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
     }
-    return check_launch(launch_attention_decode(p, n_splits, partials, stream_), "attention_decode");
+    return check_launch(launch_attention_decode(p, n_splits, partials, decode_counters_, stream_), "attention_decode");
   }
   // A mixed step (decodes first, then prefill chunks): the decode kernel takes the decoders
   // (the prefill kernel would give each one a 64-row tile of which one row is used) and the
@@ -466,7 +470,7 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     if (bytes > 0) {
       FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
     }
-    FRUGAL_RETURN_IF_ERROR(check_launch(launch_attention_decode(d, d_splits, partials, stream_), "attention_decode"));
+    FRUGAL_RETURN_IF_ERROR(check_launch(launch_attention_decode(d, d_splits, partials, decode_counters_, stream_), "attention_decode"));
     return check_launch(launch_attention_prefill(f, f_splits, partials, stream_), "attention_prefill");
   }
   if (attention_prefill_supported(p)) {

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -103,6 +104,7 @@ class CudaBackend final : public ops::Backend {
   using SmallMKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, bool>;
   std::map<SmallMKey, bool> small_m_choice_;
   std::atomic<int64_t> graph_bytes_{0};
+  uint32_t* decode_counters_ = nullptr;  // kDecodeCounters words, zero between launches (kernels.h)
   void* scratch_ = nullptr;  // grown on demand outside captures
   size_t scratch_bytes_ = 0;
   static constexpr int kStaging = 2;  // double-buffered pinned upload staging

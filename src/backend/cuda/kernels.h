@@ -129,8 +129,39 @@ bool attention_decode_supported(const ops::AttentionParams& p);
 // Configures the decode kernels (shared-memory limits, cached occupancy) outside any capture;
 // the backend calls it once at creation.
 cudaError_t prepare_attention_decode();
-cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits, void* partials,
+// counters: kDecodeCounters zeroed words owned by the caller (the backend zeroes them once; the
+// kernels leave them zero), or nullptr. With them, a split launch may merge its splits in the
+// last block of each (token, head unit) instead of a separate combine launch (decode_combine.cuh).
+constexpr int kDecodeCounters = 1 << 16;
+cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits, void* partials, uint32_t* counters,
                                     cudaStream_t stream);
+// Knobs of the decode kernels, for A/B runs on the GPU (process-wide; read from the environment
+// at first use; tests and benchmarks set them between launches on one thread):
+//   mma_stages (FRUGAL_DECODE_MMA_STAGES): cp.async stages per warp of the tensor-core kernel,
+//     2 (the original), 3 or 4; 0 = auto: 3 when the launch has at most kDecodeDeepMaxUnits
+//     (sequence, kv head) units (long-context decode of a few sequences), else 2.
+//   combine (FRUGAL_DECODE_COMBINE = auto | separate | fused): how split partials are merged:
+//     auto fuses the merge into the last split block when it reads at most
+//     kFusedCombineAutoBytes of partial rows per block, separate always launches the combine
+//     kernel (the original), fused merges in the last block whenever the counters fit.
+//   split_grain (FRUGAL_DECODE_SPLIT_GRAIN = warp | block): a sequence's chunk is rounded up to
+//     a warp's keys per iteration (warp, default: every split but the last holds keys) or to the
+//     block's (block, the original: 32k keys over 99 splits left 13 splits empty).
+//   splits (FRUGAL_DECODE_SPLITS): > 0 forces the split count (benchmark sweeps), 0 = auto.
+// DecodeTuning::original() is the path before these knobs (2 stages, separate combine, block grain).
+struct DecodeTuning {
+  enum Combine { kAuto = 0, kSeparate = 1, kFused = 2 };
+  int mma_stages = 0;
+  int combine = kAuto;
+  bool warp_grain = true;
+  int splits = 0;
+  static DecodeTuning original() { return {2, kSeparate, false, 0}; }
+};
+constexpr size_t kFusedCombineAutoBytes = 128 << 10;
+constexpr int kFusedCombineMaxSplits = 512;  // the merge's weights live in shared memory
+constexpr int kDecodeDeepMaxUnits = 32;
+DecodeTuning decode_tuning();
+void set_decode_tuning(const DecodeTuning& t);
 // The decode kernels' tensor-core variant (attention_decode_mma.cu): a kv head's 2..16 query
 // heads as the rows of mma.sync tiles. attention_decode_splits / launch_attention_decode take it
 // whenever attention_decode_mma_applies(p) (which also needs attention_decode_supported(p)); on
@@ -141,7 +172,14 @@ bool attention_decode_mma_applies(const ops::AttentionParams& p);
 int attention_decode_mma_splits(const ops::AttentionParams& p, int n_sms);
 cudaError_t prepare_attention_decode_mma();
 cudaError_t launch_attention_decode_mma(const ops::AttentionParams& p, int n_splits, void* partials,
-                                        cudaStream_t stream);
+                                        uint32_t* counters, cudaStream_t stream);
+// Stages the tensor-core kernel runs p with (decode_tuning().mma_stages, or the auto choice).
+int attention_decode_mma_stages(const ops::AttentionParams& p);
+// Whether a launch of p with n_splits merges them in its last blocks (decode_tuning().combine;
+// counters non-null, at most kDecodeCounters (token, head unit) pairs and
+// kFusedCombineMaxSplits splits); units: the launch's head units per token, rows: query heads a
+// block merges.
+bool decode_fused_combine(const ops::AttentionParams& p, int n_splits, int units, int rows, const uint32_t* counters);
 // Fallback for any float dtype and head_dim (attention_generic.cu): slow, always available.
 cudaError_t launch_attention_generic(const ops::AttentionParams& p, cudaStream_t stream);
 
