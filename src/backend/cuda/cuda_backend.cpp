@@ -49,6 +49,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   FRUGAL_ASSIGN_OR_RETURN(b->lt_, LtGemm::create(kLtWorkspaceBytes));
   b->graphs_ = std::make_unique<GraphCache>(b.get());
   FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_attention_decode(), "decode attention setup"));
+  FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_quant_gemm(), "quantized GEMM setup"));
   return b;
 }
 

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -415,6 +416,7 @@ cudaError_t launch_mt(const QGemvArgs& a, cudaStream_t stream) {
 // 23.4 / 106.2 / 101.8 us against 25.9 / 116.8 / 110.5 with 8 x 1; cuda_kernel_bench --quant,
 // 2026-12-03), else 8 x 1, unless set_quant_gemm_tuning says otherwise.
 int g_gemm_w = -1, g_gemm_r = -1, g_gemm_min_m = -1;
+QuantGemmKernel g_gemm_kernel = QuantGemmKernel::kDefault;
 
 struct GemmShape {
   int w, r, mt;
@@ -423,11 +425,10 @@ struct GemmShape {
 };
 
 GemmShape gemm_shape(const ops::MatmulParams& p) {
-  static const int w_env = env_int("FRUGAL_QGEMM_W"), r_env = env_int("FRUGAL_QGEMM_R");
   GemmShape s{};
   s.mt = p.m <= 16 ? 2 : p.m <= 32 ? 4 : 8;
-  const int w = g_gemm_w > 0 ? g_gemm_w : w_env;
-  const int r = g_gemm_r > 0 ? g_gemm_r : r_env;
+  int w = 0, r = 0;
+  quant_gemm_tuning(&w, &r);
   const bool def = w != 4 && w != 8 && r != 1 && r != 2;
   s.w = def ? (s.mt == 8 ? 4 : 8) : w == 4 ? 4 : 8;
   s.r = def ? (s.mt == 8 ? 2 : 1) : r == 2 ? 2 : 1;
@@ -495,9 +496,25 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream) {
 
 namespace frugal::cuda {
 
+void quant_gemm_tuning(int* warps, int* row_tiles) {
+  static const int w_env = env_int("FRUGAL_QGEMM_W"), r_env = env_int("FRUGAL_QGEMM_R");
+  *warps = g_gemm_w > 0 ? g_gemm_w : w_env;
+  *row_tiles = g_gemm_r > 0 ? g_gemm_r : r_env;
+}
+
 void set_quant_gemm_tuning(int warps, int row_tiles) {
   g_gemm_w = warps;
   g_gemm_r = row_tiles;
+}
+
+void set_quant_gemm_kernel(QuantGemmKernel k) { g_gemm_kernel = k; }
+
+QuantGemmKernel quant_gemm_kernel() {
+  static const QuantGemmKernel env = [] {
+    const char* e = std::getenv("FRUGAL_QGEMM_KERNEL");
+    return e && std::strcmp(e, "quad") == 0 ? QuantGemmKernel::kQuad : QuantGemmKernel::kPipe;
+  }();
+  return g_gemm_kernel != QuantGemmKernel::kDefault ? g_gemm_kernel : env;
 }
 
 void set_quant_gemm_min_m(int m) { g_gemm_min_m = m; }
@@ -508,11 +525,16 @@ int64_t quant_gemm_min_m() {
     return e ? std::atoi(e) : -1;
   }();
   const int m = g_gemm_min_m >= 0 ? g_gemm_min_m : env;
-  return m >= 0 ? (m == 0 ? INT64_MAX : m) : kQuantGemmMinM;
+  if (m >= 0) return m == 0 ? INT64_MAX : m;
+  return quant_gemm_kernel() == QuantGemmKernel::kQuad ? kQuantGemmMinM : kQuantGemmPipeMinM;
 }
 
-// Splits of k: enough blocks for two per SM, at least 4 quads per split, no empty split.
+cudaError_t prepare_quant_gemm() { return prepare_quant_gemm_pipe(); }
+
+// The first GEMM: splits of k, enough blocks for two per SM, at least 4 quads per split, no
+// empty split. The pipelined one: quant_gemm_pipe_splits.
 int quant_gemm_splits(const ops::MatmulParams& p, int n_sms) {
+  if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return quant_gemm_pipe_splits(p, n_sms);
   const GemmShape s = gemm_shape(p);
   const int64_t blocks = s.gx * s.gy, target = 2 * static_cast<int64_t>(n_sms);
   int64_t ks = std::clamp<int64_t>(ceil_div(target, blocks), 1, std::max(1, s.n_quads / 4));
@@ -521,11 +543,13 @@ int quant_gemm_splits(const ops::MatmulParams& p, int n_sms) {
 }
 
 size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits) {
+  if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return quant_gemm_pipe_scratch_bytes(p, splits);
   return splits > 1 ? static_cast<size_t>(splits) * static_cast<size_t>(p.m * p.n) * sizeof(float) : 0;
 }
 
 cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream) {
   if (p.m * p.n == 0) return cudaSuccess;
+  if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return launch_quant_gemm_pipe(p, splits, partials, stream);
   const GemmShape s = gemm_shape(p);
   if (splits < 1 || (splits > 1 && partials == nullptr)) return cudaErrorInvalidValue;
   const int qps = static_cast<int>(ceil_div(s.n_quads, splits));

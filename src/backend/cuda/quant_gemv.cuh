@@ -149,3 +149,18 @@ inline QGemvArgs gemv_args(const ops::MatmulParams& p) {
 inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 }  // namespace frugal::cuda::qmma
+
+namespace frugal::cuda {
+
+// The block shape asked for by FRUGAL_QGEMM_W / FRUGAL_QGEMM_R or set_quant_gemm_tuning (0: the
+// kernel's default), read by both GEMMs (quant_gemv.cu).
+void quant_gemm_tuning(int* warps, int* row_tiles);
+
+// The pipelined GEMM (quant_gemm_pipe.cu) behind launch_quant_gemm & co. when
+// quant_gemm_kernel() is kPipe; `splits` is 1 (one block per tile) or the number of blocks.
+int quant_gemm_pipe_splits(const ops::MatmulParams& p, int n_sms);
+size_t quant_gemm_pipe_scratch_bytes(const ops::MatmulParams& p, int splits);
+cudaError_t launch_quant_gemm_pipe(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
+cudaError_t prepare_quant_gemm_pipe();
+
+}  // namespace frugal::cuda
