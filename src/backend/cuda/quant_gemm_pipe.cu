@@ -454,20 +454,21 @@ cudaError_t launch_quant_gemm_pipe(const ops::MatmulParams& p, int splits, void*
 }
 
 // Raises every instantiation's shared-memory limit and caches its occupancy, outside any capture.
+// Best effort: a shape this GPU cannot hold fails at its launch (the error is cached), not here.
 cudaError_t prepare_quant_gemm_pipe() {
-  const OpArgs o{nullptr, nullptr, nullptr};
   int sink = 0;
-  const OpArgs ob{nullptr, nullptr, &sink};
+  const OpArgs o{nullptr, nullptr, &sink};
   for (ops::WeightScheme scheme : {ops::WeightScheme::kInt4, ops::WeightScheme::kInt8, ops::WeightScheme::kFp8})
     for (bool offsets : {false, true}) {
       if (offsets && scheme == ops::WeightScheme::kFp8) continue;
       for (int mt : {2, 4, 8})
         for (int wr : {0, 1, 2}) {
           const int w = wr == 0 ? 4 : 8, r = wr == 1 ? 1 : 2;
-          if (const cudaError_t e = run(Op::kPrepare, o, scheme, offsets, w, r, mt); e != cudaSuccess) return e;
-          (void)run(Op::kBlocksPerSm, ob, scheme, offsets, w, r, mt);
+          (void)run(Op::kPrepare, o, scheme, offsets, w, r, mt);
+          (void)run(Op::kBlocksPerSm, o, scheme, offsets, w, r, mt);
         }
     }
+  (void)cudaGetLastError();
   return cudaSuccess;
 }
 
