@@ -4,11 +4,12 @@
 # correctness kernel on the 7B shapes, then times it; dequantize + cuBLASLt at m = 2048); then
 # batch-1 decode (128 in / 256 out) with dummy 7B weights per precision (PRECISIONS, default
 # "int4 int8 fp8"; PREFILL=2048 adds a prefill point); BATCHES=16,64 adds decode at those
-# concurrencies (512 in / 128 out) per precision. Logs under $OUT, short table last.
+# concurrencies (512 in / 128 out) per precision, once per GEMM kernel in QGEMM_KERNELS (default
+# "pipe"; "pipe quad" adds the one-quad GEMM for A/B). Logs under $OUT, short table last.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 catalog_config deepseek-r1-distill-qwen-7b /tmp/q7b
-[ "${SKIP_BUILD:-0}" = 1 ] || TARGETS="frugal cuda_kernel_bench cuda_harness_test cuda_quant_model_test" bash scripts/gpu/check.sh build || exit 1
+[ "${SKIP_BUILD:-0}" = 1 ] || TARGETS="frugal cuda_kernel_bench cuda_harness_test cuda_quant_model_test cuda_ops_test" bash scripts/gpu/check.sh build || exit 1
 B=build-gpu
 T="$OUT/quant_summary.txt"
 : >"$T"
@@ -16,6 +17,8 @@ if [ "${SKIP_HARNESS:-0}" != 1 ]; then
   "$B/tests/cuda/cuda_harness_test" >"$OUT/harness.log" 2>&1
   echo "== harness rc $?" >>"$T"
   grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/harness.log" | head -20 >>"$T"
+  "$B/tests/cuda/cuda_ops_test" --gtest_filter='CudaQuantGemm.*' >>"$OUT/harness.log" 2>&1
+  echo "== CudaQuantGemm rc $?" >>"$T"
   if [ -d tests/data/quant ]; then  # the checkpoint fixtures (carry them: devprep ... tests/data/quant)
     "$B/tests/cuda/cuda_quant_model_test" >>"$OUT/harness.log" 2>&1
     echo "== cuda_quant_model_test rc $?" >>"$T"
@@ -35,13 +38,15 @@ for pr in ${PRECISIONS:-int4 int8 fp8}; do
   grep -vE "^ceilings|^bench  " "$OUT/off_$pr.txt" | tail -8 >>"$T"
 done
 if [ -n "${BATCHES:-}" ]; then
-  for pr in ${PRECISIONS:-int4 int8 fp8}; do
-    "$B/src/cli/frugal" bench offline --dummy-weights /tmp/q7b/config.json --device cuda --gpu h200 \
-      --ceiling-gbps 4259 --ceiling-tflops 790 --precision "$pr" --prefill-lens 0 --batches "$BATCHES" \
-      --decode-prompt-len 512 --decode-tokens 128 --reps "${REPS:-2}" --warmup 1 --max-num-seqs 64 \
-      --json "$OUT/batches_$pr.json" >"$OUT/batches_$pr.txt" 2>&1
-    echo "== batches $BATCHES $pr rc $?" >>"$T"
-    grep -E "^decode" "$OUT/batches_$pr.txt" >>"$T"
+  for kn in ${QGEMM_KERNELS:-pipe}; do
+    for pr in ${PRECISIONS:-int4 int8 fp8}; do
+      FRUGAL_QGEMM_KERNEL=$kn "$B/src/cli/frugal" bench offline --dummy-weights /tmp/q7b/config.json --device cuda --gpu h200 \
+        --ceiling-gbps 4259 --ceiling-tflops 790 --precision "$pr" --prefill-lens 0 --batches "$BATCHES" \
+        --decode-prompt-len 512 --decode-tokens 128 --reps "${REPS:-2}" --warmup 1 --max-num-seqs 64 \
+        --json "$OUT/batches_${pr}_$kn.json" >"$OUT/batches_${pr}_$kn.txt" 2>&1
+      echo "== batches $BATCHES $pr qgemm $kn rc $?" >>"$T"
+      grep -E "^decode" "$OUT/batches_${pr}_$kn.txt" >>"$T"
+    done
   done
 fi
 echo "===== quant summary ====="

@@ -1,8 +1,11 @@
 // cuda_kernel_bench --quant: the weight-only quantized GEMV (quant_gemv.cu) on the
 // DeepSeek-R1-Distill-Qwen-7B linear shapes in the dummy-weight formats (int4 g128 with zero
 // points, int8 per channel, fp8 128x128 blocks), GB/s against the measured copy ceiling, each
-// checked first against the per-element correctness kernel on the same weights; and the
-// large-m path (dequantize to bf16 + cuBLASLt) at m = 2048.
+// checked first against the per-element correctness kernel on the same weights; the GEMMs for
+// 9..64 tokens (the pipelined one, quant_gemm_pipe.cu, and the first, one-quad one) checked the
+// same way at m 9 / 16 / 33 / 64 in every block shape, split and unsplit (also on an odd shape),
+// and timed at m 9 / 16 / 32 / 64 next to the GEMV's rows; and the large-m path (dequantize to
+// bf16 + cuBLASLt) at m = 2048.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -19,9 +22,11 @@ namespace {
 struct QShape {
   const char* name;
   int64_t n, k;
+  bool odd = false;  // checked only, not timed: a partial row block and a partial last quad
 };
 constexpr QShape kQShapes[] = {{"q 3584x3584", 3584, 3584},       {"k 512x3584", 512, 3584},
-                               {"gate 18944x3584", 18944, 3584}, {"down 3584x18944", 3584, 18944}};
+                               {"gate 18944x3584", 18944, 3584}, {"down 3584x18944", 3584, 18944},
+                               {"odd 1000x1416", 1000, 1416, true}};
 
 struct QFmt {
   const char* name;
@@ -57,7 +62,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       const int64_t row_bytes = ops::weight_row_bytes(f, s.k), code_bytes = s.n * row_bytes;
       const int64_t n_scales = ops::weight_scale_rows(f, s.n) * ops::weight_groups_k(f, s.k);
       const int64_t n_zeros = f.zero == ops::ZeroPoint::kOffset ? s.n * ops::weight_groups_k(f, s.k) : 0;
-      const int copies = static_cast<int>(std::max<int64_t>(2, (int64_t{768} << 20) / code_bytes));
+      const int copies = s.odd ? 1 : static_cast<int>(std::max<int64_t>(2, (int64_t{768} << 20) / code_bytes));
       std::vector<void*> codes;
       // Copy 0 from the host (no fp8 NaN patterns: it is the one checked); the rest random on the device.
       {
@@ -121,43 +126,68 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
               [&](const ops::MatmulParams& p) { (void)launch_quant_gemv(p, b->stream()); });
       }
       set_quant_gemv_tuning(-1, -1);
-      // The GEMM (m >= 9) against the same oracle, in each block shape, split as the backend
-      // splits it (and unsplit).
-      const int64_t part_bytes = static_cast<int64_t>(64 * s.n * 4) * 16;  // up to 16 splits at m = 64
-      void* partials = b->alloc(static_cast<size_t>(part_bytes)).value();
-      struct GemmTune { int w, r; const char* name; };
-      const GemmTune gemm_tunes[] = {{0, 0, ""}, {4, 1, " w4r1"}, {8, 1, " w8r1"}, {4, 2, " w4r2"}};
+      // The GEMMs (m >= 9), both kernels, against the same oracle, in each block shape, split as
+      // the backend splits them (and in one split).
+      size_t part_bytes = 0;
+      void* partials = nullptr;
       auto run_gemm = [&](const ops::MatmulParams& p, bool split) {
         const int splits = split ? quant_gemm_splits(p, b->n_sms()) : 1;
-        if (quant_gemm_scratch_bytes(p, splits) > static_cast<size_t>(part_bytes)) std::abort();
+        if (const size_t need = quant_gemm_scratch_bytes(p, splits); need > part_bytes) {
+          (void)cudaStreamSynchronize(b->stream());
+          if (partials) b->free(partials);
+          partials = b->alloc(need).value();
+          part_bytes = need;
+        }
         (void)launch_quant_gemm(p, splits, partials, b->stream());
       };
-      for (int64_t m : {9, 16, 33, 64}) {
-        for (const GemmTune& t : gemm_tunes) {
-          for (bool split : {true, false}) {
-            if (!split && t.w != 0) continue;
+      struct GemmTune { int w, r; const char* name; };
+      struct GemmKernel { QuantGemmKernel kernel; const char* name; std::vector<GemmTune> tunes; };
+      const GemmKernel gemm_kernels[] = {
+          {QuantGemmKernel::kPipe, "pipe", {{0, 0, ""}, {8, 1, " w8r1"}, {8, 2, " w8r2"}}},
+          {QuantGemmKernel::kQuad, "quad", {{0, 0, ""}, {4, 1, " w4r1"}, {8, 1, " w8r1"}, {4, 2, " w4r2"}}}};
+      for (const GemmKernel& gk : gemm_kernels) {
+        set_quant_gemm_kernel(gk.kernel);
+        for (int64_t m : {9, 16, 33, 64}) {
+          for (const GemmTune& t : gk.tunes) {
+            for (bool split : {true, false}) {
+              if (!split && t.w != 0 && !s.odd) continue;
+              set_quant_gemm_tuning(t.w, t.r);
+              check(std::string("gemm-") + gk.name + t.name + " m=" + std::to_string(m) + (split ? " split" : " one split"), m,
+                    [&](const ops::MatmulParams& p) { run_gemm(p, split); });
+            }
+          }
+        }
+        if (s.odd) continue;  // checked, not timed
+        for (int64_t m : {9, 16, 32, 64}) {
+          for (const GemmTune& t : gk.tunes) {
             set_quant_gemm_tuning(t.w, t.r);
-            check(std::string("gemm") + t.name + " m=" + std::to_string(m) + (split ? " split" : " one split"), m,
-                  [&](const ops::MatmulParams& p) { run_gemm(p, split); });
+            ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+            run_gemm(p, true);  // grows the partials outside the timed loop
+            Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+              p.w.data = codes[static_cast<size_t>(i % copies)];
+              run_gemm(p, true);
+            });
+            const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
+            const double gbs = bytes / (tm.median_us * 1e3);
+            table->add({"qgemm-" + std::string(gk.name) + " m=" + std::to_string(m) + " " + tag + t.name + " ks" +
+                            std::to_string(quant_gemm_splits(p, b->n_sms())),
+                        tm, gbs, "GB/s", 100 * gbs / ceiling});
           }
         }
       }
-      for (int64_t m : {16, 32, 64}) {
-        for (const GemmTune& t : gemm_tunes) {
-          set_quant_gemm_tuning(t.w, t.r);
-          ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
-          Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
-            p.w.data = codes[static_cast<size_t>(i % copies)];
-            run_gemm(p, true);
-          });
-          const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
-          const double gbs = bytes / (tm.median_us * 1e3);
-          table->add({"qgemm m=" + std::to_string(m) + " " + tag + t.name + " ks" + std::to_string(quant_gemm_splits(p, b->n_sms())),
-                      tm, gbs, "GB/s", 100 * gbs / ceiling});
-        }
-      }
+      set_quant_gemm_kernel(QuantGemmKernel::kDefault);
       set_quant_gemm_tuning(0, 0);
-      b->free(partials);
+      (void)cudaStreamSynchronize(b->stream());
+      if (partials) b->free(partials);
+      if (s.odd) {  // checked only
+        for (void* c : codes) b->free(c);
+        b->free(scales);
+        if (zeros) b->free(zeros);
+        b->free(x);
+        b->free(y);
+        b->free(y_ref);
+        continue;
+      }
       struct Tune { int u, w; const char* name; };
       for (int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
         for (Tune t : {Tune{0, 0, ""}, Tune{1, 4, " u1w4"}, Tune{2, 4, " u2w4"}, Tune{4, 4, " u4w4"}, Tune{1, 8, " u1w8"},

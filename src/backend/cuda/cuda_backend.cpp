@@ -55,6 +55,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   // The decode kernels' split counters start at zero and are left at zero by every launch.
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&b->decode_counters_, kDecodeCounters * sizeof(uint32_t)), "counters alloc"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(b->decode_counters_, 0, kDecodeCounters * sizeof(uint32_t)), "counters zero"));
+  FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_quant_gemm(), "quantized GEMM setup"));
   return b;
 }
 
@@ -199,8 +200,9 @@ Status CudaBackend::matmul(const ops::MatmulParams& p) {
   return unsupported("cuda matmul: no kernels for weight format '" + ops::weight_format_name(p.w.format) + "'");
 }
 
-// Quantized weights: the tensor-core GEMV up to 32 tokens and the tensor-core GEMM from
-// kQuantGemmMinM (33) to kQuantGemvMaxM (one pass over the codes; quant_gemv_or_gemm); above kFp8GemvMaxM, FP8 weights with per-tensor, per-channel or 128 x
+// Quantized weights: the tensor-core GEMV below quant_gemm_min_m() tokens (9 with the pipelined
+// GEMM, 33 with the one-quad one) and the tensor-core GEMM from there to kQuantGemvMaxM (one pass
+// over the codes; quant_gemv_or_gemm); above kFp8GemvMaxM, FP8 weights with per-tensor, per-channel or 128 x
 // 128 block scales run W8A8 (activations quantized to FP8, cuBLASLt's FP8 GEMM; sm_90); other
 // formats (or where that is unsupported) are dequantized to bf16 in the scratch and multiplied
 // by cuBLASLt, when the scratch is large enough (it cannot grow inside a capture); else the
@@ -249,7 +251,7 @@ Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
 // Decode-sized m: the GEMV up to quant_gemm_min_m() - 1 tokens, the GEMM (x staged once per
 // block and shared by its row tiles) from there, with k split over blocks when the rows alone
 // do not fill the GPU. Its partials live in the scratch, grown by the eager step before a
-// capture; a capture that finds it too small runs one split.
+// capture; a capture that finds it too small runs one split (one block per tile).
 Status CudaBackend::quant_gemv_or_gemm(const ops::MatmulParams& p) {
   if (p.m < quant_gemm_min_m()) return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
   int splits = quant_gemm_splits(p, n_sms_);

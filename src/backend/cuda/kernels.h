@@ -70,24 +70,41 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream);
 // Benchmark knob at m <= 8: quads per warp iteration (1 | 2 | 4; the next iteration's are in flight
 // meanwhile) and warps per row tile (4 | 8); 0 = the default rule.
 void set_quant_gemv_tuning(int quads_per_iteration, int warps);
-// The quantized GEMM (quant_gemv.cu) for kQuantGemmMinM <= m <= kQuantGemvMaxM, same formats as
-// the GEMV: the warps of a block own different row tiles and share each quad's x slab, staged in
-// shared memory (the GEMV re-reads x from L1 for every row tile). k is split over
-// quant_gemm_splits(p, n_sms) blocks when the row tiles alone do not fill the GPU; then
-// quant_gemm_scratch_bytes(p, splits) bytes of device memory hold the f32 partials and a second
-// kernel adds them in split order. FRUGAL_QGEMM_MIN_M (0: never) or set_quant_gemm_min_m (-1:
-// back to the default) moves the threshold; FRUGAL_QGEMM_W=4|8, FRUGAL_QGEMM_R=1|2 or
-// set_quant_gemm_tuning(warps, row_tiles) (0: the default) pick the block shape (benchmarks).
-// From 33 tokens (measured 2026-12-03, int4 7B: the GEMM wins at m = 64, e.g. q 23.4 us against
-// the GEMV's 40.7, and loses at 16 and 32, gate 51.0 / 65.5 us against 38.8 / 62.7; its one-quad
-// pipeline leaves each block waiting on a slab per quad).
+// The quantized GEMM for quant_gemm_min_m() <= m <= kQuantGemvMaxM, same formats as the GEMV,
+// in two kernels (quant_gemm_kernel()):
+//  - kPipe (quant_gemm_pipe.cu, the default): codes, x slab and scales of each quad staged in
+//    shared memory by a 4-5 stage cp.async pipeline, W warps x R row tiles of 16 rows sharing
+//    the x slab, the sums of x for int4's bias and zero points computed once per block; the
+//    blocks split the (row block, quad) units evenly (stream-K), tiles shared by two blocks go
+//    to f32 partials added by a second kernel. quant_gemm_splits returns 1 (one block per
+//    tile, no partials) or the number of blocks.
+//  - kQuad (quant_gemv.cu, the first GEMM, kept for A/B): one quad in flight per block,
+//    double-buffered; k split over grid.z; quant_gemm_splits returns the splits of k.
+// Either way quant_gemm_scratch_bytes(p, splits) bytes of device memory hold the partials when
+// splits > 1, and launch_quant_gemm(p, 1, nullptr) needs none (what a capture without scratch
+// runs). FRUGAL_QGEMM_KERNEL=quad|pipe or set_quant_gemm_kernel picks the kernel;
+// FRUGAL_QGEMM_MIN_M (0: never) or set_quant_gemm_min_m (-1: back to the default) the threshold;
+// FRUGAL_QGEMM_W=4|8, FRUGAL_QGEMM_R=1|2 or set_quant_gemm_tuning(warps, row_tiles) (0: the
+// default) the block shape (kQuad: 4 x 1, 8 x 1, 4 x 2; kPipe: 4 x 2, 8 x 1, 8 x 2);
+// FRUGAL_QGEMM_UNITS the fewest quads per kPipe block (default 4).
+// Thresholds: kQuad from 33 tokens (measured 2026-12-03, int4 7B: it wins at m = 64, e.g. q
+// 23.4 us against the GEMV's 40.7, and loses at 16 and 32, gate 51.0 / 65.5 us against 38.8 /
+// 62.7; its one-quad pipeline leaves each block waiting on a slab per quad); kPipe from 9
+// (predicted, not yet measured: bandwidth-bound at m = 16, gate ~12 us against the GEMV's 39).
 constexpr int64_t kQuantGemmMinM = 33;
+constexpr int64_t kQuantGemmPipeMinM = 9;
+enum class QuantGemmKernel { kDefault, kQuad, kPipe };
+QuantGemmKernel quant_gemm_kernel();
+void set_quant_gemm_kernel(QuantGemmKernel k);  // kDefault: FRUGAL_QGEMM_KERNEL, else kPipe
 int64_t quant_gemm_min_m();
 void set_quant_gemm_min_m(int m);
 void set_quant_gemm_tuning(int warps, int row_tiles);
 int quant_gemm_splits(const ops::MatmulParams& p, int n_sms);
 size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits);
 cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
+// Raises the kPipe kernels' shared-memory limits and caches their occupancy outside any
+// capture; the backend calls it once at creation.
+cudaError_t prepare_quant_gemm();
 // Dequantizes an n x k quantized weight into dense bf16 [n][k] in the original input order
 // (act order undone): the large-m path feeds it to cuBLASLt.
 cudaError_t launch_dequant_bf16(const ops::WeightView& w, int64_t n, int64_t k, void* out, cudaStream_t stream);

@@ -21,95 +21,17 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
-#include "ops/quant_element.h"
+#include "backend/cuda/quant_gemv.cuh"
 
 namespace frugal::cuda {
 namespace {
 
-enum class QKind { kInt4, kInt8, kFp8 };
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t as_u32(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t*>(&v); }
-
-// Codes per 16-byte chunk.
-template <QKind K>
-constexpr int codes_per_chunk() {
-  return K == QKind::kInt4 ? 32 : 16;
-}
-
-// The two bf16 pairs (k slots lo and hi of one mma step) of one row's chunk for step s, and
-// which x words (bf16 pairs of the chunk's inputs) they multiply.
-//   int4: word i = bytes 4i..4i+3; byte b holds codes b (low nibble) and b + 16 (high). After
-//   byte_perm to [b0, b2, b1, b3], masking nibbles 0 and 4 of each half gives the pairs
-//   (4i, 4i+1), (4i+2, 4i+3) (>> 8), (4i+16, 4i+17) (>> 4), (4i+18, 4i+19) (>> 12); OR-ing
-//   0x4300 (bf16 128.0, 7 mantissa bits) makes each 128 + code exactly.
-//   Step s = 2i + h: lo = pair h of the low codes, hi = pair h of the high codes:
-//   x words 2i + h and 8 + 2i + h.
-//   int8 / fp8: word i holds codes 4i..4i+3; step i: lo = (4i, 4i+1), hi = (4i+2, 4i+3): x words 2i, 2i + 1.
-template <QKind K>
-__device__ __forceinline__ void dequant_step(const uint4& v, int s, uint32_t& lo, uint32_t& hi) {
-  const uint32_t* w = reinterpret_cast<const uint32_t*>(&v);
-  if constexpr (K == QKind::kInt4) {
-    const uint32_t pw = __byte_perm(w[s >> 1], 0, 0x3120);
-    const int sh = (s & 1) * 8;
-    lo = ((pw >> sh) & 0x000f000fu) | 0x43004300u;
-    hi = ((pw >> (sh + 4)) & 0x000f000fu) | 0x43004300u;
-  } else if constexpr (K == QKind::kInt8) {
-    const uint32_t u = w[s] ^ 0x80808080u;  // code + 128 as unsigned bytes
-    const float m = 8388736.0f;             // 2^23 + 128
-    const float c0 = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7440)) - m;
-    const float c1 = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7441)) - m;
-    const float c2 = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7442)) - m;
-    const float c3 = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7443)) - m;
-    lo = as_u32(__floats2bfloat162_rn(c0, c1));
-    hi = as_u32(__floats2bfloat162_rn(c2, c3));
-  } else {
-    const __half2_raw h01 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[s] & 0xffffu), __NV_E4M3);
-    const __half2_raw h23 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[s] >> 16), __NV_E4M3);
-    const float2 f01 = __half22float2(__half2(h01)), f23 = __half22float2(__half2(h23));
-    lo = as_u32(__floats2bfloat162_rn(f01.x, f01.y));
-    hi = as_u32(__floats2bfloat162_rn(f23.x, f23.y));
-  }
-}
-
-template <QKind K>
-__device__ __forceinline__ int x_word_lo(int s) {
-  if constexpr (K == QKind::kInt4) return 2 * (s >> 1) + (s & 1);
-  return 2 * s;
-}
-template <QKind K>
-__device__ __forceinline__ int x_word_hi(int s) {
-  if constexpr (K == QKind::kInt4) return 8 + 2 * (s >> 1) + (s & 1);
-  return 2 * s + 1;
-}
-
-struct QGemvArgs {
-  ops::MatmulParams p;
-  int64_t row_bytes;    // bytes per stored row (a multiple of 16)
-  int64_t group_k;      // codes per scale group (k_pad when per channel)
-  int64_t groups_k;     // scale groups per scale row
-  int64_t group_n;      // rows per scale row
-  int quad_shift;       // quad -> scale group as a shift when quads per group is a power of two, else -1
-  uint32_t quads_per_group;
-};
-
-// The scale group of a quad: a shift in the common cases (g32..g1024, per channel), a 32-bit
-// division otherwise; never the 64-bit division the compiler emits for int64_t operands.
-__device__ __forceinline__ uint32_t quad_group(const QGemvArgs& a, uint32_t quad) {
-  return a.quad_shift >= 0 ? quad >> a.quad_shift : quad / a.quads_per_group;
-}
+using namespace qmma;
 
 // W warps per block, all on one 16-row tile, splitting the quads of k; U quads per warp per
 // iteration, double-buffered in registers: the next iteration's U quads are in flight while this
@@ -253,10 +175,7 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
       const int64_t row = i < 2 ? row_a : row_b;
       const int64_t tok = m0 + 8 * t + 2 * q + (i & 1);
       if (row >= p.n || tok >= p.m) continue;
-      float v = acc[t][i];
-      if (p.bias) v += load_f(p.bias_dtype, p.bias, row);
-      if (p.accumulate) v += load_f(p.y_dtype, p.y, tok * p.ld_y + row);
-      store_f(p.y_dtype, p.y, tok * p.ld_y + row, v);
+      store_y(p, row, tok, acc[t][i]);
     }
 }
 
@@ -287,7 +206,6 @@ __global__ void __launch_bounds__(W * 32) quant_gemm_kernel(QGemmArgs ga) {
   constexpr int S = C / 4;         // mma steps per chunk
   constexpr int XV = C / 8;        // 16-byte x units per chunk
   constexpr int UT = 4 * XV;       // 16-byte x units per token per quad
-  constexpr int QC = 4 * C;        // codes per quad
   constexpr int TOK = 8 * MT;      // tokens per pass
   constexpr bool kBias128 = K == QKind::kInt4;
   constexpr bool kNeedX = kOffsets || kBias128;
@@ -298,7 +216,6 @@ __global__ void __launch_bounds__(W * 32) quant_gemm_kernel(QGemmArgs ga) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * TOK;
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * W + warp) * 16 * R;
-  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
   const int n_chunks = static_cast<int>(a.row_bytes / 16);
   const int n_quads = (n_chunks + 3) / 4;
   const int qb = static_cast<int>(blockIdx.z) * ga.quads_per_split;
@@ -322,15 +239,9 @@ __global__ void __launch_bounds__(W * 32) quant_gemm_kernel(QGemmArgs ga) {
     za_ptr[r] = kOffsets ? static_cast<const float*>(p.w.zeros) + ra * a.groups_k : nullptr;
     zb_ptr[r] = kOffsets ? static_cast<const float*>(p.w.zeros) + rb * a.groups_k : nullptr;
   }
-  // x slab of one quad: unit u (8 codes) of token tk at [tk][(v * 4 + chunk) ^ (tk odd ? 4 : 0)]
-  // with u = chunk * XV + v; zeros past m and past k (k % 8 == 0: a unit is in or out whole).
+  // x slab of one quad (stage_x_slab's layout).
   auto stage = [&](int buf, int quad) {
-    for (int i = threadIdx.x; i < TOK * UT; i += W * 32) {
-      const int tk = i / UT, u = i % UT, chunk = u / XV, v = u % XV;
-      const int64_t tok = m0 + tk, j = static_cast<int64_t>(quad) * QC + 8 * u;
-      const bool valid = tok < p.m && j < p.k;
-      cp_async16(&slab[buf][tk * UT + ((v * 4 + chunk) ^ ((tk & 1) << 2))], valid ? x + tok * p.ld_x + j : x, valid);
-    }
+    stage_x_slab<K, TOK>(slab[buf], p, m0, quad, threadIdx.x, W * 32);
     cp_async_commit();
   };
   auto load_codes = [&](int quad, uint4 (&va)[R], uint4 (&vb)[R]) {
@@ -384,8 +295,7 @@ __global__ void __launch_bounds__(W * 32) quant_gemm_kernel(QGemmArgs ga) {
       if (t > 0 && m0 + 8 * t >= p.m) break;  // warp-uniform: the tile is past m
       const int tk = 8 * t + gq;
       uint4 xt[XV];
-#pragma unroll
-      for (int v = 0; v < XV; ++v) xt[v] = slab[buf][tk * UT + ((v * 4 + q) ^ ((tk & 1) << 2))];
+      x_frag<K>(slab[buf], tk, q, xt);
       const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xt[0]);
       float part[R][4], xs[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -436,9 +346,7 @@ __global__ void __launch_bounds__(W * 32) quant_gemm_kernel(QGemmArgs ga) {
           part_out[tok * p.n + row] = v;
           continue;
         }
-        if (p.bias) v += load_f(p.bias_dtype, p.bias, row);
-        if (p.accumulate) v += load_f(p.y_dtype, p.y, tok * p.ld_y + row);
-        store_f(p.y_dtype, p.y, tok * p.ld_y + row, v);
+        store_y(p, row, tok, v);
       }
 }
 
@@ -451,13 +359,9 @@ __global__ void quant_gemm_reduce_kernel(ops::MatmulParams p, const float* parti
     const int64_t tok = e / p.n, row = e % p.n;
     float v = partials[e];
     for (int z = 1; z < splits; ++z) v += partials[static_cast<int64_t>(z) * total + e];
-    if (p.bias) v += load_f(p.bias_dtype, p.bias, row);
-    if (p.accumulate) v += load_f(p.y_dtype, p.y, tok * p.ld_y + row);
-    store_f(p.y_dtype, p.y, tok * p.ld_y + row, v);
+    store_y(p, row, tok, v);
   }
 }
-
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 // Tuning knobs for the benchmark (FRUGAL_QGEMV_U=1|2|4 quads per warp per iteration, twice that
 // in flight with the double buffer, m <= 8;
@@ -512,6 +416,7 @@ cudaError_t launch_mt(const QGemvArgs& a, cudaStream_t stream) {
 // 23.4 / 106.2 / 101.8 us against 25.9 / 116.8 / 110.5 with 8 x 1; cuda_kernel_bench --quant,
 // 2026-12-03), else 8 x 1, unless set_quant_gemm_tuning says otherwise.
 int g_gemm_w = -1, g_gemm_r = -1, g_gemm_min_m = -1;
+QuantGemmKernel g_gemm_kernel = QuantGemmKernel::kDefault;
 
 struct GemmShape {
   int w, r, mt;
@@ -520,11 +425,10 @@ struct GemmShape {
 };
 
 GemmShape gemm_shape(const ops::MatmulParams& p) {
-  static const int w_env = env_int("FRUGAL_QGEMM_W"), r_env = env_int("FRUGAL_QGEMM_R");
   GemmShape s{};
   s.mt = p.m <= 16 ? 2 : p.m <= 32 ? 4 : 8;
-  const int w = g_gemm_w > 0 ? g_gemm_w : w_env;
-  const int r = g_gemm_r > 0 ? g_gemm_r : r_env;
+  int w = 0, r = 0;
+  quant_gemm_tuning(&w, &r);
   const bool def = w != 4 && w != 8 && r != 1 && r != 2;
   s.w = def ? (s.mt == 8 ? 4 : 8) : w == 4 ? 4 : 8;
   s.r = def ? (s.mt == 8 ? 2 : 1) : r == 2 ? 2 : 1;
@@ -553,17 +457,6 @@ cudaError_t launch_gemm_mt(const QGemmArgs& ga, const GemmShape& s, dim3 grid, c
   if (s.mt == 2) return launch_gemm_wr<K, 2, kOffsets>(ga, s, grid, stream);
   if (s.mt == 4) return launch_gemm_wr<K, 4, kOffsets>(ga, s, grid, stream);
   return launch_gemm_wr<K, 8, kOffsets>(ga, s, grid, stream);
-}
-
-QGemvArgs gemv_args(const ops::MatmulParams& p) {
-  const ops::QuantGeometry g = ops::quant_geometry(p.w.format, p.n, p.k);
-  const int64_t quad_codes = p.w.format.scheme == ops::WeightScheme::kInt4 ? 128 : 64;
-  const int64_t qpg = g.group_k / quad_codes;  // quad_gemv_supported: group_k is a multiple of the quad
-  int shift = -1;
-  for (int s = 0; s < 31; ++s)
-    if ((int64_t{1} << s) == qpg) shift = s;
-  if (g.groups_k == 1 || qpg >= (int64_t{1} << 31)) shift = 31;  // per channel: every quad in group 0
-  return QGemvArgs{p, g.row_bytes, g.group_k, g.groups_k, g.group_n, shift, static_cast<uint32_t>(std::min<int64_t>(qpg, UINT32_MAX))};
 }
 
 }  // namespace
@@ -603,9 +496,25 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream) {
 
 namespace frugal::cuda {
 
+void quant_gemm_tuning(int* warps, int* row_tiles) {
+  static const int w_env = env_int("FRUGAL_QGEMM_W"), r_env = env_int("FRUGAL_QGEMM_R");
+  *warps = g_gemm_w > 0 ? g_gemm_w : w_env;
+  *row_tiles = g_gemm_r > 0 ? g_gemm_r : r_env;
+}
+
 void set_quant_gemm_tuning(int warps, int row_tiles) {
   g_gemm_w = warps;
   g_gemm_r = row_tiles;
+}
+
+void set_quant_gemm_kernel(QuantGemmKernel k) { g_gemm_kernel = k; }
+
+QuantGemmKernel quant_gemm_kernel() {
+  static const QuantGemmKernel env = [] {
+    const char* e = std::getenv("FRUGAL_QGEMM_KERNEL");
+    return e && std::strcmp(e, "quad") == 0 ? QuantGemmKernel::kQuad : QuantGemmKernel::kPipe;
+  }();
+  return g_gemm_kernel != QuantGemmKernel::kDefault ? g_gemm_kernel : env;
 }
 
 void set_quant_gemm_min_m(int m) { g_gemm_min_m = m; }
@@ -616,11 +525,16 @@ int64_t quant_gemm_min_m() {
     return e ? std::atoi(e) : -1;
   }();
   const int m = g_gemm_min_m >= 0 ? g_gemm_min_m : env;
-  return m >= 0 ? (m == 0 ? INT64_MAX : m) : kQuantGemmMinM;
+  if (m >= 0) return m == 0 ? INT64_MAX : m;
+  return quant_gemm_kernel() == QuantGemmKernel::kQuad ? kQuantGemmMinM : kQuantGemmPipeMinM;
 }
 
-// Splits of k: enough blocks for two per SM, at least 4 quads per split, no empty split.
+cudaError_t prepare_quant_gemm() { return prepare_quant_gemm_pipe(); }
+
+// The first GEMM: splits of k, enough blocks for two per SM, at least 4 quads per split, no
+// empty split. The pipelined one: quant_gemm_pipe_splits.
 int quant_gemm_splits(const ops::MatmulParams& p, int n_sms) {
+  if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return quant_gemm_pipe_splits(p, n_sms);
   const GemmShape s = gemm_shape(p);
   const int64_t blocks = s.gx * s.gy, target = 2 * static_cast<int64_t>(n_sms);
   int64_t ks = std::clamp<int64_t>(ceil_div(target, blocks), 1, std::max(1, s.n_quads / 4));
@@ -629,11 +543,13 @@ int quant_gemm_splits(const ops::MatmulParams& p, int n_sms) {
 }
 
 size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits) {
+  if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return quant_gemm_pipe_scratch_bytes(p, splits);
   return splits > 1 ? static_cast<size_t>(splits) * static_cast<size_t>(p.m * p.n) * sizeof(float) : 0;
 }
 
 cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream) {
   if (p.m * p.n == 0) return cudaSuccess;
+  if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return launch_quant_gemm_pipe(p, splits, partials, stream);
   const GemmShape s = gemm_shape(p);
   if (splits < 1 || (splits > 1 && partials == nullptr)) return cudaErrorInvalidValue;
   const int qps = static_cast<int>(ceil_div(s.n_quads, splits));

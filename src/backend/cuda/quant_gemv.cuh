@@ -1,0 +1,166 @@
+// Device helpers shared by the weight-only quantized GEMV and GEMMs (quant_gemv.cu,
+// quant_gemm_pipe.cu): the code -> bf16 conversions that feed mma.sync m16n8k16 as its A operand,
+// which x words each step multiplies, the launch arguments and the quad -> scale group map.
+// Conventions (quant_gemv.cu's header says more): a "chunk" is 16 bytes of one row's codes
+// (32 int4 or 16 8-bit codes), a "quad" 4 consecutive chunks (64 bytes: 128 int4 / 64 8-bit
+// codes), which lies in one scale group; lane (g, q) of a warp holds chunk q of rows g and g + 8
+// of a 16-row tile. Included only by .cu files.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/mma.cuh"
+#include "ops/params.h"
+#include "ops/quant_element.h"
+
+namespace frugal::cuda::qmma {
+
+enum class QKind { kInt4, kInt8, kFp8 };
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t as_u32(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t*>(&v); }
+
+// Codes per 16-byte chunk.
+template <QKind K>
+constexpr int codes_per_chunk() {
+  return K == QKind::kInt4 ? 32 : 16;
+}
+
+// The two bf16 pairs (k slots lo and hi of one mma step) of one row's chunk for step s, and
+// which x words (bf16 pairs of the chunk's inputs) they multiply.
+//   int4: word i = bytes 4i..4i+3; byte b holds codes b (low nibble) and b + 16 (high). After
+//   byte_perm to [b0, b2, b1, b3], masking nibbles 0 and 4 of each half gives the pairs
+//   (4i, 4i+1), (4i+2, 4i+3) (>> 8), (4i+16, 4i+17) (>> 4), (4i+18, 4i+19) (>> 12); OR-ing
+//   0x4300 (bf16 128.0, 7 mantissa bits) makes each 128 + code exactly.
+//   Step s = 2i + h: lo = pair h of the low codes, hi = pair h of the high codes:
+//   x words 2i + h and 8 + 2i + h.
+//   int8 / fp8: word i holds codes 4i..4i+3; step i: lo = (4i, 4i+1), hi = (4i+2, 4i+3): x words 2i, 2i + 1.
+template <QKind K>
+__device__ __forceinline__ void dequant_step(const uint4& v, int s, uint32_t& lo, uint32_t& hi) {
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(&v);
+  if constexpr (K == QKind::kInt4) {
+    const uint32_t pw = __byte_perm(w[s >> 1], 0, 0x3120);
+    const int sh = (s & 1) * 8;
+    lo = ((pw >> sh) & 0x000f000fu) | 0x43004300u;
+    hi = ((pw >> (sh + 4)) & 0x000f000fu) | 0x43004300u;
+  } else if constexpr (K == QKind::kInt8) {
+    const uint32_t u = w[s] ^ 0x80808080u;  // code + 128 as unsigned bytes
+    const float m = 8388736.0f;             // 2^23 + 128
+    const float c0 = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7440)) - m;
+    const float c1 = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7441)) - m;
+    const float c2 = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7442)) - m;
+    const float c3 = __int_as_float(__byte_perm(u, 0x4B000000u, 0x7443)) - m;
+    lo = as_u32(__floats2bfloat162_rn(c0, c1));
+    hi = as_u32(__floats2bfloat162_rn(c2, c3));
+  } else {
+    const __half2_raw h01 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[s] & 0xffffu), __NV_E4M3);
+    const __half2_raw h23 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[s] >> 16), __NV_E4M3);
+    const float2 f01 = __half22float2(__half2(h01)), f23 = __half22float2(__half2(h23));
+    lo = as_u32(__floats2bfloat162_rn(f01.x, f01.y));
+    hi = as_u32(__floats2bfloat162_rn(f23.x, f23.y));
+  }
+}
+
+template <QKind K>
+__device__ __forceinline__ int x_word_lo(int s) {
+  if constexpr (K == QKind::kInt4) return 2 * (s >> 1) + (s & 1);
+  return 2 * s;
+}
+template <QKind K>
+__device__ __forceinline__ int x_word_hi(int s) {
+  if constexpr (K == QKind::kInt4) return 8 + 2 * (s >> 1) + (s & 1);
+  return 2 * s + 1;
+}
+
+struct QGemvArgs {
+  ops::MatmulParams p;
+  int64_t row_bytes;    // bytes per stored row (a multiple of 16)
+  int64_t group_k;      // codes per scale group (k_pad when per channel)
+  int64_t groups_k;     // scale groups per scale row
+  int64_t group_n;      // rows per scale row
+  int quad_shift;       // quad -> scale group as a shift when quads per group is a power of two, else -1
+  uint32_t quads_per_group;
+};
+
+// The scale group of a quad: a shift in the common cases (g32..g1024, per channel), a 32-bit
+// division otherwise; never the 64-bit division the compiler emits for int64_t operands.
+__device__ __forceinline__ uint32_t quad_group(const QGemvArgs& a, uint32_t quad) {
+  return a.quad_shift >= 0 ? quad >> a.quad_shift : quad / a.quads_per_group;
+}
+
+// y[tok][row] = v (+ bias[row], + the y already there when accumulating).
+__device__ __forceinline__ void store_y(const ops::MatmulParams& p, int64_t row, int64_t tok, float v) {
+  if (p.bias) v += load_f(p.bias_dtype, p.bias, row);
+  if (p.accumulate) v += load_f(p.y_dtype, p.y, tok * p.ld_y + row);
+  store_f(p.y_dtype, p.y, tok * p.ld_y + row, v);
+}
+
+// The GEMMs' x slab of one quad in shared memory: TOK tokens x UT 16-byte units (8 codes each;
+// UT = 16 for int4, 8 for 8-bit), unit u = chunk * XV + v of token tk at
+// [tk][(v * 4 + chunk) ^ (tk odd ? 4 : 0)], so the B-fragment reads of x_frag (lane (g, q): token
+// g, units v * 4 + q) are conflict-free. Zeros past m and past k (k % 8 == 0: a unit is in or out
+// whole). Threads tid, tid + nthreads, ... each copy units by cp.async (the caller commits).
+template <QKind K, int TOK>
+__device__ __forceinline__ void stage_x_slab(uint4* slab, const ops::MatmulParams& p, int64_t m0, int quad, int tid,
+                                             int nthreads) {
+  constexpr int XV = codes_per_chunk<K>() / 8, UT = 4 * XV, QC = 4 * codes_per_chunk<K>();
+  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
+  for (int i = tid; i < TOK * UT; i += nthreads) {
+    const int tk = i / UT, u = i % UT, chunk = u / XV, v = u % XV;
+    const int64_t tok = m0 + tk, j = static_cast<int64_t>(quad) * QC + 8 * u;
+    const bool valid = tok < p.m && j < p.k;
+    cp_async16(&slab[tk * UT + ((v * 4 + chunk) ^ ((tk & 1) << 2))], valid ? x + tok * p.ld_x + j : x, valid);
+  }
+}
+
+// Lane (g, q)'s x words for token tk of a staged slab: the XV units of its chunk q.
+template <QKind K>
+__device__ __forceinline__ void x_frag(const uint4* slab, int tk, int q, uint4 (&xt)[codes_per_chunk<K>() / 8]) {
+  constexpr int XV = codes_per_chunk<K>() / 8, UT = 4 * XV;
+#pragma unroll
+  for (int v = 0; v < XV; ++v) xt[v] = slab[tk * UT + ((v * 4 + q) ^ ((tk & 1) << 2))];
+}
+
+inline QGemvArgs gemv_args(const ops::MatmulParams& p) {
+  const ops::QuantGeometry g = ops::quant_geometry(p.w.format, p.n, p.k);
+  const int64_t quad_codes = p.w.format.scheme == ops::WeightScheme::kInt4 ? 128 : 64;
+  const int64_t qpg = g.group_k / quad_codes;  // quad_gemv_supported: group_k is a multiple of the quad
+  int shift = -1;
+  for (int s = 0; s < 31; ++s)
+    if ((int64_t{1} << s) == qpg) shift = s;
+  if (g.groups_k == 1 || qpg >= (int64_t{1} << 31)) shift = 31;  // per channel: every quad in group 0
+  return QGemvArgs{p, g.row_bytes, g.group_k, g.groups_k, g.group_n, shift, static_cast<uint32_t>(std::min<int64_t>(qpg, UINT32_MAX))};
+}
+
+inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+}  // namespace frugal::cuda::qmma
+
+namespace frugal::cuda {
+
+// The block shape asked for by FRUGAL_QGEMM_W / FRUGAL_QGEMM_R or set_quant_gemm_tuning (0: the
+// kernel's default), read by both GEMMs (quant_gemv.cu).
+void quant_gemm_tuning(int* warps, int* row_tiles);
+
+// The pipelined GEMM (quant_gemm_pipe.cu) behind launch_quant_gemm & co. when
+// quant_gemm_kernel() is kPipe; `splits` is 1 (one block per tile) or the number of blocks.
+int quant_gemm_pipe_splits(const ops::MatmulParams& p, int n_sms);
+size_t quant_gemm_pipe_scratch_bytes(const ops::MatmulParams& p, int splits);
+cudaError_t launch_quant_gemm_pipe(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
+cudaError_t prepare_quant_gemm_pipe();
+
+}  // namespace frugal::cuda

@@ -1,0 +1,148 @@
+// The quantized GEMMs called directly (launch_quant_gemm, both kernels: the pipelined one of
+// quant_gemm_pipe.cu and the first, one-quad one of quant_gemv.cu), in every block shape, split
+// as the backend splits them and in one split (what a capture without scratch runs), against
+// ops::ref::matmul on the weight dequantized on the host (quant::dequantize, double precision):
+// int4 g128 with and without zero points, int8 per channel with and without, fp8 128 x 128
+// blocks; m 9 / 16 / 33 / 64 (2, 2, 8 and 8 token tiles); odd n (a partial row tile and block)
+// and k (a partial last quad), strided x and y, bias, accumulation into y.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/kernels.h"
+#include "cuda_test_util.h"
+#include "ops/quant/quant_weight.h"
+
+namespace frugal::cuda::testing {
+namespace {
+
+struct QFormat {
+  const char* name;
+  quant::CodeKind kind;
+  int64_t group;      // 0: per channel
+  int64_t row_block;  // fp8 rows per scale
+  bool offsets;
+};
+
+quant::QuantWeight random_weight(const QFormat& f, int64_t n, int64_t k, std::mt19937& rng) {
+  const int64_t k_pad = (k + 31) / 32 * 32;
+  quant::QuantWeight w = quant::make_quant_weight(f.kind, n, k, f.group > 0 ? f.group : k_pad, f.row_block);
+  w.name = "qgemm";
+  if (f.kind == quant::CodeKind::kQ4)
+    for (int i = 0; i < 16; ++i) w.lut.push_back(static_cast<float>(i));
+  if (f.kind == quant::CodeKind::kF8) w.spec.source = quant::SourceFormat::kFp8Block;
+  std::uniform_int_distribution<int> code8(-127, 127), code4(0, 15), fp8(0, 0xfe);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < k; ++j) {
+      int code = 0;
+      switch (f.kind) {
+        case quant::CodeKind::kQ8: code = code8(rng); break;
+        case quant::CodeKind::kQ4: code = code4(rng); break;
+        case quant::CodeKind::kF8:
+          do code = fp8(rng) & 0xbf; while ((code & 0x7f) == 0x7f);  // |v| < 2, never NaN
+          break;
+      }
+      quant::set_code(w, r, j, code);
+    }
+  const float unit = f.kind == quant::CodeKind::kQ8 ? 1.0f / 64 : f.kind == quant::CodeKind::kQ4 ? 1.0f / 8 : 1.0f;
+  std::uniform_real_distribution<float> s(0.5f * unit, 1.5f * unit), z(-1.0f, 1.0f);
+  for (float& v : w.scale) v = s(rng);
+  if (f.offsets) {
+    w.offset.resize(static_cast<size_t>(n * w.n_groups));
+    for (float& v : w.offset) v = z(rng);
+  }
+  return w;
+}
+
+struct Kernel {
+  QuantGemmKernel kernel;
+  const char* name;
+  std::vector<std::pair<int, int>> shapes;  // (warps, row tiles); (0, 0): the default
+};
+
+TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
+  const QFormat formats[] = {{"int4 g128 zeros", quant::CodeKind::kQ4, 128, 1, true},
+                             {"int4 g128", quant::CodeKind::kQ4, 128, 1, false},
+                             {"int8 channel", quant::CodeKind::kQ8, 0, 1, false},
+                             {"int8 channel zeros", quant::CodeKind::kQ8, 0, 1, true},
+                             {"fp8 128x128", quant::CodeKind::kF8, 128, 128, false}};
+  const Kernel kernels[] = {{QuantGemmKernel::kPipe, "pipe", {{0, 0}, {8, 1}, {8, 2}}},
+                            {QuantGemmKernel::kQuad, "quad", {{0, 0}, {4, 1}, {8, 1}, {4, 2}}}};
+  // n 300: one partial 128-row block (and a partial 16-row tile); k 1416: 12 int4 quads, the last
+  // with one chunk of 4 (22 8-bit quads, the last with 2); n 2050 x k 4352: many units per block.
+  const std::pair<int64_t, int64_t> nks[] = {{300, 1416}, {2050, 4352}};
+  std::mt19937 rng(18);
+  int variant = 0;
+  for (const QFormat& f : formats)
+    for (auto [n, k] : nks) {
+      quant::QuantWeight w = random_weight(f, n, k, rng);
+      Result<ops::WeightView> view = quant::weight_view_of(w);
+      ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+      const std::vector<float> deq = quant::dequantize(w);
+      DevInts dev;
+      Tensor codes(DType::kU8, static_cast<int64_t>(w.q.size()));
+      std::memcpy(codes.host.data(), w.q.data(), w.q.size());
+      codes.to_device();
+      ops::WeightView dv = *view;
+      dv.data = codes.dev;
+      dv.scales = dev.floats(w.scale);
+      dv.zeros = w.offset.empty() ? nullptr : dev.floats(w.offset);
+      for (int64_t m : {9, 16, 33, 64}) {
+        const bool bias = variant % 2 == 0, accumulate = variant % 3 == 1;
+        ++variant;
+        const int64_t ld_x = k + 8, ld_y = n + 3;
+        Tensor x(DType::kBF16, m * ld_x), b(DType::kBF16, n), y0(DType::kBF16, m * ld_y);
+        x.fill_uniform(rng, -1, 1);
+        b.fill_uniform(rng, -1, 1);
+        y0.fill_uniform(rng, -1, 1);
+        x.to_device();
+        b.to_device();
+        std::vector<uint8_t> want = y0.host;
+        ops::MatmulParams r{x.host.data(), DType::kBF16, ld_x, ops::dense_weight(deq.data(), DType::kF32),
+                            bias ? b.host.data() : nullptr, DType::kBF16, want.data(), DType::kBF16, ld_y, m, n, k, accumulate};
+        ops::ref::matmul(r);
+        std::vector<bool> mask(static_cast<size_t>(m * ld_y));
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) mask[static_cast<size_t>(i * ld_y + j)] = true;
+        for (const Kernel& kn : kernels)
+          for (auto [wp, rt] : kn.shapes)
+            for (bool split : {true, false}) {
+              set_quant_gemm_kernel(kn.kernel);
+              set_quant_gemm_tuning(wp, rt);
+              Tensor y(DType::kBF16, m * ld_y);
+              y.host = y0.host;
+              y.to_device();
+              ops::MatmulParams p{x.dev, DType::kBF16, ld_x, dv, bias ? b.dev : nullptr, DType::kBF16, y.dev,
+                                  DType::kBF16, ld_y, m, n, k, accumulate};
+              ASSERT_TRUE(quant_gemv_supported(p));
+              const int splits = split ? quant_gemm_splits(p, backend()->n_sms()) : 1;
+              const size_t bytes = quant_gemm_scratch_bytes(p, splits);
+              void* partials = bytes ? backend()->alloc(bytes).value() : nullptr;
+              ASSERT_EQ(launch_quant_gemm(p, splits, partials, backend()->stream()), cudaSuccess);
+              ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
+              if (partials) backend()->free(partials);
+              const std::string what = std::string(kn.name) + " w" + std::to_string(wp) + "r" + std::to_string(rt) + " " +
+                                       f.name + " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" +
+                                       std::to_string(k) + " splits=" + std::to_string(splits) + (bias ? " bias" : "") +
+                                       (accumulate ? " accumulate" : "");
+              expect_close(y, want, 2e-2f, what, mask);
+              // Outside the m x n outputs (the ld_y gaps) y is untouched.
+              std::vector<uint8_t> got;
+              y.from_device(&got, what);
+              for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = n; j < ld_y; ++j)
+                  ASSERT_EQ(ops::ref::load(DType::kBF16, got.data(), i * ld_y + j),
+                            ops::ref::load(DType::kBF16, y0.host.data(), i * ld_y + j))
+                      << what << ": gap written at [" << i << ", " << j << "]";
+            }
+      }
+    }
+  set_quant_gemm_kernel(QuantGemmKernel::kDefault);
+  set_quant_gemm_tuning(0, 0);
+}
+
+}  // namespace
+}  // namespace frugal::cuda::testing
