@@ -17,13 +17,20 @@ bool op_is_required(OpKind k) {
 #define FRUGAL_OP_REQUIRED_(Name, method) \
   case OpKind::k##Name: return true;
     FRUGAL_OPS(FRUGAL_OP_REQUIRED_)
-#undef FRUGAL_OP_REQUIRED_
 #define FRUGAL_OP_OPTIONAL_(Name, method) \
   case OpKind::k##Name: return false;
     FRUGAL_OPTIONAL_OPS(FRUGAL_OP_OPTIONAL_)
 #undef FRUGAL_OP_OPTIONAL_
+    FRUGAL_FUSED_OPS(FRUGAL_OP_REQUIRED_)
+#undef FRUGAL_OP_REQUIRED_
   }
   return false;
+}
+
+// The fused ops' defaults: their sequences (ops/params.h).
+Status Backend::rope_kv_write(const RopeKvWriteParams& p) {
+  FRUGAL_RETURN_IF_ERROR(rope(p.rope));
+  return kv_write(p.kv);
 }
 
 Result<DeviceBuffer> DeviceBuffer::create(Backend* backend, size_t nbytes) {

@@ -26,7 +26,8 @@ inline constexpr int kNumOpKinds = 0
     ;
 // The op's method name ("rms_norm").
 const char* op_kind_name(OpKind k);
-// Whether every backend must implement the op (FRUGAL_OPS) or may refuse it (FRUGAL_OPTIONAL_OPS).
+// Whether every backend has the op (FRUGAL_OPS, and FRUGAL_FUSED_OPS through their default) or
+// may refuse it (FRUGAL_OPTIONAL_OPS).
 bool op_is_required(OpKind k);
 
 class Backend {
@@ -66,6 +67,11 @@ class Backend {
   }
   FRUGAL_OPTIONAL_OPS(FRUGAL_BACKEND_OPTIONAL_OP_)
 #undef FRUGAL_BACKEND_OPTIONAL_OP_
+  // Fused ops (ops/op_list.h): the default runs the sequence through this backend's ops
+  // (backend.cpp); a backend overrides one to fuse it.
+#define FRUGAL_BACKEND_FUSED_OP_(Name, method) virtual Status method(const Name##Params& p);
+  FRUGAL_FUSED_OPS(FRUGAL_BACKEND_FUSED_OP_)
+#undef FRUGAL_BACKEND_FUSED_OP_
 
   // --- step graphs (optional): record a step's ops once under a key, replay them later ---
   // A replay reruns the recorded kernels with the arguments they were recorded with, reading

@@ -30,12 +30,14 @@ class ForwardingBackend : public Backend {
 #define FRUGAL_FORWARD_OP_(Name, method) \
   Status method(const Name##Params& p) override { return inner_->method(p); }
   FRUGAL_OPS(FRUGAL_FORWARD_OP_)
-#undef FRUGAL_FORWARD_OP_
 #define FRUGAL_FORWARD_OPTIONAL_OP_(Name, method)                                  \
   bool supports_##method() const override { return inner_->supports_##method(); } \
   Status method(const Name##Params& p) override { return inner_->method(p); }
   FRUGAL_OPTIONAL_OPS(FRUGAL_FORWARD_OPTIONAL_OP_)
 #undef FRUGAL_FORWARD_OPTIONAL_OP_
+  // Fused ops go to the inner backend whole, so that its fused kernels run.
+  FRUGAL_FUSED_OPS(FRUGAL_FORWARD_OP_)
+#undef FRUGAL_FORWARD_OP_
   // Graphs are not forwarded: a capture records the inner backend's kernels, not this one's.
 
   Backend* inner() const { return inner_.get(); }

@@ -28,7 +28,14 @@
 // says false). The engine falls back to the host for these.
 #define FRUGAL_OPTIONAL_OPS(X) X(Sample, sample)
 
-#define FRUGAL_ALL_OPS(X) FRUGAL_OPS(X) FRUGAL_OPTIONAL_OPS(X)
+// Fused ops: a fixed sequence of the ops above (their Params hold each step's Params).
+// ops::Backend's default runs the sequence through the backend's own ops, so every backend has
+// them; a backend overrides one to run it in fewer kernels where the data flow allows
+// (ops/params.h says what each may skip). The reference is the sequence of references.
+#define FRUGAL_FUSED_OPS(X)             \
+  X(RopeKvWrite, rope_kv_write)
+
+#define FRUGAL_ALL_OPS(X) FRUGAL_OPS(X) FRUGAL_OPTIONAL_OPS(X) FRUGAL_FUSED_OPS(X)
 
 // Declares every required op as an override, inside a class deriving from ops::Backend:
 //   class MyBackend final : public ops::Backend { ... FRUGAL_BACKEND_OP_OVERRIDES ... };

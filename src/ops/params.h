@@ -124,6 +124,15 @@ struct KvWriteParams {
   int64_t n_tokens;
 };
 
+// rope(rope) then kv_write(kv) (fused op, ops/op_list.h): decode's RoPE and cache write. In the
+// model kv.k is rope.k (the rotated keys go to the cache) and kv.v sits in the same [q | k | v]
+// rows; a backend may then run both in one kernel, with the results of the two ops (q and k
+// rotated in place, the cache written from the rotated k). Any other Params run as the sequence.
+struct RopeKvWriteParams {
+  RopeParams rope;
+  KvWriteParams kv;
+};
+
 // Causal attention of each sequence's new tokens over its whole context in the paged cache
 // (the new tokens' k/v must already be written). Query token i of sequence s sits at absolute
 // position ctx_len[s] - n_q(s) + i and attends to positions <= its own (and, with

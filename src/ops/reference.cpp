@@ -193,6 +193,11 @@ void kv_write(const KvWriteParams& p) {
   }
 }
 
+void rope_kv_write(const RopeKvWriteParams& p) {
+  rope(p.rope);
+  kv_write(p.kv);
+}
+
 void attention(const AttentionParams& p) {
   const auto& c = p.cache;
   const int group = p.n_head / c.n_head_kv;

@@ -593,6 +593,7 @@ void OpCases::run(ops::OpKind k) {
 #define FRUGAL_OP_CASES_RUN_(Name, method) \
   case ops::OpKind::k##Name: return method();
     FRUGAL_OPS(FRUGAL_OP_CASES_RUN_)
+    FRUGAL_FUSED_OPS(FRUGAL_OP_CASES_RUN_)
 #undef FRUGAL_OP_CASES_RUN_
 #define FRUGAL_OP_CASES_OPTIONAL_(Name, method) case ops::OpKind::k##Name:
     FRUGAL_OPTIONAL_OPS(FRUGAL_OP_CASES_OPTIONAL_)
@@ -611,6 +612,7 @@ void OpCases::run(ops::OpKind k) {
     EXPECT_GT(cases().n_ran() + cases().n_refused(), 0) << "no " #method " cases";              \
   }
 FRUGAL_OPS(FRUGAL_OP_HARNESS_TEST_)
+FRUGAL_FUSED_OPS(FRUGAL_OP_HARNESS_TEST_)
 #undef FRUGAL_OP_HARNESS_TEST_
 
 }  // namespace frugal::testing

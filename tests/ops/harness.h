@@ -2,7 +2,7 @@
 // against ops::ref on odd and aligned shapes, every supported dtype, non-contiguous rows, with
 // guard bytes around every device buffer and NaN sentinels in row gaps.
 //
-// One test per op of ops/op_list.h, each running OpCases::<op>() on the backend; the backend's
+// One test per op of ops/op_list.h (required and fused), each running OpCases::<op>() on the backend; the backend's
 // SupportTable (harness_support.cpp) says which cases it must run: a refusal it does not
 // expect fails (the harness never silently skips). Suites are value-parameterized over a
 // backend name; a test directory instantiates them with
@@ -101,9 +101,11 @@ class OpCases {
  public:
   OpCases(ops::Backend* backend, const SupportTable* support) : backend_(backend), support_(support) {}
 
-  // One method per op of ops/op_list.h (defined in harness.cpp, harness_attention.cpp).
+  // One method per op of ops/op_list.h (defined in harness.cpp, harness_attention.cpp;
+  // the fused ops' in harness_fused.cpp).
 #define FRUGAL_OP_CASES_(Name, method) void method();
   FRUGAL_OPS(FRUGAL_OP_CASES_)
+  FRUGAL_FUSED_OPS(FRUGAL_OP_CASES_)
 #undef FRUGAL_OP_CASES_
   // Runs every case of op k.
   void run(ops::OpKind k);

@@ -109,9 +109,12 @@ TEST(OpList, EveryOpHasAUniqueName) {
     EXPECT_NE(n, "?");
     EXPECT_TRUE(names.insert(n).second) << n;
   }
-  EXPECT_EQ(names.size(), 13u);  // 12 required ops (moe_route, scale_rows, moe_experts, batched_matmul for DeepSeek) and sample
+  // 12 required ops (moe_route, scale_rows, moe_experts, batched_matmul for DeepSeek), sample, and
+  // the fused rope_kv_write
+  EXPECT_EQ(names.size(), 14u);
   EXPECT_TRUE(op_is_required(OpKind::kMatmul));
   EXPECT_FALSE(op_is_required(OpKind::kSample));
+  EXPECT_TRUE(op_is_required(OpKind::kRopeKvWrite));  // every backend has it (the default runs the sequence)
 }
 
 }  // namespace

@@ -71,6 +71,17 @@ __device__ __forceinline__ float round_to(DType t, float v) {
   }
 }
 
+// One RoPE pair (x0, x1) turned by the angle whose cos / sin (times attention_factor) are c, s:
+// rotate_half's (i, i + half) or interleaved (2i, 2i + 1). Every RoPE kernel uses this expression,
+// so the fused RoPE + KV write rounds exactly as rope then kv_write.
+__device__ __forceinline__ float2 rope_rotate(float x0, float x1, float c, float s) {
+  return make_float2(x0 * c - x1 * s, x1 * c + x0 * s);
+}
+
+// SwiGLU's silu(g) * u in f32, as every kernel computes it (silu_mul, and the gate_up GEMV
+// epilogues that fuse it), so the fused and unfused paths round alike.
+__device__ __forceinline__ float silu_mul_f(float g, float u) { return g / (1.f + __expf(-g)) * u; }
+
 // 16 bytes of streamed data (weights read once a step): read-only path, no L1 allocation (so
 // small activation rows re-read by every warp stay in L1), 256-byte L2 prefetch.
 __device__ __forceinline__ uint4 load_stream16(const void* ptr) {

@@ -48,6 +48,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   set_prefill_wgmma_device(major, minor);
   const char* pdl_env = std::getenv("FRUGAL_PDL");
   set_pdl_enabled(major >= 9 && !(pdl_env && std::strcmp(pdl_env, "0") == 0));
+  const char* fuse_rope_kv_env = std::getenv("FRUGAL_FUSE_ROPE_KV");
+  b->fuse_rope_kv_ = !(fuse_rope_kv_env && std::strcmp(fuse_rope_kv_env, "0") == 0);
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "stream"));
   FRUGAL_ASSIGN_OR_RETURN(b->lt_, LtGemm::create(kLtWorkspaceBytes));
   b->graphs_ = std::make_unique<GraphCache>(b.get());
@@ -400,14 +402,16 @@ Result<bool> CudaBackend::small_m_prefers_lt(const ops::MatmulParams& p) {
   return lt;
 }
 
-Status CudaBackend::rope(const ops::RopeParams& p) {
+namespace {
+
+Status check_rope(const ops::RopeParams& p) {
   if (!is_float_act(p.act_dtype)) return unsupported("cuda rope: act " + dt(p.act_dtype));
   if (p.rotary_dim % 2 != 0 || p.rotary_dim > p.head_dim)
     return invalid_argument("cuda rope: rotary_dim " + std::to_string(p.rotary_dim) + " must be even and <= head_dim");
-  return check_launch(launch_rope(p, stream_), "rope");
+  return Status::ok();
 }
 
-Status CudaBackend::kv_write(const ops::KvWriteParams& p) {
+Status check_kv_write(const ops::KvWriteParams& p) {
   const DType ct = p.cache.cache_dtype;
   const bool quant = ct == DType::kF8E4M3 || ct == DType::kI8;
   if (!is_float_act(p.act_dtype) || (!quant && !is_float_act(ct)))
@@ -417,6 +421,32 @@ Status CudaBackend::kv_write(const ops::KvWriteParams& p) {
   if (ct == DType::kF8E4M3 && !(p.cache.k_scale > 0.f && p.cache.v_scale > 0.f))
     return invalid_argument("cuda kv_write: fp8 KV cache scales must be > 0 (k_scale " + std::to_string(p.cache.k_scale) +
                             ", v_scale " + std::to_string(p.cache.v_scale) + ")");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status CudaBackend::rope(const ops::RopeParams& p) {
+  FRUGAL_RETURN_IF_ERROR(check_rope(p));
+  return check_launch(launch_rope(p, stream_), "rope");
+}
+
+// One kernel for the model's layout (rope_kv_write_fusable), unless FRUGAL_FUSE_ROPE_KV=0 or
+// set_fuse_rope_kv(false); else rope then kv_write. Both give the same bits.
+Status CudaBackend::rope_kv_write(const ops::RopeKvWriteParams& p) {
+  if (!fuse_rope_kv_ || !rope_kv_write_fusable(p)) {
+    FRUGAL_RETURN_IF_ERROR(rope(p.rope));
+    return kv_write(p.kv);
+  }
+  FRUGAL_RETURN_IF_ERROR(check_rope(p.rope));
+  FRUGAL_RETURN_IF_ERROR(check_kv_write(p.kv));
+  FRUGAL_RETURN_IF_ERROR(check_launch(launch_rope_kv_write(p, stream_), "rope_kv_write"));
+  ++fused_rope_kv_calls_;
+  return Status::ok();
+}
+
+Status CudaBackend::kv_write(const ops::KvWriteParams& p) {
+  FRUGAL_RETURN_IF_ERROR(check_kv_write(p));
   return check_launch(launch_kv_write(p, stream_), "kv_write");
 }
 

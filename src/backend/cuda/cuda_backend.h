@@ -41,6 +41,7 @@ class CudaBackend final : public ops::Backend {
   Status device_memory(size_t* free_bytes, size_t* total_bytes) override;
 
   FRUGAL_BACKEND_OP_OVERRIDES  // every op of ops/op_list.h
+  Status rope_kv_write(const ops::RopeKvWriteParams& p) override;  // fused where rope_kv_write_fusable
 
   bool supports_sample() const override { return true; }
   Status sample(const SampleParams& p) override;
@@ -77,6 +78,12 @@ class CudaBackend final : public ops::Backend {
   // set kQuantGemvMaxM to compare the GEMV with bf16 activations against an oracle without
   // activation rounding).
   void set_fp8_gemv_max_m(int64_t m) { fp8_gemv_max_m_ = m; }
+  // Fused ops (ops/op_list.h) in one kernel where the Params allow: rope_kv_write (on unless
+  // FRUGAL_FUSE_ROPE_KV=0). Off, each runs as its sequence of ops (A/B runs, tests). A captured
+  // graph keeps the kernels it was captured with. The counts say how often the fused kernel ran.
+  void set_fuse_rope_kv(bool on) { fuse_rope_kv_ = on; }
+  bool fuse_rope_kv() const { return fuse_rope_kv_; }
+  int64_t fused_rope_kv_calls() const { return fused_rope_kv_calls_; }
 
  private:
   CudaBackend() = default;
@@ -95,6 +102,8 @@ class CudaBackend final : public ops::Backend {
   int64_t w8a8_calls_ = 0;
   int64_t lt_batched_calls_ = 0;
   int64_t fp8_gemv_max_m_ = -1;  // -1: kFp8GemvMaxM
+  bool fuse_rope_kv_ = true;
+  int64_t fused_rope_kv_calls_ = 0;
   std::string w8a8_fallback_;
   bool capturing_ = false;
   cudaStream_t stream_ = nullptr;

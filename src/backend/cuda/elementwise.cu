@@ -81,9 +81,9 @@ __global__ void rope_kernel(ops::RopeParams p) {
     c *= p.attention_factor;
     s *= p.attention_factor;
     const int64_t i0 = p.interleaved ? off + 2 * i : off + i, i1 = p.interleaved ? i0 + 1 : i0 + half;
-    float x0 = load_f(p.act_dtype, base, i0), x1 = load_f(p.act_dtype, base, i1);
-    store_f(p.act_dtype, base, i0, x0 * c - x1 * s);
-    store_f(p.act_dtype, base, i1, x1 * c + x0 * s);
+    const float2 r = rope_rotate(load_f(p.act_dtype, base, i0), load_f(p.act_dtype, base, i1), c, s);
+    store_f(p.act_dtype, base, i0, r.x);
+    store_f(p.act_dtype, base, i1, r.y);
   }
 }
 
@@ -95,7 +95,7 @@ __global__ void silu_mul_kernel(ops::SiluMulParams p) {
     int64_t t = i / p.dim, j = i % p.dim;
     float g = load_f(p.act_dtype, p.gate, t * p.ld_gate + j);
     float u = load_f(p.act_dtype, p.up, t * p.ld_up + j);
-    store_f(p.act_dtype, p.out, t * p.ld_out + j, g / (1.f + __expf(-g)) * u);
+    store_f(p.act_dtype, p.out, t * p.ld_out + j, silu_mul_f(g, u));
   }
 }
 
@@ -141,18 +141,14 @@ __global__ void kv_write_quant_kernel(ops::KvWriteParams p) {
       float amax = 0.f;
       for (int e = lane; e < c.head_dim; e += 32) amax = fmaxf(amax, fabsf(load_f(p.act_dtype, x, src + e)));
       amax = warp_max(amax);
-      const float scale = __fdiv_rn(amax, 127.0f);
+      const float scale = kv_int8_scale_dev(amax);
       if (lane == 0) (is_v ? c.v_scales : c.k_scales)[static_cast<int64_t>(slot) * c.n_head_kv + h] = scale;
       int8_t* out = static_cast<int8_t*>(is_v ? c.v_cache : c.k_cache) + dst;
-      for (int e = lane; e < c.head_dim; e += 32) {
-        float q = 0.f;
-        if (scale != 0.f) q = fminf(fmaxf(rintf(__fdiv_rn(load_f(p.act_dtype, x, src + e), scale)), -127.f), 127.f);
-        out[e] = static_cast<int8_t>(q);
-      }
+      for (int e = lane; e < c.head_dim; e += 32) out[e] = kv_int8_code_dev(load_f(p.act_dtype, x, src + e), scale);
     } else {
       const float s = is_v ? c.v_scale : c.k_scale;
       uint8_t* out = static_cast<uint8_t*>(is_v ? c.v_cache : c.k_cache) + dst;
-      for (int e = lane; e < c.head_dim; e += 32) out[e] = kv_f32_to_e4m3_dev(__fdiv_rn(load_f(p.act_dtype, x, src + e), s));
+      for (int e = lane; e < c.head_dim; e += 32) out[e] = kv_fp8_code_dev(load_f(p.act_dtype, x, src + e), s);
     }
   }
 }
@@ -282,10 +278,9 @@ __global__ void rope_bf16_kernel(ops::RopeParams p) {
                  static_cast<int64_t>(is_q ? head : head - p.n_head) * p.head_dim;
     const float2 x0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(base + i));
     const float2 x1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(base + i + half));
-    const float c0 = sc[i], c1 = sc[i + 1], s0 = sc[half + i], s1 = sc[half + i + 1];
-    *reinterpret_cast<__nv_bfloat162*>(base + i) = __floats2bfloat162_rn(x0.x * c0 - x1.x * s0, x0.y * c1 - x1.y * s1);
-    *reinterpret_cast<__nv_bfloat162*>(base + i + half) =
-        __floats2bfloat162_rn(x1.x * c0 + x0.x * s0, x1.y * c1 + x0.y * s1);
+    const float2 a = rope_rotate(x0.x, x1.x, sc[i], sc[half + i]), b = rope_rotate(x0.y, x1.y, sc[i + 1], sc[half + i + 1]);
+    *reinterpret_cast<__nv_bfloat162*>(base + i) = __floats2bfloat162_rn(a.x, b.x);
+    *reinterpret_cast<__nv_bfloat162*>(base + i + half) = __floats2bfloat162_rn(a.y, b.y);
   }
 }
 
@@ -304,7 +299,7 @@ __global__ void silu_mul_bf16_kernel(ops::SiluMulParams p) {
   unpack8(*reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.gate) + t * p.ld_gate + v * 8), g);
   unpack8(*reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.up) + t * p.ld_up + v * 8), u);
 #pragma unroll
-  for (int e = 0; e < 8; ++e) o[e] = g[e] / (1.f + __expf(-g[e])) * u[e];
+  for (int e = 0; e < 8; ++e) o[e] = silu_mul_f(g[e], u[e]);
   *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.out) + t * p.ld_out + v * 8) = pack8(o);
 }
 

@@ -24,6 +24,11 @@ cudaError_t launch_rope(const ops::RopeParams& p, cudaStream_t stream);
 cudaError_t launch_silu_mul(const ops::SiluMulParams& p, cudaStream_t stream);
 cudaError_t launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t stream);
 cudaError_t launch_kv_write(const ops::KvWriteParams& p, cudaStream_t stream);
+// The fused RoPE + KV write (rope_kv_write.cu): one kernel for the model's layout (kv.k is rope.k,
+// bf16, rotate_half with rotary_dim % 4 == 0, head_dim <= 256, any kv_write cache dtype), equal bit
+// for bit to launch_rope then launch_kv_write; rope_kv_write_fusable says whether p is such.
+bool rope_kv_write_fusable(const ops::RopeKvWriteParams& p);
+cudaError_t launch_rope_kv_write(const ops::RopeKvWriteParams& p, cudaStream_t stream);
 // DeepSeek MoE routing and router-weight row scaling (moe.cu).
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream);
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream);

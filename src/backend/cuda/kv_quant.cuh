@@ -53,6 +53,16 @@ __device__ __forceinline__ uint8_t kv_f32_to_e4m3_dev(float f) {
   return sign | static_cast<uint8_t>(e << 3 | ((u >> 20) & 7u));
 }
 
+// fp8: x's e4m3 code under the layer scale s.
+__device__ __forceinline__ uint8_t kv_fp8_code_dev(float x, float s) { return kv_f32_to_e4m3_dev(__fdiv_rn(x, s)); }
+
+// int8 as ops::kv_int8_scale / kv_int8_quantize: the scale of a row whose max |x| is amax, and x's
+// code under it (0 for an all-zero row).
+__device__ __forceinline__ float kv_int8_scale_dev(float amax) { return __fdiv_rn(amax, 127.0f); }
+__device__ __forceinline__ int8_t kv_int8_code_dev(float x, float scale) {
+  return scale != 0.f ? static_cast<int8_t>(fminf(fmaxf(rintf(__fdiv_rn(x, scale)), -127.f), 127.f)) : int8_t{0};
+}
+
 __device__ __forceinline__ float kv_e4m3_to_f32_dev(uint8_t v) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(v), __NV_E4M3);
   return __half2float(__half(h));

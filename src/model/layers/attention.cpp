@@ -28,13 +28,13 @@ Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaS
     FRUGAL_RETURN_IF_ERROR(linear(b, w.k, act, x, hidden, k, kv_dim, n, false));
     FRUGAL_RETURN_IF_ERROR(linear(b, w.v, act, x, hidden, v, kv_dim, n, false));
   }
-  FRUGAL_RETURN_IF_ERROR(b->rope(ops::RopeParams{
-      .q = q, .k = k, .act_dtype = act, .positions = step.positions, .inv_freq = step.inv_freq,
-      .n_tokens = n, .ld_q = ld_q, .ld_k = ld_kv, .n_head = shape.n_head, .n_head_kv = shape.n_head_kv,
-      .head_dim = shape.head_dim, .rotary_dim = shape.rotary_dim, .attention_factor = shape.attention_factor}));
-  FRUGAL_RETURN_IF_ERROR(b->kv_write(ops::KvWriteParams{
-      .cache = cache, .k = k, .v = v, .act_dtype = act, .ld_k = ld_kv, .ld_v = ld_kv,
-      .slot_mapping = step.slot_mapping, .n_tokens = n}));
+  // RoPE then the cache write of the rotated k and of v: one op, one kernel where the backend fuses.
+  FRUGAL_RETURN_IF_ERROR(b->rope_kv_write(ops::RopeKvWriteParams{
+      .rope = {.q = q, .k = k, .act_dtype = act, .positions = step.positions, .inv_freq = step.inv_freq,
+               .n_tokens = n, .ld_q = ld_q, .ld_k = ld_kv, .n_head = shape.n_head, .n_head_kv = shape.n_head_kv,
+               .head_dim = shape.head_dim, .rotary_dim = shape.rotary_dim, .attention_factor = shape.attention_factor},
+      .kv = {.cache = cache, .k = k, .v = v, .act_dtype = act, .ld_k = ld_kv, .ld_v = ld_kv,
+             .slot_mapping = step.slot_mapping, .n_tokens = n}}));
   FRUGAL_RETURN_IF_ERROR(b->attention(ops::AttentionParams{
       .cache = cache, .q = q, .out = s.out, .act_dtype = act, .ld_q = ld_q, .ld_out = q_dim,
       .n_seqs = step.n_seqs, .n_tokens = static_cast<int32_t>(n), .q_start = step.q_start,
