@@ -407,6 +407,13 @@ TEST(CudaAttention, DecodeTuningDispatch) {
   EXPECT_EQ(attention_decode_mma_stages(p), 3);  // 4 units: a few long sequences
   const int n32k = attention_decode_splits(p, backend()->n_sms());
   EXPECT_GE(n32k, 33);
+  EXPECT_FALSE(decode_fused_combine(p, n32k, 4, 7, &fake_counters));  // the default merges separately
+  p.cache.cache_dtype = DType::kF8E4M3;
+  EXPECT_EQ(attention_decode_mma_stages(p), 2);  // 8-bit caches keep 2 stages
+  p.cache.cache_dtype = DType::kBF16;
+  DecodeTuning auto_combine;
+  auto_combine.combine = DecodeTuning::kAuto;
+  set_decode_tuning(auto_combine);
   // 7 heads x n32k rows of 512 bytes: more than the auto limit at 32k, fused when forced.
   EXPECT_EQ(decode_fused_combine(p, n32k, 4, 7, &fake_counters), 7u * n32k * 512 <= kFusedCombineAutoBytes);
   EXPECT_FALSE(decode_fused_combine(p, n32k, 4, 7, nullptr));
@@ -418,7 +425,7 @@ TEST(CudaAttention, DecodeTuningDispatch) {
   EXPECT_LE(attention_decode_splits(p, backend()->n_sms()), n32k);  // one block an SM: fewer, longer splits
   set_decode_tuning(tuned(0, DecodeTuning::kAuto, true, 77));
   EXPECT_EQ(attention_decode_splits(p, backend()->n_sms()), 77);
-  set_decode_tuning(DecodeTuning{});
+  set_decode_tuning(auto_combine);
   p.n_seqs = p.n_tokens = 256;
   p.max_ctx_len = 1024;
   EXPECT_EQ(attention_decode_mma_stages(p), 2);  // a batch keeps the original pipeline

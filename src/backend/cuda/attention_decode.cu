@@ -584,7 +584,7 @@ DecodeTuning tuning_from_env() {
   t.mma_stages = env_choice("FRUGAL_DECODE_MMA_STAGES", {{"2", 2}, {"3", 3}, {"4", 4}}, 0);
   t.combine = env_choice("FRUGAL_DECODE_COMBINE",
                          {{"auto", DecodeTuning::kAuto}, {"separate", DecodeTuning::kSeparate}, {"fused", DecodeTuning::kFused}},
-                         DecodeTuning::kAuto);
+                         DecodeTuning::kSeparate);
   t.warp_grain = env_choice("FRUGAL_DECODE_SPLIT_GRAIN", {{"warp", 1}, {"block", 0}}, 1) == 1;
   if (const char* e = std::getenv("FRUGAL_DECODE_SPLITS")) t.splits = std::max(0, std::atoi(e));
   return t;

@@ -77,13 +77,13 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream);
 void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 // The quantized GEMM for quant_gemm_min_m() <= m <= kQuantGemvMaxM, same formats as the GEMV,
 // in two kernels (quant_gemm_kernel()):
-//  - kPipe (quant_gemm_pipe.cu, the default): codes, x slab and scales of each quad staged in
+//  - kPipe (quant_gemm_pipe.cu, kept for A/B: measured slower, see below): codes, x slab and scales of each quad staged in
 //    shared memory by a 4-5 stage cp.async pipeline, W warps x R row tiles of 16 rows sharing
 //    the x slab, the sums of x for int4's bias and zero points computed once per block; the
 //    blocks split the (row block, quad) units evenly (stream-K), tiles shared by two blocks go
 //    to f32 partials added by a second kernel. quant_gemm_splits returns 1 (one block per
 //    tile, no partials) or the number of blocks.
-//  - kQuad (quant_gemv.cu, the first GEMM, kept for A/B): one quad in flight per block,
+//  - kQuad (quant_gemv.cu, the default): one quad in flight per block,
 //    double-buffered; k split over grid.z; quant_gemm_splits returns the splits of k.
 // Either way quant_gemm_scratch_bytes(p, splits) bytes of device memory hold the partials when
 // splits > 1, and launch_quant_gemm(p, 1, nullptr) needs none (what a capture without scratch
@@ -94,13 +94,16 @@ void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 // FRUGAL_QGEMM_UNITS the fewest quads per kPipe block (default 4).
 // Thresholds: kQuad from 33 tokens (measured 2026-12-03, int4 7B: it wins at m = 64, e.g. q
 // 23.4 us against the GEMV's 40.7, and loses at 16 and 32, gate 51.0 / 65.5 us against 38.8 /
-// 62.7; its one-quad pipeline leaves each block waiting on a slab per quad); kPipe from 9
-// (predicted, not yet measured: bandwidth-bound at m = 16, gate ~12 us against the GEMV's 39).
+// 62.7; its one-quad pipeline leaves each block waiting on a slab per quad); kPipe from 9. kPipe
+// was predicted bandwidth-bound at m = 16 (gate ~12 us) and measured 48-50 us there and 127-137
+// us at m = 64 (kQuad 4 x 2: 106), int4 decode at B = 16 / 64 2,340 / 3,666 tok/s against
+// 3,011 / 5,281 (H200, 2026-12-03): staging the codes through shared memory with one barrier per
+// quad costs more than the deeper pipeline saves.
 constexpr int64_t kQuantGemmMinM = 33;
 constexpr int64_t kQuantGemmPipeMinM = 9;
 enum class QuantGemmKernel { kDefault, kQuad, kPipe };
 QuantGemmKernel quant_gemm_kernel();
-void set_quant_gemm_kernel(QuantGemmKernel k);  // kDefault: FRUGAL_QGEMM_KERNEL, else kPipe
+void set_quant_gemm_kernel(QuantGemmKernel k);  // kDefault: FRUGAL_QGEMM_KERNEL, else kQuad
 int64_t quant_gemm_min_m();
 void set_quant_gemm_min_m(int m);
 void set_quant_gemm_tuning(int warps, int row_tiles);
@@ -160,12 +163,15 @@ cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits,
 // Knobs of the decode kernels, for A/B runs on the GPU (process-wide; read from the environment
 // at first use; tests and benchmarks set them between launches on one thread):
 //   mma_stages (FRUGAL_DECODE_MMA_STAGES): cp.async stages per warp of the tensor-core kernel,
-//     2 (the original), 3 or 4; 0 = auto: 3 when the launch has at most kDecodeDeepMaxUnits
-//     (sequence, kv head) units (long-context decode of a few sequences), else 2.
-//   combine (FRUGAL_DECODE_COMBINE = auto | separate | fused): how split partials are merged:
-//     auto fuses the merge into the last split block when it reads at most
-//     kFusedCombineAutoBytes of partial rows per block, separate always launches the combine
-//     kernel (the original), fused merges in the last block whenever the counters fit.
+//     2 (the original), 3 or 4; 0 = auto: 3 for a bf16 cache when the launch has at most
+//     kDecodeDeepMaxUnits (sequence, kv head) units (long-context decode of a few sequences),
+//     else 2.
+//   combine (FRUGAL_DECODE_COMBINE = separate | auto | fused): how split partials are merged:
+//     separate (default, the original) launches the combine kernel; auto fuses the merge into
+//     the last split block when it reads at most kFusedCombineAutoBytes of partial rows per
+//     block; fused merges in the last block whenever the counters fit. The fused merge measured
+//     slower everywhere on the H200 (1 x 256 7.8 -> 9.6 us, 32 x 2048 53.8 -> 56.9, 1 x 32k
+//     29.5 -> 39.7): one block merging all splits serializes what the combine kernel spreads.
 //   split_grain (FRUGAL_DECODE_SPLIT_GRAIN = warp | block): a sequence's chunk is rounded up to
 //     a warp's keys per iteration (warp, default: every split but the last holds keys) or to the
 //     block's (block, the original: 32k keys over 99 splits left 13 splits empty).
@@ -174,7 +180,7 @@ cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits,
 struct DecodeTuning {
   enum Combine { kAuto = 0, kSeparate = 1, kFused = 2 };
   int mma_stages = 0;
-  int combine = kAuto;
+  int combine = kSeparate;
   bool warp_grain = true;
   int splits = 0;
   static DecodeTuning original() { return {2, kSeparate, false, 0}; }

@@ -512,7 +512,7 @@ void set_quant_gemm_kernel(QuantGemmKernel k) { g_gemm_kernel = k; }
 QuantGemmKernel quant_gemm_kernel() {
   static const QuantGemmKernel env = [] {
     const char* e = std::getenv("FRUGAL_QGEMM_KERNEL");
-    return e && std::strcmp(e, "quad") == 0 ? QuantGemmKernel::kQuad : QuantGemmKernel::kPipe;
+    return e && std::strcmp(e, "pipe") == 0 ? QuantGemmKernel::kPipe : QuantGemmKernel::kQuad;
   }();
   return g_gemm_kernel != QuantGemmKernel::kDefault ? g_gemm_kernel : env;
 }
@@ -529,7 +529,11 @@ int64_t quant_gemm_min_m() {
   return quant_gemm_kernel() == QuantGemmKernel::kQuad ? kQuantGemmMinM : kQuantGemmPipeMinM;
 }
 
-cudaError_t prepare_quant_gemm() { return prepare_quant_gemm_pipe(); }
+// Only when the pipelined kernel is the configured one (its launches raise their own limits
+// otherwise, once each).
+cudaError_t prepare_quant_gemm() {
+  return quant_gemm_kernel() == QuantGemmKernel::kPipe ? prepare_quant_gemm_pipe() : cudaSuccess;
+}
 
 // The first GEMM: splits of k, enough blocks for two per SM, at least 4 quads per split, no
 // empty split. The pipelined one: quant_gemm_pipe_splits.
