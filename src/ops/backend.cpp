@@ -33,6 +33,11 @@ Status Backend::rope_kv_write(const RopeKvWriteParams& p) {
   return kv_write(p.kv);
 }
 
+Status Backend::matmul_silu_mul(const MatmulSiluMulParams& p) {
+  FRUGAL_RETURN_IF_ERROR(matmul(p.mm));
+  return silu_mul(p.act);
+}
+
 Result<DeviceBuffer> DeviceBuffer::create(Backend* backend, size_t nbytes) {
   DeviceBuffer b;
   FRUGAL_ASSIGN_OR_RETURN(b.ptr_, backend->alloc(nbytes));

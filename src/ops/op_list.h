@@ -33,7 +33,8 @@
 // them; a backend overrides one to run it in fewer kernels where the data flow allows
 // (ops/params.h says what each may skip). The reference is the sequence of references.
 #define FRUGAL_FUSED_OPS(X)             \
-  X(RopeKvWrite, rope_kv_write)
+  X(RopeKvWrite, rope_kv_write)         \
+  X(MatmulSiluMul, matmul_silu_mul)
 
 #define FRUGAL_ALL_OPS(X) FRUGAL_OPS(X) FRUGAL_OPTIONAL_OPS(X) FRUGAL_FUSED_OPS(X)
 

@@ -241,6 +241,17 @@ struct ScaleRowsParams {
   int64_t ld_scale;
 };
 
+// matmul(mm) then silu_mul(act) (fused op, ops/op_list.h): SwiGLU's gate_up projection. In the
+// model act.gate and act.up are the two halves of mm.y (rows [gate | up]: act.dim = mm.n / 2,
+// act.gate = mm.y, act.up = mm.y + act.dim, ld_gate = ld_up = mm.ld_y, no accumulate); a backend
+// may then compute silu(gate) * up in the matmul's epilogue and not write mm.y. mm.y is scratch:
+// its contents afterwards are unspecified; act.out (the product) is the result, and must not
+// overlap mm.x or mm.y. Any other Params run as the sequence.
+struct MatmulSiluMulParams {
+  MatmulParams mm;
+  SiluMulParams act;
+};
+
 // A batch of independent matmuls with dense weights (MLA's per-head absorbed projections):
 //   y[b][i, o] = sum_j x[b][i, j] * w[b][o, j]    b < batch, i < m, o < n, j < k
 // x[b] starts stride_x elements after x[b - 1] (rows ld_x apart), w[b] ([n, k] row-major, dtype

@@ -198,6 +198,11 @@ void rope_kv_write(const RopeKvWriteParams& p) {
   kv_write(p.kv);
 }
 
+void matmul_silu_mul(const MatmulSiluMulParams& p) {
+  matmul(p.mm);
+  silu_mul(p.act);
+}
+
 void attention(const AttentionParams& p) {
   const auto& c = p.cache;
   const int group = p.n_head / c.n_head_kv;

@@ -60,6 +60,16 @@ void bench_gemv(CudaBackend* b, LtGemm* lt, double ceiling, Table* table, bool q
       const double bytes = 2.0 * (w_elems + m * s.k + m * s.n);
       const double gbs = bytes / (t.median_us * 1e3);
       table->add({std::string("gemv m=") + std::to_string(m) + " " + s.name, t, gbs, "GB/s", 100 * gbs / ceiling});
+      if (s.n == 37888) {  // SwiGLU's gate_up with the silu epilogue (matmul_silu_mul): against the row above
+        const SiluMulOut silu{.out = y, .ld_out = s.n / 2};
+        Timing ts = time_op(b->stream(), 30, 10, [&](int i) {
+          p.w.data = ws[static_cast<size_t>(i % copies)];
+          (void)launch_gemv(p, b->stream(), &silu);
+        });
+        const double gs = (bytes - m * s.n) / (ts.median_us * 1e3);  // half the outputs
+        table->add({std::string("gemv m=") + std::to_string(m) + " " + s.name + " +silu epilogue", ts, gs, "GB/s",
+                    100 * gs / ceiling});
+      }
       if (m == 1) {  // the same product through cuBLASLt, for comparison
         Timing tl = time_op(b->stream(), 30, 10, [&](int i) {
           p.w.data = ws[static_cast<size_t>(i % copies)];

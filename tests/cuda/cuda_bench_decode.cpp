@@ -121,16 +121,17 @@ Status forward(CudaBackend* b, Model& m, int n, int max_ctx) {
     auto* q = static_cast<uint16_t*>(m.qkv);
     void* k = q + kHeads * kHd;
     void* v = q + (kHeads + kKv) * kHd;
-    FRUGAL_RETURN_IF_ERROR(b->rope({q, k, bf, m.positions, m.inv_freq, n, kQkv, kQkv, kHeads, kKv, kHd, kHd, 1.f}));
     ops::KvCacheLayer cache{L.k_cache, L.v_cache, bf, kCacheBlocks, kBlock, kKv, kHd};
-    FRUGAL_RETURN_IF_ERROR(b->kv_write({cache, k, v, bf, kQkv, kQkv, m.slots, n}));
+    FRUGAL_RETURN_IF_ERROR(b->rope_kv_write({{q, k, bf, m.positions, m.inv_freq, n, kQkv, kQkv, kHeads, kKv, kHd, kHd, 1.f},
+                                             {cache, k, v, bf, kQkv, kQkv, m.slots, n}}));
     FRUGAL_RETURN_IF_ERROR(b->attention({cache, q, m.attn, bf, kQkv, kHidden, 1, n, m.q_start, m.ctx_len, m.table,
                                          kCacheBlocks, max_ctx, kHeads, 0, 1.f / std::sqrt(float(kHd))}));
     FRUGAL_RETURN_IF_ERROR(b->matmul({m.attn, bf, kHidden, ops::dense_weight(L.w_o, bf), nullptr, bf, m.mlp_in, bf, kHidden, n, kHidden, kHidden, false}));
     FRUGAL_RETURN_IF_ERROR(b->rms_norm({m.mlp_in, m.res, m.h, L.norm2, bf, bf, n, kHidden, kHidden, kHidden, kHidden, 1e-6f}));
-    FRUGAL_RETURN_IF_ERROR(b->matmul({m.h, bf, kHidden, ops::dense_weight(L.w_gu, bf), nullptr, bf, m.gu, bf, 2 * kInter, n, 2 * kInter, kHidden, false}));
     auto* g = static_cast<uint16_t*>(m.gu);
-    FRUGAL_RETURN_IF_ERROR(b->silu_mul({g, g + kInter, m.act, bf, n, kInter, 2 * kInter, 2 * kInter, kInter}));
+    FRUGAL_RETURN_IF_ERROR(b->matmul_silu_mul(
+        {{m.h, bf, kHidden, ops::dense_weight(L.w_gu, bf), nullptr, bf, m.gu, bf, 2 * kInter, n, 2 * kInter, kHidden, false},
+         {g, g + kInter, m.act, bf, n, kInter, 2 * kInter, 2 * kInter, kInter}}));
     FRUGAL_RETURN_IF_ERROR(b->matmul({m.act, bf, kInter, ops::dense_weight(L.w_down, bf), nullptr, bf, m.mlp_in, bf, kHidden, n, kHidden, kInter, false}));
   }
   // Only the last token's logits are needed.
@@ -297,6 +298,27 @@ void bench_model_7b(CudaBackend* b, double ceiling_gbs, Table* table) {
     set_pdl_enabled(true);
   }
   table->add({"7B decode step, CUDA graph (ctx 256)", tg, 1e6 / tg.median_us, "tok/s", 100 * gbs / ceiling_gbs});
+  // The fused ops (rope_kv_write, the gate_up GEMV's silu epilogue) against their sequences of
+  // kernels, each graph captured with the backend's switch as named (FRUGAL_FUSE_ROPE_KV /
+  // FRUGAL_FUSE_SILU): the step time each fusion saves.
+  struct Fusion {
+    bool rope_kv, silu;
+    const char* name;
+  };
+  for (Fusion f : {Fusion{false, false, "unfused (rope, kv_write, silu_mul kernels)"}, Fusion{true, false, "rope_kv_write fused only"},
+                   Fusion{false, true, "silu epilogue fused only"}}) {
+    const bool rope_was = b->fuse_rope_kv(), silu_was = b->fuse_silu_mul();
+    b->set_fuse_rope_kv(f.rope_kv);
+    b->set_fuse_silu_mul(f.silu);
+    GraphCache g(b);
+    if (g.ensure(1, [&] { return forward(b, m, 1, graph_max_ctx); }).is_ok()) {
+      Timing tf = time_op(b->stream(), 30, 10, [&](int) { (void)g.replay(1); });
+      table->add({std::string("7B decode step, CUDA graph, ") + f.name, tf, 1e6 / tf.median_us, "tok/s",
+                  100 * (bytes / (tf.median_us * 1e3)) / ceiling_gbs});
+    }
+    b->set_fuse_rope_kv(rope_was);
+    b->set_fuse_silu_mul(silu_was);
+  }
   table->add({"7B decode step, CUDA graph: bandwidth", tg, gbs, "GB/s", 100 * gbs / ceiling_gbs});
   std::printf("7B decode: %.2f GB per token (weights %.2f, KV %.3f); roofline %.0f tok/s at %.0f GB/s\n", bytes / 1e9,
               weight_bytes / 1e9, kv_bytes / 1e9, ceiling_gbs * 1e9 / bytes, ceiling_gbs);

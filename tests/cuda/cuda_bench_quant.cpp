@@ -205,6 +205,19 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
         }
       }
       set_quant_gemv_tuning(-1, -1);
+      if (s.n == 18944) {  // with the silu epilogue (the rows' halves as gate and up): against the rows above
+        for (int64_t m : {1, 8}) {
+          ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+          const SiluMulOut silu{.out = y, .ld_out = s.n / 2};
+          Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+            p.w.data = codes[static_cast<size_t>(i % copies)];
+            (void)launch_quant_gemv(p, b->stream(), &silu);
+          });
+          const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n / 2);
+          const double gbs = bytes / (tm.median_us * 1e3);
+          table->add({"qgemv m=" + std::to_string(m) + " " + tag + " +silu epilogue", tm, gbs, "GB/s", 100 * gbs / ceiling});
+        }
+      }
       if (s.n == 18944) {  // large m: dequantize + cuBLASLt through the backend
         ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, max_m, s.n, s.k, false};
         Timing tm = time_op(b->stream(), 10, 3, [&](int) { (void)b->matmul(p); });

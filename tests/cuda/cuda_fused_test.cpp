@@ -1,6 +1,6 @@
 // The CUDA backend's fused ops (ops/op_list.h FRUGAL_FUSED_OPS) against the same op run as its
 // sequence of kernels (CudaBackend::set_fuse_*(false)), bit for bit, eagerly and replayed from a
-// captured graph, on the 7B decode layout (28 q heads, 4 kv heads of 128). The op harness
+// captured graph, on 7B decode shapes (28 q heads, 4 kv heads of 128; the MLP's k). The op harness
 // (cuda_harness_test) checks both paths against ops::ref on odd shapes; this test checks the
 // fused kernels really ran (the backend's counters) and equal what the unfused kernels give.
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "ops/weight_format.h"
 
 namespace frugal::cuda::testing {
 namespace {
@@ -88,6 +89,63 @@ TEST(CudaFused, RopeKvWriteEqualsRopeThenKvWrite) {
             {&qkv, &kc, &vc, &ks, &vs}, [&] { return backend()->rope_kv_write(p); },
             [](bool on) { backend()->set_fuse_rope_kv(on); }, [] { return backend()->fused_rope_kv_calls(); }, what);
       }
+}
+
+// SwiGLU's gate_up GEMV with silu_mul in its epilogue: the 7B MLP's k (3584) over 2 x 1000 rows
+// (an odd number of 8-channel tiles), dense bf16 with a bias at m = 1 and the quantized GEMV's
+// formats at m = 1..8. act.out must equal matmul then silu_mul bit for bit (mm.y is scratch: not compared).
+TEST(CudaFused, MatmulSiluMulEqualsMatmulThenSiluMul) {
+  const int64_t k = 3584, half = 1000, n = 2 * half;
+  struct Fmt {
+    const char* name;
+    ops::WeightFormat f;
+  };
+  const Fmt fmts[] = {{"bf16", ops::dense_format(DType::kBF16)},
+                      {"int4g128", ops::quant_format(ops::WeightScheme::kInt4, k, 128, true, 1)},
+                      {"int8", ops::quant_format(ops::WeightScheme::kInt8, k, 0, false, 1)},
+                      {"fp8b128", ops::quant_format(ops::WeightScheme::kFp8, k, 128, false, 128)}};
+  for (const Fmt& fm : fmts)
+    for (int64_t m : {1, 2, 5, 8}) {
+      const std::string what = std::string("matmul_silu_mul w=") + fm.name + " m=" + std::to_string(m);
+      std::mt19937 rng(static_cast<unsigned>(m * 7));
+      const bool dense = fm.f.scheme == ops::WeightScheme::kDense;
+      if (dense && m > 1) continue;  // dense m >= 2 may measure cuBLASLt faster (not fused); the harness covers it
+      const int64_t row_bytes = dense ? 2 * k : ops::weight_row_bytes(fm.f, k);
+      const int64_t n_scales = dense ? 1 : ops::weight_scale_rows(fm.f, n) * ops::weight_groups_k(fm.f, k);
+      const int64_t n_zeros = !dense && fm.f.zero == ops::ZeroPoint::kOffset ? n * ops::weight_groups_k(fm.f, k) : 1;
+      Tensor w(DType::kU8, n * row_bytes), scales(DType::kF32, n_scales), zeros(DType::kF32, n_zeros);
+      Tensor x(DType::kBF16, m * k), bias(DType::kBF16, n), y(DType::kBF16, m * n), out(DType::kBF16, m * half);
+      if (dense) {
+        for (int64_t i = 0; i < n * k; ++i) ops::ref::store(DType::kBF16, w.host.data(), i, std::uniform_real_distribution<float>(-0.05f, 0.05f)(rng));
+      } else {
+        for (auto& c : w.host) {
+          c = static_cast<uint8_t>(rng());
+          if ((c & 0x7f) == 0x7f) c ^= 1;  // no fp8 NaN
+        }
+      }
+      scales.fill_uniform(rng, 0.001f, 0.004f);
+      zeros.fill_uniform(rng, -0.01f, 0.01f);
+      x.fill_uniform(rng, -1, 1);
+      bias.fill_uniform(rng, -1, 1);
+      y.fill_nan();
+      out.fill_nan();
+      ops::WeightView wv = ops::dense_weight(w.dev, DType::kBF16);
+      if (!dense) {
+        wv.format = fm.f;
+        wv.scales = scales.dev;
+        wv.zeros = fm.f.zero == ops::ZeroPoint::kOffset ? zeros.dev : nullptr;
+      }
+      auto* yb = static_cast<uint8_t*>(y.dev);
+      const ops::MatmulSiluMulParams p{
+          .mm = {.x = x.dev, .x_dtype = DType::kBF16, .ld_x = k, .w = wv, .bias = dense ? bias.dev : nullptr,
+                 .bias_dtype = DType::kBF16, .y = y.dev, .y_dtype = DType::kBF16, .ld_y = n, .m = m, .n = n, .k = k,
+                 .accumulate = false},
+          .act = {.gate = yb, .up = yb + 2 * half, .out = out.dev, .act_dtype = DType::kBF16, .n_tokens = m, .dim = half,
+                  .ld_gate = n, .ld_up = n, .ld_out = half}};
+      expect_fused_equals_sequence(
+          {&w, &scales, &zeros, &x, &bias, &out}, [&] { return backend()->matmul_silu_mul(p); },
+          [](bool on) { backend()->set_fuse_silu_mul(on); }, [] { return backend()->fused_silu_mul_calls(); }, what);
+    }
 }
 
 }  // namespace

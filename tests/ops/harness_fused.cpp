@@ -7,7 +7,9 @@
 #include <numeric>
 
 #include "harness.h"
+#include "ops/quant/quant_weight.h"
 #include "ops/reference.h"
+#include "ops/weight_format_check.h"
 
 namespace frugal::testing {
 namespace {
@@ -110,6 +112,92 @@ void OpCases::rope_kv_write() {
           for (auto* b : {dqkv.get(), dk2.get(), dkc.get(), dvc.get(), dks.get(), dvs.get(), dslots.get(), dpos.get(), dfreq.get()})
             EXPECT_TRUE(b->check_guards(what));
         }
+}
+
+// SwiGLU's gate_up projection: weight rows [gate | up], act over the two halves of y (what a
+// backend may fuse into the matmul's epilogue), GEMV and GEMM sizes, odd n / 2 and k, every dense
+// float dtype and FP8 (per channel) weights, bias, row gaps; "separate": act reads two other
+// buffers (the sequence as written). act.out must match ref::matmul then ref::silu_mul; mm.y is
+// scratch (not compared; its guards are).
+void OpCases::matmul_silu_mul() {
+  int variant = 0;
+  auto run_case = [&](int64_t m, int64_t half, int64_t k, DType wt, bool fp8, bool separate) {
+    const bool has_bias = variant % 3 != 1;
+    const int64_t x_gap = variant % 2 ? 3 : 0, y_gap = variant % 5 < 2 ? 5 : 0, out_gap = variant % 4 == 1 ? 2 : 0;
+    ++variant;
+    const int64_t n = 2 * half;
+    std::string what = "matmul_silu_mul m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                       " w=" + (fp8 ? std::string("fp8") : tag(wt)) + (has_bias ? " bias" : "") +
+                       (separate ? " separate" : "") + " ld_x=" + std::to_string(k + x_gap);
+    HostMat x(act(), m, k, k + x_gap), w(wt, n, k, k), bias(act(), 1, n, n), y0(act(), m, n, n + y_gap);
+    HostMat g2(act(), m, half, half), u2(act(), m, half, half), out0(act(), m, half, half + out_gap);
+    x.fill_random(rng_, 1.0f);
+    w.fill_random(rng_, 0.5f);
+    bias.fill_random(rng_, 1.0f);
+    y0.fill_random(rng_, 1.0f);
+    g2.fill_random(rng_, 4.0f);
+    u2.fill_random(rng_, 1.0f);
+    out0.fill_random(rng_, 1.0f);
+    // FP8 weights: per-channel scales over random e4m3 codes (|v| < 2, never NaN); the reference
+    // multiplies the dequantized values.
+    quant::QuantWeight qw;
+    std::vector<float> w_deq;
+    if (fp8) {
+      qw = quant::make_quant_weight(quant::CodeKind::kF8, n, k, (k + 31) / 32 * 32, 1);
+      qw.name = "harness";
+      qw.spec.source = quant::SourceFormat::kFp8Block;
+      std::uniform_int_distribution<int> code(0, 0xfe);
+      for (int64_t o = 0; o < n; ++o)
+        for (int64_t j = 0; j < k; ++j) {
+          int c = 0;
+          do c = code(rng_) & 0xbf; while ((c & 0x7f) == 0x7f);
+          quant::set_code(qw, o, j, c);
+        }
+      std::uniform_real_distribution<float> s(0.1f, 0.3f);
+      for (float& v : qw.scale) v = s(rng_);
+      w_deq = quant::dequantize(qw);
+    }
+    auto dx = upload(x), dw = fp8 ? upload(qw.q) : upload(w), db = upload(bias), dy = upload(y0), dg2 = upload(g2),
+         du2 = upload(u2), dout = upload(out0);
+    auto ds = upload(fp8 ? qw.scale : std::vector<float>{0.f});
+    ops::WeightView wv = ops::dense_weight(dw->ptr(), wt);
+    if (fp8) {
+      Result<ops::WeightView> host_view = quant::weight_view_of(qw);
+      ASSERT_TRUE(host_view.is_ok()) << host_view.status().to_string();
+      wv = *host_view;
+      wv.data = dw->ptr();
+      wv.scales = ds->ptr();
+    }
+    auto y_at = [&](void* base, int64_t col) { return static_cast<uint8_t*>(base) + dtype_bytes(act(), col); };
+    ops::MatmulSiluMulParams p{
+        .mm = {.x = dx->ptr(), .x_dtype = act(), .ld_x = x.ld, .w = wv, .bias = has_bias ? db->ptr() : nullptr,
+               .bias_dtype = act(), .y = dy->ptr(), .y_dtype = act(), .ld_y = y0.ld, .m = m, .n = n, .k = k,
+               .accumulate = false},
+        .act = {.gate = separate ? dg2->ptr() : dy->ptr(), .up = separate ? du2->ptr() : y_at(dy->ptr(), half),
+                .out = dout->ptr(), .act_dtype = act(), .n_tokens = m, .dim = half, .ld_gate = separate ? g2.ld : y0.ld,
+                .ld_up = separate ? u2.ld : y0.ld, .ld_out = out0.ld}};
+    const std::string variant_name = "w=" + ops::weight_format_name(wv.format);
+    if (!ran(backend()->matmul_silu_mul(p), ops::OpKind::kMatmulSiluMul, variant_name, what)) return;
+    HostMat got = download(*dout, out0), want_y = y0, want = out0;
+    ops::MatmulSiluMulParams r = p;
+    r.mm.x = x.data(), r.mm.bias = has_bias ? bias.data() : nullptr;
+    r.mm.w = fp8 ? ops::dense_weight(w_deq.data(), DType::kF32) : ops::dense_weight(w.data(), wt);
+    r.mm.y = want_y.data();
+    r.act.gate = separate ? g2.data() : want_y.data(), r.act.up = separate ? u2.data() : y_at(want_y.data(), half);
+    r.act.out = want.data();
+    ops::ref::matmul_silu_mul(r);
+    EXPECT_TRUE(compare_mats(got, want, out0, act_tol(), what));
+    for (auto* b : {dx.get(), dw.get(), db.get(), dy.get(), dg2.get(), du2.get(), dout.get(), ds.get()})
+      EXPECT_TRUE(b->check_guards(what));
+  };
+  for (DType wt : {DType::kF32, DType::kBF16, DType::kF16})
+    for (int64_t m : {1, 3, 8, 9, 33})
+      for (int64_t half : {13, 64, 67})
+        for (int64_t k : {64, 67, 136}) run_case(m, half, k, wt, false, false);
+  for (int64_t m : {1, 5, 8})
+    for (int64_t half : {16, 67}) run_case(m, half, 128, DType::kF32, true, false);
+  run_case(2, 64, 64, act(), false, true);
+  run_case(1, 13, 136, DType::kBF16, false, true);
 }
 
 }  // namespace frugal::testing

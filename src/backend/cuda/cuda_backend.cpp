@@ -50,6 +50,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   set_pdl_enabled(major >= 9 && !(pdl_env && std::strcmp(pdl_env, "0") == 0));
   const char* fuse_rope_kv_env = std::getenv("FRUGAL_FUSE_ROPE_KV");
   b->fuse_rope_kv_ = !(fuse_rope_kv_env && std::strcmp(fuse_rope_kv_env, "0") == 0);
+  const char* fuse_silu_env = std::getenv("FRUGAL_FUSE_SILU");
+  b->fuse_silu_mul_ = !(fuse_silu_env && std::strcmp(fuse_silu_env, "0") == 0);
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "stream"));
   FRUGAL_ASSIGN_OR_RETURN(b->lt_, LtGemm::create(kLtWorkspaceBytes));
   b->graphs_ = std::make_unique<GraphCache>(b.get());
@@ -187,12 +189,19 @@ Status CudaBackend::rms_norm(const ops::RmsNormParams& p) {
 // forces one), so every later call of that shape, and every graph, uses the same kernel.
 // The weight format is dispatched here, once per call: every scheme is listed, and a format
 // without CUDA kernels is refused by name (ops::check_weight_view refuses unknown ones).
-Status CudaBackend::matmul(const ops::MatmulParams& p) {
+namespace {
+Status check_matmul(const ops::MatmulParams& p) {
   if (!is_float_act(p.x_dtype) || !is_float_act(p.y_dtype) || (p.bias && !is_float_act(p.bias_dtype)))
     return unsupported("cuda matmul: x " + dt(p.x_dtype) + ", y " + dt(p.y_dtype) +
                        (p.bias ? ", bias " + dt(p.bias_dtype) : std::string()));
   if (p.m == 0 || p.n == 0) return Status::ok();
-  FRUGAL_RETURN_IF_ERROR(ops::check_weight_view(p.w, "cuda matmul"));
+  return ops::check_weight_view(p.w, "cuda matmul");
+}
+}  // namespace
+
+Status CudaBackend::matmul(const ops::MatmulParams& p) {
+  FRUGAL_RETURN_IF_ERROR(check_matmul(p));
+  if (p.m == 0 || p.n == 0) return Status::ok();
   switch (p.w.format.scheme) {
     case ops::WeightScheme::kDense: return matmul_dense(p);
     case ops::WeightScheme::kInt8: case ops::WeightScheme::kInt4: case ops::WeightScheme::kNf4:
@@ -210,17 +219,31 @@ Status CudaBackend::matmul(const ops::MatmulParams& p) {
 // by cuBLASLt, when the scratch is large enough (it cannot grow inside a capture); else the
 // per-element correctness kernel. FRUGAL_QUANT_PATH=gemv|w8a8|lt|ref forces one where it
 // applies (benchmarks, tests).
-Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
+namespace {
+bool quant_path_forced(const char* path) {
   static const char* force = std::getenv("FRUGAL_QUANT_PATH");
-  const bool want_ref = force && std::strcmp(force, "ref") == 0;
-  const bool want_lt = force && std::strcmp(force, "lt") == 0;
-  const bool want_gemv = force && std::strcmp(force, "gemv") == 0;
-  const bool want_w8a8 = force && std::strcmp(force, "w8a8") == 0;
-  const bool gemv_ok = !want_ref && !want_lt && !want_w8a8 && quant_gemv_supported(p);
-  // FP8 weights leave the GEMV for W8A8 above kFp8GemvMaxM tokens (where cuBLASLt takes them).
-  const int64_t gemv_max_m = p.w.format.scheme != ops::WeightScheme::kFp8 ? kQuantGemvMaxM
-                               : fp8_gemv_max_m_ >= 0 ? fp8_gemv_max_m_ : kFp8GemvMaxM;
-  if (gemv_ok && (p.m <= gemv_max_m || want_gemv)) return quant_gemv_or_gemm(p);
+  return force && std::strcmp(force, path) == 0;
+}
+}  // namespace
+
+bool CudaBackend::quant_gemv_ok(const ops::MatmulParams& p) const {
+  return !quant_path_forced("ref") && !quant_path_forced("lt") && !quant_path_forced("w8a8") && quant_gemv_supported(p);
+}
+
+// FP8 weights leave the GEMV for W8A8 above kFp8GemvMaxM tokens (where cuBLASLt takes them).
+int64_t CudaBackend::quant_gemv_max_m(const ops::MatmulParams& p) const {
+  return p.w.format.scheme != ops::WeightScheme::kFp8 ? kQuantGemvMaxM : fp8_gemv_max_m_ >= 0 ? fp8_gemv_max_m_ : kFp8GemvMaxM;
+}
+
+bool CudaBackend::quant_gemv_first(const ops::MatmulParams& p) const {
+  return quant_gemv_ok(p) && (p.m <= quant_gemv_max_m(p) || quant_path_forced("gemv"));
+}
+
+Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
+  const bool want_ref = quant_path_forced("ref"), want_lt = quant_path_forced("lt"), want_w8a8 = quant_path_forced("w8a8");
+  const bool gemv_ok = quant_gemv_ok(p);
+  const int64_t gemv_max_m = quant_gemv_max_m(p);
+  if (quant_gemv_first(p)) return quant_gemv_or_gemm(p);
   if (!want_ref && !want_lt && (p.m > gemv_max_m || want_w8a8)) {
     Status st = matmul_w8a8(p);
     if (st.code() != ErrorCode::kUnsupported) return st;
@@ -333,15 +356,17 @@ Status CudaBackend::matmul_w8a8(const ops::MatmulParams& p) {
   return check_launch(launch_bias_add(p.y, p.y_dtype, p.ld_y, p.bias, p.bias_dtype, p.m, p.n, stream_), "bias_add");
 }
 
+Result<bool> CudaBackend::dense_takes_gemv(const ops::MatmulParams& p) {
+  if (!gemv_supported(p)) return false;
+  if (p.m < 2) return true;
+  FRUGAL_ASSIGN_OR_RETURN(const bool use_lt, small_m_prefers_lt(p));
+  return !use_lt;
+}
+
 // Dense f32 / f16 / bf16 weights (check_weight_view checked the dtype).
 Status CudaBackend::matmul_dense(const ops::MatmulParams& p) {
-  if (gemv_supported(p)) {
-    bool use_lt = false;
-    if (p.m >= 2) {
-      FRUGAL_ASSIGN_OR_RETURN(use_lt, small_m_prefers_lt(p));
-    }
-    if (!use_lt) return check_launch(launch_gemv(p, stream_), "gemv");
-  }
+  FRUGAL_ASSIGN_OR_RETURN(const bool gemv, dense_takes_gemv(p));
+  if (gemv) return check_launch(launch_gemv(p, stream_), "gemv");
   Status st = run_lt(p);
   if (st.code() != ErrorCode::kUnsupported) return st;
   return check_launch(launch_matmul_generic(p, stream_), "matmul_generic");
@@ -522,6 +547,44 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
 Status CudaBackend::silu_mul(const ops::SiluMulParams& p) {
   if (!is_float_act(p.act_dtype)) return unsupported("cuda silu_mul: act " + dt(p.act_dtype));
   return check_launch(launch_silu_mul(p, stream_), "silu_mul");
+}
+
+namespace {
+// act reads exactly the [gate | up] halves of mm.y, as the model's gate_up projection writes them.
+bool silu_mul_reads_halves(const ops::MatmulSiluMulParams& p) {
+  const ops::MatmulParams& mm = p.mm;
+  const ops::SiluMulParams& a = p.act;
+  return mm.m > 0 && mm.n > 0 && mm.n % 2 == 0 && !mm.accumulate && a.dim == mm.n / 2 && a.n_tokens == mm.m &&
+         a.act_dtype == mm.y_dtype && is_float_act(a.act_dtype) && a.gate == mm.y &&
+         a.up == static_cast<const uint8_t*>(mm.y) + dtype_bytes(mm.y_dtype, a.dim) && a.ld_gate == mm.ld_y &&
+         a.ld_up == mm.ld_y;
+}
+}  // namespace
+
+// SwiGLU's gate_up projection and silu_mul: when act reads the halves of mm.y and the matmul runs
+// a GEMV (the dense GEMV, or the quantized one at m <= 8 below the GEMM's range), that GEMV
+// writes act.out from its epilogue (gemv.cu, quant_gemv.cu) and mm.y is not written; else
+// matmul then silu_mul. FRUGAL_FUSE_SILU=0 / set_fuse_silu_mul(false) keeps the two ops.
+Status CudaBackend::matmul_silu_mul(const ops::MatmulSiluMulParams& p) {
+  const ops::MatmulParams& mm = p.mm;
+  if (fuse_silu_mul_ && silu_mul_reads_halves(p)) {
+    FRUGAL_RETURN_IF_ERROR(check_matmul(mm));
+    const SiluMulOut out{.out = p.act.out, .ld_out = p.act.ld_out};
+    cudaError_t e = cudaErrorNotReady;  // not fused
+    if (mm.w.format.scheme == ops::WeightScheme::kDense) {
+      FRUGAL_ASSIGN_OR_RETURN(const bool gemv, dense_takes_gemv(mm));
+      if (gemv) e = launch_gemv(mm, stream_, &out);
+    } else if (mm.m <= 8 && mm.m < quant_gemm_min_m() && quant_gemv_first(mm)) {
+      e = launch_quant_gemv(mm, stream_, &out);
+    }
+    if (e != cudaErrorNotReady) {
+      FRUGAL_RETURN_IF_ERROR(check_launch(e, "gemv_silu_mul"));
+      ++fused_silu_mul_calls_;
+      return Status::ok();
+    }
+  }
+  FRUGAL_RETURN_IF_ERROR(matmul(mm));
+  return silu_mul(p.act);
 }
 
 Status CudaBackend::moe_route(const ops::MoeRouteParams& p) {

@@ -42,6 +42,7 @@ class CudaBackend final : public ops::Backend {
 
   FRUGAL_BACKEND_OP_OVERRIDES  // every op of ops/op_list.h
   Status rope_kv_write(const ops::RopeKvWriteParams& p) override;  // fused where rope_kv_write_fusable
+  Status matmul_silu_mul(const ops::MatmulSiluMulParams& p) override;  // a GEMV's silu epilogue where it can
 
   bool supports_sample() const override { return true; }
   Status sample(const SampleParams& p) override;
@@ -79,11 +80,15 @@ class CudaBackend final : public ops::Backend {
   // activation rounding).
   void set_fp8_gemv_max_m(int64_t m) { fp8_gemv_max_m_ = m; }
   // Fused ops (ops/op_list.h) in one kernel where the Params allow: rope_kv_write (on unless
-  // FRUGAL_FUSE_ROPE_KV=0). Off, each runs as its sequence of ops (A/B runs, tests). A captured
-  // graph keeps the kernels it was captured with. The counts say how often the fused kernel ran.
+  // FRUGAL_FUSE_ROPE_KV=0) and matmul_silu_mul (the GEMVs' silu epilogue; on unless
+  // FRUGAL_FUSE_SILU=0). Off, each runs as its sequence of ops (A/B runs, tests). A captured
+  // graph keeps the kernels it was captured with. The counts say how often a fused kernel ran.
   void set_fuse_rope_kv(bool on) { fuse_rope_kv_ = on; }
   bool fuse_rope_kv() const { return fuse_rope_kv_; }
   int64_t fused_rope_kv_calls() const { return fused_rope_kv_calls_; }
+  void set_fuse_silu_mul(bool on) { fuse_silu_mul_ = on; }
+  bool fuse_silu_mul() const { return fuse_silu_mul_; }
+  int64_t fused_silu_mul_calls() const { return fused_silu_mul_calls_; }
 
  private:
   CudaBackend() = default;
@@ -92,6 +97,11 @@ class CudaBackend final : public ops::Backend {
   Status matmul_quant(const ops::MatmulParams& p);
   Status matmul_w8a8(const ops::MatmulParams& p);
   Status quant_gemv_or_gemm(const ops::MatmulParams& p);
+  // matmul_dense runs the GEMV (not cuBLASLt); matmul_quant runs quant_gemv_or_gemm first.
+  Result<bool> dense_takes_gemv(const ops::MatmulParams& p);
+  bool quant_gemv_ok(const ops::MatmulParams& p) const;
+  int64_t quant_gemv_max_m(const ops::MatmulParams& p) const;
+  bool quant_gemv_first(const ops::MatmulParams& p) const;
   Status run_lt(const ops::MatmulParams& p);
   Result<bool> small_m_prefers_lt(const ops::MatmulParams& p);
   Result<void*> scratch(size_t nbytes);
@@ -103,7 +113,9 @@ class CudaBackend final : public ops::Backend {
   int64_t lt_batched_calls_ = 0;
   int64_t fp8_gemv_max_m_ = -1;  // -1: kFp8GemvMaxM
   bool fuse_rope_kv_ = true;
+  bool fuse_silu_mul_ = true;
   int64_t fused_rope_kv_calls_ = 0;
+  int64_t fused_silu_mul_calls_ = 0;
   std::string w8a8_fallback_;
   bool capturing_ = false;
   cudaStream_t stream_ = nullptr;

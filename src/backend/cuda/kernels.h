@@ -52,11 +52,19 @@ cudaError_t launch_bias_add(void* y, DType y_dtype, int64_t ld_y, const void* bi
 cudaError_t launch_fill_uniform(void* dst, DType t, int64_t n, uint64_t seed, float lo, float hi,
                                 cudaStream_t stream);
 
+// SwiGLU's gate_up projection with silu_mul in the GEMVs' epilogue (the fused op matmul_silu_mul):
+// the weight's rows [0, n / 2) are the gates and [n / 2, n) the ups; instead of y the kernel
+// writes out[t, c] = silu(g) * u (g, u: the outputs rounded to y_dtype, as y would hold them;
+// out in y_dtype, row stride ld_out), bit-equal to the GEMV then silu_mul. n even, no accumulate.
+struct SiluMulOut {
+  void* out = nullptr;
+  int64_t ld_out = 0;
+};
 // Small-batch GEMV (gemv.cu): m in [1, kGemvMaxM], x bf16, w dense bf16, y bf16 or f32, bias optional.
 // Needs k % 8 == 0, ld_x % 8 == 0 and 16-byte aligned x and w (gemv_supported says whether).
 constexpr int64_t kGemvMaxM = 8;
 bool gemv_supported(const ops::MatmulParams& p);
-cudaError_t launch_gemv(const ops::MatmulParams& p, cudaStream_t stream);
+cudaError_t launch_gemv(const ops::MatmulParams& p, cudaStream_t stream, const SiluMulOut* silu = nullptr);
 // Any-dtype, any-shape matmul with dense weights: the slow but general path (one warp per output).
 cudaError_t launch_matmul_generic(const ops::MatmulParams& p, cudaStream_t stream);
 // Quantized weights (int8, int4, nf4, fp8; quant_matmul.cu): the correctness path, any m, n, k,
@@ -71,7 +79,8 @@ constexpr int64_t kQuantGemvMaxM = 64;
 // decode: B=16 2,927 vs 2,846 tok/s, B=64 9,355 vs 3,948 tok/s through the GEMV).
 constexpr int64_t kFp8GemvMaxM = 8;
 bool quant_gemv_supported(const ops::MatmulParams& p);
-cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream);
+// With `silu` (m <= 8): SwiGLU's gate_up epilogue, as launch_gemv's.
+cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, const SiluMulOut* silu = nullptr);
 // Benchmark knob at m <= 8: quads per warp iteration (1 | 2 | 4; the next iteration's are in flight
 // meanwhile) and warps per row tile (4 | 8); 0 = the default rule.
 void set_quant_gemv_tuning(int quads_per_iteration, int warps);

@@ -42,7 +42,8 @@ using namespace qmma;
 // for U quads cost 64 registers and half the occupancy (measured: int4 gate at 38% of the copy
 // ceiling with it). Lanes whose token is past m multiply zeros; token tiles wholly past m are
 // skipped (a warp-uniform test).
-template <QKind K, int W, int U, int MT, bool kOffsets>
+// kSilu: the silu epilogue (a.silu.out set; MT == 1 only).
+template <QKind K, int W, int U, int MT, bool kOffsets, bool kSilu>
 __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
   constexpr int C = codes_per_chunk<K>();
   constexpr int S = C / 4;        // mma steps per chunk
@@ -53,8 +54,12 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
   pdl_wait();
   const ops::MatmulParams& p = a.p;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
-  const int64_t row_a = static_cast<int64_t>(blockIdx.x) * 16 + gq, row_b = row_a + 8;
-  const int64_t ra = row_a < p.n ? row_a : p.n - 1, rb = row_b < p.n ? row_b : p.n - 1;  // clamp: loaded, never stored
+  // The tile's rows g and g + 8; with the silu epilogue, gate channel c = 8 blockIdx.x + g and its
+  // up row c + n / 2, so one lane holds both for its tokens.
+  const int64_t half = p.n / 2;
+  const int64_t row_a = static_cast<int64_t>(blockIdx.x) * (kSilu ? 8 : 16) + gq, row_b = row_a + (kSilu ? half : 8);
+  const int64_t n_a = kSilu ? half : p.n;  // rows row_a may store
+  const int64_t ra = row_a < n_a ? row_a : n_a - 1, rb = row_b < p.n ? row_b : p.n - 1;  // clamp: loaded, never stored
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * 8 * MT;
   const uint4* wa = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + ra * a.row_bytes);
   const uint4* wb = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + rb * a.row_bytes);
@@ -167,7 +172,23 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[t][i] += red[w][lane][4 * t + i];
   }
-  // c0, c1: row g, tokens 2q, 2q + 1 of the tile; c2, c3: row g + 8.
+  // c0, c1: row g, tokens 2q, 2q + 1 of the tile; c2, c3: row g + 8 (silu: the up row of g).
+  if constexpr (kSilu) {
+#pragma unroll
+    for (int t = 0; t < MT; ++t)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int64_t tok = m0 + 8 * t + 2 * q + i;
+        if (row_a >= half || tok >= p.m) continue;
+        float g = acc[t][i], u = acc[t][2 + i];
+        if (p.bias) {
+          g += load_f(p.bias_dtype, p.bias, row_a);
+          u += load_f(p.bias_dtype, p.bias, row_b);
+        }
+        store_f(p.y_dtype, a.silu.out, tok * a.silu.ld_out + row_a, silu_mul_f(round_to(p.y_dtype, g), round_to(p.y_dtype, u)));
+      }
+    return;
+  }
 #pragma unroll
   for (int t = 0; t < MT; ++t)
 #pragma unroll
@@ -375,18 +396,26 @@ int g_tune_u = -1, g_tune_w = -1;
 // The default at m <= 8 (measured, cuda_kernel_bench --quant, 2026-12-03): many row tiles (the
 // fused gate/up, >= 1024 tiles) 1 quad per iteration on 4 warps (int8: 8), the grid itself keeps
 // bytes in flight; fewer tiles (q, o, down) 8 warps and 2 quads; very few (k, v: < 64 tiles) 8 warps and 4.
+// 16-row tiles, or 8 gate channels with their up rows (the silu epilogue).
+int64_t row_tiles(const QGemvArgs& a) { return a.silu.out ? ceil_div(a.p.n / 2, 8) : ceil_div(a.p.n, 16); }
 template <QKind K, int W, int MT, bool kOffsets>
 cudaError_t launch_k(const QGemvArgs& a, int64_t tiles, cudaStream_t stream) {
   static const int u_env0 = env_int("FRUGAL_QGEMV_U");
   const int u_env = g_tune_u >= 0 ? g_tune_u : u_env0;
   const int u = u_env > 0 ? u_env : tiles >= 1024 ? 1 : tiles < 64 ? 4 : 2;
-  const dim3 grid(static_cast<unsigned>(ceil_div(a.p.n, 16)), static_cast<unsigned>(ceil_div(a.p.m, 8 * MT)));
+  const dim3 grid(static_cast<unsigned>(row_tiles(a)), static_cast<unsigned>(ceil_div(a.p.m, 8 * MT)));
   if constexpr (MT == 1) {
-    if (u == 4) return launch_kernel(quant_gemv_kernel<K, W, 4, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
-    if (u == 1) return launch_kernel(quant_gemv_kernel<K, W, 1, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
-    return launch_kernel(quant_gemv_kernel<K, W, 2, 1, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+    if (a.silu.out) {
+      if (u == 4) return launch_kernel(quant_gemv_kernel<K, W, 4, 1, kOffsets, true>, grid, dim3(W * 32), 0, stream, a);
+      if (u == 1) return launch_kernel(quant_gemv_kernel<K, W, 1, 1, kOffsets, true>, grid, dim3(W * 32), 0, stream, a);
+      return launch_kernel(quant_gemv_kernel<K, W, 2, 1, kOffsets, true>, grid, dim3(W * 32), 0, stream, a);
+    }
+    if (u == 4) return launch_kernel(quant_gemv_kernel<K, W, 4, 1, kOffsets, false>, grid, dim3(W * 32), 0, stream, a);
+    if (u == 1) return launch_kernel(quant_gemv_kernel<K, W, 1, 1, kOffsets, false>, grid, dim3(W * 32), 0, stream, a);
+    return launch_kernel(quant_gemv_kernel<K, W, 2, 1, kOffsets, false>, grid, dim3(W * 32), 0, stream, a);
   } else {
-    return launch_kernel(quant_gemv_kernel<K, W, 1, MT, kOffsets>, grid, dim3(W * 32), 0, stream, a);
+    if (a.silu.out) return cudaErrorInvalidValue;  // the silu epilogue is instantiated for m <= 8
+    return launch_kernel(quant_gemv_kernel<K, W, 1, MT, kOffsets, false>, grid, dim3(W * 32), 0, stream, a);
   }
 }
 
@@ -394,7 +423,7 @@ template <QKind K, int MT, bool kOffsets>
 cudaError_t launch_w(const QGemvArgs& a, cudaStream_t stream) {
   static const int w_env0 = env_int("FRUGAL_QGEMV_W");
   const int w_env = g_tune_w >= 0 ? g_tune_w : w_env0;
-  const int64_t tiles = ceil_div(a.p.n, 16) * ceil_div(a.p.m, 8 * MT);
+  const int64_t tiles = row_tiles(a) * ceil_div(a.p.m, 8 * MT);
   // Few row tiles (small n): 8 warps split k to keep bytes in flight. int8 keeps 8 on many tiles
   // too (gate 18944x3584 at m 1: 24.3 us against 26.2 with 4 warps; int4 and fp8 are faster with 4).
   const bool eight = w_env == 8 || (w_env != 4 && (tiles < 1024 || K == QKind::kInt8));
@@ -477,9 +506,11 @@ bool quant_gemv_supported(const ops::MatmulParams& p) {
   return p.m >= 1 && p.k % 8 == 0 && p.ld_x % 8 == 0 && aligned16(p.x) && aligned16(p.w.data);
 }
 
-cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream) {
+cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, const SiluMulOut* silu) {
   if (p.m * p.n == 0) return cudaSuccess;
-  const QGemvArgs a = gemv_args(p);
+  if (silu && (p.n % 2 != 0 || p.accumulate)) return cudaErrorInvalidValue;
+  QGemvArgs a = gemv_args(p);
+  if (silu) a.silu = *silu;
   const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
   switch (p.w.format.scheme) {
     case ops::WeightScheme::kInt4:

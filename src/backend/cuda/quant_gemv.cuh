@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 #include "ops/params.h"
 #include "ops/quant_element.h"
@@ -94,6 +95,7 @@ struct QGemvArgs {
   int64_t group_n;      // rows per scale row
   int quad_shift;       // quad -> scale group as a shift when quads per group is a power of two, else -1
   uint32_t quads_per_group;
+  SiluMulOut silu{};    // GEMV only: SwiGLU's gate_up epilogue when silu.out is set (kernels.h)
 };
 
 // The scale group of a quad: a shift in the common cases (g32..g1024, per channel), a 32-bit
@@ -143,7 +145,7 @@ inline QGemvArgs gemv_args(const ops::MatmulParams& p) {
   for (int s = 0; s < 31; ++s)
     if ((int64_t{1} << s) == qpg) shift = s;
   if (g.groups_k == 1 || qpg >= (int64_t{1} << 31)) shift = 31;  // per channel: every quad in group 0
-  return QGemvArgs{p, g.row_bytes, g.group_k, g.groups_k, g.group_n, shift, static_cast<uint32_t>(std::min<int64_t>(qpg, UINT32_MAX))};
+  return QGemvArgs{p, g.row_bytes, g.group_k, g.groups_k, g.group_n, shift, static_cast<uint32_t>(std::min<int64_t>(qpg, UINT32_MAX)), SiluMulOut{}};
 }
 
 inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }

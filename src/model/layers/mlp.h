@@ -25,13 +25,13 @@ inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t
   const int64_t hidden = w.gate.in, inter = w.gate.out;
   const void* prod = gate_buf;
   if (w.gate_up) {
-    Status st = b->matmul(ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = hidden, .w = w.gate_up->weight,
-        .bias = w.gate_up->bias, .bias_dtype = w.gate_up->bias_dtype, .y = gate_buf,
-        .y_dtype = act, .ld_y = 2 * inter, .m = n, .n = 2 * inter, .k = hidden, .accumulate = false});
-    if (!st) return st;
-    st = b->silu_mul(ops::SiluMulParams{.gate = gate_buf, .up = static_cast<uint8_t*>(gate_buf) + dtype_bytes(act, inter),
-        .out = up_buf, .act_dtype = act, .n_tokens = n, .dim = inter, .ld_gate = 2 * inter, .ld_up = 2 * inter,
-        .ld_out = inter});
+    // One op: a backend may compute the product in the gate_up matmul's epilogue (gate_buf unwritten).
+    Status st = b->matmul_silu_mul(ops::MatmulSiluMulParams{
+        .mm = {.x = x, .x_dtype = act, .ld_x = hidden, .w = w.gate_up->weight, .bias = w.gate_up->bias,
+               .bias_dtype = w.gate_up->bias_dtype, .y = gate_buf, .y_dtype = act, .ld_y = 2 * inter, .m = n,
+               .n = 2 * inter, .k = hidden, .accumulate = false},
+        .act = {.gate = gate_buf, .up = static_cast<uint8_t*>(gate_buf) + dtype_bytes(act, inter), .out = up_buf,
+                .act_dtype = act, .n_tokens = n, .dim = inter, .ld_gate = 2 * inter, .ld_up = 2 * inter, .ld_out = inter}});
     if (!st) return st;
     prod = up_buf;
   } else {
