@@ -19,10 +19,11 @@ namespace frugal::cuda::testing {
 namespace {
 
 // Runs `op` on fresh copies of `inputs` (uploaded before each run) fused and unfused, eagerly and
-// (fused) from a graph, and compares every tensor of `inputs` afterwards byte for byte.
+// (fused) from a graph, and compares every tensor of `inputs` afterwards byte for byte. The
+// backend's setting is restored to `was` afterwards.
 void expect_fused_equals_sequence(const std::vector<Tensor*>& inputs, const std::function<Status()>& op,
                                   const std::function<void(bool)>& set_fused, const std::function<int64_t()>& fused_calls,
-                                  const std::string& what) {
+                                  const std::string& what, bool was) {
   auto run = [&](bool fused, bool graph) {
     for (Tensor* t : inputs) t->to_device();
     set_fused(fused);
@@ -43,7 +44,7 @@ void expect_fused_equals_sequence(const std::vector<Tensor*>& inputs, const std:
     return out;
   };
   const auto seq = run(false, false), fused = run(true, false), graph = run(true, true);
-  set_fused(true);
+  set_fused(was);
   for (size_t i = 0; i < inputs.size(); ++i) {
     EXPECT_TRUE(seq[i] == fused[i]) << what << ": tensor " << i << " differs between the fused and unfused paths";
     EXPECT_TRUE(seq[i] == graph[i]) << what << ": tensor " << i << " differs in the graph replay";
@@ -87,7 +88,8 @@ TEST(CudaFused, RopeKvWriteEqualsRopeThenKvWrite) {
                    .slot_mapping = di(slots), .n_tokens = n_tok}};
         expect_fused_equals_sequence(
             {&qkv, &kc, &vc, &ks, &vs}, [&] { return backend()->rope_kv_write(p); },
-            [](bool on) { backend()->set_fuse_rope_kv(on); }, [] { return backend()->fused_rope_kv_calls(); }, what);
+            [](bool on) { backend()->set_fuse_rope_kv(on); }, [] { return backend()->fused_rope_kv_calls(); }, what,
+            backend()->fuse_rope_kv());
       }
 }
 
@@ -144,7 +146,8 @@ TEST(CudaFused, MatmulSiluMulEqualsMatmulThenSiluMul) {
                   .ld_gate = n, .ld_up = n, .ld_out = half}};
       expect_fused_equals_sequence(
           {&w, &scales, &zeros, &x, &bias, &out}, [&] { return backend()->matmul_silu_mul(p); },
-          [](bool on) { backend()->set_fuse_silu_mul(on); }, [] { return backend()->fused_silu_mul_calls(); }, what);
+          [](bool on) { backend()->set_fuse_silu_mul(on); }, [] { return backend()->fused_silu_mul_calls(); }, what,
+          backend()->fuse_silu_mul());
     }
 }
 

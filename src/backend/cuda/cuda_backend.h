@@ -80,8 +80,8 @@ class CudaBackend final : public ops::Backend {
   // activation rounding).
   void set_fp8_gemv_max_m(int64_t m) { fp8_gemv_max_m_ = m; }
   // Fused ops (ops/op_list.h) in one kernel where the Params allow: rope_kv_write (on unless
-  // FRUGAL_FUSE_ROPE_KV=0) and matmul_silu_mul (the GEMVs' silu epilogue; on unless
-  // FRUGAL_FUSE_SILU=0). Off, each runs as its sequence of ops (A/B runs, tests). A captured
+  // FRUGAL_FUSE_ROPE_KV=0) and matmul_silu_mul (the GEMVs' silu epilogue; off unless
+  // FRUGAL_FUSE_SILU=1: measured no faster). Off, each runs as its sequence of ops (A/B runs, tests). A captured
   // graph keeps the kernels it was captured with. The counts say how often a fused kernel ran.
   void set_fuse_rope_kv(bool on) { fuse_rope_kv_ = on; }
   bool fuse_rope_kv() const { return fuse_rope_kv_; }
