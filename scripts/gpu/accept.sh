@@ -11,6 +11,9 @@
 #            (KV_DTYPES, default "bf16 fp8")                                (~25 s each)
 #   kvtput   issue 20: KV_PROMPTS (default 256) x 1024/1024 at KV_SEQS (256) sequences, per
 #            KV dtype (KV_DTYPES)                                           (~15 s each)
+#   prefill_ncu  issue 20: Nsight Compute (--set full) of one prefill attention launch, the row
+#            ABENCH_ROW of `cuda_kernel_bench --attn` (default: the wgmma kernel on the last 8k
+#            chunk of a 32k prompt)                                        (~20 s)
 #   kvmem    kvtput with the KV pool bounded by KV_MEM_UTIL (default 0.32 of the card: ~29 GB of
 #            KV on the H200, where bf16 holds ~256 of the 2048-token sequences and fp8 twice that)
 # Needs a built build-gpu (scripts/gpu/check.sh build).
@@ -63,6 +66,13 @@ for step in "$@"; do
                --output-len 1024 --throughput-reps 1 --max-num-seqs "${KV_SEQS:-1024}" --max-num-batched-tokens 8192 \
                --kv-cache-dtype "$dt" --gpu-memory-utilization "${KV_MEM_UTIL:-0.32}"
            done ;;
+    prefill_ncu) NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+                 FRUGAL_ABENCH_ONLY="${ABENCH_ROW:-wgmma seqs=1 len=8192 ctx=32768}" "$NCU" --set full \
+                   -k regex:attention_prefill_kernel -c 1 "$BUILD_DIR/tests/cuda/cuda_kernel_bench" --attn \
+                   >"$OUT/prefill_ncu.txt" 2>&1
+                 echo "== prefill_ncu: rc $?" >>"$TABLE"
+                 grep -E "Duration|Throughput|Issue Slots|Eligible|Warp Cycles|Registers Per|Occupancy|highest" \
+                   "$OUT/prefill_ncu.txt" | head -24 >>"$TABLE" ;;
     kernels) "$BUILD_DIR/tests/cuda/cuda_kernel_bench" >"$OUT/kernels.txt" 2>&1
              echo "== kernels: rc $?" >>"$TABLE"; grep -E "7B|gemv m=1 |gemm m=2048|attn prefill" "$OUT/kernels.txt" >>"$TABLE" ;;
     *) echo "unknown step $step"; exit 2 ;;

@@ -6,6 +6,7 @@
 // against CUDA-core kernel) | --attn (the paged attention rows: decode, prefill per kernel)]
 #include "cuda_bench.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -136,39 +137,50 @@ PagedSetup make_paged(CudaBackend* b, int n_seqs, int n_new, int ctx) {
   return s;
 }
 
+// FRUGAL_ABENCH_ONLY=<text> keeps the rows whose name contains it (e.g. "wgmma seqs=1 len=8192
+// ctx=32768" for one kernel under a profiler: `ncu -k regex:attention_prefill_kernel -c 1`).
+bool attn_row_wanted(const std::string& name) {
+  const char* only = std::getenv("FRUGAL_ABENCH_ONLY");
+  return only == nullptr || name.find(only) != std::string::npos;
+}
+
 void bench_attention(CudaBackend* b, double ceiling, Table* table) {
   // max_ctx > ctx: a captured graph's sizing (the 7B step passes 2560 at ctx 256).
   struct Dec { int n_seqs, ctx, max_ctx; };
   for (Dec d : {Dec{1, 256, 256}, Dec{1, 256, 2560}, Dec{1, 1024, 1024}, Dec{1, 4096, 4096}, Dec{1, 32768, 32768},
                 Dec{32, 2048, 2048}}) {
+    const std::string name = "attn decode seqs=" + std::to_string(d.n_seqs) + " ctx=" + std::to_string(d.ctx) +
+                             (d.max_ctx != d.ctx ? " max_ctx=" + std::to_string(d.max_ctx) : "");
+    if (!attn_row_wanted(name)) continue;
     PagedSetup s = make_paged(b, d.n_seqs, 1, d.ctx);
     s.p.max_ctx_len = d.max_ctx;
     (void)b->reserve_scratch(64u << 20);
     Timing t = time_op(b->stream(), 30, 10, [&](int) { (void)b->attention(s.p); });
     const double bytes = 2.0 * 2 * double(d.n_seqs) * d.ctx * 4 * 128;
     const double gbs = bytes / (t.median_us * 1e3);
-    table->add({"attn decode seqs=" + std::to_string(d.n_seqs) + " ctx=" + std::to_string(d.ctx) +
-                    (d.max_ctx != d.ctx ? " max_ctx=" + std::to_string(d.max_ctx) : ""),
-                t, gbs, "GB/s", 100 * gbs / ceiling});
+    table->add({name, t, gbs, "GB/s", 100 * gbs / ceiling});
     s.free_all(b);
   }
   // Prefill: whole prompts, and the last 8k chunk of a 32k prompt (the long-context case of
   // issue 20), on the wgmma kernel (where available) and the mma.sync one.
   struct Pre { int n_seqs, n, ctx; };
   for (Pre pr : {Pre{1, 2048, 2048}, Pre{8, 512, 512}, Pre{1, 8192, 8192}, Pre{1, 8192, 32768}}) {
+    auto row_name = [&](bool wg) {
+      return std::string("attn prefill ") + (wg ? "wgmma" : "mma.sync") + " seqs=" + std::to_string(pr.n_seqs) +
+             " len=" + std::to_string(pr.n) + (pr.ctx != pr.n ? " ctx=" + std::to_string(pr.ctx) : "");
+    };
+    if (!attn_row_wanted(row_name(true)) && !attn_row_wanted(row_name(false))) continue;
     PagedSetup s = make_paged(b, pr.n_seqs, pr.n, pr.ctx);
     (void)b->reserve_scratch(64u << 20);
     // Causal QK^T + PV: query i of a chunk sees ctx - n + i + 1 keys.
     const double keys = double(pr.n) * (pr.ctx - pr.n) + double(pr.n) * (pr.n + 1) / 2;
     const double flops = 4.0 * 128 * 28 * pr.n_seqs * keys;
     for (bool wg : {true, false}) {
-      if (wg && !prefill_wgmma_enabled()) continue;
+      if ((wg && !prefill_wgmma_enabled()) || !attn_row_wanted(row_name(wg))) continue;
       set_prefill_wgmma_enabled(wg);
       Timing t = time_op(b->stream(), pr.n > 4096 ? 5 : 20, 3, [&](int) { (void)b->attention(s.p); });
       const double tf = flops / (t.median_us * 1e6);
-      table->add({std::string("attn prefill ") + (wg ? "wgmma" : "mma.sync") + " seqs=" + std::to_string(pr.n_seqs) +
-                      " len=" + std::to_string(pr.n) + (pr.ctx != pr.n ? " ctx=" + std::to_string(pr.ctx) : ""),
-                  t, tf, "TFLOP/s", 100 * tf / 790.0});
+      table->add({row_name(wg), t, tf, "TFLOP/s", 100 * tf / 790.0});
     }
     set_prefill_wgmma_enabled(true);
     s.free_all(b);
