@@ -205,36 +205,16 @@ __global__ void __launch_bounds__(W * 32, 1) quant_gemm_pipe_kernel(QPipeArgs pa
       if (t > 0 && m0 + 8 * t >= p.m) break;  // block-uniform: the tile is past m
       uint4 xt[XV];
       x_frag<K>(xs, 8 * t + gq, q, xt);
-      const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xt[0]);
       float part[R][4];
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) part[r][i] = 0.f;
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        const uint32_t x0 = xw[x_word_lo<K>(s)], x1 = xw[x_word_hi<K>(s)];
-#pragma unroll
-        for (int r = 0; r < R; ++r) mma_bf16(part[r], A[r][s][0], A[r][s][1], A[r][s][2], A[r][s][3], x0, x1);
-      }
+      quad_tile_mmas<K>(A, reinterpret_cast<const uint32_t*>(&xt[0]), part);
       float x0s = 0.f, x1s = 0.f;
       if constexpr (G::kNeedX) {
         x0s = xsum[8 * t + 2 * q];
         x1s = xsum[8 * t + 2 * q + 1];
       }
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        acc[r][t][0] = fmaf(sa[r], part[r][0], acc[r][t][0]);
-        acc[r][t][1] = fmaf(sa[r], part[r][1], acc[r][t][1]);
-        acc[r][t][2] = fmaf(sb[r], part[r][2], acc[r][t][2]);
-        acc[r][t][3] = fmaf(sb[r], part[r][3], acc[r][t][3]);
-        if constexpr (G::kNeedX) {
-          acc[r][t][0] = fmaf(oa[r], x0s, acc[r][t][0]);
-          acc[r][t][1] = fmaf(oa[r], x1s, acc[r][t][1]);
-          acc[r][t][2] = fmaf(ob[r], x0s, acc[r][t][2]);
-          acc[r][t][3] = fmaf(ob[r], x1s, acc[r][t][3]);
-        }
-      }
+      for (int r = 0; r < R; ++r)
+        fold_quad<G::kNeedX>(acc[r][t], part[r], sa[r], sb[r], oa[r], ob[r], x0s, x1s, x0s, x1s);
     }
   };
   // The end of a segment (this block's quads of one tile): y directly when the block did the

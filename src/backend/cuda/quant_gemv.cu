@@ -319,30 +319,14 @@ __global__ void __launch_bounds__(W * 32) quant_gemm_kernel(QGemmArgs ga) {
       x_frag<K>(slab[buf], tk, q, xt);
       const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xt[0]);
       float part[R][4], xs[4] = {0.f, 0.f, 0.f, 0.f};
+      quad_tile_mmas<K>(A, xw, part);
+      if constexpr (kNeedX) {
+#pragma unroll
+        for (int s = 0; s < S; ++s) mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, xw[x_word_lo<K>(s)], xw[x_word_hi<K>(s)]);
+      }
 #pragma unroll
       for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) part[r][i] = 0.f;
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        const uint32_t x0 = xw[x_word_lo<K>(s)], x1 = xw[x_word_hi<K>(s)];
-#pragma unroll
-        for (int r = 0; r < R; ++r) mma_bf16(part[r], A[r][s][0], A[r][s][1], A[r][s][2], A[r][s][3], x0, x1);
-        if constexpr (kNeedX) mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, x0, x1);
-      }
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        acc[r][t][0] = fmaf(sa[r], part[r][0], acc[r][t][0]);
-        acc[r][t][1] = fmaf(sa[r], part[r][1], acc[r][t][1]);
-        acc[r][t][2] = fmaf(sb[r], part[r][2], acc[r][t][2]);
-        acc[r][t][3] = fmaf(sb[r], part[r][3], acc[r][t][3]);
-        if constexpr (kNeedX) {
-          acc[r][t][0] = fmaf(oa[r], xs[0], acc[r][t][0]);
-          acc[r][t][1] = fmaf(oa[r], xs[1], acc[r][t][1]);
-          acc[r][t][2] = fmaf(ob[r], xs[2], acc[r][t][2]);
-          acc[r][t][3] = fmaf(ob[r], xs[3], acc[r][t][3]);
-        }
-      }
+        fold_quad<kNeedX>(acc[r][t], part[r], sa[r], sb[r], oa[r], ob[r], xs[0], xs[1], xs[2], xs[3]);
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {

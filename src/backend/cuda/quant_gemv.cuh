@@ -150,6 +150,40 @@ inline QGemvArgs gemv_args(const ops::MatmulParams& p) {
 
 inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
+// One token tile of one quad in the GEMMs: part[r] = the R row tiles' A fragments times the
+// tile's x words over the quad's S mma steps (xw: the token tile's B fragments, x_frag).
+template <QKind K, int R, int S>
+__device__ __forceinline__ void quad_tile_mmas(const uint32_t (&A)[R][S][4], const uint32_t* xw, float (&part)[R][4]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) part[r][i] = 0.f;
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    const uint32_t x0 = xw[x_word_lo<K>(s)], x1 = xw[x_word_hi<K>(s)];
+#pragma unroll
+    for (int r = 0; r < R; ++r) mma_bf16(part[r], A[r][s][0], A[r][s][1], A[r][s][2], A[r][s][3], x0, x1);
+  }
+}
+
+// acc += scale * part (+ offset * the token's x sum over the quad when kNeedX) for one row
+// tile's accumulator fragment: rows a (c0, c1) and b (c2, c3); xa / xb: the x sums of the
+// fragment's two token columns as seen from rows a and b.
+template <bool kNeedX>
+__device__ __forceinline__ void fold_quad(float (&acc)[4], const float (&part)[4], float sa, float sb, float oa,
+                                          float ob, float xa0, float xa1, float xb0, float xb1) {
+  acc[0] = fmaf(sa, part[0], acc[0]);
+  acc[1] = fmaf(sa, part[1], acc[1]);
+  acc[2] = fmaf(sb, part[2], acc[2]);
+  acc[3] = fmaf(sb, part[3], acc[3]);
+  if constexpr (kNeedX) {
+    acc[0] = fmaf(oa, xa0, acc[0]);
+    acc[1] = fmaf(oa, xa1, acc[1]);
+    acc[2] = fmaf(ob, xb0, acc[2]);
+    acc[3] = fmaf(ob, xb1, acc[3]);
+  }
+}
+
 }  // namespace frugal::cuda::qmma
 
 namespace frugal::cuda {
