@@ -368,15 +368,11 @@ __global__ void __launch_bounds__(kThreads, kWg ? 3 : 1) attention_prefill_kerne
       // Descriptors of later steps: the base's plus the byte offset / 16 (no carry: shared
       // addresses stay below 2^18).
       const uint64_t dk = wgmma_desc_sw128(sk);
-      pin_regs(qf);
-      pin_regs(s);
-      wgmma_fence();
+      wgmma_sync_group(qf, s, [&] {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        wgmma_m64n64k16_bf16<0>(s, qf[kk], dk + (((kk / 4) * kBlockK * 128 + (kk % 4) * 32) >> 4), kk > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
-      pin_regs(s);
+        for (int kk = 0; kk < D / 16; ++kk)
+          wgmma_m64n64k16_bf16<0>(s, qf[kk], dk + (((kk / 4) * kBlockK * 128 + (kk % 4) * 32) >> 4), kk > 0);
+      });
     } else {
       const __nv_bfloat16* krow = sk + ((lane >> 4) * 8 + (lane & 7)) * SD + ((lane >> 3) & 1) * 8;
 #pragma unroll
@@ -464,19 +460,15 @@ __global__ void __launch_bounds__(kThreads, kWg ? 3 : 1) attention_prefill_kerne
       // V as an MN-major B: the k16 step kk reads key rows [16 kk, 16 kk + 16), one wgmma per
       // 64-wide block of head dims.
       const uint64_t dv = wgmma_desc_sw128(sv);
-      pin_regs(pa);
-      pin_regs(o);
-      wgmma_fence();
+      wgmma_sync_group(pa, o, [&] {
 #pragma unroll
-      for (int kk = 0; kk < kBlockK / 16; ++kk) {
+        for (int kk = 0; kk < kBlockK / 16; ++kk) {
 #pragma unroll
-        for (int h = 0; h < D / 64; ++h)
-          wgmma_m64n64k16_bf16<1>(*reinterpret_cast<float(*)[8][4]>(&o[8 * h][0]), pa[kk],
-                                  dv + ((h * kBlockK * 128 + kk * 16 * 128) >> 4), true);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      pin_regs(o);
+          for (int h = 0; h < D / 64; ++h)
+            wgmma_m64n64k16_bf16<1>(*reinterpret_cast<float(*)[8][4]>(&o[8 * h][0]), pa[kk],
+                                    dv + ((h * kBlockK * 128 + kk * 16 * 128) >> 4), true);
+        }
+      });
     } else {
 #pragma unroll
       for (int kk = 0; kk < kBlockK / 16; ++kk) {

@@ -89,6 +89,20 @@ __device__ __forceinline__ void pin_regs(uint32_t (&r)[N][4]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i][0]), "+r"(r[i][1]), "+r"(r[i][2]), "+r"(r[i][3])::"memory");
 }
 
+// One synchronous group: issue() launches wgmmas that read the registers `a` and accumulate
+// into `acc`; the fences and pins of the ordering rules above wrap it, and it returns with the
+// group complete (acc readable, the shared operands free).
+template <int NA, int NC, typename Issue>
+__device__ __forceinline__ void wgmma_sync_group(uint32_t (&a)[NA][4], float (&acc)[NC][4], Issue&& issue) {
+  pin_regs(a);
+  pin_regs(acc);
+  wgmma_fence();
+  issue();
+  wgmma_commit();
+  wgmma_wait<0>();
+  pin_regs(acc);
+}
+
 // d[64 x 64] (+)= a[64 x 16] * B[16 x 64], bf16 in, f32 accumulate; a from registers (this
 // warp's four A registers), B by descriptor. accumulate = false overwrites d. kTransB: B is
 // MN-major (see above).
