@@ -294,15 +294,21 @@ TEST(CudaAttention, DecodeMmaMatchesReferenceAndCudaCoreKernel) {
 
 // Which decode kernel runs and how it splits (host side): the tensor-core one for groups of
 // 2..16 heads at head_dim 64/128 unless switched off; the 160 x 900 batch below is one split.
-TEST(CudaAttention, DecodeMmaDispatch) {
+// A 7B-shaped decode launch for the host-side dispatch tests (no device buffers: nothing runs).
+ops::AttentionParams dispatch_params(int n_seqs, int max_ctx) {
   ops::AttentionParams p{};
   p.cache = {nullptr, nullptr, DType::kBF16, 100, 16, 4, 128};
   p.act_dtype = DType::kBF16;
   p.ld_q = p.ld_out = 28 * 128;
   p.n_head = 28;
-  p.n_seqs = p.n_tokens = 160;
-  p.max_ctx_len = 900;
+  p.n_seqs = p.n_tokens = n_seqs;
+  p.max_ctx_len = max_ctx;
   p.scale = 1.f;
+  return p;
+}
+
+TEST(CudaAttention, DecodeMmaDispatch) {
+  ops::AttentionParams p = dispatch_params(160, 900);
   const bool mma_was = decode_mma_enabled();
   set_decode_mma_enabled(true);
   for (DType kv : {DType::kBF16, DType::kF8E4M3}) {
@@ -391,14 +397,7 @@ TEST(CudaAttention, DecodeTuningsWindowsSinksAndBatches) {
 // Host side of the knobs: the auto stage choice, the split counts it leads to, and when the
 // merge is fused.
 TEST(CudaAttention, DecodeTuningDispatch) {
-  ops::AttentionParams p{};
-  p.cache = {nullptr, nullptr, DType::kBF16, 100, 16, 4, 128};
-  p.act_dtype = DType::kBF16;
-  p.ld_q = p.ld_out = 28 * 128;
-  p.n_head = 28;
-  p.n_seqs = p.n_tokens = 1;
-  p.max_ctx_len = 32768;
-  p.scale = 1.f;
+  ops::AttentionParams p = dispatch_params(1, 32768);
   const bool mma_was = decode_mma_enabled();
   const DecodeTuning was = decode_tuning();
   set_decode_mma_enabled(true);

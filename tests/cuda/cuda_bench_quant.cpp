@@ -179,13 +179,16 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       set_quant_gemm_tuning(0, 0);
       (void)cudaStreamSynchronize(b->stream());
       if (partials) b->free(partials);
-      if (s.odd) {  // checked only
+      auto free_shape = [&] {
         for (void* c : codes) b->free(c);
         b->free(scales);
         if (zeros) b->free(zeros);
         b->free(x);
         b->free(y);
         b->free(y_ref);
+      };
+      if (s.odd) {  // checked only
+        free_shape();
         continue;
       }
       struct Tune { int u, w; const char* name; };
@@ -224,12 +227,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
         const double tflops = 2.0 * max_m * s.n * s.k / (tm.median_us * 1e6);
         table->add({"qgemm m=2048 dequant+lt " + tag, tm, tflops, "TFLOP/s", 100 * tflops / 790.0});
       }
-      for (void* c : codes) b->free(c);
-      b->free(scales);
-      if (zeros) b->free(zeros);
-      b->free(x);
-      b->free(y);
-      b->free(y_ref);
+      free_shape();
     }
   }
 }
