@@ -245,7 +245,7 @@ Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
   const bool want_ref = quant_path_forced("ref"), want_lt = quant_path_forced("lt"), want_w8a8 = quant_path_forced("w8a8");
   const bool gemv_ok = quant_gemv_ok(p);
   const int64_t gemv_max_m = quant_gemv_max_m(p);
-  if (quant_gemv_first(p)) return quant_gemv_or_gemm(p);
+  if (gemv_ok && (p.m <= gemv_max_m || quant_path_forced("gemv"))) return quant_gemv_or_gemm(p);  // quant_gemv_first
   if (!want_ref && !want_lt && (p.m > gemv_max_m || want_w8a8)) {
     Status st = matmul_w8a8(p);
     if (st.code() != ErrorCode::kUnsupported) return st;
