@@ -461,10 +461,7 @@ Status CudaBackend::rope(const ops::RopeParams& p) {
 // One kernel for the model's layout (rope_kv_write_fusable), unless FRUGAL_FUSE_ROPE_KV=0 or
 // set_fuse_rope_kv(false); else rope then kv_write. Both give the same bits.
 Status CudaBackend::rope_kv_write(const ops::RopeKvWriteParams& p) {
-  if (!fuse_rope_kv_ || !rope_kv_write_fusable(p)) {
-    FRUGAL_RETURN_IF_ERROR(rope(p.rope));
-    return kv_write(p.kv);
-  }
+  if (!fuse_rope_kv_ || !rope_kv_write_fusable(p)) return ops::Backend::rope_kv_write(p);  // the sequence
   FRUGAL_RETURN_IF_ERROR(check_rope(p.rope));
   FRUGAL_RETURN_IF_ERROR(check_kv_write(p.kv));
   FRUGAL_RETURN_IF_ERROR(check_launch(launch_rope_kv_write(p, stream_), "rope_kv_write"));
@@ -585,8 +582,7 @@ Status CudaBackend::matmul_silu_mul(const ops::MatmulSiluMulParams& p) {
       return Status::ok();
     }
   }
-  FRUGAL_RETURN_IF_ERROR(matmul(mm));
-  return silu_mul(p.act);
+  return ops::Backend::matmul_silu_mul(p);  // the sequence
 }
 
 Status CudaBackend::moe_route(const ops::MoeRouteParams& p) {
