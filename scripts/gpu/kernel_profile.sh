@@ -4,6 +4,7 @@
 # weights of a catalog config cut to LAYERS layers (per-layer kernels are the same at any depth;
 # the lm_head and sampling appear once a step) and ranks the kernels of the decode steps.
 #   bash scripts/gpu/kernel_profile.sh CATALOG_NAME LAYERS BATCH [DECODE_TOKENS]
+# DECODE_PROMPT (default 128) is the decode steps' prompt length (32768: decode at a 32k context).
 # Writes $OUT/prof_NAME_bBATCH.{csv,txt}. Needs a built build-gpu (scripts/gpu/check.sh build).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
@@ -19,14 +20,14 @@ json.dump(c, open(p, "w"), indent=1)
 EOF
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "no ncu"; exit 1; }
-TAG="prof_${NAME}_b${BATCH}"
+TAG="prof_${NAME}_b${BATCH}${DECODE_PROMPT:+_ctx$DECODE_PROMPT}"
 # Steps of the bench: prefill of BATCH prompts, then TOKENS decode steps; the ranking keeps the
 # launches after the last prefill-sized attention, which the summary below finds by step marks.
 # BATCH "pN": one N-token prefill instead of decode steps (its step is the one ranked).
 if [[ $BATCH == p* ]]; then
   ARGS=(--prefill-lens "${BATCH#p}" --batches 0 --reps 1 --warmup 0)
 else
-  ARGS=(--prefill-lens 0 --batches "$BATCH" --decode-prompt-len 128 --decode-tokens "$TOKENS" --reps 1 --warmup 0
+  ARGS=(--prefill-lens 0 --batches "$BATCH" --decode-prompt-len "${DECODE_PROMPT:-128}" --decode-tokens "$TOKENS" --reps 1 --warmup 0
         --max-num-seqs "$BATCH")
 fi
 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUT/$TAG.csv" \
