@@ -2,7 +2,8 @@
 // Bandwidth-bound: every weight byte is read once for all m tokens. Each warp owns R weight
 // rows; each lane streams 16-byte chunks of them (8 bf16) with loads that skip L1 so the small
 // x rows, re-read by every warp, stay cached there. U chunks per lane are issued before any is
-// used to keep enough bytes in flight to saturate HBM.
+// used to keep enough bytes in flight to saturate HBM. Matrices with few, long rows split each
+// row's k over 2-4 warps of a block (split_k), to put more warps and bytes in flight.
 // With a SiluMulOut (SwiGLU's gate_up projection, rows [0, n/2) gates and [n/2, n) ups) a warp
 // owns rows c and c + n/2 and its epilogue writes silu(gate) * up of channel c instead of y: the
 // silu_mul kernel disappears from decode, for one silu per channel (a prologue in the down
@@ -70,8 +71,8 @@ __device__ __forceinline__ void dot_round(float (&acc)[R][M], const uint4 (&wv)[
 
 // kSilu: R == 2, the warp's rows are channel c's gate (c) and up (c + n / 2).
 // S: warps that split each row's k (1, 2 or 4; a block of kWarps warps owns kWarps / S row
-// groups). Split s takes the s-th contiguous range of chunks (ranges of a multiple of 32 chunks,
-// so every lane has the same count); each lane accumulates its chunks in ascending order, the
+// groups). Split s takes the s-th contiguous range of chunks (whole rounds of 32 chunks, only
+// the last range shorter); each lane accumulates its chunks in ascending order, the
 // warp sums its lanes (warp_sum), and split 0 adds the S warp totals in split order through
 // shared memory: one fixed order per (n, k, S), whatever M, R and U, and no atomics. S = 1 is the
 // unsplit kernel, bit for bit.
