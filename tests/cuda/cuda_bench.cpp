@@ -3,7 +3,8 @@
 // run back to back. Weights rotate through enough copies to defeat the L2 cache, as the layers
 // of a real model do. Usage: cuda_kernel_bench [--quick | --mixed (the mixed-step part only) |
 // --quant (the quantized GEMV / GEMM part only) | --decode-attn (decode attention: tensor-core
-// against CUDA-core kernel) | --attn (the paged attention rows: decode, prefill per kernel)]
+// against CUDA-core kernel) | --attn (the paged attention rows: decode, prefill per kernel) |
+// --gemv (the dense GEMV rows, with the split-k / early-load A/B "gemv-ab")]
 #include "cuda_bench.h"
 
 #include <cstdlib>
@@ -43,6 +44,35 @@ constexpr Shape kShapes[] = {{"qkv 4608x3584", 4608, 3584},     {"o 3584x3584", 
                              {"gate_up 37888x3584", 37888, 3584}, {"down 3584x18944", 3584, 18944},
                              {"lm_head 152064x3584", 152064, 3584}};
 
+// The dense GEMV's A/B (launch_gemv directly: the backend may take cuBLASLt at m >= 2): today's
+// default against the unsplit kernel without early weight loads ("old", FRUGAL_GEMV_SPLITK=0
+// FRUGAL_GEMV_EARLY=0), and at m = 1 the default without early loads and each split forced. Back
+// to back, each launch's early loads overlap the previous GEMV's tail (in a decode step: the
+// rms_norm or attention before qkv / o).
+void bench_gemv_ab(CudaBackend* b, const Shape& s, ops::MatmulParams p, const std::vector<void*>& ws, double bytes,
+                   double ceiling, Table* table) {
+  struct Variant {
+    std::string name;
+    int split, early;
+  };
+  const Variant variants[] = {{"old", 1, 0},
+                              {"new (split " + std::to_string(gemv_split_k(s.n, s.k)) + ")", -1, -1},
+                              {"new, no early loads", -1, 0},
+                              {"split 2", 2, -1},
+                              {"split 4", 4, -1}};
+  for (const Variant& v : variants) {
+    if (p.m != 1 && (v.split >= 2 || v.early == 0)) continue;
+    set_gemv_tuning(v.split, v.early);
+    Timing t = time_op(b->stream(), 30, 10, [&](int i) {
+      p.w.data = ws[static_cast<size_t>(i) % ws.size()];
+      (void)launch_gemv(p, b->stream());
+    });
+    const double gbs = bytes / (t.median_us * 1e3);
+    table->add({"gemv-ab m=" + std::to_string(p.m) + " " + s.name + " " + v.name, t, gbs, "GB/s", 100 * gbs / ceiling});
+  }
+  set_gemv_tuning(-1, -1);
+}
+
 void bench_gemv(CudaBackend* b, LtGemm* lt, double ceiling, Table* table, bool quick) {
   for (const Shape& s : kShapes) {
     const int64_t w_elems = s.n * s.k;
@@ -61,6 +91,7 @@ void bench_gemv(CudaBackend* b, LtGemm* lt, double ceiling, Table* table, bool q
       const double bytes = 2.0 * (w_elems + m * s.k + m * s.n);
       const double gbs = bytes / (t.median_us * 1e3);
       table->add({std::string("gemv m=") + std::to_string(m) + " " + s.name, t, gbs, "GB/s", 100 * gbs / ceiling});
+      if (m == 1 || m == 4) bench_gemv_ab(b, s, p, ws, bytes, ceiling, table);
       if (s.n == 37888) {  // SwiGLU's gate_up with the silu epilogue (matmul_silu_mul): against the row above
         const SiluMulOut silu{.out = y, .ld_out = s.n / 2};
         Timing ts = time_op(b->stream(), 30, 10, [&](int i) {
@@ -281,6 +312,7 @@ int main(int argc, char** argv) {
   const bool quant_only = argc > 1 && std::strcmp(argv[1], "--quant") == 0;
   const bool decode_attn_only = argc > 1 && std::strcmp(argv[1], "--decode-attn") == 0;
   const bool attn_only = argc > 1 && std::strcmp(argv[1], "--attn") == 0;
+  const bool gemv_only = argc > 1 && std::strcmp(argv[1], "--gemv") == 0;
   auto b = CudaBackend::create(0);
   if (!b.is_ok()) {
     std::fprintf(stderr, "%s\n", b.status().to_string().c_str());
@@ -306,6 +338,11 @@ int main(int argc, char** argv) {
   }
   if (attn_only) {
     bench_attention(b->get(), ceiling, &table);
+    table.print();
+    return 0;
+  }
+  if (gemv_only) {
+    bench_gemv(b->get(), lt->get(), ceiling, &table, false);
     table.print();
     return 0;
   }

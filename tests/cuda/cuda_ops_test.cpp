@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 
 namespace frugal::cuda::testing {
@@ -110,6 +111,120 @@ TEST(CudaOps, MatmulGemvRange) {
       for (int64_t k : {8, 264, 3584}) check_matmul({m, n, k, m % 2 == 1, m >= 3, DType::kBF16, 8});
   check_matmul({4, 100, 512, true, false, DType::kF32, 0});
   check_matmul({1, 33, 64, true, true, DType::kBF16, 0, DType::kF32});  // bias dtype != y
+}
+
+// The dense GEMV called directly (the backend may measure cuBLASLt faster at m >= 2) under
+// set_gemv_tuning; restores the defaults when it goes.
+struct GemvTuning {
+  GemvTuning(int split, int early) { set_gemv_tuning(split, early); }
+  ~GemvTuning() { set_gemv_tuning(-1, -1); }
+};
+
+std::vector<uint8_t> run_gemv(const ops::MatmulParams& p, const Tensor& out, const SiluMulOut* silu = nullptr) {
+  EXPECT_EQ(launch_gemv(p, backend()->stream(), silu), cudaSuccess);
+  std::vector<uint8_t> got;
+  out.from_device(&got, "gemv");
+  return got;
+}
+
+// k split over 1, 2 and 4 warps (forced, and the default rule on a long-k shape it splits), with
+// and without the weight loads before the PDL wait, on odd shapes (k not a multiple of 256, so
+// split ranges and rounds end mid-way; n not a multiple of 4), m = 1..8, bias and accumulate,
+// against ops::ref::matmul. Batch invariance: every token's row of an m-token launch equals the
+// m = 1 launch of that token alone, bit for bit, and the early loads change no bit.
+TEST(CudaOps, GemvSplitKMatchesReferenceAndIsBatchInvariant) {
+  struct Shape {
+    int64_t n, k;
+  };
+  for (const Shape s : {Shape{7, 8}, Shape{259, 264}, Shape{1001, 1032}, Shape{130, 8200}}) {
+    std::mt19937 rng(static_cast<unsigned>(s.n * 31 + s.k));
+    const int64_t ld_x = s.k + 8, ld_y = s.n + 2, m_max = kGemvMaxM;
+    Tensor x(DType::kBF16, m_max * ld_x), w(DType::kBF16, s.n * s.k), b(DType::kBF16, s.n), y0(DType::kF32, m_max * ld_y);
+    Tensor y(DType::kF32, m_max * ld_y), yb(DType::kBF16, m_max * ld_y);
+    x.fill_uniform(rng, -1, 1);
+    w.fill_uniform(rng, -1, 1);
+    b.fill_uniform(rng, -1, 1);
+    yb.fill_uniform(rng, -4, 4);
+    for (auto* t : {&x, &w, &b, &yb}) t->to_device();
+    for (int split : {0, 1, 2, 4}) {  // 0: the default rule (splits only the 130 x 8200 shape)
+      const std::string what = "n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + " split=" + std::to_string(split) +
+                               " (runs " + std::to_string(split == 0 ? gemv_split_k(s.n, s.k) : split) + ")";
+      std::vector<uint8_t> solo(static_cast<size_t>(m_max * s.n * 4));  // each token alone, f32, no bias
+      {
+        GemvTuning tune(split == 0 ? -1 : split, 0);
+        for (int64_t t = 0; t < m_max; ++t) {
+          const ops::MatmulParams p{static_cast<const uint8_t*>(x.dev) + 2 * t * ld_x, DType::kBF16, ld_x,
+                                    ops::dense_weight(w.dev, DType::kBF16), nullptr, DType::kBF16, y0.dev, DType::kF32, ld_y, 1, s.n, s.k, false};
+          const std::vector<uint8_t> got = run_gemv(p, y0);
+          std::memcpy(solo.data() + t * s.n * 4, got.data(), static_cast<size_t>(s.n * 4));
+        }
+      }
+      for (int early : {0, 1}) {
+        GemvTuning tune(split == 0 ? -1 : split, early);
+        for (int64_t m = 1; m <= m_max; ++m) {
+          SCOPED_TRACE(what + " early=" + std::to_string(early) + " m=" + std::to_string(m));
+          ops::MatmulParams p{x.dev, DType::kBF16, ld_x, ops::dense_weight(w.dev, DType::kBF16), nullptr, DType::kBF16,
+                              y.dev, DType::kF32, ld_y, m, s.n, s.k, false};
+          std::vector<uint8_t> got = run_gemv(p, y);
+          for (int64_t t = 0; t < m; ++t)
+            ASSERT_EQ(std::memcmp(got.data() + t * ld_y * 4, solo.data() + t * s.n * 4, static_cast<size_t>(s.n * 4)), 0)
+                << "token " << t << " of " << m << " differs from its m = 1 launch";
+          // bf16 y with bias (odd m) and accumulate (m % 3 == 0) against the reference.
+          yb.to_device();
+          p.y = yb.dev;
+          p.y_dtype = DType::kBF16;
+          p.bias = m % 2 == 1 ? b.dev : nullptr;
+          p.accumulate = m % 3 == 0;
+          ASSERT_EQ(launch_gemv(p, backend()->stream()), cudaSuccess);
+          std::vector<uint8_t> want = yb.host;
+          ops::MatmulParams r = p;
+          r.x = x.host.data();
+          r.w.data = w.host.data();
+          r.bias = p.bias ? b.host.data() : nullptr;
+          r.y = want.data();
+          ops::ref::matmul(r);
+          std::vector<bool> mask(static_cast<size_t>(yb.n));
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < s.n; ++j) mask[static_cast<size_t>(i * ld_y + j)] = true;
+          expect_close(yb, want, 2e-2f, "gemv", mask);  // rows past m and the padding must be untouched too
+        }
+      }
+    }
+  }
+}
+
+// The gate_up silu epilogue stays unsplit and right whatever split is forced: against the
+// reference matmul (rounded to bf16, as y would hold it) then silu_mul, m = 1..8.
+TEST(CudaOps, GemvSiluEpilogueUnderForcedSplit) {
+  const int64_t half = 131, n = 2 * half, k = 4104;
+  std::mt19937 rng(3);
+  Tensor x(DType::kBF16, kGemvMaxM * k), w(DType::kBF16, n * k), b(DType::kBF16, n), out(DType::kBF16, kGemvMaxM * half);
+  x.fill_uniform(rng, -1, 1);
+  w.fill_uniform(rng, -0.1f, 0.1f);
+  b.fill_uniform(rng, -1, 1);
+  for (auto* t : {&x, &w, &b}) t->to_device();
+  for (int split : {1, 4})
+    for (int64_t m = 1; m <= kGemvMaxM; ++m) {
+      SCOPED_TRACE(::testing::Message() << "split=" << split << " m=" << m);
+      GemvTuning tune(split, 1);
+      out.fill_nan();
+      out.to_device();
+      const ops::MatmulParams p{x.dev, DType::kBF16, k, ops::dense_weight(w.dev, DType::kBF16), b.dev, DType::kBF16,
+                                nullptr, DType::kBF16, n, m, n, k, false};
+      const SiluMulOut silu{.out = out.dev, .ld_out = half};
+      run_gemv(p, out, &silu);
+      std::vector<uint8_t> gu(static_cast<size_t>(2 * m * n)), want = out.host;
+      ops::MatmulParams r = p;
+      r.x = x.host.data();
+      r.w.data = w.host.data();
+      r.bias = b.host.data();
+      r.y = gu.data();
+      ops::ref::matmul(r);
+      ops::ref::silu_mul({gu.data(), gu.data() + 2 * half, want.data(), DType::kBF16, m, half, n, n, half});
+      std::vector<bool> mask(static_cast<size_t>(out.n));
+      for (int64_t i = 0; i < m * half; ++i) mask[static_cast<size_t>(i)] = true;
+      expect_close(out, want, 2e-2f, "gemv silu", mask);
+    }
 }
 
 TEST(CudaOps, MatmulCublasLt) {

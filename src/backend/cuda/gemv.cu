@@ -2,11 +2,13 @@
 // Bandwidth-bound: every weight byte is read once for all m tokens. Each warp owns R weight
 // rows; each lane streams 16-byte chunks of them (8 bf16) with loads that skip L1 so the small
 // x rows, re-read by every warp, stay cached there. U chunks per lane are issued before any is
-// used to keep enough bytes in flight to saturate HBM.
+// used to keep enough bytes in flight to saturate HBM. Matrices with few, long rows split each
+// row's k over 2-4 warps of a block (split_k), to put more warps and bytes in flight.
 // With a SiluMulOut (SwiGLU's gate_up projection, rows [0, n/2) gates and [n/2, n) ups) a warp
 // owns rows c and c + n/2 and its epilogue writes silu(gate) * up of channel c instead of y: the
 // silu_mul kernel disappears from decode, for one silu per channel (a prologue in the down
 // GEMV would recompute silu(x) in every warp, n times per element).
+#include <algorithm>
 #include <cstdlib>
 
 #include "backend/cuda/common.cuh"
@@ -36,17 +38,80 @@ __device__ __forceinline__ float dot8(uint4 w, const float* x) {
   return s;
 }
 
+// One round of weight loads: U chunks (16 bytes) per lane of each of the warp's R rows, from
+// chunk `base` on in steps of 32; chunks at or past `end` load zeros (never used).
+template <int R, int U>
+__device__ __forceinline__ void load_round(uint4 (&wv)[U][R], const __nv_bfloat16* const (&wrow)[R], int64_t base,
+                                           int64_t end) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t c = base + 32 * u;
+#pragma unroll
+    for (int r = 0; r < R; ++r) wv[u][r] = c < end ? load_stream16(wrow[r] + c * 8) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Accumulates one round (U chunks from `base` in steps of 32, those before `end`) of the rows in wv.
+template <int M, int R, int U>
+__device__ __forceinline__ void dot_round(float (&acc)[R][M], const uint4 (&wv)[U][R], const __nv_bfloat16* x,
+                                          int64_t ld_x, int64_t base, int64_t end) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t c = base + 32 * u;
+    if (c >= end) break;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float xf[8];
+      bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(x + m * ld_x + c * 8)), xf);
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r][m] += dot8(wv[u][r], xf);
+    }
+  }
+}
+
 // kSilu: R == 2, the warp's rows are channel c's gate (c) and up (c + n / 2).
-template <int M, int R, int U, bool kSilu>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(ops::MatmulParams p, SiluMulOut silu) {
+// S: warps that split each row's k (1, 2 or 4; a block of kWarps warps owns kWarps / S row
+// groups). Split s takes the s-th contiguous range of chunks (whole rounds of 32 chunks, only
+// the last range shorter); each lane accumulates its chunks in ascending order, the
+// warp sums its lanes (warp_sum), and split 0 adds the S warp totals in split order through
+// shared memory: one fixed order per (n, k, S), whatever M, R and U, and no atomics. S = 1 is the
+// unsplit kernel, bit for bit.
+// kEarly: the first round of weight loads is issued before pdl_wait(), overlapping the previous
+// kernel's tail. Legal because no kernel writes a GEMV's weights (they are loaded once, from the
+// host); x, y and bias are read only after the wait (launch_gemv's contract, kernels.h). Without
+// it pdl_wait() comes first, as it always did (that order also keeps the address arithmetic out of
+// the registers live across the wait: 32 registers instead of 38 at m = 1).
+// A split m = 1 kernel at 4 loads per lane is held to 32 registers (16 blocks, the SM's 64 warps):
+// 38 would leave 48 warps per SM, and the split down projection (n * S = 7168 warps) would run
+// a second, nearly empty wave.
+template <int M, int U, int S>
+constexpr int kMinBlocks = M == 1 && U <= 4 && S > 1 ? 16 : 0;  // 0: no minimum
+
+template <int M, int R, int U, bool kSilu, int S, bool kEarly>
+__global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<M, U, S>)) gemv_kernel(ops::MatmulParams p, SiluMulOut silu) {
   static_assert(!kSilu || R == 2, "the silu epilogue pairs a gate row with its up row");
-  pdl_wait();
-  const int lane = threadIdx.x & 31;
-  const int64_t unit = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  static_assert(S == 1 || S == 2 || S == 4, "a block's warps split k 1, 2 or 4 ways");
+  if constexpr (!kEarly) pdl_wait();
+  constexpr int kGroups = kWarps / S;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int split = warp % S;
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * kGroups + warp / S;
   const int64_t half = p.n / 2;
   const int64_t row0 = kSilu ? unit : unit * R;
-  if (row0 >= (kSilu ? half : p.n)) return;
+  const bool active = row0 < (kSilu ? half : p.n);
+  if constexpr (S == 1) {
+    if (!active) {
+      if constexpr (kEarly) pdl_wait();  // still lets the dependents launch
+      return;
+    }
+  }
   const int64_t n_chunks = p.k / 8;
+  int64_t c_begin = 0, c_end = n_chunks;
+  if constexpr (S > 1) {
+    const int64_t per_split = ceil_div(ceil_div(n_chunks, S), 32) * 32;
+    c_begin = active ? std::min(n_chunks, split * per_split) : n_chunks;  // idle warps: no chunks
+    c_end = std::min(n_chunks, c_begin + per_split);
+  }
   const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.w.data);
   const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
   const __nv_bfloat16* wrow[R];
@@ -57,31 +122,44 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(ops::MatmulParams p, 
     wrow[r] = w + row * p.k;
   }
   float acc[R][M] = {};
-  for (int64_t base = lane; base < n_chunks; base += 32 * U) {
+  int64_t base = c_begin + lane;
+  if constexpr (kEarly) {
     uint4 wv[U][R];
+    load_round<R, U>(wv, wrow, base, c_end);
+    pdl_wait();
+    dot_round<M, R, U>(acc, wv, x, p.ld_x, base, c_end);
+    base += 32 * U;
+  }
+  for (; base < c_end; base += 32 * U) {
+    uint4 wv[U][R];
+    load_round<R, U>(wv, wrow, base, c_end);
+    dot_round<M, R, U>(acc, wv, x, p.ld_x, base, c_end);
+  }
+  float tot[R][M];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t c = base + 32 * u;
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int r = 0; r < R; ++r) wv[u][r] = c < n_chunks ? load_stream16(wrow[r] + c * 8) : make_uint4(0, 0, 0, 0);
+    for (int m = 0; m < M; ++m) tot[r][m] = warp_sum(acc[r][m]);
+  if constexpr (S > 1) {
+    __shared__ float part[kWarps][R * M];
+    if (lane == 0) {
+#pragma unroll
+      for (int i = 0; i < R * M; ++i) part[warp][i] = tot[i / M][i % M];
     }
+    __syncthreads();
+    if (split != 0 || !active) return;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t c = base + 32 * u;
-      if (c >= n_chunks) break;
+    for (int i = 0; i < R * M; ++i) {
+      float v = part[warp][i];
 #pragma unroll
-      for (int m = 0; m < M; ++m) {
-        float xf[8];
-        bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(x + m * p.ld_x + c * 8)), xf);
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r][m] += dot8(wv[u][r], xf);
-      }
+      for (int s = 1; s < S; ++s) v += part[warp + s][i];
+      tot[i / M][i % M] = v;
     }
   }
   if constexpr (kSilu) {
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      float g = warp_sum(acc[0][m]), u = warp_sum(acc[1][m]);
+      float g = tot[0][m], u = tot[1][m];
       if (lane == m % 32) {
         if (p.bias) {
           g += load_f(p.bias_dtype, p.bias, row0);
@@ -97,7 +175,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(ops::MatmulParams p, 
   for (int r = 0; r < R; ++r) {
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      float v = warp_sum(acc[r][m]);
+      float v = tot[r][m];
       const int64_t row = row0 + r;
       if (lane == (r * M + m) % 32 && row < p.n) {
         if (p.bias) v += load_f(p.bias_dtype, p.bias, row);
@@ -108,15 +186,67 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(ops::MatmulParams p, 
   }
 }
 
+int env_or(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::atoi(e) : fallback;
+}
+
 // Loads in flight per lane for m = 1 on matrices that fit in one wave of warps (qkv, o):
 // there every warp's whole row is a few rounds of HBM latency, so more loads per round pay;
 // FRUGAL_GEMV_U=4|8 overrides.
 int small_matrix_u() {
-  static int u = [] {
-    const char* e = std::getenv("FRUGAL_GEMV_U");
-    return e && std::atoi(e) == 4 ? 4 : 8;
-  }();
+  static int u = env_or("FRUGAL_GEMV_U", 8) == 4 ? 4 : 8;
   return u;
+}
+
+// Early weight loads (before pdl_wait) on the m = 1 small-matrix path (qkv, o: the kernels that
+// follow the short rms_norm / attention kernels and are a few rounds of latency long):
+// FRUGAL_GEMV_EARLY=0 turns them off; set_gemv_tuning wins.
+int g_tune_split = -1, g_tune_early = -1;
+bool early_loads() {
+  static const bool env = env_or("FRUGAL_GEMV_EARLY", 1) != 0;
+  return g_tune_early >= 0 ? g_tune_early != 0 : env;
+}
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 132;
+    return sms;
+  }();
+  return n;
+}
+
+// Warps splitting each row's k, from the shape alone (never from m: every m = 1..8 of a shape
+// sums in one order, so a token's row does not depend on the batch it is decoded in). Long rows
+// on few rows: the down projection (n = 3584, k = 18944) had one warp per row, 27 of the 64 a
+// SM holds, each streaming 37.9 KB with 4 loads per lane in flight: latency bound at 69% of the
+// copy ceiling. Splitting k 2 ways doubles the warps (and bytes in flight) while the grid still
+// fits in one wave (n * S <= 64 warps per SM); each split keeps >= 16 chunks per lane (k / S >=
+// 4096) so the reduction stays a small share. Matrices with enough rows (gate_up, lm_head) or
+// short rows (qkv, o: k = 3584) stay unsplit. FRUGAL_GEMV_SPLITK=0|1 keeps the unsplit kernel
+// everywhere, =2|4 forces that split on every shape (A/B runs, tests); set_gemv_tuning wins.
+int split_k(int64_t n, int64_t k) {
+  static const int env = env_or("FRUGAL_GEMV_SPLITK", -1);
+  const int force = g_tune_split >= 0 ? g_tune_split : env;
+  if (force >= 0) return force >= 4 ? 4 : force >= 2 ? 2 : 1;
+  const int64_t max_warps = int64_t{sm_count()} * 64;
+  int s = 1;
+  while (s < 4 && n * s * 2 <= max_warps && k / (s * 2) >= 4096) s *= 2;
+  return s;
+}
+
+// s warps per row (split_k; the silu epilogue always 1).
+template <int M, int R, int U, bool kSilu, bool kEarly = false>
+cudaError_t launch_split(const ops::MatmulParams& p, const SiluMulOut& silu, int s, cudaStream_t stream) {
+  const int64_t units = kSilu ? p.n / 2 : ceil_div(p.n, R);  // warp row groups
+  const auto grid = [&](int groups) { return static_cast<unsigned>(ceil_div(units, groups)); };
+  if constexpr (!kSilu) {
+    if (s == 2) return launch_kernel(gemv_kernel<M, R, U, false, 2, kEarly>, grid(kWarps / 2), kWarps * 32, 0, stream, p, silu);
+    if (s == 4) return launch_kernel(gemv_kernel<M, R, U, false, 4, kEarly>, grid(1), kWarps * 32, 0, stream, p, silu);
+  }
+  return launch_kernel(gemv_kernel<M, R, U, kSilu, 1, kEarly>, grid(kWarps), kWarps * 32, 0, stream, p, silu);
 }
 
 template <int M>
@@ -125,19 +255,21 @@ cudaError_t launch_m(const ops::MatmulParams& p, const SiluMulOut* silu, cudaStr
   constexpr int R = M > 2 ? 2 : 1;
   constexpr int U = R == 1 ? 4 : 2;  // 8 per lane measured slower on the k = 18944 shape
   const bool small = M == 1 && p.n <= 8192 && p.k <= 8192 && small_matrix_u() == 8;
-  if (silu) {  // two rows per warp always, with the loads in flight per lane of the plain kernel
-    const unsigned grid = static_cast<unsigned>(ceil_div(p.n / 2, kWarps));
+  if (silu) {  // two rows per warp always, with the loads in flight per lane of the plain kernel; unsplit
+               // (gate_up's 18944 channels are warps enough)
     if constexpr (M == 1) {
-      if (small) return launch_kernel(gemv_kernel<M, 2, 4, true>, grid, kWarps * 32, 0, stream, p, *silu);
+      if (small) return launch_split<M, 2, 4, true>(p, *silu, 1, stream);
     }
-    return launch_kernel(gemv_kernel<M, 2, R * U / 2, true>, grid, kWarps * 32, 0, stream, p, *silu);
+    return launch_split<M, 2, R * U / 2, true>(p, *silu, 1, stream);
   }
-  const int64_t rows_per_block = kWarps * R;
-  const unsigned grid = static_cast<unsigned>(ceil_div(p.n, rows_per_block));
+  const int s = split_k(p.n, p.k);
   if constexpr (M == 1) {
-    if (small) return launch_kernel(gemv_kernel<M, R, 8, false>, grid, kWarps * 32, 0, stream, p, SiluMulOut{});
+    if (small) {
+      if (early_loads()) return launch_split<M, R, 8, false, true>(p, SiluMulOut{}, s, stream);
+      return launch_split<M, R, 8, false>(p, SiluMulOut{}, s, stream);
+    }
   }
-  return launch_kernel(gemv_kernel<M, R, U, false>, grid, kWarps * 32, 0, stream, p, SiluMulOut{});
+  return launch_split<M, R, U, false>(p, SiluMulOut{}, s, stream);
 }
 
 // One warp per output element; lanes split k. For shapes and dtypes no fast path takes. Dense
@@ -162,6 +294,13 @@ __global__ void matmul_generic_kernel(ops::MatmulParams p) {
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 }  // namespace
+
+void set_gemv_tuning(int split, int early) {
+  g_tune_split = split;
+  g_tune_early = early;
+}
+
+int gemv_split_k(int64_t n, int64_t k) { return split_k(n, k); }
 
 bool gemv_supported(const ops::MatmulParams& p) {
   return p.m >= 1 && p.m <= kGemvMaxM && p.x_dtype == DType::kBF16 && p.w.format.scheme == ops::WeightScheme::kDense &&

@@ -64,7 +64,16 @@ struct SiluMulOut {
 // Needs k % 8 == 0, ld_x % 8 == 0 and 16-byte aligned x and w (gemv_supported says whether).
 constexpr int64_t kGemvMaxM = 8;
 bool gemv_supported(const ops::MatmulParams& p);
+// The first round of weight loads is issued before the programmatic-dependent-launch wait, so
+// the weights must not be written by the kernel launched just before on the stream (they never
+// are: weights come from the host); x, bias and y are read after it.
 cudaError_t launch_gemv(const ops::MatmulParams& p, cudaStream_t stream, const SiluMulOut* silu = nullptr);
+// Warps splitting each row's k for this shape (1, 2, 4; gemv.cu's split_k, the same for every m).
+int gemv_split_k(int64_t n, int64_t k);
+// A/B and test knobs, -1 = the default (env FRUGAL_GEMV_SPLITK, FRUGAL_GEMV_EARLY): `split` 0 | 1
+// keeps the unsplit kernel, 2 | 4 forces that split on every shape; `early` 0 | 1 the weight loads
+// before the PDL wait.
+void set_gemv_tuning(int split, int early);
 // Any-dtype, any-shape matmul with dense weights: the slow but general path (one warp per output).
 cudaError_t launch_matmul_generic(const ops::MatmulParams& p, cudaStream_t stream);
 // Quantized weights (int8, int4, nf4, fp8; quant_matmul.cu): the correctness path, any m, n, k,
