@@ -103,7 +103,15 @@ void bench_gemm(CudaBackend* b, Table* table) {
   }
 }
 
-// A paged cache of n_seqs sequences of ctx tokens each (7B shape: 4 kv heads x 128).
+// Attention heads of a paged-cache row: 7B (4 kv heads x 128, 28 query heads), or
+// DeepSeek-V2-Lite's MLA (one latent kv head 576 wide that is both K and V, 16 query heads).
+struct AttnShape {
+  int n_kv = 4, hd = 128, n_head = 28;
+  bool shared_kv = false;
+};
+constexpr AttnShape kMlaV2Lite{1, 576, 16, true};
+
+// A paged cache of n_seqs sequences of ctx tokens each.
 struct PagedSetup {
   std::vector<void*> owned;
   ops::AttentionParams p{};
@@ -112,13 +120,13 @@ struct PagedSetup {
   }
 };
 
-PagedSetup make_paged(CudaBackend* b, int n_seqs, int n_new, int ctx) {
-  const int bs = 16, n_kv = 4, hd = 128, n_head = 28;
+PagedSetup make_paged(CudaBackend* b, int n_seqs, int n_new, int ctx, AttnShape sh = {}) {
+  const int bs = 16, n_kv = sh.n_kv, hd = sh.hd, n_head = sh.n_head;
   const int blocks_per_seq = (ctx + bs - 1) / bs, n_blocks = blocks_per_seq * n_seqs;
   PagedSetup s;
   const int64_t cache_elems = int64_t{n_blocks} * bs * n_kv * hd;
   void* kc = random_buffer(b, DType::kBF16, cache_elems, 11);
-  void* vc = random_buffer(b, DType::kBF16, cache_elems, 12);
+  void* vc = sh.shared_kv ? kc : random_buffer(b, DType::kBF16, cache_elems, 12);
   const int n_tok = n_seqs * n_new;
   void* q = random_buffer(b, DType::kBF16, int64_t{n_tok} * n_head * hd, 13);
   void* out = b->alloc(static_cast<size_t>(n_tok) * n_head * hd * 2).value();
@@ -131,9 +139,11 @@ PagedSetup make_paged(CudaBackend* b, int n_seqs, int n_new, int ctx) {
     s.owned.push_back(d);
     return static_cast<const int32_t*>(d);
   };
-  s.owned.insert(s.owned.end(), {kc, vc, q, out});
+  s.owned.insert(s.owned.end(), {kc, q, out});
+  if (!sh.shared_kv) s.owned.push_back(vc);
   s.p = {{kc, vc, DType::kBF16, n_blocks, bs, n_kv, hd}, q, out, DType::kBF16, int64_t{n_head} * hd, int64_t{n_head} * hd,
-         n_seqs, n_tok, up(q_start), up(ctx_len), up(tables), blocks_per_seq, ctx, n_head, 0, 1.f / std::sqrt(128.f)};
+         n_seqs, n_tok, up(q_start), up(ctx_len), up(tables), blocks_per_seq, ctx, n_head, 0,
+         1.f / std::sqrt(static_cast<float>(hd))};
   return s;
 }
 
@@ -159,6 +169,30 @@ void bench_attention(CudaBackend* b, double ceiling, Table* table) {
     const double bytes = 2.0 * 2 * double(d.n_seqs) * d.ctx * 4 * 128;
     const double gbs = bytes / (t.median_us * 1e3);
     table->add({name, t, gbs, "GB/s", 100 * gbs / ceiling});
+    s.free_all(b);
+  }
+  // MLA decode at DeepSeek-V2-Lite's shape (issue 19): a 256-sequence step at ~200 tokens and
+  // one long sequence, the tensor-core kernel against the CUDA-core one (FRUGAL_MLA_MMA's A/B);
+  // GB/s of latent cache read (each 576-wide bf16 row once).
+  for (Dec d : {Dec{256, 200, 200}, Dec{1, 4096, 4096}}) {
+    auto row_name = [&](bool mma) {
+      return std::string("attn mla ") + (mma ? "mma" : "cuda-core") + " seqs=" + std::to_string(d.n_seqs) +
+             " ctx=" + std::to_string(d.ctx);
+    };
+    if (!attn_row_wanted(row_name(true)) && !attn_row_wanted(row_name(false))) continue;
+    PagedSetup s = make_paged(b, d.n_seqs, 1, d.ctx, kMlaV2Lite);
+    (void)b->reserve_scratch(64u << 20);
+    const double bytes = 2.0 * double(d.n_seqs) * d.ctx * kMlaV2Lite.hd;
+    const bool was = mla_mma_enabled();
+    for (bool mma : {true, false}) {
+      if (!attn_row_wanted(row_name(mma))) continue;
+      set_mla_mma_enabled(mma);
+      Timing t = time_op(b->stream(), 30, 10, [&](int) { (void)b->attention(s.p); });
+      const double gbs = bytes / (t.median_us * 1e3);
+      table->add({row_name(mma) + " splits=" + std::to_string(mla_decode_splits(s.p, b->n_sms())), t, gbs, "GB/s",
+                  100 * gbs / ceiling});
+    }
+    set_mla_mma_enabled(was);
     s.free_all(b);
   }
   // Prefill: whole prompts, and the last 8k chunk of a 32k prompt (the long-context case of
