@@ -46,6 +46,7 @@ cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* p
 // The MLA kernel's tensor-core variant (mma.sync, head_dim 576, bf16): mla_decode_splits /
 // launch_mla_decode take it whenever mla_decode_mma_applies(p); on unless FRUGAL_MLA_MMA=0 or
 // set_mla_mma_enabled(false) (the CUDA-core kernel stays the A/B baseline for tests and benchmarks).
+// FRUGAL_MLA_SPLITS=n forces mla_decode_splits to n (1..64) for tuning runs.
 bool mla_mma_enabled();
 void set_mla_mma_enabled(bool on);
 bool mla_decode_mma_applies(const ops::AttentionParams& p);

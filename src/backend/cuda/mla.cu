@@ -549,6 +549,13 @@ cudaError_t prepare_mla_decode() {
 }
 
 int mla_decode_splits(const ops::AttentionParams& p, int n_sms) {
+  // FRUGAL_MLA_SPLITS=n forces n splits (1..64) on either kernel, for tuning runs; read once.
+  static const int forced = [] {
+    const char* e = std::getenv("FRUGAL_MLA_SPLITS");
+    const int n = e != nullptr ? std::atoi(e) : 0;
+    return n < 0 ? 0 : n > kMaxSplits ? kMaxSplits : n;
+  }();
+  if (forced > 0) return forced;
   if (mla_decode_mma_applies(p)) {
     // As many blocks as fit one wave (never more: a second, partial wave of whole splits costs
     // more than the combine saves), at least two key tiles a split.
