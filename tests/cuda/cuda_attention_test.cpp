@@ -201,7 +201,9 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
       // Each is within tol of the oracle above, so within 2 tol of the other (they round
       // differently: bf16 probabilities on tensor cores, f32 on CUDA cores).
       expect_close_host(out.dtype, results[i], results[j], out.n, 2 * (c.act == DType::kF32 ? 1e-4f : 2e-2f),
-                        mma_pair ? "tensor-core vs CUDA-core decode" : wg_pair ? "wgmma vs mma.sync prefill" : "tensor-core vs CUDA-core MLA",
+                        mma_pair  ? "tensor-core vs CUDA-core decode"
+                        : wg_pair ? "wgmma vs mma.sync prefill"
+                                  : "tensor-core vs CUDA-core MLA",
                         rows_mask);
     }
 }

@@ -417,7 +417,8 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
       }
     }
 #pragma unroll
-    for (int nt = 0; nt < kMmaSTiles; ++nt) sred[(warp * kMmaSTiles + nt) * 32 + lane] = make_float4(s[nt][0], s[nt][1], s[nt][2], s[nt][3]);
+    for (int nt = 0; nt < kMmaSTiles; ++nt)
+      sred[(warp * kMmaSTiles + nt) * 32 + lane] = make_float4(s[nt][0], s[nt][1], s[nt][2], s[nt][3]);
     __syncthreads();
     // The whole S (the 4 warps' partials, summed in warp order: the same in every warp), scaled,
     // keys past the split masked, then the online softmax per row.
@@ -471,7 +472,8 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
     for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
       const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
                               pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-      const unsigned char* vrow = stage + (16 * kk + 8 * (mat & 1) + mr) * kMmaRowBytes + (warp * kMmaOTiles * 8 + 8 * (mat >> 1)) * 2;
+      const unsigned char* vrow =
+          stage + (16 * kk + 8 * (mat & 1) + mr) * kMmaRowBytes + (warp * kMmaOTiles * 8 + 8 * (mat >> 1)) * 2;
 #pragma unroll
       for (int vp = 0; vp < kMmaOTiles / 2; ++vp) {
         uint32_t b[4];
@@ -496,7 +498,8 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
     const int64_t unit = unit0 + int64_t{row} * splits;
     if (splits == 1) {
       const float inv = l_run[r] > 0.f ? 1.f / l_run[r] : 0.f;
-      auto* out = static_cast<__nv_bfloat16*>(p.out) + int64_t{t} * p.ld_out + int64_t{h0 + row} * kMmaD + warp * kMmaOTiles * 8 + 2 * tq;
+      auto* out = static_cast<__nv_bfloat16*>(p.out) + int64_t{t} * p.ld_out + int64_t{h0 + row} * kMmaD +
+                  warp * kMmaOTiles * 8 + 2 * tq;
 #pragma unroll
       for (int v = 0; v < kMmaOTiles; ++v)
         *reinterpret_cast<__nv_bfloat162*>(out + 8 * v) = __floats2bfloat162_rn(o[v][2 * r] * inv, o[v][2 * r + 1] * inv);
