@@ -30,6 +30,7 @@ struct AttnCase {
   int max_ctx_slack = 0;  // max_ctx_len above the true max (as a captured graph passes)
   DType cache = DType::kBF16;  // kBF16 (or the act dtype when that is f32), kF8E4M3 or kI8
   int sinks = 0;               // attention sinks (with sliding_window > 0)
+  bool shared_kv = false;      // MLA's latent cache: one buffer is both K and V (one kv head)
 };
 
 // How the backend is asked: prefill key split on or off; n_decode_seqs passed for the leading
@@ -38,8 +39,10 @@ struct AttnCase {
 // (DecodeTuning: stages, fused or separate combine, split rounding, forced splits) when set;
 // same_as_prev: the variant repeats the previous one and must give the same bits (the fused
 // combine's merge order does not depend on which block finishes last); the prefill kernel's
-// wgmma variant on (1), off (0) or as configured (wg; it runs only where prefill_wgmma is
-// available, sm_90a on a 9.0 device).
+// wgmma variant pipelined (2), unpipelined (1), off (0) or as configured (wg; it runs only where
+// prefill_wgmma is available, sm_90a on a 9.0 device); the MLA kernel's tensor-core variant on (1), off (0) or as
+// configured (mla), and mla_splits > 0: launch_mla_decode directly with that many splits instead
+// of the backend's choice.
 struct Variant {
   bool split = true;
   bool decode_hint = false;
@@ -47,11 +50,14 @@ struct Variant {
   std::optional<DecodeTuning> tuning = std::nullopt;
   bool same_as_prev = false;
   int wg = -1;
+  int mla = -1;
+  int mla_splits = 0;
 };
 
 // Every variant against one reference run (the reference is the slow part).
 // Variants that differ only in `mma` are also compared with each other (the tensor-core decode
-// kernel against the CUDA-core one on the same inputs), and so are those that differ only in `wg`.
+// kernel against the CUDA-core one on the same inputs), and so are those that differ only in `wg`
+// or only in `mla`.
 void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {Variant{}}) {
   const DType kv = c.act == DType::kF32 ? DType::kF32 : c.cache;
   const bool fp8 = kv == DType::kF8E4M3, int8 = kv == DType::kI8;
@@ -88,6 +94,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
   q.fill_uniform(rng, -3, 3);
   out.fill_nan();
   for (auto* t : {&kc, &vc, &q, &out}) t->to_device();
+  Tensor& vsrc = c.shared_kv ? kc : vc;
   std::vector<float> k_scales, v_scales;
   std::uniform_real_distribution<float> sd(0.5f / 127, 1.5f / 127);
   for (int64_t i = 0; int8 && i < int64_t{n_blocks} * bs * c.n_kv; ++i) {
@@ -95,7 +102,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
     v_scales.push_back(sd(rng));
   }
   DevInts di;
-  ops::AttentionParams p{{kc.dev, vc.dev, kv, n_blocks, bs, c.n_kv, c.head_dim, int8 ? di.floats(k_scales) : nullptr,
+  ops::AttentionParams p{{kc.dev, vsrc.dev, kv, n_blocks, bs, c.n_kv, c.head_dim, int8 ? di.floats(k_scales) : nullptr,
                           int8 ? di.floats(v_scales) : nullptr, fp8 ? 1.f / 300 : 1.f, fp8 ? 1.f / 500 : 1.f},
                          q.dev, out.dev, c.act, ld_q, ld_out, n_seqs, n_tokens,
                          di(q_start), di(ctx_len), di(tables), max_blocks, max_ctx + c.max_ctx_slack,
@@ -103,7 +110,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
   std::vector<uint8_t> want(out.host.size());
   ops::AttentionParams r = p;
   r.cache.k_cache = kc.host.data();
-  r.cache.v_cache = vc.host.data();
+  r.cache.v_cache = vsrc.host.data();
   r.cache.k_scales = int8 ? k_scales.data() : nullptr;
   r.cache.v_scales = int8 ? v_scales.data() : nullptr;
   r.q = q.host.data();
@@ -123,7 +130,9 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
                                       << (v.wg == 2   ? ", pipelined wgmma prefill"
                                           : v.wg == 1 ? ", wgmma prefill"
                                           : v.wg == 0 ? ", mma.sync prefill"
-                                                      : ""));
+                                                      : "")
+                                      << (v.mla == 1 ? ", tensor-core MLA" : v.mla == 0 ? ", CUDA-core MLA" : "")
+                                      << (v.mla_splits > 0 ? ", MLA splits " + std::to_string(v.mla_splits) : ""));
     out.fill_nan();
     out.to_device();
     p.n_decode_seqs = p.decode_max_ctx_len = 0;
@@ -140,7 +149,23 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
       set_prefill_wgmma_enabled(v.wg >= 1);
       set_prefill_wgmma_pipelined(v.wg == 2);
     }
-    const Status st = backend()->attention(p);
+    const bool mla_was = mla_mma_enabled();
+    if (v.mla >= 0) set_mla_mma_enabled(v.mla == 1);
+    if (v.mla == 1) {
+      EXPECT_TRUE(mla_decode_mma_applies(p));  // the case runs the tensor-core MLA kernel
+    }
+    Status st = Status::ok();
+    if (v.mla_splits > 0) {  // the MLA kernels themselves, with this many splits
+      EXPECT_TRUE(mla_decode_supported(p));
+      void* partials = nullptr;
+      if (size_t bytes = mla_decode_scratch_bytes(p, v.mla_splits); bytes > 0) partials = backend()->alloc(bytes).value();
+      EXPECT_EQ(launch_mla_decode(p, v.mla_splits, partials, backend()->stream()), cudaSuccess);
+      EXPECT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
+      if (partials != nullptr) backend()->free(partials);
+    } else {
+      st = backend()->attention(p);
+    }
+    set_mla_mma_enabled(mla_was);
     set_decode_mma_enabled(mma_was);
     set_decode_tuning(tuning_was);
     set_prefill_wgmma_enabled(true);
@@ -175,13 +200,18 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
       const Variant &a = variants[i], &b = variants[j];
       const bool mma_pair = a.mma == 1 && b.mma == 0 && a.wg == b.wg && !a.tuning && !b.tuning;
       const bool wg_pair = a.wg >= 1 && b.wg == 0 && a.mma == b.mma && !a.tuning && !b.tuning;
-      if (!(mma_pair || wg_pair) || a.split != b.split || a.decode_hint != b.decode_hint) continue;
-      SCOPED_TRACE(mma_pair ? "tensor-core decode against the CUDA-core decode on the same inputs"
-                            : "wgmma prefill against the mma.sync prefill on the same inputs");
+      const bool mla_pair = a.mla == 1 && b.mla == 0 && a.mla_splits == b.mla_splits;
+      if (!(mma_pair || wg_pair || mla_pair) || a.split != b.split || a.decode_hint != b.decode_hint) continue;
+      SCOPED_TRACE(mma_pair  ? "tensor-core decode against the CUDA-core decode on the same inputs"
+                   : wg_pair ? "wgmma prefill against the mma.sync prefill on the same inputs"
+                             : "tensor-core MLA against the CUDA-core MLA on the same inputs");
       // Each is within tol of the oracle above, so within 2 tol of the other (they round
       // differently: bf16 probabilities on tensor cores, f32 on CUDA cores).
       expect_close_host(out.dtype, results[i], results[j], out.n, 2 * (c.act == DType::kF32 ? 1e-4f : 2e-2f),
-                        mma_pair ? "tensor-core vs CUDA-core decode" : "wgmma vs mma.sync prefill", rows_mask);
+                        mma_pair  ? "tensor-core vs CUDA-core decode"
+                        : wg_pair ? "wgmma vs mma.sync prefill"
+                                  : "tensor-core vs CUDA-core MLA",
+                        rows_mask);
     }
 }
 
@@ -444,6 +474,69 @@ TEST(CudaAttention, DecodeTuningDispatch) {
   EXPECT_TRUE(decode_fused_combine(p, n32, 4, 7, &fake_counters));  // 7 x n32 rows: a short merge
   set_decode_tuning(was);
   set_decode_mma_enabled(mma_was);
+}
+
+// MLA's latent cache (DeepSeek V2 / V3: one kv head that is both K and V, 576 wide) on the
+// tensor-core MLA kernel and the CUDA-core one, each against the reference and against each
+// other: contexts that are not multiples of the 32-key tile (1, 17, 100, 300, 1000, 4097),
+// several sequences of different lengths, the backend's split choice (many splits for a few
+// tokens, one for a batch) and forced 1, 3 and 64 splits (most of them empty for the short
+// contexts), prefill chunks after decodes (each token causal over its own prefix), 16 heads
+// (V2-Lite), 17 and 3 (a partial group of 16).
+const std::vector<Variant> kMlaKernels = {
+    Variant{.mla = 1},                  Variant{.mla = 0},
+    Variant{.mla = 1, .mla_splits = 1}, Variant{.mla = 0, .mla_splits = 1},
+    Variant{.mla = 1, .mla_splits = 3}, Variant{.mla = 0, .mla_splits = 3},
+    Variant{.mla = 1, .mla_splits = 64}, Variant{.mla = 0, .mla_splits = 64}};
+
+AttnCase mla_case(std::vector<SeqSpec> seqs, int n_head) {
+  AttnCase c{std::move(seqs), n_head, 1, 576};
+  c.shared_kv = true;
+  return c;
+}
+
+TEST(CudaAttention, MlaMmaMatchesReferenceAndCudaCoreKernel) {
+  check_attention(mla_case({{1, 1}, {1, 17}, {1, 100}, {1, 300}, {1, 1000}}, 16), kMlaKernels);
+  check_attention(mla_case({{1, 37}, {1, 300}, {5, 5}, {7, 40}, {33, 120}}, 17), kMlaKernels);  // decodes, then chunks
+  check_attention(mla_case({{1, 4097}}, 3), kMlaKernels);
+}
+
+// A V2-Lite decode batch (16 heads): 140 sequences fill the GPU, so the backend runs one split.
+TEST(CudaAttention, MlaMmaDecodeBatch) {
+  std::vector<SeqSpec> seqs;
+  for (int i = 0; i < 140; ++i) seqs.push_back({1, 129 + (i * 37) % 160});
+  check_attention(mla_case(seqs, 16), {Variant{.mla = 1}, Variant{.mla = 0}, Variant{.mla = 1, .mla_splits = 2}});
+}
+
+// Which MLA kernel runs and how it splits (host side): the tensor-core one for 576-wide bf16
+// latent caches unless switched off; a 256-token batch is one split, one long sequence many.
+TEST(CudaAttention, MlaMmaDispatch) {
+  ops::AttentionParams p{};
+  p.cache = {nullptr, nullptr, DType::kBF16, 100, 16, 1, 576};
+  p.act_dtype = DType::kBF16;
+  p.ld_q = p.ld_out = 16 * 576;
+  p.n_head = 16;
+  p.n_seqs = p.n_tokens = 256;
+  p.max_ctx_len = 256;
+  p.scale = 1.f;
+  const bool was = mla_mma_enabled();
+  set_mla_mma_enabled(true);
+  ASSERT_TRUE(mla_decode_supported(p));
+  EXPECT_TRUE(mla_decode_mma_applies(p));
+  EXPECT_EQ(mla_decode_splits(p, backend()->n_sms()), 1);
+  p.n_seqs = p.n_tokens = 1;
+  p.max_ctx_len = 4096;
+  EXPECT_EQ(mla_decode_splits(p, backend()->n_sms()), 64);  // two 32-key tiles a split
+  p.max_ctx_len = 100;
+  EXPECT_EQ(mla_decode_splits(p, backend()->n_sms()), 2);
+  set_mla_mma_enabled(false);
+  EXPECT_FALSE(mla_decode_mma_applies(p));
+  set_mla_mma_enabled(true);
+  p.cache.head_dim = 136;  // the CUDA-core kernel's other widths
+  p.ld_q = p.ld_out = 16 * 136;
+  EXPECT_TRUE(mla_decode_supported(p));
+  EXPECT_FALSE(mla_decode_mma_applies(p));
+  set_mla_mma_enabled(was);
 }
 
 TEST(CudaAttention, GenericFallbackF32AndOddHeadDim) {

@@ -134,22 +134,34 @@ void bench_gemm(CudaBackend* b, Table* table) {
   }
 }
 
-// A paged cache of n_seqs sequences of ctx tokens each (7B shape: 4 kv heads x 128).
+// Attention heads of a paged-cache row: 7B (4 kv heads x 128, 28 query heads), or
+// DeepSeek-V2-Lite's MLA (one latent kv head 576 wide that is both K and V, 16 query heads).
+struct AttnShape {
+  int n_kv = 4, hd = 128, n_head = 28;
+  bool shared_kv = false;
+};
+constexpr AttnShape kMlaV2Lite{1, 576, 16, true};
+
+// A paged cache of n_seqs sequences of ctx tokens each; with copies > 1 the K and V buffers hold
+// that many caches back to back (cache_bytes apart), for runs that rotate through them to keep
+// the cache out of L2 as the layers of a real model do.
 struct PagedSetup {
   std::vector<void*> owned;
   ops::AttentionParams p{};
+  int64_t cache_bytes = 0;
   void free_all(CudaBackend* b) {
     for (void* q : owned) b->free(q);
   }
 };
 
-PagedSetup make_paged(CudaBackend* b, int n_seqs, int n_new, int ctx) {
-  const int bs = 16, n_kv = 4, hd = 128, n_head = 28;
+PagedSetup make_paged(CudaBackend* b, int n_seqs, int n_new, int ctx, AttnShape sh = {}, int copies = 1) {
+  const int bs = 16, n_kv = sh.n_kv, hd = sh.hd, n_head = sh.n_head;
   const int blocks_per_seq = (ctx + bs - 1) / bs, n_blocks = blocks_per_seq * n_seqs;
   PagedSetup s;
   const int64_t cache_elems = int64_t{n_blocks} * bs * n_kv * hd;
-  void* kc = random_buffer(b, DType::kBF16, cache_elems, 11);
-  void* vc = random_buffer(b, DType::kBF16, cache_elems, 12);
+  s.cache_bytes = 2 * cache_elems;
+  void* kc = random_buffer(b, DType::kBF16, copies * cache_elems, 11);
+  void* vc = sh.shared_kv ? kc : random_buffer(b, DType::kBF16, copies * cache_elems, 12);
   const int n_tok = n_seqs * n_new;
   void* q = random_buffer(b, DType::kBF16, int64_t{n_tok} * n_head * hd, 13);
   void* out = b->alloc(static_cast<size_t>(n_tok) * n_head * hd * 2).value();
@@ -162,9 +174,11 @@ PagedSetup make_paged(CudaBackend* b, int n_seqs, int n_new, int ctx) {
     s.owned.push_back(d);
     return static_cast<const int32_t*>(d);
   };
-  s.owned.insert(s.owned.end(), {kc, vc, q, out});
+  s.owned.insert(s.owned.end(), {kc, q, out});
+  if (!sh.shared_kv) s.owned.push_back(vc);
   s.p = {{kc, vc, DType::kBF16, n_blocks, bs, n_kv, hd}, q, out, DType::kBF16, int64_t{n_head} * hd, int64_t{n_head} * hd,
-         n_seqs, n_tok, up(q_start), up(ctx_len), up(tables), blocks_per_seq, ctx, n_head, 0, 1.f / std::sqrt(128.f)};
+         n_seqs, n_tok, up(q_start), up(ctx_len), up(tables), blocks_per_seq, ctx, n_head, 0,
+         1.f / std::sqrt(static_cast<float>(hd))};
   return s;
 }
 
@@ -190,6 +204,36 @@ void bench_attention(CudaBackend* b, double ceiling, Table* table) {
     const double bytes = 2.0 * 2 * double(d.n_seqs) * d.ctx * 4 * 128;
     const double gbs = bytes / (t.median_us * 1e3);
     table->add({name, t, gbs, "GB/s", 100 * gbs / ceiling});
+    s.free_all(b);
+  }
+  // MLA decode at DeepSeek-V2-Lite's shape (issue 19): a 256-sequence step at ~200 tokens and
+  // one long sequence, the tensor-core kernel against the CUDA-core one (FRUGAL_MLA_MMA's A/B);
+  // GB/s of latent cache read (each 576-wide bf16 row once); the calls rotate through copies of
+  // the cache (512 MB in all), so the rows come from HBM, not L2.
+  for (Dec d : {Dec{256, 200, 200}, Dec{1, 4096, 4096}}) {
+    auto row_name = [&](bool mma) {
+      return std::string("attn mla ") + (mma ? "mma" : "cuda-core") + " seqs=" + std::to_string(d.n_seqs) +
+             " ctx=" + std::to_string(d.ctx);
+    };
+    if (!attn_row_wanted(row_name(true)) && !attn_row_wanted(row_name(false))) continue;
+    const double bytes = 2.0 * double(d.n_seqs) * d.ctx * kMlaV2Lite.hd;
+    const int copies = std::max(1, static_cast<int>((512 << 20) / bytes));
+    PagedSetup s = make_paged(b, d.n_seqs, 1, d.ctx, kMlaV2Lite, copies);
+    (void)b->reserve_scratch(64u << 20);
+    char* const cache0 = static_cast<char*>(s.p.cache.k_cache);
+    const bool was = mla_mma_enabled();
+    for (bool mma : {true, false}) {
+      if (!attn_row_wanted(row_name(mma))) continue;
+      set_mla_mma_enabled(mma);
+      Timing t = time_op(b->stream(), 30, 10, [&](int i) {
+        s.p.cache.k_cache = s.p.cache.v_cache = cache0 + (i % copies) * s.cache_bytes;
+        (void)b->attention(s.p);
+      });
+      const double gbs = bytes / (t.median_us * 1e3);
+      table->add({row_name(mma) + " splits=" + std::to_string(mla_decode_splits(s.p, b->n_sms())), t, gbs, "GB/s",
+                  100 * gbs / ceiling});
+    }
+    set_mla_mma_enabled(was);
     s.free_all(b);
   }
   // Prefill: whole prompts, and the last 8k chunk of a 32k prompt (the long-context case of

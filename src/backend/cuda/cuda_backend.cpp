@@ -58,6 +58,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   FRUGAL_ASSIGN_OR_RETURN(b->lt_, LtGemm::create(kLtWorkspaceBytes));
   b->graphs_ = std::make_unique<GraphCache>(b.get());
   FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_attention_decode(), "decode attention setup"));
+  FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_mla_decode(), "MLA attention setup"));
   // The decode kernels' split counters start at zero and are left at zero by every launch.
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&b->decode_counters_, kDecodeCounters * sizeof(uint32_t)), "counters alloc"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(b->decode_counters_, 0, kDecodeCounters * sizeof(uint32_t)), "counters zero"));

@@ -43,6 +43,14 @@ bool mla_decode_supported(const ops::AttentionParams& p);
 int mla_decode_splits(const ops::AttentionParams& p, int n_sms);
 size_t mla_decode_scratch_bytes(const ops::AttentionParams& p, int splits);
 cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, cudaStream_t stream);
+// The MLA kernel's tensor-core variant (mma.sync, head_dim 576, bf16): mla_decode_splits /
+// launch_mla_decode take it whenever mla_decode_mma_applies(p); on unless FRUGAL_MLA_MMA=0 or
+// set_mla_mma_enabled(false) (the CUDA-core kernel stays the A/B baseline for tests and benchmarks).
+// FRUGAL_MLA_SPLITS=n forces mla_decode_splits to n (1..64) for tuning runs.
+bool mla_mma_enabled();
+void set_mla_mma_enabled(bool on);
+bool mla_decode_mma_applies(const ops::AttentionParams& p);
+cudaError_t prepare_mla_decode();
 // y[i, :] += bias (used after a GEMM that could not fuse the bias).
 cudaError_t launch_bias_add(void* y, DType y_dtype, int64_t ld_y, const void* bias, DType bias_dtype,
                             int64_t m, int64_t n, cudaStream_t stream);

@@ -7,11 +7,16 @@
 //    for small batches (f32 partials combined by a second kernel). One block per query token,
 //    so decode tokens and prefill chunks (each token causal over its own prefix) take the same
 //    kernel; the generic attention kernel, one block per (token, head) re-reading every 576-wide
-//    row, was 7 ms a layer for a 512-token V2-Lite prefill.
+//    row, was 7 ms a layer for a 512-token V2-Lite prefill. At head_dim 576 the same blocks run
+//    on the tensor cores (mla_decode_mma_kernel below; FRUGAL_MLA_MMA=0 keeps the CUDA-core
+//    kernel, which took 160 us a layer of a 256-sequence V2-Lite decode step on the H200, ~10x
+//    its bandwidth bound).
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
 
 namespace frugal::cuda {
 namespace {
@@ -110,6 +115,20 @@ __device__ __forceinline__ int seq_of_token(const int32_t* q_start, int n_seqs, 
   }
   return lo;
 }
+// Query token t's sequence and the keys [lo, hi) of its split: the token sees the cache up to
+// and including its own position, cut into splits chunks of a multiple of grain keys.
+struct KeyRange {
+  int seq, lo, hi;
+};
+__device__ __forceinline__ KeyRange key_range(const ops::AttentionParams& p, int t, int splits, int split, int grain) {
+  const bool own = t < p.n_seqs && p.q_start[t] == t && p.q_start[t + 1] == t + 1;  // decode: token t is sequence t
+  const int seq = own ? t : seq_of_token(p.q_start, p.n_seqs, t);
+  const int ctx = p.ctx_len[seq] - (p.q_start[seq + 1] - 1 - t);
+  const int chunk = ((ctx + splits - 1) / splits + grain - 1) / grain * grain;
+  const int lo = split * chunk;
+  return {seq, lo, min(ctx, lo + chunk)};
+}
+
 __global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionParams p, int splits, float* partials) {
   pdl_wait();
   __shared__ __align__(16) __nv_bfloat16 qs[kHB][kLdS];
@@ -120,12 +139,8 @@ __global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionPar
   const int D = c.head_dim, DV = D / 8;
   const int t = blockIdx.x, h0 = blockIdx.y * kHB, split = blockIdx.z;
   const int tid = threadIdx.x;
-  const bool own = t < p.n_seqs && p.q_start[t] == t && p.q_start[t + 1] == t + 1;  // decode: token t is sequence t
-  const int seq = own ? t : seq_of_token(p.q_start, p.n_seqs, t);
-  // Token t sees the cache up to and including its own position.
-  const int ctx = p.ctx_len[seq] - (p.q_start[seq + 1] - 1 - t);
-  const int chunk = (ctx + splits - 1) / splits;
-  const int lo = split * chunk, hi = min(ctx, lo + chunk);
+  const KeyRange kr = key_range(p, t, splits, split, 1);
+  const int seq = kr.seq, lo = kr.lo, hi = kr.hi;
   const int nh = min(kHB, p.n_head - h0);
   // q rows of this block's heads.
   for (int i = tid; i < kHB * DV; i += blockDim.x) {
@@ -266,11 +281,244 @@ __global__ void mla_combine_kernel(ops::AttentionParams p, int splits, const flo
   auto* out = static_cast<__nv_bfloat16*>(p.out) + int64_t{t} * p.ld_out + int64_t{h} * D;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float a = 0.f;
+#pragma unroll 8
     for (int s = 0; s < splits; ++s)
       if (wt[s] != 0.f) a += pa[int64_t{s} * D + d] * wt[s];
     out[d] = __float2bfloat16(a * inv);
   }
 }
+
+// ---- MLA decode attention on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulators) ----
+// One block per (query token, group of 16 heads, split) as the CUDA-core kernel above, the 16
+// heads being the M = 16 rows of every mma (all of them share the single latent KV head). The
+// split's keys go by in tiles of kMmaKeys rows gathered through the block table into padded
+// shared memory (cp.async, kMmaStages stages: the next tile's copies fly while one computes;
+// rows past the split are zero-filled and masked). The 4 warps split the 576 dims: warp w holds
+// the A fragments of Q's dims [144w, 144w + 144) in registers (loaded once) and the f32
+// accumulators of O's columns [144w, 144w + 144). Per tile:
+//   S = Q K^T: each warp multiplies its 9 k steps for all 32 keys (ldmatrix of the K rows) and
+//     leaves its partial S in shared memory in fragment order; after a barrier every warp sums
+//     the 4 partials in the same order, so all warps hold the same S (16 x 32, C layout);
+//   online softmax in registers (log2 units), identical in every warp;
+//   O += P V: P's accumulator fragments are the A operand (as attention_decode_mma.cu), V the
+//     same rows (their first 576 values, ldmatrix.trans), each warp its own 18 column tiles.
+// Two barriers a tile. The partials and the combine are the CUDA-core kernel's (m in natural
+// log units), so either kernel's splits merge the same way.
+constexpr int kMmaD = 576;                               // kv_lora_rank 512 + rope 64 (V2, V2-Lite, V3)
+constexpr int kMmaWarps = 4;
+constexpr int kMmaThreads = kMmaWarps * 32;
+constexpr int kMmaKeys = 32;                             // keys per tile
+constexpr int kMmaRowBytes = kMmaD * 2 + 16;             // 73 16-byte pieces: ldmatrix rows hit distinct bank quads
+constexpr int kMmaPieces = kMmaD * 2 / 16;               // 16-byte pieces of a cache row
+constexpr int kMmaStageBytes = kMmaKeys * kMmaRowBytes;  // 37,376
+constexpr int kMmaStages = 2;
+constexpr int kMmaKSteps = kMmaD / 16 / kMmaWarps;       // 9 k steps of Q K^T a warp
+constexpr int kMmaOTiles = kMmaD / 8 / kMmaWarps;        // 18 n tiles of O a warp
+constexpr int kMmaSTiles = kMmaKeys / 8;                 // 4 n tiles of S
+constexpr int kMmaSmem = kMmaStages * kMmaStageBytes + kMmaWarps * kMmaSTiles * 32 * 16;  // + S partials
+static_assert(kMmaD % (16 * kMmaWarps) == 0 && kMmaKeys == 8 * kMmaWarps && 8 * kMmaPieces % 32 == 0,
+              "each warp: 16-dim k steps of its own, 8 keys of a tile to gather in whole 32-lane copies");
+
+__global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::AttentionParams p, int splits, float* partials) {
+  pdl_wait();
+  extern __shared__ __align__(16) unsigned char smem[];
+  float4* sred = reinterpret_cast<float4*>(smem + kMmaStages * kMmaStageBytes);  // [warp][S tile][lane]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+  const int mat = lane >> 3, mr = lane & 7;  // ldmatrix: the 8x8 matrix and row this lane addresses
+  const int t = blockIdx.x, h0 = blockIdx.y * kHB, split = blockIdx.z;
+  const KeyRange kr = key_range(p, t, splits, split, kMmaKeys);
+  const int lo = kr.lo, hi = kr.hi, nh = min(kHB, p.n_head - h0);
+  const int64_t unit0 = (int64_t{t} * p.n_head + h0) * splits + split;  // partials of head h0 + row: + row * splits
+  if (lo >= hi) {  // an empty split (block-uniform): weight 0 in the combine, its o rows are never read
+    if (threadIdx.x < nh) {
+      partials[2 * (unit0 + int64_t{threadIdx.x} * splits)] = -INFINITY;
+      partials[2 * (unit0 + int64_t{threadIdx.x} * splits) + 1] = 0.f;
+    }
+    return;
+  }
+  const int bs = p.cache.block_size;
+  const int32_t* table = p.block_tables + int64_t{kr.seq} * p.max_blocks_per_seq;
+  const char* cache = static_cast<const char*>(p.cache.k_cache);
+
+  // A fragments of this warp's dims (rows past the heads are zeros).
+  uint32_t qf[kMmaKSteps][4];
+  {
+    const auto* q = static_cast<const __nv_bfloat16*>(p.q) + int64_t{t} * p.ld_q + int64_t{h0} * kMmaD;
+#pragma unroll
+    for (int ks = 0; ks < kMmaKSteps; ++ks) {
+      const int d = (warp * kMmaKSteps + ks) * 16 + 2 * tq;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = g + 8 * r;
+        const bool ok = row < nh;
+        qf[ks][r] = ok ? *reinterpret_cast<const uint32_t*>(q + row * kMmaD + d) : 0u;
+        qf[ks][2 + r] = ok ? *reinterpret_cast<const uint32_t*>(q + row * kMmaD + d + 8) : 0u;
+      }
+    }
+  }
+
+  // Warp w gathers keys [8w, 8w + 8) of a tile; lane l looks up key l % 8's slot (-1: past the split).
+  auto slot_at = [&](int tile) {
+    const int pos = lo + tile * kMmaKeys + warp * 8 + mr;
+    return pos < hi ? table[pos / bs] * bs + pos % bs : -1;
+  };
+  auto issue = [&](int st, int my_slot) {
+    unsigned char* dst = smem + st * kMmaStageBytes + warp * 8 * kMmaRowBytes;
+#pragma unroll
+    for (int c = 0; c < 8 * kMmaPieces / 32; ++c) {  // whole rows per copy instruction, coalesced
+      const int idx = c * 32 + lane, key = idx / kMmaPieces, piece = idx % kMmaPieces;
+      const int slot = __shfl_sync(0xffffffffu, my_slot, key);
+      const bool ok = slot >= 0;
+      cp_async16(dst + key * kMmaRowBytes + piece * 16, cache + (ok ? int64_t{slot} * (kMmaD * 2) : 0) + piece * 16, ok);
+    }
+    cp_async_commit();
+  };
+
+  float o[kMmaOTiles][4];
+#pragma unroll
+  for (int v = 0; v < kMmaOTiles; ++v) o[v][0] = o[v][1] = o[v][2] = o[v][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // rows g, g + 8 (l: this lane's columns)
+  const float score_scale = p.scale * 1.4426950408889634f;           // log2 units
+  const int n_it = (hi - lo + kMmaKeys - 1) / kMmaKeys;
+  int slot_next = slot_at(0);
+#pragma unroll
+  for (int st = 0; st < kMmaStages - 1; ++st) {
+    if (st < n_it) {
+      issue(st, slot_next);
+      slot_next = slot_at(st + 1);
+    } else {
+      cp_async_commit();
+    }
+  }
+  for (int it = 0; it < n_it; ++it) {
+    cp_async_wait<kMmaStages - 2>();  // this thread's copies of tile it have landed
+    __syncthreads();  // everyone's have; tile it - 1's stage and S partials are consumed
+    if (it + kMmaStages - 1 < n_it) {
+      issue((it + kMmaStages - 1) % kMmaStages, slot_next);
+      if (it + kMmaStages < n_it) slot_next = slot_at(it + kMmaStages);
+    } else {
+      cp_async_commit();  // an empty group keeps the count uniform
+    }
+    const unsigned char* stage = smem + (it % kMmaStages) * kMmaStageBytes;
+
+    // This warp's part of S = Q K^T; ldmatrix x4: keys (16 np + 8 (mat / 2) + mr), dims + 8 (mat % 2).
+    float s[kMmaSTiles][4];
+#pragma unroll
+    for (int nt = 0; nt < kMmaSTiles; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < kMmaKSteps; ++ks) {
+      const int d0 = (warp * kMmaKSteps + ks) * 16 + 8 * (mat & 1);
+#pragma unroll
+      for (int np = 0; np < kMmaSTiles / 2; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4(b, stage + (16 * np + 8 * (mat >> 1) + mr) * kMmaRowBytes + d0 * 2);
+        mma_bf16(s[2 * np], qf[ks], b[0], b[1]);
+        mma_bf16(s[2 * np + 1], qf[ks], b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < kMmaSTiles; ++nt)
+      sred[(warp * kMmaSTiles + nt) * 32 + lane] = make_float4(s[nt][0], s[nt][1], s[nt][2], s[nt][3]);
+    __syncthreads();
+    // The whole S (the 4 warps' partials, summed in warp order: the same in every warp), scaled,
+    // keys past the split masked, then the online softmax per row.
+    const int key0 = lo + it * kMmaKeys;
+    float mt[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < kMmaSTiles; ++nt) {
+      float4 a = sred[nt * 32 + lane];
+#pragma unroll
+      for (int w = 1; w < kMmaWarps; ++w) {
+        const float4 b = sred[(w * kMmaSTiles + nt) * 32 + lane];
+        a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w;
+      }
+      const float v[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float x = key0 + nt * 8 + 2 * tq + (e & 1) < hi ? v[e] * score_scale : -INFINITY;
+        s[nt][e] = x;
+        mt[e >> 1] = fmaxf(mt[e >> 1], x);
+      }
+    }
+    float alpha[2], base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 1));
+      mt[r] = fmaxf(mt[r], __shfl_xor_sync(0xffffffffu, mt[r], 2));
+      const float m_new = fmaxf(m_run[r], mt[r]);  // finite: every tile has at least one key
+      base[r] = m_new;
+      alpha[r] = fast_exp2(m_run[r] - m_new);      // 2^-inf = 0 on the first tile
+      m_run[r] = m_new;
+      l_run[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int nt = 0; nt < kMmaSTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float pr = fast_exp2(s[nt][e] - base[e >> 1]);
+        l_run[e >> 1] += pr;
+        s[nt][e] = pr;
+      }
+#pragma unroll
+    for (int v = 0; v < kMmaOTiles; ++v) {
+      o[v][0] *= alpha[0];
+      o[v][1] *= alpha[0];
+      o[v][2] *= alpha[1];
+      o[v][3] *= alpha[1];
+    }
+    // O += P V over the warp's columns; ldmatrix x4.trans: keys (16 kk + 8 (mat % 2) + mr),
+    // dims n0 + 8 (mat / 2): the B pairs of two column tiles.
+#pragma unroll
+    for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
+      const uint32_t pa[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                              pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const unsigned char* vrow =
+          stage + (16 * kk + 8 * (mat & 1) + mr) * kMmaRowBytes + (warp * kMmaOTiles * 8 + 8 * (mat >> 1)) * 2;
+#pragma unroll
+      for (int vp = 0; vp < kMmaOTiles / 2; ++vp) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vrow + vp * 32);
+        mma_bf16(o[2 * vp], pa, b[0], b[1]);
+        mma_bf16(o[2 * vp + 1], pa, b[2], b[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();  // no copy is left in flight at exit (the trailing groups are empty)
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+  }
+  // Rows g and g + 8 (heads h0 + row), columns warp * 144 + 8 v + 2 tq (+ 1).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    if (row >= nh) continue;
+    const int64_t unit = unit0 + int64_t{row} * splits;
+    if (splits == 1) {
+      const float inv = l_run[r] > 0.f ? 1.f / l_run[r] : 0.f;
+      auto* out = static_cast<__nv_bfloat16*>(p.out) + int64_t{t} * p.ld_out + int64_t{h0 + row} * kMmaD +
+                  warp * kMmaOTiles * 8 + 2 * tq;
+#pragma unroll
+      for (int v = 0; v < kMmaOTiles; ++v)
+        *reinterpret_cast<__nv_bfloat162*>(out + 8 * v) = __floats2bfloat162_rn(o[v][2 * r] * inv, o[v][2 * r + 1] * inv);
+    } else {
+      if (warp == 0 && tq == 0) {
+        partials[2 * unit] = m_run[r] * 0.6931471805599453f;  // natural log units, as the CUDA-core kernel
+        partials[2 * unit + 1] = l_run[r];
+      }
+      float* pa = partials + int64_t{2} * p.n_tokens * p.n_head * splits + unit * kMmaD + warp * kMmaOTiles * 8 + 2 * tq;
+#pragma unroll
+      for (int v = 0; v < kMmaOTiles; ++v) *reinterpret_cast<float2*>(pa + 8 * v) = make_float2(o[v][2 * r], o[v][2 * r + 1]);
+    }
+  }
+}
+
+// -1: unset (read FRUGAL_MLA_MMA on first use), 0 off, 1 on (as g_mma_mode of attention_decode_mma.cu).
+int g_mla_mma_mode = -1;
+
+int mla_mma_blocks_per_sm() { return cached_blocks_per_sm<mla_decode_mma_kernel>(kMmaThreads, kMmaSmem, 1); }
 
 }  // namespace
 
@@ -282,7 +530,45 @@ bool mla_decode_supported(const ops::AttentionParams& p) {
          p.max_ctx_len > 0 && c.block_size > 0;
 }
 
+bool mla_mma_enabled() {
+  if (g_mla_mma_mode < 0) {
+    const char* e = std::getenv("FRUGAL_MLA_MMA");
+    g_mla_mma_mode = (e != nullptr && e[0] == '0') ? 0 : 1;
+  }
+  return g_mla_mma_mode == 1;
+}
+
+void set_mla_mma_enabled(bool on) { g_mla_mma_mode = on ? 1 : 0; }
+
+bool mla_decode_mma_applies(const ops::AttentionParams& p) {
+  // Output rows are written as bf16 pairs.
+  return mla_mma_enabled() && mla_decode_supported(p) && p.cache.head_dim == kMmaD && p.ld_out % 2 == 0 &&
+         reinterpret_cast<uintptr_t>(p.out) % 4 == 0;
+}
+
+cudaError_t prepare_mla_decode() {
+  (void)mla_mma_blocks_per_sm();  // the shared-memory limit and occupancy, before any graph capture
+  return cudaGetLastError();
+}
+
 int mla_decode_splits(const ops::AttentionParams& p, int n_sms) {
+  // FRUGAL_MLA_SPLITS=n forces n splits (1..64) on either kernel, for tuning runs; read once.
+  static const int forced = [] {
+    const char* e = std::getenv("FRUGAL_MLA_SPLITS");
+    const int n = e != nullptr ? std::atoi(e) : 0;
+    return n < 0 ? 0 : n > kMaxSplits ? kMaxSplits : n;
+  }();
+  if (forced > 0) return forced;
+  if (mla_decode_mma_applies(p)) {
+    // As many blocks as fit one wave (never more: a second, partial wave of whole splits costs
+    // more than the combine saves), at least two key tiles a split.
+    const int64_t units = int64_t{p.n_tokens} * ((p.n_head + kHB - 1) / kHB);
+    int64_t want = int64_t{n_sms} * mla_mma_blocks_per_sm() / units;
+    const int64_t hi = (p.max_ctx_len + 2 * kMmaKeys - 1) / (2 * kMmaKeys);
+    if (want > hi) want = hi;
+    if (want > kMaxSplits) want = kMaxSplits;
+    return want < 1 ? 1 : static_cast<int>(want);
+  }
   const int64_t units = int64_t{p.n_tokens} * ((p.n_head + kHB - 1) / kHB);
   int64_t want = (2 * int64_t{n_sms} + units - 1) / units;
   const int64_t hi = (p.max_ctx_len + kKC - 1) / kKC;  // at least one iteration a split
@@ -299,7 +585,13 @@ size_t mla_decode_scratch_bytes(const ops::AttentionParams& p, int splits) {
 cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>((p.n_head + kHB - 1) / kHB), static_cast<unsigned>(splits));
-  cudaError_t err = launch_kernel(mla_decode_kernel, grid, kHB * kKC, 0, stream, p, splits, static_cast<float*>(partials));
+  cudaError_t err;
+  if (mla_decode_mma_applies(p)) {
+    if (err = raise_dynamic_smem_once<mla_decode_mma_kernel>(kMmaSmem); err != cudaSuccess) return err;
+    err = launch_kernel(mla_decode_mma_kernel, grid, kMmaThreads, kMmaSmem, stream, p, splits, static_cast<float*>(partials));
+  } else {
+    err = launch_kernel(mla_decode_kernel, grid, kHB * kKC, 0, stream, p, splits, static_cast<float*>(partials));
+  }
   if (err != cudaSuccess || splits == 1) return err;
   return launch_kernel(mla_combine_kernel, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)), 128, 0,
                        stream, p, splits, static_cast<const float*>(partials));
