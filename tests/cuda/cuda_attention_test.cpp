@@ -39,8 +39,8 @@ struct AttnCase {
 // (DecodeTuning: stages, fused or separate combine, split rounding, forced splits) when set;
 // same_as_prev: the variant repeats the previous one and must give the same bits (the fused
 // combine's merge order does not depend on which block finishes last); the prefill kernel's
-// wgmma variant pipelined (2), unpipelined (1), off (0) or as configured (wg; it runs only where
-// prefill_wgmma is available, sm_90a on a 9.0 device); the MLA kernel's tensor-core variant on (1), off (0) or as
+// wgmma variant on (1), off (0) or as configured (wg; it runs only where prefill_wgmma is
+// available, sm_90a on a 9.0 device); the MLA kernel's tensor-core variant on (1), off (0) or as
 // configured (mla), and mla_splits > 0: launch_mla_decode directly with that many splits instead
 // of the backend's choice.
 struct Variant {
@@ -127,10 +127,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
     SCOPED_TRACE(::testing::Message() << "prefill key split " << (v.split ? "on" : "off")
                                       << (v.decode_hint ? ", decoders to the decode kernel" : "")
                                       << (v.mma == 1 ? ", tensor-core decode" : v.mma == 0 ? ", CUDA-core decode" : "")
-                                      << (v.wg == 2   ? ", pipelined wgmma prefill"
-                                          : v.wg == 1 ? ", wgmma prefill"
-                                          : v.wg == 0 ? ", mma.sync prefill"
-                                                      : "")
+                                      << (v.wg == 1 ? ", wgmma prefill" : v.wg == 0 ? ", mma.sync prefill" : "")
                                       << (v.mla == 1 ? ", tensor-core MLA" : v.mla == 0 ? ", CUDA-core MLA" : "")
                                       << (v.mla_splits > 0 ? ", MLA splits " + std::to_string(v.mla_splits) : ""));
     out.fill_nan();
@@ -145,10 +142,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
     const DecodeTuning tuning_was = decode_tuning();
     if (v.mma >= 0) set_decode_mma_enabled(v.mma == 1);
     if (v.tuning) set_decode_tuning(*v.tuning);
-    if (v.wg >= 0) {
-      set_prefill_wgmma_enabled(v.wg >= 1);
-      set_prefill_wgmma_pipelined(v.wg == 2);
-    }
+    if (v.wg >= 0) set_prefill_wgmma_enabled(v.wg == 1);
     const bool mla_was = mla_mma_enabled();
     if (v.mla >= 0) set_mla_mma_enabled(v.mla == 1);
     if (v.mla == 1) {
@@ -169,7 +163,6 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
     set_decode_mma_enabled(mma_was);
     set_decode_tuning(tuning_was);
     set_prefill_wgmma_enabled(true);
-    set_prefill_wgmma_pipelined(true);
     set_prefill_split_enabled(true);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     // Each sequence against its own scale: a short context's rows are larger and carry larger
@@ -199,7 +192,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
     for (size_t j = 0; j < variants.size(); ++j) {
       const Variant &a = variants[i], &b = variants[j];
       const bool mma_pair = a.mma == 1 && b.mma == 0 && a.wg == b.wg && !a.tuning && !b.tuning;
-      const bool wg_pair = a.wg >= 1 && b.wg == 0 && a.mma == b.mma && !a.tuning && !b.tuning;
+      const bool wg_pair = a.wg == 1 && b.wg == 0 && a.mma == b.mma && !a.tuning && !b.tuning;
       const bool mla_pair = a.mla == 1 && b.mla == 0 && a.mla_splits == b.mla_splits;
       if (!(mma_pair || wg_pair || mla_pair) || a.split != b.split || a.decode_hint != b.decode_hint) continue;
       SCOPED_TRACE(mma_pair  ? "tensor-core decode against the CUDA-core decode on the same inputs"
@@ -217,8 +210,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
 
 // The prefill kernel's two variants (wgmma on sm_90a, mma.sync), each against the reference and
 // against each other.
-// wg: 2 the pipelined wgmma loop (bf16 caches; 8-bit ones run 1 in its place), 1 wgmma, 0 mma.sync.
-const std::vector<Variant> kPrefillKernels = {Variant{.wg = 2}, Variant{.wg = 1}, Variant{.wg = 0}};
+const std::vector<Variant> kPrefillKernels = {Variant{.wg = 1}, Variant{.wg = 0}};
 
 TEST(CudaAttention, PrefillGqaHead128) {
   check_attention({{{70, 70}, {33, 100}, {5, 5}, {130, 330}}, 8, 2, 128}, kPrefillKernels);
@@ -244,8 +236,8 @@ TEST(CudaAttention, PrefillEightBitCachesBothKernels) {
 // window, head dim 64: with few query tiles the kernel splits the keys and the combine merges
 // the splits. Each case runs with the split on (the default) and off, and where decoders lead
 // the batch, with them handed to the decode kernel; the split one also on both prefill kernels.
-const std::vector<Variant> kAllPaths = {Variant{.wg = 2}, Variant{.wg = 1}, Variant{.split = false},
-                                        Variant{.decode_hint = true}, Variant{.wg = 0}};
+const std::vector<Variant> kAllPaths = {Variant{.wg = 1}, Variant{.split = false}, Variant{.decode_hint = true},
+                                        Variant{.wg = 0}};
 
 TEST(CudaAttention, PrefillChunkOverLongContextSplitsKeys) {
   check_attention({{{128, 6000}}, 7, 1, 128}, kAllPaths);

@@ -230,14 +230,11 @@ constexpr int smem_bytes() {
   }
 }
 
-// kPipe (bf16 cache, wgmma only): the software-pipelined loop below; two blocks an SM (its
-// second score tile takes the registers of the third).
-template <int D, KvElem E, bool kWg, bool kPipe>
-__global__ void __launch_bounds__(kThreads, kPipe ? 2 : kWg ? 3 : 1) attention_prefill_kernel(ops::AttentionParams p, float scale_log2,
+template <int D, KvElem E, bool kWg>
+__global__ void __launch_bounds__(kThreads, kWg ? 3 : 1) attention_prefill_kernel(ops::AttentionParams p, float scale_log2,
                                                                      float v_mult, PrefillSplit sp, int bs_shift) {
   pdl_wait();
   static_assert(!kWg || kThreads == 128, "the wgmma variant is one warpgroup");
-  static_assert(!kPipe || (kWg && E == KvElem::kBF16), "the pipelined loop is the bf16-cache wgmma kernel's");
   constexpr int SD = kWg ? D : D + kPad;  // K / V tile row pitch in bf16 (wgmma: swizzled, unpadded)
   constexpr bool kQuant = E != KvElem::kBF16;
   constexpr bool kInt8 = E == KvElem::kInt8;
@@ -347,28 +344,53 @@ __global__ void __launch_bounds__(kThreads, kPipe ? 2 : kWg ? 3 : 1) attention_p
 
   float o[D / 8][4] = {};
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};
-  uint32_t pa[kBlockK / 16][4];
-
-  // S = Q K^T of the key tile in sk, issued (wgmma: asynchronously, committed as one group;
-  // mma.sync: computed). wgmma: K as a K-major B, the k16 step kk reads dims [16 kk, 16 kk +
-  // 16) of every key row; later steps' descriptors are the base's plus the byte offset / 16 (no
-  // carry: shared addresses stay below 2^18); the first step overwrites s, so s needs no zeros.
-  auto issue_s = [&](float (&s)[kBlockK / 8][4], const __nv_bfloat16* sk) {
-    if constexpr (kWg) {
-      const uint64_t dk = wgmma_desc_sw128(sk);
-      pin_regs(qf);
-      wgmma_fence();
-      wgmma_m64n64k16_bf16_first(s, qf[0], dk);
-#pragma unroll
-      for (int kk = 1; kk < D / 16; ++kk)
-        wgmma_m64n64k16_bf16<0>(s, qf[kk], dk + (((kk / 4) * kBlockK * 128 + (kk % 4) * 32) >> 4), true);
-      wgmma_commit();
+  // Keys past kb_end inside the last tile are zero-filled; they lie past the causal diagonal
+  // (kb_end < key_end only at a split boundary, which is tile-aligned).
+  if constexpr (kQuant) {
+    load_kv_tile8<D, kInt8>(p, table, raw_k(0), raw_k(0) + kBlockK * D, raw_scale(0), kb_first, kb_end, kvh, bs_shift);
+  } else {
+    load_kv_tile<D, kWg>(p, table, stage_k(0), stage_k(0) + kBlockK * SD, kb_first, kb_end, kvh, bs_shift);
+  }
+  for (int kb = kb_first, stage = 0; kb < kb_end; stage ^= 1) {
+    const int kb_next = skip_gap(kb + kBlockK);
+    if (kb_next < kb_end) {
+      if constexpr (kQuant) {
+        load_kv_tile8<D, kInt8>(p, table, raw_k(stage ^ 1), raw_k(stage ^ 1) + kBlockK * D, raw_scale(stage ^ 1),
+                                kb_next, kb_end, kvh, bs_shift);
+      } else {
+        load_kv_tile<D, kWg>(p, table, stage_k(stage ^ 1), stage_k(stage ^ 1) + kBlockK * SD, kb_next, kb_end, kvh,
+                             bs_shift);
+      }
+      cp_async_wait<1>();  // this tile's group is done, the next one may still be in flight
     } else {
-      // K fragments by ldmatrix (non-transposed): one x4 load gives the B fragments of two
-      // 8-key column tiles at one 16-dim step. kk outer, nt inner: consecutive mmas write
-      // different accumulators (no dependent chain).
+      cp_async_wait<0>();
+    }
+    if constexpr (kWg && !kQuant) fence_proxy_async();  // the gathered tile, to the tensor cores' reads
+    __syncthreads();
+    const __nv_bfloat16* sk = kQuant ? stage_k(0) : stage_k(stage);
+    const __nv_bfloat16* sv = sk + kBlockK * SD;
+    const float* ssc = kQuant ? raw_scale(stage) : nullptr;  // int8: K scales [kBlockK], V scales [kBlockK]
+    if constexpr (kQuant) {
+      convert_kv_tile<D, E, kWg>(raw_k(stage), raw_k(stage) + kBlockK * D, stage_k(0), stage_k(0) + kBlockK * SD);
+      if constexpr (kWg) fence_proxy_async();
+      __syncthreads();
+    }
+
+    // S = Q K^T. K fragments by ldmatrix (non-transposed): one x4 load gives the B fragments of
+    // two 8-key column tiles at one 16-dim step. kk outer, nt inner: consecutive mmas write
+    // different accumulators (no dependent chain).
+    float s[kBlockK / 8][4] = {};
+    if constexpr (kWg) {
+      // K as a K-major B: the k16 step kk reads dims [16 kk, 16 kk + 16) of every key row.
+      // Descriptors of later steps: the base's plus the byte offset / 16 (no carry: shared
+      // addresses stay below 2^18).
+      const uint64_t dk = wgmma_desc_sw128(sk);
+      wgmma_sync_group(qf, s, [&] {
 #pragma unroll
-      for (int nt = 0; nt < kBlockK / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+        for (int kk = 0; kk < D / 16; ++kk)
+          wgmma_m64n64k16_bf16<0>(s, qf[kk], dk + (((kk / 4) * kBlockK * 128 + (kk % 4) * 32) >> 4), kk > 0);
+      });
+    } else {
       const __nv_bfloat16* krow = sk + ((lane >> 4) * 8 + (lane & 7)) * SD + ((lane >> 3) & 1) * 8;
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
@@ -381,55 +403,14 @@ __global__ void __launch_bounds__(kThreads, kPipe ? 2 : kWg ? 3 : 1) attention_p
         }
       }
     }
-  };
 
-  // O += P V of the value tile in sv (wgmma: issued and committed, not waited for). V as an
-  // MN-major B: the k16 step kk reads key rows [16 kk, 16 kk + 16), one wgmma per 64-wide block
-  // of head dims.
-  auto issue_pv = [&](const __nv_bfloat16* sv) {
-    if constexpr (kWg) {
-      const uint64_t dv = wgmma_desc_sw128(sv);
-      pin_regs(pa);
-      pin_regs(o);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBlockK / 16; ++kk) {
-#pragma unroll
-        for (int h = 0; h < D / 64; ++h)
-          wgmma_m64n64k16_bf16<1>(*reinterpret_cast<float(*)[8][4]>(&o[8 * h][0]), pa[kk],
-                                  dv + ((h * kBlockK * 128 + kk * 16 * 128) >> 4), true);
-      }
-      wgmma_commit();
-    } else {
-#pragma unroll
-      for (int kk = 0; kk < kBlockK / 16; ++kk) {
-        const __nv_bfloat16* vrow = sv + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * SD + (lane >> 4) * 8;
-#pragma unroll
-        for (int dt = 0; dt < D / 8; dt += 2) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, vrow + dt * 8);
-          mma_bf16(o[dt], pa[kk], b[0], b[1]);
-          mma_bf16(o[dt + 1], pa[kk], b[2], b[3]);
-        }
-      }
-    }
-  };
-
-  // The online softmax of the score tile s (keys [kb, kb + kBlockK)) into pa, in two halves:
-  // softmax_max masks the scores, updates the running row maxima and rescales O (call it with
-  // no PV in flight), softmax_exp exponentiates, sums and packs P (it touches no accumulator of
-  // an unfinished wgmma, so the pipelined loop issues the next S between the two).
-  // Mask (causal, window, sinks); tiles every row of the warp sees whole skip the compares.
-  // The row max is taken on the raw scores and scaled once (the scale is positive), and the
-  // scale goes into each exponent's FMA; int8 scales its scores per key first (ssc: K scales
-  // [kBlockK], V scales [kBlockK]). Maxima and sums reduce over four partials per row (short
-  // dependency chains, few extra registers).
-  constexpr bool kPerKeyScale = kInt8;
-  const float sl = kPerKeyScale ? 1.f : scale_log2;
-  constexpr int kParts = 4;
-  float neg_base[2], alpha[2];
-  auto softmax_max = [&](float (&s)[kBlockK / 8][4], int kb, const float* ssc) {
+    // Mask (causal, window, sinks); tiles every row of the warp sees whole skip the compares.
+    // The row max is taken on the raw scores and scaled once (the scale is positive), and the
+    // scale goes into each exponent's FMA; int8 scales its scores per key first.
     const bool full = kb + kBlockK - 1 <= wpos_lo && (window <= 0 || kb > wpos_hi - window);
+    constexpr bool kPerKeyScale = kInt8;
+    const float sl = kPerKeyScale ? 1.f : scale_log2;
+    float m_tile[2] = {-INFINITY, -INFINITY};
     if constexpr (kPerKeyScale) {
 #pragma unroll
       for (int nt = 0; nt < kBlockK / 8; ++nt)
@@ -447,33 +428,34 @@ __global__ void __launch_bounds__(kThreads, kPipe ? 2 : kWg ? 3 : 1) attention_p
         }
       }
     }
-    float red[2][kParts];
 #pragma unroll
-    for (int i = 0; i < kParts; ++i) {
-      red[0][i] = fmaxf(s[i][0], s[i][1]);
-      red[1][i] = fmaxf(s[i][2], s[i][3]);
+    for (int nt = 0; nt < kBlockK / 8; ++nt) {
+      m_tile[0] = fmaxf(m_tile[0], fmaxf(s[nt][0], s[nt][1]));
+      m_tile[1] = fmaxf(m_tile[1], fmaxf(s[nt][2], s[nt][3]));
     }
-#pragma unroll
-    for (int nt = kParts; nt < kBlockK / 8; ++nt) {
-      red[0][nt % kParts] = fmaxf(red[0][nt % kParts], fmaxf(s[nt][0], s[nt][1]));
-      red[1][nt % kParts] = fmaxf(red[1][nt % kParts], fmaxf(s[nt][2], s[nt][3]));
-    }
+    float alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float m_tile = fmaxf(fmaxf(red[h][0], red[h][1]), fmaxf(red[h][2], red[h][3]));
-      m_tile = fmaxf(m_tile, __shfl_xor_sync(0xffffffffu, m_tile, 1));
-      m_tile = fmaxf(m_tile, __shfl_xor_sync(0xffffffffu, m_tile, 2));
-      const float m_new = fmaxf(m_run[h], m_tile * sl);  // log2 units
-      const float base = m_new == -INFINITY ? 0.f : m_new;  // a fully masked row so far stays at zero
+      m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 1));
+      m_tile[h] = fmaxf(m_tile[h], __shfl_xor_sync(0xffffffffu, m_tile[h], 2));
+      float m_new = fmaxf(m_run[h], m_tile[h] * sl);  // log2 units
+      float base = m_new == -INFINITY ? 0.f : m_new;  // a fully masked row so far stays at zero
       alpha[h] = fast_exp2(m_run[h] - base);
       m_run[h] = m_new;
-      neg_base[h] = -base;
+      m_tile[h] = -base;
       l_run[h] *= alpha[h];
     }
-  };
-  // O *= alpha (call it with no PV in flight). Once a row's max settles (most tiles of a long
-  // row), alpha is exactly 1: the warp skips the rescale when all its rows have that.
-  auto rescale_o = [&] {
+#pragma unroll
+    for (int nt = 0; nt < kBlockK / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[nt][e] = fast_exp2(fmaf(s[nt][e], sl, m_tile[e >> 1]));
+        l_run[e >> 1] += s[nt][e];
+        if constexpr (kInt8) s[nt][e] *= ssc[kBlockK + nt * 8 + 2 * tq + (e & 1)];  // V's scale, after the sum
+      }
+    }
+    // Once a row's max settles (most tiles of a long row), alpha is exactly 1: the warp skips
+    // the rescale when all its rows have that.
     if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
@@ -483,22 +465,7 @@ __global__ void __launch_bounds__(kThreads, kPipe ? 2 : kWg ? 3 : 1) attention_p
         o[dt][3] *= alpha[1];
       }
     }
-  };
-  auto softmax_exp = [&](float (&s)[kBlockK / 8][4], const float* ssc) {
-    float red[2][kParts] = {};
-#pragma unroll
-    for (int nt = 0; nt < kBlockK / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[nt][e] = fast_exp2(fmaf(s[nt][e], sl, neg_base[e >> 1]));
-      red[0][nt % kParts] += s[nt][0] + s[nt][1];
-      red[1][nt % kParts] += s[nt][2] + s[nt][3];
-      if constexpr (kInt8) {  // V's scale, after the sum
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[nt][e] *= ssc[kBlockK + nt * 8 + 2 * tq + (e & 1)];
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) l_run[h] += (red[h][0] + red[h][1]) + (red[h][2] + red[h][3]);
+    uint32_t pa[kBlockK / 16][4];
 #pragma unroll
     for (int kk = 0; kk < kBlockK / 16; ++kk) {
       pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
@@ -506,119 +473,34 @@ __global__ void __launch_bounds__(kThreads, kPipe ? 2 : kWg ? 3 : 1) attention_p
       pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
       pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
     }
-  };
-
-  if constexpr (kPipe) {
-    // Software-pipelined (bf16 cache, wgmma): the S of the next key tile runs on the tensor
-    // cores while this tile's softmax runs on the others. K and V of tile j sit in slot j % 2
-    // of their rings; at the top of iteration j (K_{j+1} and V_j landed, one barrier) the
-    // gathers of K_{j+2} (into K_j's slot: S_j is complete) and V_{j+1} (into V_{j-1}'s: PV_{j-1}
-    // is complete) start, each with a whole iteration to land; then S_{j+1} is issued, the
-    // softmax of S_j runs, PV_j is issued, and both groups are waited for at the bottom (O is
-    // rescaled only while no PV is in flight).
-    auto next_tile = [&](int kb) { return kb < kb_end ? skip_gap(kb + kBlockK) : kb_end; };
-    auto k_slot = [&](int j) { return stage_k(j & 1); };
-    auto v_slot = [&](int j) { return stage_k(j & 1) + kBlockK * SD; };
-    int kb_c = kb_first, kb_n = next_tile(kb_c);
-    int64_t off_n = kb_n < kb_end ? kv_row_offset<D>(p, table, kb_n, kb_end, kvh, bs_shift) : -1;
-    {
-      const int64_t off_c = kv_row_offset<D>(p, table, kb_c, kb_end, kvh, bs_shift);
-      load_rows<D, kWg>(k_slot(0), p.cache.k_cache, off_c);
-      load_rows<D, kWg>(v_slot(0), p.cache.v_cache, off_c);
-      if (kb_n < kb_end) load_rows<D, kWg>(k_slot(1), p.cache.k_cache, off_n);
-      cp_async_commit();
-      cp_async_wait<0>();
-      fence_proxy_async();
-      __syncthreads();
-    }
-    float sa[kBlockK / 8][4], sb[kBlockK / 8][4];
-    issue_s(sa, k_slot(0));
-    wgmma_wait<0>();
-    pin_regs(sa);
-    // One iteration with sc holding S_j, sn receiving S_{j+1}; false when tile j was the last.
-    auto iteration = [&](int j, float (&sc)[kBlockK / 8][4], float (&sn)[kBlockK / 8][4]) {
-      cp_async_wait<0>();
-      fence_proxy_async();
-      __syncthreads();
-      const bool has_n = kb_n < kb_end;
-      const int kb_nn = next_tile(kb_n);
-      int64_t off_nn = -1;
-      if (kb_nn < kb_end) {
-        off_nn = kv_row_offset<D>(p, table, kb_nn, kb_end, kvh, bs_shift);
-        load_rows<D, kWg>(k_slot(j), p.cache.k_cache, off_nn);
-      }
-      if (has_n) load_rows<D, kWg>(v_slot(j + 1), p.cache.v_cache, off_n);
-      cp_async_commit();
-      softmax_max(sc, kb_c, nullptr);
-      rescale_o();
-      // Issued even after the last tile (stale K rows, result unused; nothing writes that slot
-      // then): a conditional wgmma would merge sn's registers with ordinary moves, which makes
-      // ptxas serialize every wgmma of the kernel.
-      issue_s(sn, k_slot(j + 1));
-      softmax_exp(sc, nullptr);
-      issue_pv(v_slot(j));
-      wgmma_wait<0>();
-      pin_regs(o);
-      pin_regs(sn);
-      pin_regs(pa);
-      kb_c = kb_n;
-      kb_n = kb_nn;
-      off_n = off_nn;
-      return has_n;
-    };
-    for (int j = 0;; j += 2) {
-      if (!iteration(j, sa, sb)) break;
-      if (!iteration(j + 1, sb, sa)) break;
-    }
-  } else {
-    // Keys past kb_end inside the last tile are zero-filled; they lie past the causal diagonal
-    // (kb_end < key_end only at a split boundary, which is tile-aligned).
-    if constexpr (kQuant) {
-      load_kv_tile8<D, kInt8>(p, table, raw_k(0), raw_k(0) + kBlockK * D, raw_scale(0), kb_first, kb_end, kvh, bs_shift);
-    } else {
-      load_kv_tile<D, kWg>(p, table, stage_k(0), stage_k(0) + kBlockK * SD, kb_first, kb_end, kvh, bs_shift);
-    }
-    for (int kb = kb_first, stage = 0; kb < kb_end; stage ^= 1) {
-      const int kb_next = skip_gap(kb + kBlockK);
-      if (kb_next < kb_end) {
-        if constexpr (kQuant) {
-          load_kv_tile8<D, kInt8>(p, table, raw_k(stage ^ 1), raw_k(stage ^ 1) + kBlockK * D, raw_scale(stage ^ 1),
-                                  kb_next, kb_end, kvh, bs_shift);
-        } else {
-          load_kv_tile<D, kWg>(p, table, stage_k(stage ^ 1), stage_k(stage ^ 1) + kBlockK * SD, kb_next, kb_end, kvh,
-                               bs_shift);
+    if constexpr (kWg) {
+      // V as an MN-major B: the k16 step kk reads key rows [16 kk, 16 kk + 16), one wgmma per
+      // 64-wide block of head dims.
+      const uint64_t dv = wgmma_desc_sw128(sv);
+      wgmma_sync_group(pa, o, [&] {
+#pragma unroll
+        for (int kk = 0; kk < kBlockK / 16; ++kk) {
+#pragma unroll
+          for (int h = 0; h < D / 64; ++h)
+            wgmma_m64n64k16_bf16<1>(*reinterpret_cast<float(*)[8][4]>(&o[8 * h][0]), pa[kk],
+                                    dv + ((h * kBlockK * 128 + kk * 16 * 128) >> 4), true);
         }
-        cp_async_wait<1>();  // this tile's group is done, the next one may still be in flight
-      } else {
-        cp_async_wait<0>();
+      });
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < kBlockK / 16; ++kk) {
+        const __nv_bfloat16* vrow = sv + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * SD + (lane >> 4) * 8;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; dt += 2) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, vrow + dt * 8);
+          mma_bf16(o[dt], pa[kk], b[0], b[1]);
+          mma_bf16(o[dt + 1], pa[kk], b[2], b[3]);
+        }
       }
-      if constexpr (kWg && !kQuant) fence_proxy_async();  // the gathered tile, to the tensor cores' reads
-      __syncthreads();
-      const __nv_bfloat16* sk = kQuant ? stage_k(0) : stage_k(stage);
-      const __nv_bfloat16* sv = sk + kBlockK * SD;
-      if constexpr (kQuant) {
-        convert_kv_tile<D, E, kWg>(raw_k(stage), raw_k(stage) + kBlockK * D, stage_k(0), stage_k(0) + kBlockK * SD);
-        if constexpr (kWg) fence_proxy_async();
-        __syncthreads();
-      }
-      float s[kBlockK / 8][4];
-      issue_s(s, sk);
-      if constexpr (kWg) {
-        wgmma_wait<0>();
-        pin_regs(s);
-      }
-      const float* ssc = kQuant ? raw_scale(stage) : nullptr;
-      softmax_max(s, kb, ssc);
-      softmax_exp(s, ssc);
-      rescale_o();
-      issue_pv(sv);
-      if constexpr (kWg) {
-        wgmma_wait<0>();
-        pin_regs(o);
-      }
-      __syncthreads();  // the next iteration's gather overwrites the stage read two tiles ahead
-      kb = kb_next;
     }
+    __syncthreads();  // the next iteration's gather overwrites the stage read two tiles ahead
+    kb = kb_next;
   }
 
 #pragma unroll
@@ -654,49 +536,37 @@ __global__ void __launch_bounds__(kThreads, kPipe ? 2 : kWg ? 3 : 1) attention_p
   }
 }
 
-// The kernel variants: 0 mma.sync, 1 wgmma, 2 wgmma software-pipelined (bf16 caches; 8-bit
-// caches take 1 in its place).
-template <int D, KvElem E, int V>
-constexpr auto kernel_of() {
-  return attention_prefill_kernel<D, E, V >= 1, V == 2 && E == KvElem::kBF16>;
-}
-
-int variant_for(KvElem e) {
-  const int v = prefill_kernel_variant();
-  return v == 2 && e != KvElem::kBF16 ? 1 : v;
+template <int D, KvElem E, bool kWg>
+cudaError_t configure() {
+  return raise_dynamic_smem_once<attention_prefill_kernel<D, E, kWg>>(smem_bytes<D, E, kWg>());
 }
 
 // Blocks of the kernel resident per SM.
-template <int D, KvElem E, int V>
+template <int D, KvElem E, bool kWg>
 int resident_blocks() {
-  return cached_blocks_per_sm<kernel_of<D, E, V>()>(kThreads, smem_bytes<D, E, V >= 1>(), 1);
+  return cached_blocks_per_sm<attention_prefill_kernel<D, E, kWg>>(kThreads, smem_bytes<D, E, kWg>(), 1);
 }
 
 KvElem kv_elem(DType t) { return t == DType::kF8E4M3 ? KvElem::kFp8 : t == DType::kI8 ? KvElem::kInt8 : KvElem::kBF16; }
 
-template <int D, KvElem E>
-int resident_blocks_de() {
-  switch (variant_for(E)) {
-    case 2: return resident_blocks<D, E, 2>();
-    case 1: return resident_blocks<D, E, 1>();
-    default: return resident_blocks<D, E, 0>();
+template <int D, bool kWg>
+int resident_blocks_dw(const ops::AttentionParams& p) {
+  switch (kv_elem(p.cache.cache_dtype)) {
+    case KvElem::kFp8: return resident_blocks<D, KvElem::kFp8, kWg>();
+    case KvElem::kInt8: return resident_blocks<D, KvElem::kInt8, kWg>();
+    default: return resident_blocks<D, KvElem::kBF16, kWg>();
   }
 }
 
 template <int D>
 int resident_blocks_d(const ops::AttentionParams& p) {
-  switch (kv_elem(p.cache.cache_dtype)) {
-    case KvElem::kFp8: return resident_blocks_de<D, KvElem::kFp8>();
-    case KvElem::kInt8: return resident_blocks_de<D, KvElem::kInt8>();
-    default: return resident_blocks_de<D, KvElem::kBF16>();
-  }
+  return prefill_wgmma_enabled() ? resident_blocks_dw<D, true>(p) : resident_blocks_dw<D, false>(p);
 }
 
-template <int D, KvElem E, int V>
-cudaError_t launch_dev(const ops::AttentionParams& p, const PrefillSplit& sp, cudaStream_t stream) {
-  constexpr auto kernel = kernel_of<D, E, V>();
-  const int smem = smem_bytes<D, E, V >= 1>();
-  if (cudaError_t e = raise_dynamic_smem_once<kernel>(smem); e != cudaSuccess) return e;
+template <int D, KvElem E, bool kWg>
+cudaError_t launch_dew(const ops::AttentionParams& p, const PrefillSplit& sp, cudaStream_t stream) {
+  const int smem = smem_bytes<D, E, kWg>();
+  if (cudaError_t e = configure<D, E, kWg>(); e != cudaSuccess) return e;
   // Upper bound on tiles: each sequence adds at most one partial tile.
   const unsigned tiles = static_cast<unsigned>((p.n_tokens + kBlockQ - 1) / kBlockQ + p.n_seqs);
   dim3 grid(tiles, static_cast<unsigned>(p.n_head), static_cast<unsigned>(sp.n_splits));
@@ -706,18 +576,15 @@ cudaError_t launch_dev(const ops::AttentionParams& p, const PrefillSplit& sp, cu
   const float v_mult = fp8 ? p.cache.v_scale : 1.f;
   const int bs = p.cache.block_size;
   const int bs_shift = (bs & (bs - 1)) == 0 ? __builtin_ctz(static_cast<unsigned>(bs)) : -1;
-  cudaError_t e = launch_kernel(kernel, grid, kThreads, smem, stream, p, scale_log2, v_mult, sp, bs_shift);
+  cudaError_t e = launch_kernel(attention_prefill_kernel<D, E, kWg>, grid, kThreads, smem, stream, p, scale_log2,
+                                v_mult, sp, bs_shift);
   if (e != cudaSuccess || sp.n_splits == 1) return e;
   return launch_attention_combine(p, sp.n_splits, sp.part_o, sp.part_ml, stream);
 }
 
 template <int D, KvElem E>
 cudaError_t launch_de(const ops::AttentionParams& p, const PrefillSplit& sp, cudaStream_t stream) {
-  switch (variant_for(E)) {
-    case 2: return launch_dev<D, E, 2>(p, sp, stream);
-    case 1: return launch_dev<D, E, 1>(p, sp, stream);
-    default: return launch_dev<D, E, 0>(p, sp, stream);
-  }
+  return prefill_wgmma_enabled() ? launch_dew<D, E, true>(p, sp, stream) : launch_dew<D, E, false>(p, sp, stream);
 }
 
 template <int D>
@@ -763,12 +630,10 @@ int g_split_mode = -1;
 
 // The wgmma variant needs an sm_90a cubin in this build and a compute capability 9.0 device
 // (set by the backend at creation); FRUGAL_PREFILL_WGMMA=0 or set_prefill_wgmma_enabled(false)
-// keep the mma.sync kernel, FRUGAL_PREFILL_PIPE=0 or set_prefill_wgmma_pipelined(false) the
-// unpipelined wgmma loop. Same threading rule as the split mode.
+// keep the mma.sync kernel. Same threading rule as the split mode.
 namespace {
 bool g_wgmma_device = false;
 int g_wgmma_mode = -1;
-int g_pipe_mode = -1;  // FRUGAL_PREFILL_PIPE: the pipelined wgmma loop for bf16 caches
 }  // namespace
 
 void set_prefill_wgmma_device(int cc_major, int cc_minor) {
@@ -789,21 +654,6 @@ bool prefill_wgmma_enabled() {
 }
 
 void set_prefill_wgmma_enabled(bool on) { g_wgmma_mode = on ? 1 : 0; }
-
-bool prefill_wgmma_pipelined() {
-  if (g_pipe_mode < 0) {
-    const char* e = std::getenv("FRUGAL_PREFILL_PIPE");
-    g_pipe_mode = (e != nullptr && e[0] == '0') ? 0 : 1;
-  }
-  return g_pipe_mode == 1;
-}
-
-void set_prefill_wgmma_pipelined(bool on) { g_pipe_mode = on ? 1 : 0; }
-
-int prefill_kernel_variant() {
-  if (!prefill_wgmma_enabled()) return 0;
-  return prefill_wgmma_pipelined() ? 2 : 1;
-}
 
 bool prefill_split_enabled() {
   if (g_split_mode < 0) {

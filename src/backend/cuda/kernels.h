@@ -167,13 +167,6 @@ size_t attention_prefill_scratch_bytes(const ops::AttentionParams& p, int n_spli
 void set_prefill_wgmma_device(int cc_major, int cc_minor);
 bool prefill_wgmma_enabled();
 void set_prefill_wgmma_enabled(bool on);
-// The wgmma kernel's software-pipelined loop for bf16 caches (the next key tile's S = QK^T on the
-// tensor cores while this tile's softmax runs; two blocks an SM): on unless FRUGAL_PREFILL_PIPE=0
-// or set_prefill_wgmma_pipelined(false). prefill_kernel_variant(): 0 mma.sync, 1 wgmma, 2 the
-// pipelined wgmma loop (8-bit caches run 1 in its place).
-bool prefill_wgmma_pipelined();
-void set_prefill_wgmma_pipelined(bool on);
-int prefill_kernel_variant();
 cudaError_t launch_attention_prefill(const ops::AttentionParams& p, int n_splits, void* partials, cudaStream_t stream);
 // Merges per-split partials ([n_tokens, n_head, n_splits, D] unnormalized outputs and
 // (max in log2 units, sum) pairs) into p.out; shared by the split decode and prefill kernels.

@@ -89,6 +89,20 @@ __device__ __forceinline__ void pin_regs(uint32_t (&r)[N][4]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i][0]), "+r"(r[i][1]), "+r"(r[i][2]), "+r"(r[i][3])::"memory");
 }
 
+// One synchronous group: issue() launches wgmmas that read the registers `a` and accumulate
+// into `acc`; the fences and pins of the ordering rules above wrap it, and it returns with the
+// group complete (acc readable, the shared operands free).
+template <int NA, int NC, typename Issue>
+__device__ __forceinline__ void wgmma_sync_group(uint32_t (&a)[NA][4], float (&acc)[NC][4], Issue&& issue) {
+  pin_regs(a);
+  pin_regs(acc);
+  wgmma_fence();
+  issue();
+  wgmma_commit();
+  wgmma_wait<0>();
+  pin_regs(acc);
+}
+
 // d[64 x 64] (+)= a[64 x 16] * B[16 x 64], bf16 in, f32 accumulate; a from registers (this
 // warp's four A registers), B by descriptor. accumulate = false overwrites d. kTransB: B is
 // MN-major (see above).
@@ -113,31 +127,6 @@ __device__ __forceinline__ void wgmma_m64n64k16_bf16(float (&d)[8][4], const uin
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kTransB), "r"(static_cast<int>(accumulate)));
 #else
   (void)d, (void)a, (void)desc_b, (void)accumulate;
-  __trap();
-#endif
-}
-
-// The first k step of a product: d = a * B (no accumulate, B K-major), d written only, so the
-// compiler need not zero it first.
-__device__ __forceinline__ void wgmma_m64n64k16_bf16_first(float (&d)[8][4], const uint32_t* a, uint64_t desc_b) {
-#if FRUGAL_WGMMA
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n"
-      "}\n"
-      : "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]), "=f"(d[1][2]),
-        "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]), "=f"(d[3][0]), "=f"(d[3][1]),
-        "=f"(d[3][2]), "=f"(d[3][3]), "=f"(d[4][0]), "=f"(d[4][1]), "=f"(d[4][2]), "=f"(d[4][3]), "=f"(d[5][0]),
-        "=f"(d[5][1]), "=f"(d[5][2]), "=f"(d[5][3]), "=f"(d[6][0]), "=f"(d[6][1]), "=f"(d[6][2]), "=f"(d[6][3]),
-        "=f"(d[7][0]), "=f"(d[7][1]), "=f"(d[7][2]), "=f"(d[7][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(0));
-#else
-  (void)d, (void)a, (void)desc_b;
   __trap();
 #endif
 }
