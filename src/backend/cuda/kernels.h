@@ -32,8 +32,13 @@ cudaError_t launch_rope_kv_write(const ops::RopeKvWriteParams& p, cudaStream_t s
 // DeepSeek MoE routing and router-weight row scaling (moe.cu).
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream);
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream);
-// Routed experts over tokens grouped by expert, bf16 (moe_experts.cu).
+// Routed experts over tokens grouped by expert, bf16 (moe_experts.cu). Between 4 and 64 rows
+// per routed expert on average the expert GEMMs are mma.sync kernels reading each expert's
+// weights once per 64 rows, unless FRUGAL_MOE_MMA=0 or set_moe_mma_enabled(false) (the WMMA
+// tiles of before, kept for A/B runs; tests and benchmarks compare).
 cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream);
+bool moe_mma_enabled();
+void set_moe_mma_enabled(bool on);
 // MLA (mla.cu): batched GEMV for m <= kBatchedGemvMaxM; decode attention over the latent cache
 // (one KV head, K == V, head_dim in (128, 640]), split over the context into
 // mla_decode_scratch_bytes(p, splits) bytes of partials when splits > 1.
