@@ -4,9 +4,11 @@
 //   1. permute: one block counts the (token, k) pairs per expert, scans, lays out tiles of BM
 //      rows per expert (a schedule of at most ceil(pairs / BM) + min(E, pairs) tiles) and gives
 //      each pair its row in the expert-sorted order;
-//   2. gate_up: per (tile, 64 columns of inter) a tensor-core (WMMA bf16, f32 accumulate) GEMM
-//      of the tile's gathered x rows against the expert's gate and up rows, h = silu(g) * u;
-//   3. down: the same over h rows against the expert's down rows, f32 per-pair outputs;
+//   2. gate_up: per (tile, 64 columns of inter) a tensor-core (mma.sync or WMMA bf16, f32
+//      accumulate) GEMM of the tile's gathered x rows against the expert's gate and up rows,
+//      h = silu(g) * u;
+//   3. down: the same over h rows against the expert's down rows (128 or 64 columns a block),
+//      f32 per-pair outputs;
 //   4. combine: out[t] += sum_k topk_weight[t, k] * y[row(t, k)], in k order.
 // An expert-parallel rank holds experts [first_expert, first_expert + n_experts) of the n_routed
 // topk_idx ranges over: 1. counts and rows only the pairs routed to those (global id g is local
@@ -19,7 +21,11 @@
 // and 3. are GEMVs instead (tiles of kGemvRows rows; each warp streams one weight row per
 // matrix with 16-byte loads, several in flight, for every row of the tile): the tensor-core
 // tiles would be mostly padding there, and their synchronous loads keep too few bytes in flight
-// to reach the memory bandwidth. Every output element is a fixed-order reduction whatever else is
+// to reach the memory bandwidth. From there to 64 rows per expert on average (decode of many
+// sequences: every expert active, the step reads all routed weights) the mma.sync kernels take
+// 64-row tiles, so each expert's weights stream once for all its rows (moe_mma_kernel); the
+// WMMA tiles (16 rows below 48 per expert, 64 above) stay for larger loads and as the A/B
+// baseline (FRUGAL_MOE_MMA=0). Every output element is a fixed-order reduction whatever else is
 // in the step (tile contents change which rows share an MMA, not any row's sum).
 #include <cstdint>
 #include <cstdlib>
