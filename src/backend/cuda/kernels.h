@@ -39,6 +39,9 @@ cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream
 cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream);
 bool moe_mma_enabled();
 void set_moe_mma_enabled(bool on);
+// Raises the mma.sync expert kernels' shared-memory limits outside any capture; the backend
+// calls it once at creation.
+cudaError_t prepare_moe_experts();
 // MLA (mla.cu): batched GEMV for m <= kBatchedGemvMaxM; decode attention over the latent cache
 // (one KV head, K == V, head_dim in (128, 640]), split over the context into
 // mla_decode_scratch_bytes(p, splits) bytes of partials when splits > 1.

@@ -534,12 +534,16 @@ bool moe_pipeline() {
 // flip it between launches on one thread (set_moe_mma_enabled), nothing else writes it.
 int g_moe_mma = -1;
 
+cudaError_t raise_mma_smem() {
+  const cudaError_t err = raise_dynamic_smem_once<moe_mma_kernel<true>>(kMmaSmem);
+  return err != cudaSuccess ? err : raise_dynamic_smem_once<moe_mma_kernel<false>>(kMmaSmem);
+}
+
 // The mma.sync kernels over tiles of kMmaBM rows (the schedule of a permute with bm = kMmaBM).
 cudaError_t launch_mma_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaStream_t stream) {
   const int64_t pairs = p.n_tokens * p.top_k;
   const int64_t max_tiles = (pairs + kMmaBM - 1) / kMmaBM + (pairs < p.n_experts ? pairs : p.n_experts);
-  cudaError_t err = raise_dynamic_smem_once<moe_mma_kernel<true>>(kMmaSmem);
-  if (err == cudaSuccess) err = raise_dynamic_smem_once<moe_mma_kernel<false>>(kMmaSmem);
+  cudaError_t err = raise_mma_smem();  // done at backend creation (prepare_moe_experts): cached
   if (err == cudaSuccess)
     err = launch_kernel(moe_mma_kernel<true>,
                         dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(ceil_div(p.inter, kMmaBN<true>))),
@@ -574,6 +578,8 @@ bool moe_mma_enabled() {
 }
 
 void set_moe_mma_enabled(bool on) { g_moe_mma = on ? 1 : 0; }
+
+cudaError_t prepare_moe_experts() { return raise_mma_smem(); }
 
 cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
