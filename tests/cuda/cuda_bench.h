@@ -87,7 +87,7 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table);
 void bench_quant(CudaBackend* b, double ceiling_gbs, Table* table);
 
 // The routed experts at DeepSeek-V2-Lite's shape, mma.sync against WMMA expert GEMMs, at 64,
-// 256 and 512 decoding sequences (cuda_bench_moe.cpp).
+// 256 and 512 decoding sequences and an 8192-token prefill step (cuda_bench_moe.cpp).
 void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table);
 
 }  // namespace frugal::cuda::bench

@@ -317,33 +317,32 @@ TEST(CudaOps, MoeExpertsSubsetRanges) {
   EXPECT_FALSE(std::equal(got.begin(), got.begin() + row, out.host.begin()));  // token 0 got expert 2
 }
 
-// moe_experts with chosen rows per expert (0, 1, 17, 33, 64 and 85: none, one, past one and two
-// 16-row MMA tiles, one whole 64-row tile, a 64-row tile and a 21-row one), 33 on average so the
-// mma.sync kernels run (and, with them off, the 16-row WMMA tiles, the A/B baseline): tokens
-// shuffled over the expert order, each token's two experts in either order. Shapes: K and N
-// multiples of 64; multiples of 8 only (the K tail and the column tails of gate_up's 64-column
-// and down's 128-column blocks, with one expert's gate 2 bytes off 16-byte alignment, so its
-// chunks take the scalar loads); odd (every load scalar, a padded x row). Against the reference.
-TEST(CudaOps, MoeExpertsRowsPerExpert) {
+// moe_experts with chosen rows per expert (counts[e] pairs routed to expert e, top_k = 2), once
+// per path in `modes`, against the reference: tokens shuffled over the expert order, each
+// token's two experts in either order. Shapes: K and N multiples of 64; multiples of 8 only (the
+// K tail and the column tails of gate_up's 64-column and down's 128-column blocks, with expert
+// 3's gate 2 bytes off 16-byte alignment, so its chunks take the scalar loads); odd (every load
+// scalar, a padded x row).
+void check_moe_rows(const std::vector<int32_t>& counts, const std::vector<MoeMma>& modes) {
   struct Shape { int64_t hidden, inter, ld_x; bool misaligned; };
-  const std::vector<int32_t> counts = {0, 1, 17, 33, 64, 85};
   const int32_t E = static_cast<int32_t>(counts.size()), top_k = 2;
   int64_t pairs = 0;
-  for (int32_t c : counts) pairs += c;
+  std::string name = "moe_experts rows";
+  for (int32_t c : counts) pairs += c, name += " " + std::to_string(c);
   const int64_t n_tok = pairs / top_k;
   std::vector<int32_t> sorted;  // expert ids in order, counts[e] of each
   for (int32_t e = 0; e < E; ++e) sorted.insert(sorted.end(), static_cast<size_t>(counts[static_cast<size_t>(e)]), e);
-  std::mt19937 rng(33);
+  std::mt19937 rng(static_cast<unsigned>(pairs));
   std::vector<int32_t> order(static_cast<size_t>(n_tok));
   for (int64_t t = 0; t < n_tok; ++t) order[static_cast<size_t>(t)] = static_cast<int32_t>(t);
   std::shuffle(order.begin(), order.end(), rng);
-  // Token order[t] gets sorted[t] and sorted[t + n_tok]: distinct, as no count exceeds n_tok.
+  // Token order[t] gets sorted[t] and sorted[t + n_tok]: distinct while no count exceeds n_tok.
   std::vector<int32_t> idx(static_cast<size_t>(pairs));
   std::vector<float> wt(static_cast<size_t>(pairs));
   for (int64_t t = 0; t < n_tok; ++t) {
     const size_t tok = static_cast<size_t>(order[static_cast<size_t>(t)]);
     int32_t a = sorted[static_cast<size_t>(t)], b = sorted[static_cast<size_t>(t + n_tok)];
-    ASSERT_NE(a, b);
+    ASSERT_NE(a, b) << name;
     if (t % 2) std::swap(a, b);
     idx[2 * tok] = a, idx[2 * tok + 1] = b;
     wt[2 * tok] = std::uniform_real_distribution<float>(0.f, 1.f)(rng);
@@ -354,14 +353,13 @@ TEST(CudaOps, MoeExpertsRowsPerExpert) {
     x.fill_uniform(rng, -1, 1);
     out.fill_uniform(rng, -1, 1);
     x.to_device();
-    out.to_device();
     std::vector<std::unique_ptr<Tensor>> w;  // gate[E], up[E], down[E], one spare element each
     std::vector<ops::WeightView> views, hviews;
     for (int m = 0; m < 3 * E; ++m) {
       w.push_back(std::make_unique<Tensor>(DType::kBF16, s.hidden * s.inter + 1));
       w.back()->fill_uniform(rng, -0.3f, 0.3f);
       w.back()->to_device();
-      const size_t off = s.misaligned && m == 3 ? 2 : 0;  // expert 3's gate (33 rows)
+      const size_t off = s.misaligned && m == 3 ? 2 : 0;
       views.push_back(ops::dense_weight(static_cast<uint8_t*>(w.back()->dev) + off, DType::kBF16));
       hviews.push_back(ops::dense_weight(w.back()->host.data() + off, DType::kBF16));
     }
@@ -382,18 +380,29 @@ TEST(CudaOps, MoeExpertsRowsPerExpert) {
     r.x = x.host.data(), r.out = want.data(), r.topk_idx = idx.data(), r.topk_weight = wt.data();
     r.gate = hviews.data(), r.up = hviews.data() + E, r.down = hviews.data() + 2 * E;
     ops::ref::moe_experts(r);
-    const bool mma_was = moe_mma_enabled();
-    for (bool mma : {true, false}) {
-      const std::string what = "moe_experts rows 0/1/17/33/64/85 hidden=" + std::to_string(s.hidden) +
-                               " inter=" + std::to_string(s.inter) + (mma ? " mma.sync" : " wmma");
+    const MoeMma mode_was = moe_mma();
+    for (MoeMma mode : modes) {
+      const std::string what = name + " hidden=" + std::to_string(s.hidden) + " inter=" + std::to_string(s.inter) +
+                               (mode == MoeMma::kOff ? " FRUGAL_MOE_MMA=0" : mode == MoeMma::kAll ? " FRUGAL_MOE_MMA=all" : "");
       out.to_device();  // the starting values again
-      set_moe_mma_enabled(mma);
+      set_moe_mma(mode);
       const Status st = backend()->moe_experts(p);
+      set_moe_mma(mode_was);
       ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
       expect_close(out, want, tol_for(DType::kBF16), what);
     }
-    set_moe_mma_enabled(mma_was);
   }
+}
+
+// 0, 1, 17, 33, 64 and 85 rows (none, one, past one and two 16-row MMA tiles, one whole 64-row
+// tile, a 64-row tile and a 21-row one), 33 on average: the mma.sync kernels by default, the
+// 16-row WMMA tiles (the A/B baseline) with them off.
+TEST(CudaOps, MoeExpertsRowsPerExpert) { check_moe_rows({0, 1, 17, 33, 64, 85}, {MoeMma::kDecode, MoeMma::kOff}); }
+
+// 100 rows per expert on average (130 and 200: three and four 64-row tiles, the last partial):
+// the mma.sync kernels only when asked for at every size (kAll), else the 64-row WMMA tiles.
+TEST(CudaOps, MoeExpertsRowsPerExpertLarge) {
+  check_moe_rows({0, 1, 70, 130, 200, 199}, {MoeMma::kAll, MoeMma::kDecode});
 }
 
 }  // namespace

@@ -530,8 +530,8 @@ bool moe_pipeline() {
   return on;
 }
 
-// -1: unset (read FRUGAL_MOE_MMA on first use), 0 off, 1 on. Process-wide; tests and benchmarks
-// flip it between launches on one thread (set_moe_mma_enabled), nothing else writes it.
+// -1: unset (read FRUGAL_MOE_MMA on first use), else a MoeMma. Process-wide; tests and
+// benchmarks flip it between launches on one thread (set_moe_mma), nothing else writes it.
 int g_moe_mma = -1;
 
 cudaError_t raise_mma_smem() {
@@ -569,15 +569,16 @@ cudaError_t launch_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaSt
 
 }  // namespace
 
-bool moe_mma_enabled() {
+MoeMma moe_mma() {
   if (g_moe_mma < 0) {
     const char* e = std::getenv("FRUGAL_MOE_MMA");
-    g_moe_mma = (e != nullptr && std::string_view(e) == "0") ? 0 : 1;
+    const std::string_view v = e != nullptr ? e : "";
+    g_moe_mma = static_cast<int>(v == "0" ? MoeMma::kOff : v == "all" ? MoeMma::kAll : MoeMma::kDecode);
   }
-  return g_moe_mma == 1;
+  return static_cast<MoeMma>(g_moe_mma);
 }
 
-void set_moe_mma_enabled(bool on) { g_moe_mma = on ? 1 : 0; }
+void set_moe_mma(MoeMma m) { g_moe_mma = static_cast<int>(m); }
 
 cudaError_t prepare_moe_experts() { return raise_mma_smem(); }
 
@@ -586,11 +587,13 @@ cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stre
   const Layout l = layout_of(p);
   // GEMVs while experts see at most 4 rows each on average (decode), the mma.sync kernels over
   // 64-row tiles up to 64 rows each on average (each expert's weights read once for all its
-  // rows, up to 64), 64-row WMMA tiles above. The average is over the n_routed experts the
-  // router chooses from: a rank's own experts see pairs / n_routed rows each too, not pairs /
-  // n_experts. With the mma kernels off (FRUGAL_MOE_MMA=0), 16-row WMMA tiles below 48 rows.
+  // rows, up to 64), 64-row WMMA tiles above (MoeMma::kAll: the mma.sync kernels there too).
+  // The average is over the n_routed experts the router chooses from: a rank's own experts see
+  // pairs / n_routed rows each too, not pairs / n_experts. With the mma kernels off
+  // (FRUGAL_MOE_MMA=0), 16-row WMMA tiles below 48 rows.
   const int64_t pairs = p.n_tokens * p.top_k, E = p.n_experts, R = p.routed();
-  const bool mma = pairs > 4 * R && pairs <= 64 * R && moe_mma_enabled();
+  const MoeMma mode = moe_mma();
+  const bool mma = pairs > 4 * R && (mode == MoeMma::kAll || (mode == MoeMma::kDecode && pairs <= 64 * R));
   const int bm = pairs <= 4 * R ? kGemvRows : mma ? kMmaBM : pairs >= 48 * R ? 64 : 16;
   cudaError_t err = launch_kernel(moe_permute_kernel, 1, 1024, 0, stream, p, l, bm);
   if (err != cudaSuccess) return err;
