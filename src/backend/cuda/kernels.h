@@ -41,8 +41,9 @@ cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stre
 enum class MoeMma { kOff, kDecode, kAll };
 MoeMma moe_mma();
 void set_moe_mma(MoeMma m);
-// Raises the mma.sync expert kernels' shared-memory limits outside any capture; the backend
-// calls it once at creation.
+// Raises the mma.sync expert kernels' shared-memory limits outside any capture (where the device
+// cannot give them their shared memory, the WMMA tiles run instead); the backend calls it once
+// at creation.
 cudaError_t prepare_moe_experts();
 // MLA (mla.cu): batched GEMV for m <= kBatchedGemvMaxM; decode attention over the latent cache
 // (one KV head, K == V, head_dim in (128, 640]), split over the context into

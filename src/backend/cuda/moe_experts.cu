@@ -534,20 +534,38 @@ bool moe_pipeline() {
 // benchmarks flip it between launches on one thread (set_moe_mma), nothing else writes it.
 int g_moe_mma = -1;
 
-cudaError_t raise_mma_smem() {
-  const cudaError_t err = raise_dynamic_smem_once<moe_mma_kernel<true>>(kMmaSmem);
-  return err != cudaSuccess ? err : raise_dynamic_smem_once<moe_mma_kernel<false>>(kMmaSmem);
+// The dynamic shared-memory limit, and all of the SM's L1 as shared memory (a hint: two blocks of
+// kMmaSmem fit only in the largest carveout; the kernels' loads bypass L1 anyway).
+template <auto Kernel>
+cudaError_t raise_mma_smem_k() {
+  static const cudaError_t e = [] {
+    const cudaError_t r = raise_dynamic_smem_once<Kernel>(kMmaSmem);
+    return r != cudaSuccess ? r : cudaFuncSetAttribute(Kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  }();
+  return e;
+}
+// Whether the mma.sync kernels can run here (their shared memory is more than a block may have
+// before sm_80; asked first so that no failing attribute call leaves an error behind), their
+// attributes set once.
+bool mma_available() {
+  static const bool ok = [] {
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        static_cast<size_t>(optin) < kMmaSmem + kMmaBM * sizeof(void*))
+      return false;
+    return raise_mma_smem_k<moe_mma_kernel<true>>() == cudaSuccess && raise_mma_smem_k<moe_mma_kernel<false>>() == cudaSuccess;
+  }();
+  return ok;
 }
 
 // The mma.sync kernels over tiles of kMmaBM rows (the schedule of a permute with bm = kMmaBM).
 cudaError_t launch_mma_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaStream_t stream) {
   const int64_t pairs = p.n_tokens * p.top_k;
   const int64_t max_tiles = (pairs + kMmaBM - 1) / kMmaBM + (pairs < p.n_experts ? pairs : p.n_experts);
-  cudaError_t err = raise_mma_smem();  // done at backend creation (prepare_moe_experts): cached
-  if (err == cudaSuccess)
-    err = launch_kernel(moe_mma_kernel<true>,
-                        dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(ceil_div(p.inter, kMmaBN<true>))),
-                        kThreads, kMmaSmem, stream, p, l);
+  const cudaError_t err = launch_kernel(moe_mma_kernel<true>,
+                                        dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(ceil_div(p.inter, kMmaBN<true>))),
+                                        kThreads, kMmaSmem, stream, p, l);
   if (err != cudaSuccess) return err;
   return launch_kernel(moe_mma_kernel<false>,
                        dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(ceil_div(p.hidden, kMmaBN<false>))),
@@ -580,7 +598,10 @@ MoeMma moe_mma() {
 
 void set_moe_mma(MoeMma m) { g_moe_mma = static_cast<int>(m); }
 
-cudaError_t prepare_moe_experts() { return raise_mma_smem(); }
+cudaError_t prepare_moe_experts() {
+  (void)mma_available();
+  return cudaGetLastError();
+}
 
 cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
@@ -593,7 +614,7 @@ cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stre
   // (FRUGAL_MOE_MMA=0), 16-row WMMA tiles below 48 rows.
   const int64_t pairs = p.n_tokens * p.top_k, E = p.n_experts, R = p.routed();
   const MoeMma mode = moe_mma();
-  const bool mma = pairs > 4 * R && (mode == MoeMma::kAll || (mode == MoeMma::kDecode && pairs <= 64 * R));
+  const bool mma = pairs > 4 * R && (mode == MoeMma::kAll || (mode == MoeMma::kDecode && pairs <= 64 * R)) && mma_available();
   const int bm = pairs <= 4 * R ? kGemvRows : mma ? kMmaBM : pairs >= 48 * R ? 64 : 16;
   cudaError_t err = launch_kernel(moe_permute_kernel, 1, 1024, 0, stream, p, l, bm);
   if (err != cudaSuccess) return err;
