@@ -120,6 +120,24 @@ __global__ void __launch_bounds__(1024) moe_permute_kernel(ops::MoeExpertsParams
   }
 }
 
+// Row `row` of the expert-sorted order as a GEMM's A row (its K values): x gathered by the
+// pair's token (gate_up) or h (down).
+template <bool kGateUp>
+__device__ __forceinline__ const bf16* a_row(const ops::MoeExpertsParams& p, const Layout& l, int64_t row) {
+  return kGateUp ? static_cast<const bf16*>(p.x) + static_cast<int64_t>(l.pair_at[row] / p.top_k) * p.ld_x
+                 : l.h + row * p.inter;
+}
+// Whether A rows are 16-byte aligned (with K % 8 == 0, 16-byte loads throughout).
+template <bool kGateUp>
+__device__ __forceinline__ bool a_rows_aligned(const ops::MoeExpertsParams& p) {
+  return kGateUp ? p.ld_x % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 : p.inter % 8 == 0;
+}
+// A tile's A row starts in shared memory (nullptr past its rows), for the block's loads.
+template <bool kGateUp, int BM>
+__device__ __forceinline__ void tile_a_rows(const bf16** arow, const ops::MoeExpertsParams& p, const Layout& l, int r0, int rows) {
+  for (int r = threadIdx.x; r < BM; r += blockDim.x) arow[r] = r < rows ? a_row<kGateUp>(p, l, r0 + r) : nullptr;
+}
+
 // The pipelined main loop (vector-aligned operands, K a multiple of kPBK): kStages stages of
 // kPBK-deep A and B tiles in flight through cp.async while the tensor cores work on the oldest.
 constexpr int kPBK = 32, kStages = 3, kPLd = kPBK + 8;
@@ -152,16 +170,10 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(ops::MoeExpertsParam
   const bf16* wmat[kNB];
   wmat[0] = static_cast<const bf16*>(kGateUp ? p.gate[e].data : p.down[e].data);
   if constexpr (kGateUp) wmat[kNB - 1] = static_cast<const bf16*>(p.up[e].data);
-  // Where row r of A starts (its K values), or nullptr past the tile's rows.
   __shared__ const bf16* arow[BM];
-  for (int r = threadIdx.x; r < BM; r += kThreads) {
-    const int row = r0 + r;
-    arow[r] = r >= rows  ? nullptr
-              : kGateUp ? static_cast<const bf16*>(p.x) + static_cast<int64_t>(l.pair_at[row] / p.top_k) * p.ld_x
-                        : l.h + static_cast<int64_t>(row) * p.inter;
-  }
+  tile_a_rows<kGateUp, BM>(arow, p, l, r0, rows);
   __syncthreads();
-  const bool vec_a = (kGateUp ? (p.ld_x % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0) : p.inter % 8 == 0) && K % 8 == 0;
+  const bool vec_a = a_rows_aligned<kGateUp>(p) && K % 8 == 0;
   bool vec_b = K % 8 == 0;
 #pragma unroll
   for (int b = 0; b < kNB; ++b) vec_b = vec_b && reinterpret_cast<uintptr_t>(wmat[b]) % 16 == 0;
@@ -283,9 +295,9 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(ops::MoeExpertsParam
   }
 }
 
-// The mma.sync form for experts of up to kMmaBM rows (decode of many sequences: every expert
-// active with 8..64 rows): a block computes all of a tile's rows (the permute's tiles with
-// bm = kMmaBM, so one tile an expert up to 64 rows) for kMmaBRows weight rows (gate_up: 64
+// The mma.sync form over tiles of up to kMmaBM rows (made for decode of many sequences: every
+// expert active with 8..64 rows): a block computes all of a tile's rows (the permute's tiles
+// with bm = kMmaBM, so one tile an expert up to 64 rows) for kMmaBRows weight rows (gate_up: 64
 // columns of gate and the same 64 of up; down: 128 columns), streaming that weight slice once
 // through kMmaStages stages of kMmaBK-deep tiles (A, the tile's gathered rows, staged with it).
 // Each warp owns 16 columns of each 64-row half of the B tile; 16-row MMA tiles past the
@@ -325,14 +337,9 @@ __global__ void __launch_bounds__(kThreads) moe_mma_kernel(ops::MoeExpertsParams
   extern __shared__ __align__(16) uint8_t moe_mma_smem[];
   bf16* stage0 = reinterpret_cast<bf16*>(moe_mma_smem);
   __shared__ const bf16* arow[kMmaBM];
-  for (int r = threadIdx.x; r < kMmaBM; r += kThreads) {
-    const int row = r0 + r;
-    arow[r] = r >= rows  ? nullptr
-              : kGateUp ? static_cast<const bf16*>(p.x) + static_cast<int64_t>(l.pair_at[row] / p.top_k) * p.ld_x
-                        : l.h + static_cast<int64_t>(row) * p.inter;
-  }
+  tile_a_rows<kGateUp, kMmaBM>(arow, p, l, r0, rows);
   __syncthreads();
-  const bool vec_a = (kGateUp ? (p.ld_x % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0) : p.inter % 8 == 0) && K % 8 == 0;
+  const bool vec_a = a_rows_aligned<kGateUp>(p) && K % 8 == 0;
   const bool vec_b = K % 8 == 0 && reinterpret_cast<uintptr_t>(w0) % 16 == 0 && reinterpret_cast<uintptr_t>(w1) % 16 == 0;
   const int KT = static_cast<int>((K + kMmaBK - 1) / kMmaBK), a_rows = 16 * m_tiles;
   auto load_stage = [&](int st, int kt) {
@@ -446,13 +453,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32) moe_gemv_kernel(ops::MoeExper
   if constexpr (kGateUp) wrow[1] = static_cast<const bf16*>(p.up[e].data) + n * K;
   const bf16* arow[kGemvRows];
 #pragma unroll
-  for (int r = 0; r < kGemvRows; ++r) {
-    const int row = r0 + min(r, rows - 1);  // past the tile's rows: a real row, computed and dropped
-    arow[r] = kGateUp ? static_cast<const bf16*>(p.x) + static_cast<int64_t>(l.pair_at[row] / p.top_k) * p.ld_x
-                      : l.h + static_cast<int64_t>(row) * p.inter;
-  }
+  for (int r = 0; r < kGemvRows; ++r)  // past the tile's rows: a real row, computed and dropped
+    arow[r] = a_row<kGateUp>(p, l, r0 + min(r, rows - 1));
   float acc[kNB][kGemvRows] = {};
-  bool vec = K % 8 == 0 && (kGateUp ? p.ld_x % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 : true);
+  bool vec = K % 8 == 0 && a_rows_aligned<kGateUp>(p);
 #pragma unroll
   for (int b = 0; b < kNB; ++b) vec = vec && reinterpret_cast<uintptr_t>(wrow[b]) % 16 == 0;
   if (vec) {
