@@ -4,7 +4,8 @@
 // of a real model do. Usage: cuda_kernel_bench [--quick | --mixed (the mixed-step part only) |
 // --quant (the quantized GEMV / GEMM part only) | --decode-attn (decode attention: tensor-core
 // against CUDA-core kernel) | --attn (the paged attention rows: decode, prefill per kernel) |
-// --gemv (the dense GEMV rows, with the split-k / early-load A/B "gemv-ab")]
+// --gemv (the dense GEMV rows, with the split-k / early-load A/B "gemv-ab") | --moe (the routed
+// experts at DeepSeek-V2-Lite's shape: mma.sync against WMMA)]
 #include "cuda_bench.h"
 
 #include <cstdlib>
@@ -324,6 +325,7 @@ int main(int argc, char** argv) {
   const bool decode_attn_only = argc > 1 && std::strcmp(argv[1], "--decode-attn") == 0;
   const bool attn_only = argc > 1 && std::strcmp(argv[1], "--attn") == 0;
   const bool gemv_only = argc > 1 && std::strcmp(argv[1], "--gemv") == 0;
+  const bool moe_only = argc > 1 && std::strcmp(argv[1], "--moe") == 0;
   auto b = CudaBackend::create(0);
   if (!b.is_ok()) {
     std::fprintf(stderr, "%s\n", b.status().to_string().c_str());
@@ -357,10 +359,16 @@ int main(int argc, char** argv) {
     table.print();
     return 0;
   }
+  if (moe_only) {
+    bench_moe(b->get(), ceiling, &table);
+    table.print();
+    return 0;
+  }
   bench_gemv(b->get(), lt->get(), ceiling, &table, quick);
   bench_gemm(b->get(), &table);
   bench_attention(b->get(), ceiling, &table);
   bench_decode_attention(b->get(), ceiling, &table);
+  bench_moe(b->get(), ceiling, &table);
   bench_model_7b(b->get(), ceiling, &table);
   bench_mixed(b->get(), &table);
   table.print();

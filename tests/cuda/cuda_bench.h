@@ -86,4 +86,8 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table);
 // The quantized GEMV / GEMM paths on the 7B shapes (cuda_bench_quant.cpp).
 void bench_quant(CudaBackend* b, double ceiling_gbs, Table* table);
 
+// The routed experts at DeepSeek-V2-Lite's shape, mma.sync against WMMA expert GEMMs, at 64,
+// 256 and 512 decoding sequences and an 8192-token prefill step (cuda_bench_moe.cpp).
+void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table);
+
 }  // namespace frugal::cuda::bench

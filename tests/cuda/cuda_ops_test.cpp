@@ -431,5 +431,93 @@ TEST(CudaOps, MoeExpertsSubsetRanges) {
   EXPECT_FALSE(std::equal(got.begin(), got.begin() + row, out.host.begin()));  // token 0 got expert 2
 }
 
+// moe_experts with chosen rows per expert (counts[e] pairs routed to expert e, top_k = 2), once
+// per path in `modes`, against the reference: tokens shuffled over the expert order, each
+// token's two experts in either order. Shapes: K and N multiples of 64; multiples of 8 only (the
+// K tail and the column tails of gate_up's 64-column and down's 128-column blocks, with expert
+// 3's gate 2 bytes off 16-byte alignment, so its chunks take the scalar loads); odd (every load
+// scalar, a padded x row).
+void check_moe_rows(const std::vector<int32_t>& counts, const std::vector<MoeMma>& modes) {
+  struct Shape { int64_t hidden, inter, ld_x; bool misaligned; };
+  const int32_t E = static_cast<int32_t>(counts.size()), top_k = 2;
+  int64_t pairs = 0;
+  std::string name = "moe_experts rows";
+  for (int32_t c : counts) pairs += c, name += " " + std::to_string(c);
+  const int64_t n_tok = pairs / top_k;
+  std::vector<int32_t> sorted;  // expert ids in order, counts[e] of each
+  for (int32_t e = 0; e < E; ++e) sorted.insert(sorted.end(), static_cast<size_t>(counts[static_cast<size_t>(e)]), e);
+  std::mt19937 rng(static_cast<unsigned>(pairs));
+  std::vector<int32_t> order(static_cast<size_t>(n_tok));
+  for (int64_t t = 0; t < n_tok; ++t) order[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+  std::shuffle(order.begin(), order.end(), rng);
+  // Token order[t] gets sorted[t] and sorted[t + n_tok]: distinct while no count exceeds n_tok.
+  std::vector<int32_t> idx(static_cast<size_t>(pairs));
+  std::vector<float> wt(static_cast<size_t>(pairs));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const size_t tok = static_cast<size_t>(order[static_cast<size_t>(t)]);
+    int32_t a = sorted[static_cast<size_t>(t)], b = sorted[static_cast<size_t>(t + n_tok)];
+    ASSERT_NE(a, b) << name;
+    if (t % 2) std::swap(a, b);
+    idx[2 * tok] = a, idx[2 * tok + 1] = b;
+    wt[2 * tok] = std::uniform_real_distribution<float>(0.f, 1.f)(rng);
+    wt[2 * tok + 1] = std::uniform_real_distribution<float>(0.f, 1.f)(rng);
+  }
+  for (const Shape s : {Shape{256, 192, 256, false}, Shape{200, 136, 200, true}, Shape{37, 21, 42, false}}) {
+    Tensor x(DType::kBF16, n_tok * s.ld_x), out(DType::kBF16, n_tok * s.hidden);
+    x.fill_uniform(rng, -1, 1);
+    out.fill_uniform(rng, -1, 1);
+    x.to_device();
+    std::vector<std::unique_ptr<Tensor>> w;  // gate[E], up[E], down[E], one spare element each
+    std::vector<ops::WeightView> views, hviews;
+    for (int m = 0; m < 3 * E; ++m) {
+      w.push_back(std::make_unique<Tensor>(DType::kBF16, s.hidden * s.inter + 1));
+      w.back()->fill_uniform(rng, -0.3f, 0.3f);
+      w.back()->to_device();
+      const size_t off = s.misaligned && m == 3 ? 2 : 0;
+      views.push_back(ops::dense_weight(static_cast<uint8_t*>(w.back()->dev) + off, DType::kBF16));
+      hviews.push_back(ops::dense_weight(w.back()->host.data() + off, DType::kBF16));
+    }
+    Tensor dviews(DType::kF32, static_cast<int64_t>((views.size() * sizeof(ops::WeightView) + 3) / 4));
+    std::memcpy(dviews.host.data(), views.data(), views.size() * sizeof(ops::WeightView));
+    dviews.to_device();
+    const int64_t scratch_bytes = ops::moe_experts_scratch_bytes(n_tok, top_k, E, s.hidden, s.inter);
+    Tensor scratch(DType::kF32, scratch_bytes / 4);
+    DevInts di;
+    const auto* dv = static_cast<const ops::WeightView*>(dviews.dev);
+    ops::MoeExpertsParams p{.x = x.dev, .act_dtype = DType::kBF16, .ld_x = s.ld_x, .out = out.dev, .ld_out = s.hidden,
+                            .n_tokens = n_tok, .hidden = s.hidden, .inter = s.inter, .n_experts = E, .top_k = top_k,
+                            .topk_idx = di(idx), .topk_weight = di.floats(wt), .gate = dv, .up = dv + E,
+                            .down = dv + 2 * E, .format = views[0].format, .scratch = scratch.dev,
+                            .scratch_bytes = scratch_bytes};
+    std::vector<uint8_t> want = out.host;
+    ops::MoeExpertsParams r = p;
+    r.x = x.host.data(), r.out = want.data(), r.topk_idx = idx.data(), r.topk_weight = wt.data();
+    r.gate = hviews.data(), r.up = hviews.data() + E, r.down = hviews.data() + 2 * E;
+    ops::ref::moe_experts(r);
+    const MoeMma mode_was = moe_mma();
+    for (MoeMma mode : modes) {
+      const std::string what = name + " hidden=" + std::to_string(s.hidden) + " inter=" + std::to_string(s.inter) +
+                               (mode == MoeMma::kOff ? " FRUGAL_MOE_MMA=0" : mode == MoeMma::kAll ? " FRUGAL_MOE_MMA=all" : "");
+      out.to_device();  // the starting values again
+      set_moe_mma(mode);
+      const Status st = backend()->moe_experts(p);
+      set_moe_mma(mode_was);
+      ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
+      expect_close(out, want, tol_for(DType::kBF16), what);
+    }
+  }
+}
+
+// 0, 1, 17, 33, 64 and 85 rows (none, one, past one and two 16-row MMA tiles, one whole 64-row
+// tile, a 64-row tile and a 21-row one), 33 on average: the mma.sync kernels by default, the
+// 16-row WMMA tiles (the A/B baseline) with them off.
+TEST(CudaOps, MoeExpertsRowsPerExpert) { check_moe_rows({0, 1, 17, 33, 64, 85}, {MoeMma::kDecode, MoeMma::kOff}); }
+
+// 100 rows per expert on average (130 and 200: three and four 64-row tiles, the last partial):
+// the mma.sync kernels only when asked for at every size (kAll), else the 64-row WMMA tiles.
+TEST(CudaOps, MoeExpertsRowsPerExpertLarge) {
+  check_moe_rows({0, 1, 70, 130, 200, 199}, {MoeMma::kAll, MoeMma::kDecode});
+}
+
 }  // namespace
 }  // namespace frugal::cuda::testing

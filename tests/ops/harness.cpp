@@ -396,7 +396,8 @@ void OpCases::scale_rows() {
 // The routed experts over tokens grouped by expert: dense bf16 experts, each token's top_k
 // distinct experts with random weights; odd sizes (scalar loads), sizes of 8 (vector loads) and
 // of 32 (CUDA's cp.async pipeline, gate_up and down), tokens for decode GEMVs (n = 1, 7),
-// 16-row (n = 30) and 64-row (n = 130) tensor-core tiles, and every token on the same experts
+// CUDA's mma.sync kernels (n = 30, 130; with FRUGAL_MOE_MMA=0 16-row and 64-row WMMA tiles
+// instead: 11 and 48 rows per expert on average), and every token on the same experts
 // (n = 7 "same": one expert's rows span several GEMV tiles), against the reference to the
 // activation tolerance; then the same as three expert-parallel ranks' subset calls.
 void OpCases::moe_experts() {
@@ -457,7 +458,7 @@ void OpCases::moe_experts() {
       // with E = 5 the first rank holds fewer experts than top_k; "same experts" leaves the last
       // rank no pair at all; the tolerance grows by one rounding of out a call), and the three
       // add up to the whole. Each n picks the same CUDA path as the whole call (the rule counts
-      // rows per routed expert): GEMVs (n = 1, 7), 16-row (30) and 64-row (130) tiles.
+      // rows per routed expert): GEMVs (n = 1, 7), mma.sync (or 16- and 64-row WMMA) tiles (30, 130).
       {
         const int32_t a = c.E / 3, b = 2 * c.E / 3;
         auto dout2 = upload(out0);

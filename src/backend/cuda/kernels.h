@@ -32,8 +32,19 @@ cudaError_t launch_rope_kv_write(const ops::RopeKvWriteParams& p, cudaStream_t s
 // DeepSeek MoE routing and router-weight row scaling (moe.cu).
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream);
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream);
-// Routed experts over tokens grouped by expert, bf16 (moe_experts.cu).
+// Routed experts over tokens grouped by expert, bf16 (moe_experts.cu). Above 4 rows per routed
+// expert on average (below: GEMVs) the expert GEMMs are mma.sync kernels reading each expert's
+// weights once per 64-row tile (MoeMma::kDecode, the default: up to 64 rows on average, the
+// WMMA tiles of before above; kAll: at every size; kOff: the WMMA tiles everywhere, the A/B
+// baseline). FRUGAL_MOE_MMA=0 / all / set_moe_mma (tests and benchmarks compare).
 cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream);
+enum class MoeMma { kOff, kDecode, kAll };
+MoeMma moe_mma();
+void set_moe_mma(MoeMma m);
+// Raises the mma.sync expert kernels' shared-memory limits outside any capture (where the device
+// cannot give them their shared memory, the WMMA tiles run instead); the backend calls it once
+// at creation.
+cudaError_t prepare_moe_experts();
 // MLA (mla.cu): batched GEMV for m <= kBatchedGemvMaxM; decode attention over the latent cache
 // (one KV head, K == V, head_dim in (128, 640]), split over the context into
 // mla_decode_scratch_bytes(p, splits) bytes of partials when splits > 1.

@@ -4,9 +4,11 @@
 //   1. permute: one block counts the (token, k) pairs per expert, scans, lays out tiles of BM
 //      rows per expert (a schedule of at most ceil(pairs / BM) + min(E, pairs) tiles) and gives
 //      each pair its row in the expert-sorted order;
-//   2. gate_up: per (tile, 64 columns of inter) a tensor-core (WMMA bf16, f32 accumulate) GEMM
-//      of the tile's gathered x rows against the expert's gate and up rows, h = silu(g) * u;
-//   3. down: the same over h rows against the expert's down rows, f32 per-pair outputs;
+//   2. gate_up: per (tile, 64 columns of inter) a tensor-core (mma.sync or WMMA bf16, f32
+//      accumulate) GEMM of the tile's gathered x rows against the expert's gate and up rows,
+//      h = silu(g) * u;
+//   3. down: the same over h rows against the expert's down rows (128 or 64 columns a block),
+//      f32 per-pair outputs;
 //   4. combine: out[t] += sum_k topk_weight[t, k] * y[row(t, k)], in k order.
 // An expert-parallel rank holds experts [first_expert, first_expert + n_experts) of the n_routed
 // topk_idx ranges over: 1. counts and rows only the pairs routed to those (global id g is local
@@ -19,7 +21,11 @@
 // and 3. are GEMVs instead (tiles of kGemvRows rows; each warp streams one weight row per
 // matrix with 16-byte loads, several in flight, for every row of the tile): the tensor-core
 // tiles would be mostly padding there, and their synchronous loads keep too few bytes in flight
-// to reach the memory bandwidth. Every output element is a fixed-order reduction whatever else is
+// to reach the memory bandwidth. From there to 64 rows per expert on average (decode of many
+// sequences: every expert active, the step reads all routed weights) the mma.sync kernels take
+// 64-row tiles, so each expert's weights stream once for all its rows (moe_mma_kernel); the
+// WMMA tiles (16 rows below 48 per expert, 64 above) stay for larger loads and as the A/B
+// baseline (FRUGAL_MOE_MMA=0). Every output element is a fixed-order reduction whatever else is
 // in the step (tile contents change which rows share an MMA, not any row's sum).
 #include <cstdint>
 #include <cstdlib>
@@ -114,6 +120,24 @@ __global__ void __launch_bounds__(1024) moe_permute_kernel(ops::MoeExpertsParams
   }
 }
 
+// Row `row` of the expert-sorted order as a GEMM's A row (its K values): x gathered by the
+// pair's token (gate_up) or h (down).
+template <bool kGateUp>
+__device__ __forceinline__ const bf16* a_row(const ops::MoeExpertsParams& p, const Layout& l, int64_t row) {
+  return kGateUp ? static_cast<const bf16*>(p.x) + static_cast<int64_t>(l.pair_at[row] / p.top_k) * p.ld_x
+                 : l.h + row * p.inter;
+}
+// Whether A rows are 16-byte aligned (with K % 8 == 0, 16-byte loads throughout).
+template <bool kGateUp>
+__device__ __forceinline__ bool a_rows_aligned(const ops::MoeExpertsParams& p) {
+  return kGateUp ? p.ld_x % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 : p.inter % 8 == 0;
+}
+// A tile's A row starts in shared memory (nullptr past its rows), for the block's loads.
+template <bool kGateUp, int BM>
+__device__ __forceinline__ void tile_a_rows(const bf16** arow, const ops::MoeExpertsParams& p, const Layout& l, int r0, int rows) {
+  for (int r = threadIdx.x; r < BM; r += blockDim.x) arow[r] = r < rows ? a_row<kGateUp>(p, l, r0 + r) : nullptr;
+}
+
 // The pipelined main loop (vector-aligned operands, K a multiple of kPBK): kStages stages of
 // kPBK-deep A and B tiles in flight through cp.async while the tensor cores work on the oldest.
 constexpr int kPBK = 32, kStages = 3, kPLd = kPBK + 8;
@@ -146,16 +170,10 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(ops::MoeExpertsParam
   const bf16* wmat[kNB];
   wmat[0] = static_cast<const bf16*>(kGateUp ? p.gate[e].data : p.down[e].data);
   if constexpr (kGateUp) wmat[kNB - 1] = static_cast<const bf16*>(p.up[e].data);
-  // Where row r of A starts (its K values), or nullptr past the tile's rows.
   __shared__ const bf16* arow[BM];
-  for (int r = threadIdx.x; r < BM; r += kThreads) {
-    const int row = r0 + r;
-    arow[r] = r >= rows  ? nullptr
-              : kGateUp ? static_cast<const bf16*>(p.x) + static_cast<int64_t>(l.pair_at[row] / p.top_k) * p.ld_x
-                        : l.h + static_cast<int64_t>(row) * p.inter;
-  }
+  tile_a_rows<kGateUp, BM>(arow, p, l, r0, rows);
   __syncthreads();
-  const bool vec_a = (kGateUp ? (p.ld_x % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0) : p.inter % 8 == 0) && K % 8 == 0;
+  const bool vec_a = a_rows_aligned<kGateUp>(p) && K % 8 == 0;
   bool vec_b = K % 8 == 0;
 #pragma unroll
   for (int b = 0; b < kNB; ++b) vec_b = vec_b && reinterpret_cast<uintptr_t>(wmat[b]) % 16 == 0;
@@ -277,6 +295,129 @@ __global__ void __launch_bounds__(kThreads) moe_gemm_kernel(ops::MoeExpertsParam
   }
 }
 
+// The mma.sync form over tiles of up to kMmaBM rows (made for decode of many sequences: every
+// expert active with 8..64 rows): a block computes all of a tile's rows (the permute's tiles
+// with bm = kMmaBM, so one tile an expert up to 64 rows) for kMmaBRows weight rows (gate_up: 64
+// columns of gate and the same 64 of up; down: 128 columns), streaming that weight slice once
+// through kMmaStages stages of kMmaBK-deep tiles (A, the tile's gathered rows, staged with it).
+// Each warp owns 16 columns of each 64-row half of the B tile; 16-row MMA tiles past the
+// expert's rows are skipped, so compute follows the row count while the weights are read once.
+constexpr int kMmaBM = 64, kMmaBRows = 128, kMmaBK = 64, kMmaStages = 4, kMmaLd = kMmaBK + 8;
+constexpr int kMmaStageElems = (kMmaBM + kMmaBRows) * kMmaLd;
+constexpr size_t kMmaSmem = size_t{kMmaStages} * kMmaStageElems * sizeof(bf16);
+template <bool kGateUp>
+constexpr int kMmaBN = kGateUp ? kMmaBRows / 2 : kMmaBRows;  // output columns a block
+
+// 8 bf16 values from src (left of them in bounds; nullptr: none) into 16-byte aligned smem:
+// cp.async where vec (16-byte aligned rows, left a multiple of 8), else scalar loads (seen by
+// the consumer after the pipeline's next __syncthreads like the async copies); zeros past left.
+__device__ __forceinline__ void load_chunk8(bf16* dst, const bf16* src, int64_t left, bool vec, const void* any) {
+  if (src == nullptr || left <= 0) {
+    cp_async16(dst, any, false);
+  } else if (vec) {
+    cp_async16(dst, src, true);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) dst[j] = j < left ? src[j] : __float2bfloat16(0.f);
+  }
+}
+
+template <bool kGateUp>
+__global__ void __launch_bounds__(kThreads) moe_mma_kernel(ops::MoeExpertsParams p, Layout l) {
+  pdl_wait();
+  const int tile = blockIdx.x;
+  if (tile >= *l.n_tiles) return;
+  const int e = l.tile_expert[tile], r0 = l.tile_row0[tile];
+  const int rows = min(kMmaBM, l.offsets[e + 1] - r0), m_tiles = (rows + 15) / 16;
+  constexpr int kBNo = kMmaBN<kGateUp>;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.y) * kBNo;
+  const int64_t K = kGateUp ? p.hidden : p.inter, N = kGateUp ? p.inter : p.hidden;
+  const bf16* w0 = static_cast<const bf16*>(kGateUp ? p.gate[e].data : p.down[e].data);
+  const bf16* w1 = kGateUp ? static_cast<const bf16*>(p.up[e].data) : w0;  // the B tile's second half
+  extern __shared__ __align__(16) uint8_t moe_mma_smem[];
+  bf16* stage0 = reinterpret_cast<bf16*>(moe_mma_smem);
+  __shared__ const bf16* arow[kMmaBM];
+  tile_a_rows<kGateUp, kMmaBM>(arow, p, l, r0, rows);
+  __syncthreads();
+  const bool vec_a = a_rows_aligned<kGateUp>(p) && K % 8 == 0;
+  const bool vec_b = K % 8 == 0 && reinterpret_cast<uintptr_t>(w0) % 16 == 0 && reinterpret_cast<uintptr_t>(w1) % 16 == 0;
+  const int KT = static_cast<int>((K + kMmaBK - 1) / kMmaBK), a_rows = 16 * m_tiles;
+  auto load_stage = [&](int st, int kt) {
+    bf16* as = stage0 + st * kMmaStageElems;
+    bf16* bs = as + kMmaBM * kMmaLd;
+    const int64_t k0 = static_cast<int64_t>(kt) * kMmaBK;
+    constexpr int kChunks = kMmaBK / 8;
+    for (int idx = threadIdx.x; idx < a_rows * kChunks; idx += kThreads) {
+      const int r = idx / kChunks, c = (idx % kChunks) * 8;
+      load_chunk8(as + r * kMmaLd + c, arow[r] ? arow[r] + k0 + c : nullptr, K - k0 - c, vec_a, w0);
+    }
+    for (int idx = threadIdx.x; idx < kMmaBRows * kChunks; idx += kThreads) {
+      const int sr = idx / kChunks, c = (idx % kChunks) * 8;
+      const bf16* w = kGateUp && sr >= kBNo ? w1 : w0;
+      const int64_t n = c0 + (kGateUp ? sr % kBNo : sr);
+      load_chunk8(bs + sr * kMmaLd + c, n < N ? w + n * K + k0 + c : nullptr, K - k0 - c, vec_b, w0);
+    }
+  };
+#pragma unroll
+  for (int st = 0; st < kMmaStages - 1; ++st) {
+    if (st < KT) load_stage(st, st);
+    cp_async_commit();
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // acc[half][m16 tile][n8 block]: half 0/1 = the B tile's rows [0, 64) / [64, 128), of which
+  // this warp's 16 are [warp * 16, warp * 16 + 16).
+  float acc[2][kMmaBM / 16][2][4] = {};
+  for (int kt = 0; kt < KT; ++kt) {
+    cp_async_wait<kMmaStages - 2>();
+    __syncthreads();  // stage kt % kMmaStages has landed for every thread; the one loaded next is free
+    if (kt + kMmaStages - 1 < KT) load_stage((kt + kMmaStages - 1) % kMmaStages, kt + kMmaStages - 1);
+    cp_async_commit();
+    const bf16* as = stage0 + (kt % kMmaStages) * kMmaStageElems;
+    const bf16* bs = as + kMmaBM * kMmaLd;
+#pragma unroll
+    for (int kk = 0; kk < kMmaBK; kk += 16) {
+      // B x4: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) of the warp's 16 rows.
+      uint32_t bfr[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        ldmatrix_x4(bfr[h], bs + (h * 64 + warp * 16 + (lane & 7) + ((lane >> 4) << 3)) * kMmaLd + kk + ((lane >> 3) & 1) * 8);
+#pragma unroll
+      for (int i = 0; i < kMmaBM / 16; ++i) {
+        if (i >= m_tiles) break;
+        uint32_t a[4];
+        ldmatrix_x4(a, as + (i * 16 + (lane & 15)) * kMmaLd + kk + (lane >> 4) * 8);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          mma_bf16(acc[h][i][0], a, bfr[h][0], bfr[h][1]);
+          mma_bf16(acc[h][i][1], a, bfr[h][2], bfr[h][3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  const int g = lane / 4, tq = lane % 4;
+#pragma unroll
+  for (int i = 0; i < kMmaBM / 16; ++i) {
+    if (i >= m_tiles) break;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int r = i * 16 + g + (q >> 1) * 8;
+        if (r >= rows) continue;
+        const int64_t row = r0 + r, col = c0 + warp * 16 + j * 8 + 2 * tq + (q & 1);
+        if constexpr (kGateUp) {
+          const float gv = acc[0][i][j][q], uv = acc[1][i][j][q];
+          if (col < N) l.h[row * p.inter + col] = __float2bfloat16(gv / (1.f + __expf(-gv)) * uv);
+        } else {
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            if (col + h * 64 < N) l.y[row * p.hidden + col + h * 64] = acc[h][i][j][q];
+        }
+      }
+  }
+}
+
 constexpr int kGemvRows = 4, kGemvWarps = 4, kGemvU = 4;
 
 __device__ __forceinline__ float dot_bf16x8(uint4 a, uint4 b) {
@@ -312,13 +453,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32) moe_gemv_kernel(ops::MoeExper
   if constexpr (kGateUp) wrow[1] = static_cast<const bf16*>(p.up[e].data) + n * K;
   const bf16* arow[kGemvRows];
 #pragma unroll
-  for (int r = 0; r < kGemvRows; ++r) {
-    const int row = r0 + min(r, rows - 1);  // past the tile's rows: a real row, computed and dropped
-    arow[r] = kGateUp ? static_cast<const bf16*>(p.x) + static_cast<int64_t>(l.pair_at[row] / p.top_k) * p.ld_x
-                      : l.h + static_cast<int64_t>(row) * p.inter;
-  }
+  for (int r = 0; r < kGemvRows; ++r)  // past the tile's rows: a real row, computed and dropped
+    arow[r] = a_row<kGateUp>(p, l, r0 + min(r, rows - 1));
   float acc[kNB][kGemvRows] = {};
-  bool vec = K % 8 == 0 && (kGateUp ? p.ld_x % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 : true);
+  bool vec = K % 8 == 0 && a_rows_aligned<kGateUp>(p);
 #pragma unroll
   for (int b = 0; b < kNB; ++b) vec = vec && reinterpret_cast<uintptr_t>(wrow[b]) % 16 == 0;
   if (vec) {
@@ -396,6 +534,48 @@ bool moe_pipeline() {
   return on;
 }
 
+// -1: unset (read FRUGAL_MOE_MMA on first use), else a MoeMma. Process-wide; tests and
+// benchmarks flip it between launches on one thread (set_moe_mma), nothing else writes it.
+int g_moe_mma = -1;
+
+// The dynamic shared-memory limit, and all of the SM's L1 as shared memory (a hint: two blocks of
+// kMmaSmem fit only in the largest carveout; the kernels' loads bypass L1 anyway).
+template <auto Kernel>
+cudaError_t raise_mma_smem_k() {
+  static const cudaError_t e = [] {
+    const cudaError_t r = raise_dynamic_smem_once<Kernel>(kMmaSmem);
+    return r != cudaSuccess ? r : cudaFuncSetAttribute(Kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  }();
+  return e;
+}
+// Whether the mma.sync kernels can run here (their shared memory is more than a block may have
+// before sm_80; asked first so that no failing attribute call leaves an error behind), their
+// attributes set once.
+bool mma_available() {
+  static const bool ok = [] {
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        static_cast<size_t>(optin) < kMmaSmem + kMmaBM * sizeof(void*))
+      return false;
+    return raise_mma_smem_k<moe_mma_kernel<true>>() == cudaSuccess && raise_mma_smem_k<moe_mma_kernel<false>>() == cudaSuccess;
+  }();
+  return ok;
+}
+
+// The mma.sync kernels over tiles of kMmaBM rows (the schedule of a permute with bm = kMmaBM).
+cudaError_t launch_mma_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaStream_t stream) {
+  const int64_t pairs = p.n_tokens * p.top_k;
+  const int64_t max_tiles = (pairs + kMmaBM - 1) / kMmaBM + (pairs < p.n_experts ? pairs : p.n_experts);
+  const cudaError_t err = launch_kernel(moe_mma_kernel<true>,
+                                        dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(ceil_div(p.inter, kMmaBN<true>))),
+                                        kThreads, kMmaSmem, stream, p, l);
+  if (err != cudaSuccess) return err;
+  return launch_kernel(moe_mma_kernel<false>,
+                       dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(ceil_div(p.hidden, kMmaBN<false>))),
+                       kThreads, kMmaSmem, stream, p, l);
+}
+
 template <int BM>
 cudaError_t launch_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaStream_t stream) {
   const int64_t pairs = p.n_tokens * p.top_k;
@@ -411,17 +591,40 @@ cudaError_t launch_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaSt
 
 }  // namespace
 
+MoeMma moe_mma() {
+  if (g_moe_mma < 0) {
+    const char* e = std::getenv("FRUGAL_MOE_MMA");
+    const std::string_view v = e != nullptr ? e : "";
+    g_moe_mma = static_cast<int>(v == "0" ? MoeMma::kOff : v == "all" ? MoeMma::kAll : MoeMma::kDecode);
+  }
+  return static_cast<MoeMma>(g_moe_mma);
+}
+
+void set_moe_mma(MoeMma m) { g_moe_mma = static_cast<int>(m); }
+
+cudaError_t prepare_moe_experts() {
+  (void)mma_available();
+  return cudaGetLastError();
+}
+
 cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
   const Layout l = layout_of(p);
-  // GEMVs while experts see at most 4 rows each on average (decode), 16-row tensor-core tiles
-  // above, 64-row tiles once they see many. The average is over the n_routed experts the router
-  // chooses from: a rank's own experts see pairs / n_routed rows each too, not pairs / n_experts.
+  // GEMVs while experts see at most 4 rows each on average (decode), the mma.sync kernels over
+  // 64-row tiles up to 64 rows each on average (each expert's weights read once for all its
+  // rows, up to 64), 64-row WMMA tiles above (MoeMma::kAll: the mma.sync kernels there too).
+  // The average is over the n_routed experts the router chooses from: a rank's own experts see
+  // pairs / n_routed rows each too, not pairs / n_experts. With the mma kernels off
+  // (FRUGAL_MOE_MMA=0), 16-row WMMA tiles below 48 rows.
   const int64_t pairs = p.n_tokens * p.top_k, E = p.n_experts, R = p.routed();
-  const int bm = pairs <= 4 * R ? kGemvRows : pairs >= 48 * R ? 64 : 16;
+  const MoeMma mode = moe_mma();
+  const bool mma = pairs > 4 * R && (mode == MoeMma::kAll || (mode == MoeMma::kDecode && pairs <= 64 * R)) && mma_available();
+  const int bm = pairs <= 4 * R ? kGemvRows : mma ? kMmaBM : pairs >= 48 * R ? 64 : 16;
   cudaError_t err = launch_kernel(moe_permute_kernel, 1, 1024, 0, stream, p, l, bm);
   if (err != cudaSuccess) return err;
-  if (bm == kGemvRows) {
+  if (mma) {
+    err = launch_mma_gemms(p, l, stream);
+  } else if (bm == kGemvRows) {
     const int64_t max_tiles = (pairs + bm - 1) / bm + (pairs < E ? pairs : E);
     err = launch_kernel(moe_gemv_kernel<true>,
                         dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>((p.inter + kGemvWarps - 1) / kGemvWarps)),

@@ -1,0 +1,79 @@
+// cuda_kernel_bench rows of the routed experts (moe_experts) at DeepSeek-V2-Lite's shape: 64
+// experts of hidden 2048 x moe_intermediate 1408, top-6 of uniformly random distinct experts,
+// for a decode step of 64, 256 and 512 sequences (6, 24 and 48 rows per expert on average),
+// through the mma.sync expert GEMMs and through the WMMA tiles they replace (FRUGAL_MOE_MMA=0);
+// GB/s counts the weights of the experts any token chose (each read once at best: at these
+// batches every expert). Then 8192 tokens (a prefill step, 768 rows per expert: compute), the
+// WMMA 64-row tiles (the default there) against the mma.sync kernels (FRUGAL_MOE_MMA=all), in
+// TFLOP/s. The time is the whole op (permute, gate_up, down, combine).
+#include <random>
+
+#include "backend/cuda/kernels.h"
+#include "cuda_bench.h"
+
+namespace frugal::cuda::bench {
+
+void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
+  const int64_t hidden = 2048, inter = 1408, max_tok = 8192;
+  const int32_t E = 64, top_k = 6;
+  std::vector<void*> owned;
+  std::vector<ops::WeightView> views;  // gate[E], up[E], down[E]
+  for (int m = 0; m < 3 * E; ++m) {
+    owned.push_back(random_buffer(b, DType::kBF16, hidden * inter, 500 + m, -0.05f, 0.05f));
+    views.push_back(ops::dense_weight(owned.back(), DType::kBF16));
+  }
+  auto upload = [&](const void* data, size_t bytes) {
+    void* d = b->alloc(bytes).value();
+    (void)b->upload(d, data, bytes);
+    owned.push_back(d);
+    return d;
+  };
+  const auto* dv = static_cast<const ops::WeightView*>(upload(views.data(), views.size() * sizeof(ops::WeightView)));
+  void* x = random_buffer(b, DType::kBF16, max_tok * hidden, 41);
+  void* out = random_buffer(b, DType::kBF16, max_tok * hidden, 42);
+  const int64_t scratch_bytes = ops::moe_experts_scratch_bytes(max_tok, top_k, E, hidden, inter);
+  void* scratch = b->alloc(static_cast<size_t>(scratch_bytes)).value();
+  owned.insert(owned.end(), {x, out, scratch});
+  std::mt19937 rng(19);
+  const MoeMma mode_was = moe_mma();
+  for (int64_t n : {64, 256, 512, 8192}) {
+    std::vector<int32_t> idx(static_cast<size_t>(n * top_k)), perm(static_cast<size_t>(E));
+    std::vector<float> wt(idx.size(), 1.0f / top_k);
+    std::vector<bool> used(static_cast<size_t>(E));
+    for (int64_t t = 0; t < n; ++t) {
+      for (int32_t e = 0; e < E; ++e) perm[static_cast<size_t>(e)] = e;
+      std::shuffle(perm.begin(), perm.end(), rng);
+      for (int32_t k = 0; k < top_k; ++k) {
+        idx[static_cast<size_t>(t * top_k + k)] = perm[static_cast<size_t>(k)];
+        used[static_cast<size_t>(perm[static_cast<size_t>(k)])] = true;
+      }
+    }
+    int64_t active = 0;
+    for (bool u : used) active += u;
+    const double bytes = 3.0 * active * hidden * inter * 2;
+    ops::MoeExpertsParams p{.x = x, .act_dtype = DType::kBF16, .ld_x = hidden, .out = out, .ld_out = hidden,
+                            .n_tokens = n, .hidden = hidden, .inter = inter, .n_experts = E, .top_k = top_k,
+                            .topk_idx = static_cast<const int32_t*>(upload(idx.data(), idx.size() * 4)),
+                            .topk_weight = static_cast<const float*>(upload(wt.data(), wt.size() * 4)), .gate = dv,
+                            .up = dv + E, .down = dv + 2 * E, .format = views[0].format, .scratch = scratch,
+                            .scratch_bytes = scratch_bytes};
+    const bool prefill = n > 512;
+    for (MoeMma mode : {MoeMma::kOff, prefill ? MoeMma::kAll : MoeMma::kDecode}) {
+      set_moe_mma(mode);
+      Timing t = time_op(b->stream(), prefill ? 10 : 30, prefill ? 2 : 5, [&](int) { (void)b->moe_experts(p); });
+      const std::string name =
+          "moe_experts v2-lite " + std::to_string(n) + " tok top-6 " + (mode == MoeMma::kOff ? "wmma (old)" : "mma.sync");
+      if (prefill) {
+        const double tflops = 2.0 * n * top_k * 3 * hidden * inter / (t.median_us * 1e6);
+        table->add({name, t, tflops, "TFLOP/s", 100 * tflops / 790.0});
+      } else {
+        const double gbs = bytes / (t.median_us * 1e3);
+        table->add({name, t, gbs, "GB/s", 100 * gbs / ceiling_gbs});
+      }
+    }
+  }
+  set_moe_mma(mode_was);
+  for (void* d : owned) b->free(d);
+}
+
+}  // namespace frugal::cuda::bench
