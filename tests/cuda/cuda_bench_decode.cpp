@@ -164,8 +164,10 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
   // and partials are under 1% here. Caches smaller than 512 MB rotate through copies so that L2
   // (50 MB) does not serve them. Each shape runs the tensor-core and CUDA-core kernels as
   // configured (DecodeTuning from the environment, "default") and as before the tuning knobs
-  // ("original": 2 stages, separate combine, block-rounded splits); the single 32k sequence
-  // also sweeps the tensor-core kernel's stages and combine, once with max_ctx_len = ctx and once
+  // ("original": 2 stages, separate combine, block-rounded splits) and the tensor-core kernel
+  // as configured with the sliced combine ("tensor-core sliced"); the single 32k sequence
+  // also sweeps the tensor-core kernel's stages and combine (separate, fused, sliced) and the
+  // block-table prefetch with either separate combine, once with max_ctx_len = ctx and once
   // as a captured graph passes it (the power of two above: 65,536). FRUGAL_DABENCH_ONLY=<text>
   // keeps the rows whose name contains it (e.g. "1x32768", "fp8 1x").
   constexpr int bs = 16, n_kv = 4, hd = 128, n_head = 28;
@@ -173,7 +175,7 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
     int n_seqs, ctx, max_ctx;
   };
   struct Mode {
-    const char* name;
+    std::string name;
     bool mma;
     DecodeTuning tuning;
   };
@@ -181,19 +183,23 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
   (void)b->reserve_scratch(64u << 20);
   const bool mma_was = decode_mma_enabled();
   const DecodeTuning tuning_was = decode_tuning();
+  DecodeTuning sliced = tuning_was;
+  sliced.combine = DecodeTuning::kSliced;
   std::vector<Mode> modes = {{"tensor-core default", true, tuning_was},
                              {"tensor-core original", true, DecodeTuning::original()},
+                             {"tensor-core sliced", true, sliced},
                              {"cuda-core default", false, tuning_was},
                              {"cuda-core original", false, DecodeTuning::original()}};
   std::vector<Mode> sweep;
-  static const char* kSweepNames[] = {"tc 2 stages separate", "tc 2 stages fused", "tc 3 stages separate",
-                                      "tc 3 stages fused",    "tc 4 stages separate", "tc 4 stages fused"};
+  static const char* kSweepNames[] = {"separate", "fused", "sliced", "separate prefetch", "sliced prefetch"};
+  static const std::string kStageNames[] = {"tc 2 stages ", "tc 3 stages ", "tc 4 stages "};
   for (int ns = 2; ns <= 4; ++ns)
-    for (int fused = 0; fused < 2; ++fused) {
+    for (int c = 0; c < 5; ++c) {
       DecodeTuning t;
       t.mma_stages = ns;
-      t.combine = fused ? DecodeTuning::kFused : DecodeTuning::kSeparate;
-      sweep.push_back({kSweepNames[2 * (ns - 2) + fused], true, t});
+      t.combine = c == 1 ? DecodeTuning::kFused : c == 2 || c == 4 ? DecodeTuning::kSliced : DecodeTuning::kSeparate;
+      t.table_prefetch = c >= 3;
+      sweep.push_back({kStageNames[ns - 2] + kSweepNames[c], true, t});
     }
   for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kI8}) {
     const bool int8 = kv == DType::kI8;
