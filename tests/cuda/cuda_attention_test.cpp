@@ -350,14 +350,16 @@ TEST(CudaAttention, DecodeMmaNoSplitLargeBatch) {
 // count that leaves splits empty, and the CUDA-core kernel with the fused merge. The sliced
 // combine (one block per 32 dims) and the block-table prefetch must give the same bits as the
 // separate combine without prefetch (the same splits summed in the same order), with 500
-// forced splits too (several row batches per warp, more splits than threads).
-DecodeTuning tuned(int stages, int combine, bool warp_grain = true, int splits = 0, bool prefetch = false) {
+// forced splits too (several row batches per warp, more splits than threads). prefetch: bit 0
+// the block-table L1 prefetch, bit 1 the K/V rows' L2 prefetch.
+DecodeTuning tuned(int stages, int combine, bool warp_grain = true, int splits = 0, int prefetch = 0) {
   DecodeTuning t;
   t.mma_stages = stages;
   t.combine = combine;
   t.warp_grain = warp_grain;
   t.splits = splits;
-  t.table_prefetch = prefetch;
+  t.table_prefetch = (prefetch & 1) != 0;
+  t.l2_prefetch = (prefetch & 2) != 0;
   return t;
 }
 
@@ -371,9 +373,12 @@ std::vector<Variant> decode_tunings() {
           {true, false, 1, tuned(2, fused)},
           {true, false, 1, tuned(3, sep)},
           {true, false, 1, tuned(3, sliced), true},
-          {true, false, 1, tuned(3, sliced, true, 0, true), true},
+          {true, false, 1, tuned(3, sliced, true, 0, 1), true},
+          {true, false, 1, tuned(3, sliced, true, 0, 2), true},
           {true, false, 1, tuned(3, sep, true, 500)},
-          {true, false, 1, tuned(3, sliced, true, 500, true), true},
+          {true, false, 1, tuned(3, sliced, true, 500, 3), true},
+          {true, false, 1, tuned(2, sep, true, 0, 3)},
+          {true, false, 1, tuned(2, sliced), true},
           {true, false, 1, tuned(3, fused)},
           {true, false, 1, tuned(3, fused), true},
           {true, false, 1, tuned(4, fused)},

@@ -166,8 +166,8 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
   // configured (DecodeTuning from the environment, "default") and as before the tuning knobs
   // ("original": 2 stages, separate combine, block-rounded splits) and the tensor-core kernel
   // as configured with the sliced combine ("tensor-core sliced"); the single 32k sequence
-  // also sweeps the tensor-core kernel's stages and combine (separate, fused, sliced) and the
-  // block-table prefetch with either separate combine, once with max_ctx_len = ctx and once
+  // also sweeps the tensor-core kernel's stages and combine (separate, fused, sliced) and, with
+  // the sliced combine, the block-table and K/V L2 prefetches, once with max_ctx_len = ctx and once
   // as a captured graph passes it (the power of two above: 65,536). FRUGAL_DABENCH_ONLY=<text>
   // keeps the rows whose name contains it (e.g. "1x32768", "fp8 1x").
   constexpr int bs = 16, n_kv = 4, hd = 128, n_head = 28;
@@ -191,15 +191,27 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
                              {"cuda-core default", false, tuning_was},
                              {"cuda-core original", false, DecodeTuning::original()}};
   std::vector<Mode> sweep;
-  static const char* kSweepNames[] = {"separate", "fused", "sliced", "separate prefetch", "sliced prefetch"};
-  static const std::string kStageNames[] = {"tc 2 stages ", "tc 3 stages ", "tc 4 stages "};
+  // Per stage count: the combine (separate, fused, sliced), then the sliced combine with the
+  // block-table L1 prefetch, the K/V rows' L2 prefetch and both.
+  struct SweepMode {
+    const char* name;
+    int combine;
+    bool table, l2;
+  };
+  static const SweepMode kSweep[] = {{"separate", DecodeTuning::kSeparate, false, false},
+                                     {"fused", DecodeTuning::kFused, false, false},
+                                     {"sliced", DecodeTuning::kSliced, false, false},
+                                     {"sliced table", DecodeTuning::kSliced, true, false},
+                                     {"sliced l2", DecodeTuning::kSliced, false, true},
+                                     {"sliced table l2", DecodeTuning::kSliced, true, true}};
   for (int ns = 2; ns <= 4; ++ns)
-    for (int c = 0; c < 5; ++c) {
+    for (const SweepMode& sm : kSweep) {
       DecodeTuning t;
       t.mma_stages = ns;
-      t.combine = c == 1 ? DecodeTuning::kFused : c == 2 || c == 4 ? DecodeTuning::kSliced : DecodeTuning::kSeparate;
-      t.table_prefetch = c >= 3;
-      sweep.push_back({kStageNames[ns - 2] + kSweepNames[c], true, t});
+      t.combine = sm.combine;
+      t.table_prefetch = sm.table;
+      t.l2_prefetch = sm.l2;
+      sweep.push_back({"tc " + std::to_string(ns) + " stages " + sm.name, true, t});
     }
   for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kI8}) {
     const bool int8 = kv == DType::kI8;

@@ -10,7 +10,9 @@
 // softmax in registers and adds P V with P's accumulator fragment reused as the A operand. The
 // warps' states merge once in shared memory at the end; with split counters the last split
 // block of each (token, kv head) merges the splits too (decode_combine.cuh). With
-// DecodeTuning::table_prefetch the block first asks L1 for the block-table lines of its keys.
+// DecodeTuning::table_prefetch the block first asks L1 for the block-table lines of its keys;
+// with DecodeTuning::l2_prefetch every K/V copy asks L2 for its whole row (256 bytes, or 128
+// for rows of 128) as one DRAM request.
 // Stages (DecodeTuning::mma_stages): 2 (68-72 KB of shared memory at head_dim 128: 3 blocks an
 // SM) for batches, 3 (2 blocks an SM) or 4 (1) for a few long sequences, where fewer, longer
 // splits keep as many bytes in flight per SM with fewer partial rows to merge.
@@ -84,6 +86,7 @@ struct MmaArgs {
   float2* part_ml;    // [n_tokens, n_head, n_splits] (max, sum)
   uint32_t* counters; // [n_tokens, n_head_kv] zeroed: the last split block merges; nullptr: the combine kernel
   int table_prefetch; // 1: the split's block-table lines go to L1 first (DecodeTuning::table_prefetch)
+  int l2_prefetch;    // 1: K/V rows are fetched from DRAM as whole rows (DecodeTuning::l2_prefetch)
 };
 
 // Asks L1 for the 128-byte lines of the block-table entries of keys [j0, j1) (one line a
@@ -387,7 +390,12 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
         const int slot = __shfl_sync(0xffffffffu, my_slot, key);
         const bool ok = slot >= 0;
         const char* src = (part ? vbase : kbase) + (ok ? slot * row_stride : 0) + piece * 16;
-        cp_async<16>((part ? sv : sk) + key * RS + piece * 16, src, ok);
+        unsigned char* dst = (part ? sv : sk) + key * RS + piece * 16;
+        if (a.l2_prefetch) {
+          cp_async16_l2<(T::kRowBytes >= 256 ? 256 : 128)>(dst, src, ok);
+        } else {
+          cp_async<16>(dst, src, ok);
+        }
       }
       if constexpr (T::kInt8) {
         static_assert(KW == 32, "one key per lane");
@@ -627,7 +635,7 @@ cudaError_t launch_attention_decode_mma(const ops::AttentionParams& p, int n_spl
   const bool fp8 = p.cache.cache_dtype == DType::kF8E4M3;
   MmaArgs a{static_cast<int>(ceil_div(ceil_div(p.max_ctx_len, n_splits), grain) * grain), grain, n_splits,
             p.scale * 1.4426950408889634f * (fp8 ? p.cache.k_scale / kQueryF16 : 1.f), fp8 ? p.cache.v_scale : 1.f,
-            nullptr, nullptr, nullptr, decode_tuning().table_prefetch ? 1 : 0};
+            nullptr, nullptr, nullptr, decode_tuning().table_prefetch ? 1 : 0, decode_tuning().l2_prefetch ? 1 : 0};
   if (n_splits > 1) {
     a.part_o = static_cast<float*>(partials);
     a.part_ml = reinterpret_cast<float2*>(a.part_o + static_cast<size_t>(p.n_tokens) * p.n_head * n_splits * p.cache.head_dim);

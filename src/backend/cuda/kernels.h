@@ -193,6 +193,9 @@ cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits,
 //     prefetches the block-table lines of its split's keys into L1 at its start, so the
 //     per-iteration slot lookups (one table entry a warp iteration at block size 16, loaded one
 //     iteration ahead) hit L1 instead of waiting on L2 behind the K/V stream. Values unchanged.
+//   l2_prefetch (FRUGAL_DECODE_L2_PREFETCH = 1 | 0, default 0): the tensor-core kernel's K/V
+//     copies carry the .L2::256B hint (.L2::128B for 128-byte rows), so L2 fetches each
+//     gathered row from DRAM as one request, as the GEMVs' streamed loads do. Values unchanged.
 // DecodeTuning::original() is the path before these knobs (2 stages, separate combine, block grain).
 struct DecodeTuning {
   enum Combine { kAuto = 0, kSeparate = 1, kFused = 2, kSliced = 3 };
@@ -201,6 +204,7 @@ struct DecodeTuning {
   bool warp_grain = true;
   int splits = 0;
   bool table_prefetch = false;
+  bool l2_prefetch = false;
   static DecodeTuning original() { return {2, kSeparate, false, 0}; }
 };
 constexpr size_t kFusedCombineAutoBytes = 128 << 10;
