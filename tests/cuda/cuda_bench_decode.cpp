@@ -167,9 +167,9 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
   // ("original": 2 stages, separate combine, block-rounded splits) and the tensor-core kernel
   // as configured with the sliced combine ("tensor-core sliced"); the single 32k sequence
   // also sweeps the tensor-core kernel's stages and combine (separate, fused, sliced) and, with
-  // the sliced combine, the block-table and K/V L2 prefetches, once with max_ctx_len = ctx and once
-  // as a captured graph passes it (the power of two above: 65,536). FRUGAL_DABENCH_ONLY=<text>
-  // keeps the rows whose name contains it (e.g. "1x32768", "fp8 1x").
+  // the sliced combine, the block-table and K/V L2 prefetches and forced split counts, once with
+  // max_ctx_len = ctx and once as a captured graph passes it (the power of two above: 65,536).
+  // FRUGAL_DABENCH_ONLY=<text> keeps the rows whose name contains it (e.g. "1x32768", "fp8 1x").
   constexpr int bs = 16, n_kv = 4, hd = 128, n_head = 28;
   struct Shape {
     int n_seqs, ctx, max_ctx;
@@ -213,6 +213,15 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
       t.l2_prefetch = sm.l2;
       sweep.push_back({"tc " + std::to_string(ns) + " stages " + sm.name, true, t});
     }
+  // The sliced combine merges more splits for little more: 3 stages at forced split counts
+  // (132: two waves of resident blocks, the second starting as the first drains).
+  for (int n : {33, 99, 132, 198}) {
+    DecodeTuning t;
+    t.mma_stages = 3;
+    t.combine = DecodeTuning::kSliced;
+    t.splits = n;
+    sweep.push_back({"tc 3 stages sliced forced " + std::to_string(n), true, t});
+  }
   for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kI8}) {
     const bool int8 = kv == DType::kI8;
     for (Shape sh : {Shape{1, 256, 256}, Shape{1, 32768, 32768}, Shape{1, 32768, 65536}, Shape{32, 2048, 2048},
