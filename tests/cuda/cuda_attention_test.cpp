@@ -436,7 +436,6 @@ TEST(CudaAttention, DecodeTuningDispatch) {
   EXPECT_FALSE(decode_fused_combine(p, n32k, 4, 7, nullptr));
   set_decode_tuning(tuned(0, DecodeTuning::kSliced));
   EXPECT_FALSE(decode_fused_combine(p, n32k, 4, 7, &fake_counters));  // sliced: the combine kernel
-  set_decode_tuning(auto_combine);
   set_decode_tuning(tuned(4, DecodeTuning::kFused));
   EXPECT_EQ(attention_decode_mma_stages(p), 4);
   EXPECT_TRUE(decode_fused_combine(p, n32k, 4, 7, &fake_counters));

@@ -419,7 +419,7 @@ __device__ __forceinline__ bool combine_weights(const float2* ml_row, int n_spli
   for (int s = threadIdx.x; s < n_splits; s += kCombineThreads) {
     const float ms = wts[s];
     const float w = ms == -INFINITY ? 0.f : exp2f(ms - m);
-    sum += w * wl[s];
+    sum = fmaf(w, wl[s], sum);
     wts[s] = w;
   }
   *l = block_sum(sum, red);  // syncs: wts is complete

@@ -12,7 +12,7 @@
 // block of each (token, kv head) merges the splits too (decode_combine.cuh). With
 // DecodeTuning::table_prefetch the block first asks L1 for the block-table lines of its keys;
 // with DecodeTuning::l2_prefetch every K/V copy asks L2 for its whole row (256 bytes, or 128
-// for rows of 128) as one DRAM request.
+// for rows of 128) as one DRAM request (a 64-byte row brings its neighbor kv head's along).
 // Stages (DecodeTuning::mma_stages): 2 (68-72 KB of shared memory at head_dim 128: 3 blocks an
 // SM) for batches, 3 (2 blocks an SM) or 4 (1) for a few long sequences, where fewer, longer
 // splits keep as many bytes in flight per SM with fewer partial rows to merge.
