@@ -37,8 +37,9 @@ struct AttnCase {
 // one-token sequences (a mixed step: they go to the decode kernel) or not; the decode kernel's
 // tensor-core variant on (1), off (0) or as configured (-1); the decode kernels' knobs
 // (DecodeTuning: stages, fused or separate combine, split rounding, forced splits) when set;
-// same_as_prev: the variant repeats the previous one and must give the same bits (the fused
-// combine's merge order does not depend on which block finishes last); the prefill kernel's
+// same_as_prev: the variant must give the same bits as the previous one (a repeat of the fused
+// combine: its merge order does not depend on which block finishes last; the sliced combine or
+// the block-table prefetch against the same tuning without them); the prefill kernel's
 // wgmma variant on (1), off (0) or as configured (wg; it runs only where prefill_wgmma is
 // available, sm_90a on a 9.0 device); the MLA kernel's tensor-core variant on (1), off (0) or as
 // configured (mla), and mla_splits > 0: launch_mla_decode directly with that many splits instead
@@ -376,22 +377,38 @@ TEST(CudaAttention, DecodeMmaNoSplitLargeBatch) {
 // The decode kernels' knobs (DecodeTuning), each against the reference: the tensor-core kernel
 // with 2, 3 and 4 cp.async stages, the splits merged by the combine kernel or fused into the
 // last split block (repeated: the same bits), the original block-rounded splits, a forced split
-// count that leaves splits empty, and the CUDA-core kernel with the fused merge.
-DecodeTuning tuned(int stages, int combine, bool warp_grain = true, int splits = 0) {
+// count that leaves splits empty, and the CUDA-core kernel with the fused merge. The sliced
+// combine (one block per 32 dims) and the block-table prefetch must give the same bits as the
+// separate combine without prefetch (the same splits summed in the same order), with 500
+// forced splits too (several row batches per warp, more splits than threads). prefetch: bit 0
+// the block-table L1 prefetch, bit 1 the K/V rows' L2 prefetch.
+DecodeTuning tuned(int stages, int combine, bool warp_grain = true, int splits = 0, int prefetch = 0) {
   DecodeTuning t;
   t.mma_stages = stages;
   t.combine = combine;
   t.warp_grain = warp_grain;
   t.splits = splits;
+  t.table_prefetch = (prefetch & 1) != 0;
+  t.l2_prefetch = (prefetch & 2) != 0;
   return t;
 }
 
 std::vector<Variant> decode_tunings() {
-  const int sep = DecodeTuning::kSeparate, fused = DecodeTuning::kFused;
+  const int sep = DecodeTuning::kSeparate, fused = DecodeTuning::kFused, sliced = DecodeTuning::kSliced;
+  DecodeTuning original_sliced = DecodeTuning::original();
+  original_sliced.combine = sliced;
   return {{true, false, 1, DecodeTuning{}},
           {true, false, 1, DecodeTuning::original()},
+          {true, false, 1, original_sliced, true},
           {true, false, 1, tuned(2, fused)},
           {true, false, 1, tuned(3, sep)},
+          {true, false, 1, tuned(3, sliced), true},
+          {true, false, 1, tuned(3, sliced, true, 0, 1), true},
+          {true, false, 1, tuned(3, sliced, true, 0, 2), true},
+          {true, false, 1, tuned(3, sep, true, 500)},
+          {true, false, 1, tuned(3, sliced, true, 500, 3), true},
+          {true, false, 1, tuned(2, sep, true, 0, 3)},
+          {true, false, 1, tuned(2, sliced), true},
           {true, false, 1, tuned(3, fused)},
           {true, false, 1, tuned(3, fused), true},
           {true, false, 1, tuned(4, fused)},
@@ -399,7 +416,8 @@ std::vector<Variant> decode_tunings() {
           {true, false, 1, tuned(3, fused, true, 500)},
           {true, false, 0, tuned(0, fused)},
           {true, false, 0, tuned(0, fused), true},
-          {true, false, 0, DecodeTuning::original()}};
+          {true, false, 0, DecodeTuning::original()},
+          {true, false, 0, original_sliced, true}};
 }
 
 // One 32k sequence (the acceptance shape: 28 query heads over 4 kv heads, head_dim 128), every
@@ -446,6 +464,8 @@ TEST(CudaAttention, DecodeTuningDispatch) {
   // 7 heads x n32k rows of 512 bytes: more than the auto limit at 32k, fused when forced.
   EXPECT_EQ(decode_fused_combine(p, n32k, 4, 7, &fake_counters), 7u * n32k * 512 <= kFusedCombineAutoBytes);
   EXPECT_FALSE(decode_fused_combine(p, n32k, 4, 7, nullptr));
+  set_decode_tuning(tuned(0, DecodeTuning::kSliced));
+  EXPECT_FALSE(decode_fused_combine(p, n32k, 4, 7, &fake_counters));  // sliced: the combine kernel
   set_decode_tuning(tuned(4, DecodeTuning::kFused));
   EXPECT_EQ(attention_decode_mma_stages(p), 4);
   EXPECT_TRUE(decode_fused_combine(p, n32k, 4, 7, &fake_counters));

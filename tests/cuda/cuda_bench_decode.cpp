@@ -164,16 +164,18 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
   // and partials are under 1% here. Caches smaller than 512 MB rotate through copies so that L2
   // (50 MB) does not serve them. Each shape runs the tensor-core and CUDA-core kernels as
   // configured (DecodeTuning from the environment, "default") and as before the tuning knobs
-  // ("original": 2 stages, separate combine, block-rounded splits); the single 32k sequence
-  // also sweeps the tensor-core kernel's stages and combine, once with max_ctx_len = ctx and once
-  // as a captured graph passes it (the power of two above: 65,536). FRUGAL_DABENCH_ONLY=<text>
-  // keeps the rows whose name contains it (e.g. "1x32768", "fp8 1x").
+  // ("original": 2 stages, separate combine, block-rounded splits) and the tensor-core kernel
+  // as configured with the sliced combine ("tensor-core sliced"); the single 32k sequence
+  // also sweeps the tensor-core kernel's stages and combine (separate, fused, sliced) and, with
+  // the sliced combine, the block-table and K/V L2 prefetches and forced split counts, once with
+  // max_ctx_len = ctx and once as a captured graph passes it (the power of two above: 65,536).
+  // FRUGAL_DABENCH_ONLY=<text> keeps the rows whose name contains it (e.g. "1x32768", "fp8 1x").
   constexpr int bs = 16, n_kv = 4, hd = 128, n_head = 28;
   struct Shape {
     int n_seqs, ctx, max_ctx;
   };
   struct Mode {
-    const char* name;
+    std::string name;
     bool mma;
     DecodeTuning tuning;
   };
@@ -181,20 +183,45 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
   (void)b->reserve_scratch(64u << 20);
   const bool mma_was = decode_mma_enabled();
   const DecodeTuning tuning_was = decode_tuning();
+  DecodeTuning sliced = tuning_was;
+  sliced.combine = DecodeTuning::kSliced;
   std::vector<Mode> modes = {{"tensor-core default", true, tuning_was},
                              {"tensor-core original", true, DecodeTuning::original()},
+                             {"tensor-core sliced", true, sliced},
                              {"cuda-core default", false, tuning_was},
                              {"cuda-core original", false, DecodeTuning::original()}};
   std::vector<Mode> sweep;
-  static const char* kSweepNames[] = {"tc 2 stages separate", "tc 2 stages fused", "tc 3 stages separate",
-                                      "tc 3 stages fused",    "tc 4 stages separate", "tc 4 stages fused"};
+  // Per stage count: the combine (separate, fused, sliced), then the sliced combine with the
+  // block-table L1 prefetch, the K/V rows' L2 prefetch and both.
+  struct SweepMode {
+    const char* name;
+    int combine;
+    bool table, l2;
+  };
+  static const SweepMode kSweep[] = {{"separate", DecodeTuning::kSeparate, false, false},
+                                     {"fused", DecodeTuning::kFused, false, false},
+                                     {"sliced", DecodeTuning::kSliced, false, false},
+                                     {"sliced table", DecodeTuning::kSliced, true, false},
+                                     {"sliced l2", DecodeTuning::kSliced, false, true},
+                                     {"sliced table l2", DecodeTuning::kSliced, true, true}};
   for (int ns = 2; ns <= 4; ++ns)
-    for (int fused = 0; fused < 2; ++fused) {
+    for (const SweepMode& sm : kSweep) {
       DecodeTuning t;
       t.mma_stages = ns;
-      t.combine = fused ? DecodeTuning::kFused : DecodeTuning::kSeparate;
-      sweep.push_back({kSweepNames[2 * (ns - 2) + fused], true, t});
+      t.combine = sm.combine;
+      t.table_prefetch = sm.table;
+      t.l2_prefetch = sm.l2;
+      sweep.push_back({"tc " + std::to_string(ns) + " stages " + sm.name, true, t});
     }
+  // The sliced combine merges more splits for little more: 3 stages at forced split counts
+  // (132: two waves of resident blocks, the second starting as the first drains).
+  for (int n : {33, 99, 132, 198}) {
+    DecodeTuning t;
+    t.mma_stages = 3;
+    t.combine = DecodeTuning::kSliced;
+    t.splits = n;
+    sweep.push_back({"tc 3 stages sliced forced " + std::to_string(n), true, t});
+  }
   for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kI8}) {
     const bool int8 = kv == DType::kI8;
     for (Shape sh : {Shape{1, 256, 256}, Shape{1, 32768, 32768}, Shape{1, 32768, 65536}, Shape{32, 2048, 2048},

@@ -395,6 +395,37 @@ __global__ void __launch_bounds__(kThreads) attention_decode_kernel(ops::Attenti
   }
 }
 
+// The split weights of one (token, head) row of the combine kernels (256 threads): wts[s] =
+// exp2(m_s - m) (0 for an empty split), wl[s] the split's sum, *l the weighted sum of the sums.
+// Returns false when a sum of -1 flags a row its prefill block already finished
+// (attention_prefill.cu). Both combine kernels run this same code, so their weights and sums
+// are the same bits.
+__device__ __forceinline__ bool combine_weights(const float2* ml_row, int n_splits, float* wts, float* wl, float* red,
+                                                float* l) {
+  __shared__ int s_done;
+  if (threadIdx.x == 0) s_done = 0;
+  __syncthreads();
+  float m = -INFINITY;
+  for (int s = threadIdx.x; s < n_splits; s += kCombineThreads) {
+    const float2 ml = ml_row[s];
+    if (ml.y < 0.f) s_done = 1;
+    wts[s] = ml.y > 0.f ? ml.x : -INFINITY;  // an empty split holds no values
+    wl[s] = ml.y;
+    m = fmaxf(m, wts[s]);
+  }
+  m = block_max(m, red);  // syncs: s_done and wl are final
+  if (s_done) return false;
+  float sum = 0.f;
+  for (int s = threadIdx.x; s < n_splits; s += kCombineThreads) {
+    const float ms = wts[s];
+    const float w = ms == -INFINITY ? 0.f : exp2f(ms - m);
+    sum = fmaf(w, wl[s], sum);
+    wts[s] = w;
+  }
+  *l = block_sum(sum, red);  // syncs: wts is complete
+  return true;
+}
+
 // grid (n_tokens, n_head), 256 threads: merges the splits' partials with their max rescaling.
 // The (max, sum) pairs of all splits are read in parallel first; then each warp sums the
 // partial rows of every 8th non-empty split (VEC dims per lane, 8 rows in flight), and the
@@ -413,28 +444,8 @@ __global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(ops:
   const int t = blockIdx.x, h = blockIdx.y;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row0 = (static_cast<int64_t>(t) * p.n_head + h) * a.n_splits;
-  // A sum of -1 flags a row its prefill block already finished (attention_prefill.cu).
-  __shared__ int s_done;
-  if (threadIdx.x == 0) s_done = 0;
-  __syncthreads();
-  float m = -INFINITY;
-  for (int s = threadIdx.x; s < a.n_splits; s += kCombineThreads) {
-    const float2 ml = a.part_ml[row0 + s];
-    if (ml.y < 0.f) s_done = 1;
-    wts[s] = ml.y > 0.f ? ml.x : -INFINITY;  // an empty split holds no values
-    wl[s] = ml.y;
-    m = fmaxf(m, wts[s]);
-  }
-  m = block_max(m, red);  // syncs: s_done is final
-  if (s_done) return;
-  float l = 0.f;
-  for (int s = threadIdx.x; s < a.n_splits; s += kCombineThreads) {
-    const float ms = wts[s];
-    const float w = ms == -INFINITY ? 0.f : exp2f(ms - m);
-    l += w * wl[s];
-    wts[s] = w;
-  }
-  l = block_sum(l, red);  // syncs: wts is complete below
+  float l;
+  if (!combine_weights(a.part_ml + row0, a.n_splits, wts, wl, red, &l)) return;
   float acc[VEC] = {};
   const float* part = a.part_o + row0 * D + lane * VEC;
   for (int s0 = warp; s0 < a.n_splits; s0 += W * kBatch) {
@@ -470,6 +481,61 @@ __global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(ops:
     for (int ww = 0; ww < W; ++ww) o += sacc[ww * D + threadIdx.x];
     static_cast<__nv_bfloat16*>(p.out)[static_cast<int64_t>(t + p.q_start[0]) * p.ld_out + h * D + threadIdx.x] =
         __float2bfloat16(l > 0.f ? o / l : 0.f);
+  }
+}
+
+// grid (n_tokens, n_head, D / 32), 256 threads (DecodeTuning::kSliced): attention_combine_kernel
+// with each block merging 32 dims of a row, so one token's 28 heads are 112 blocks, not 28
+// (a few long sequences left the combine latency bound on 28 SMs). Every block computes the
+// row's weights and sum with the same code, and every output dim sums the same splits in the
+// same order (warp w: splits w, w + 8, ... ascending, one fmaf each; then the warps' sums
+// 0..7), so the output is the same bits as attention_combine_kernel's. Each warp's first
+// kBatch rows load before the weights are known, together with the (max, sum) pairs (one
+// memory round trip for up to W x kBatch = 128 splits instead of two or three); rows of empty
+// splits hold stale scratch and are selected away (never multiplied: a stale NaN adds nothing).
+template <int D>
+__global__ void __launch_bounds__(kCombineThreads) attention_combine_sliced_kernel(ops::AttentionParams p, DecodeArgs a) {
+  constexpr int W = kCombineThreads / 32;
+  constexpr int kBatch = 16;
+  pdl_wait();
+  extern __shared__ float wts[];  // [n_splits] weights, [n_splits] sums, [32] reduction scratch, [W][32]
+  float* wl = wts + a.n_splits;
+  float* red = wl + a.n_splits;
+  float* sacc = red + 32;
+  const int t = blockIdx.x, h = blockIdx.y;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t row0 = (static_cast<int64_t>(t) * p.n_head + h) * a.n_splits;
+  const float* part = a.part_o + row0 * D + blockIdx.z * 32 + lane;
+  float v[kBatch];
+  // Rows s0 + b W (the scratch holds every split's row: in bounds, if stale for empty splits).
+  auto load = [&](int s0) {
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int s = s0 + b * W;
+      v[b] = s < a.n_splits ? __ldcg(part + static_cast<int64_t>(s) * D) : 0.f;
+    }
+  };
+  load(warp);
+  float l;
+  if (!combine_weights(a.part_ml + row0, a.n_splits, wts, wl, red, &l)) return;
+  float acc = 0.f;
+  for (int s0 = warp; s0 < a.n_splits; s0 += W * kBatch) {
+    if (s0 != warp) load(s0);
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int s = s0 + b * W;
+      const float w = s < a.n_splits ? wts[s] : 0.f;
+      acc = fmaf(w, w != 0.f ? v[b] : 0.f, acc);  // as attention_combine_kernel: a zero weight adds 0 x 0
+    }
+  }
+  sacc[warp * 32 + lane] = acc;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float o = 0.f;
+#pragma unroll
+    for (int ww = 0; ww < W; ++ww) o += sacc[ww * 32 + threadIdx.x];
+    static_cast<__nv_bfloat16*>(p.out)[static_cast<int64_t>(t + p.q_start[0]) * p.ld_out + h * D + blockIdx.z * 32 +
+                                       threadIdx.x] = __float2bfloat16(l > 0.f ? o / l : 0.f);
   }
 }
 
@@ -546,9 +612,7 @@ cudaError_t launch_dn(const ops::AttentionParams& p, const DecodeArgs& a, cudaSt
   if (cudaError_t e = configure<D, NH, E>(); e != cudaSuccess) return e;
   cudaError_t e = launch_kernel(attention_decode_kernel<D, NH, E>, grid, kThreads, dyn_smem_bytes<E>(), stream, p, a);
   if (e != cudaSuccess || a.part_o == nullptr || a.counters != nullptr) return e;
-  const size_t combine_smem = (2 * a.n_splits + 32 + (kCombineThreads / 32) * D) * sizeof(float);
-  return launch_kernel(attention_combine_kernel<D>, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)),
-                       kCombineThreads, combine_smem, stream, p, a);
+  return launch_attention_combine(p, a.n_splits, a.part_o, a.part_ml, stream);
 }
 
 template <int D, KvElem E>
@@ -583,10 +647,15 @@ DecodeTuning tuning_from_env() {
   DecodeTuning t;
   t.mma_stages = env_choice("FRUGAL_DECODE_MMA_STAGES", {{"2", 2}, {"3", 3}, {"4", 4}}, 0);
   t.combine = env_choice("FRUGAL_DECODE_COMBINE",
-                         {{"auto", DecodeTuning::kAuto}, {"separate", DecodeTuning::kSeparate}, {"fused", DecodeTuning::kFused}},
+                         {{"auto", DecodeTuning::kAuto},
+                          {"separate", DecodeTuning::kSeparate},
+                          {"fused", DecodeTuning::kFused},
+                          {"sliced", DecodeTuning::kSliced}},
                          DecodeTuning::kSeparate);
   t.warp_grain = env_choice("FRUGAL_DECODE_SPLIT_GRAIN", {{"warp", 1}, {"block", 0}}, 1) == 1;
   if (const char* e = std::getenv("FRUGAL_DECODE_SPLITS")) t.splits = std::max(0, std::atoi(e));
+  t.table_prefetch = env_choice("FRUGAL_DECODE_TABLE_PREFETCH", {{"1", 1}, {"0", 0}}, 0) == 1;
+  t.l2_prefetch = env_choice("FRUGAL_DECODE_L2_PREFETCH", {{"1", 1}, {"0", 0}}, 0) == 1;
   return t;
 }
 
@@ -624,7 +693,8 @@ bool decode_fused_combine(const ops::AttentionParams& p, int n_splits, int units
       int64_t{p.n_tokens} * units > kDecodeCounters)
     return false;
   switch (decode_tuning().combine) {
-    case DecodeTuning::kSeparate: return false;
+    case DecodeTuning::kSeparate:
+    case DecodeTuning::kSliced: return false;
     case DecodeTuning::kFused: return true;
     default:  // the merging block reads rows x n_splits partial rows: fused while that stays short
       return static_cast<size_t>(rows) * n_splits * p.cache.head_dim * sizeof(float) <= kFusedCombineAutoBytes;
@@ -687,8 +757,13 @@ cudaError_t launch_attention_combine(const ops::AttentionParams& p, int n_splits
                                      cudaStream_t stream) {
   DecodeArgs a{0, n_splits, 1, 0.f, 1.f, 0, part_o, part_ml, nullptr};
   const int D = p.cache.head_dim;
-  const size_t smem = (2 * n_splits + 32 + (kCombineThreads / 32) * D) * sizeof(float);
-  const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head));
+  const bool sliced = decode_tuning().combine == DecodeTuning::kSliced;
+  // The reduction scratch after the weights and sums: [W][D] partial sums, or [W][32] sliced.
+  const size_t smem = (2 * n_splits + 32 + (kCombineThreads / 32) * (sliced ? 32 : D)) * sizeof(float);
+  const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head), static_cast<unsigned>(sliced ? D / 32 : 1));
+  if (sliced)
+    return D == 64 ? launch_kernel(attention_combine_sliced_kernel<64>, grid, kCombineThreads, smem, stream, p, a)
+                   : launch_kernel(attention_combine_sliced_kernel<128>, grid, kCombineThreads, smem, stream, p, a);
   return D == 64 ? launch_kernel(attention_combine_kernel<64>, grid, kCombineThreads, smem, stream, p, a)
                  : launch_kernel(attention_combine_kernel<128>, grid, kCombineThreads, smem, stream, p, a);
 }

@@ -9,7 +9,10 @@
 // computes; keys past the range are zero-filled and masked), computes S = Q K^T, keeps an online
 // softmax in registers and adds P V with P's accumulator fragment reused as the A operand. The
 // warps' states merge once in shared memory at the end; with split counters the last split
-// block of each (token, kv head) merges the splits too (decode_combine.cuh).
+// block of each (token, kv head) merges the splits too (decode_combine.cuh). With
+// DecodeTuning::table_prefetch the block first asks L1 for the block-table lines of its keys;
+// with DecodeTuning::l2_prefetch every K/V copy asks L2 for its whole row (256 bytes, or 128
+// for rows of 128) as one DRAM request (a 64-byte row brings its neighbor kv head's along).
 // Stages (DecodeTuning::mma_stages): 2 (68-72 KB of shared memory at head_dim 128: 3 blocks an
 // SM) for batches, 3 (2 blocks an SM) or 4 (1) for a few long sequences, where fewer, longer
 // splits keep as many bytes in flight per SM with fewer partial rows to merge.
@@ -82,7 +85,19 @@ struct MmaArgs {
   float* part_o;      // [n_tokens, n_head, n_splits, D] or nullptr when n_splits == 1
   float2* part_ml;    // [n_tokens, n_head, n_splits] (max, sum)
   uint32_t* counters; // [n_tokens, n_head_kv] zeroed: the last split block merges; nullptr: the combine kernel
+  int table_prefetch; // 1: the split's block-table lines go to L1 first (DecodeTuning::table_prefetch)
+  int l2_prefetch;    // 1: K/V rows are fetched from DRAM as whole rows (DecodeTuning::l2_prefetch)
 };
+
+// Asks L1 for the 128-byte lines of the block-table entries of keys [j0, j1) (one line a
+// thread), so that the warps' per-iteration slot lookups hit L1. A hint: no values change.
+__device__ __forceinline__ void prefetch_table_l1(const int32_t* table, int bs, int j0, int j1) {
+  if (j0 >= j1) return;
+  const uintptr_t first = reinterpret_cast<uintptr_t>(table + j0 / bs) & ~uintptr_t{127};
+  const uintptr_t last = reinterpret_cast<uintptr_t>(table + (j1 - 1) / bs);
+  for (uintptr_t line = first + threadIdx.x * uintptr_t{128}; line <= last; line += blockDim.x * uintptr_t{128})
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(line));
+}
 
 // Piece of a key row that lane tq reads j-th (of kKPieces): with 2 or 4 pieces a lane, lanes
 // tq take pieces 2tq, 2tq + 1 (+ 8): 8 lanes of a quarter warp (2 keys) hit 8 distinct bank quads.
@@ -346,6 +361,10 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
       continue;
     }
     __syncthreads();  // the previous token's merge no longer reads shared memory
+    if (a.table_prefetch) {
+      prefetch_table_l1(table, bs, s0, s1);
+      prefetch_table_l1(table, bs, w0, w1);
+    }
     uint32_t qf[D / 16][4];
     load_query_fragments<D, E, kHi>(static_cast<const __nv_bfloat16*>(p.q) + static_cast<int64_t>(t) * p.ld_q + h0 * D,
                                     group, qf);
@@ -371,7 +390,12 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
         const int slot = __shfl_sync(0xffffffffu, my_slot, key);
         const bool ok = slot >= 0;
         const char* src = (part ? vbase : kbase) + (ok ? slot * row_stride : 0) + piece * 16;
-        cp_async<16>((part ? sv : sk) + key * RS + piece * 16, src, ok);
+        unsigned char* dst = (part ? sv : sk) + key * RS + piece * 16;
+        if (a.l2_prefetch) {
+          cp_async16_l2<(T::kRowBytes >= 256 ? 256 : 128)>(dst, src, ok);
+        } else {
+          cp_async<16>(dst, src, ok);
+        }
       }
       if constexpr (T::kInt8) {
         static_assert(KW == 32, "one key per lane");
@@ -611,7 +635,7 @@ cudaError_t launch_attention_decode_mma(const ops::AttentionParams& p, int n_spl
   const bool fp8 = p.cache.cache_dtype == DType::kF8E4M3;
   MmaArgs a{static_cast<int>(ceil_div(ceil_div(p.max_ctx_len, n_splits), grain) * grain), grain, n_splits,
             p.scale * 1.4426950408889634f * (fp8 ? p.cache.k_scale / kQueryF16 : 1.f), fp8 ? p.cache.v_scale : 1.f,
-            nullptr, nullptr, nullptr};
+            nullptr, nullptr, nullptr, decode_tuning().table_prefetch ? 1 : 0, decode_tuning().l2_prefetch ? 1 : 0};
   if (n_splits > 1) {
     a.part_o = static_cast<float*>(partials);
     a.part_ml = reinterpret_cast<float2*>(a.part_o + static_cast<size_t>(p.n_tokens) * p.n_head * n_splits * p.cache.head_dim);

@@ -203,8 +203,12 @@ cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits,
 //     2 (the original), 3 or 4; 0 = auto: 3 for a bf16 cache when the launch has at most
 //     kDecodeDeepMaxUnits (sequence, kv head) units (long-context decode of a few sequences),
 //     else 2.
-//   combine (FRUGAL_DECODE_COMBINE = separate | auto | fused): how split partials are merged:
-//     separate (default, the original) launches the combine kernel; auto fuses the merge into
+//   combine (FRUGAL_DECODE_COMBINE = separate | sliced | auto | fused): how split partials are
+//     merged: separate (default, the original) launches the combine kernel, one block per
+//     (token, head); sliced launches it with one block per (token, head, 32 dims) (4x the blocks
+//     at head_dim 128: 1 x 28 heads was 28 blocks, latency bound), the same bits (the same
+//     splits in the same order for every output element; prefill's split combine takes it
+//     too); auto fuses the merge into
 //     the last split block when it reads at most kFusedCombineAutoBytes of partial rows per
 //     block; fused merges in the last block whenever the counters fit. The fused merge measured
 //     slower everywhere on the H200 (1 x 256 7.8 -> 9.6 us, 32 x 2048 53.8 -> 56.9, 1 x 32k
@@ -213,13 +217,22 @@ cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits,
 //     a warp's keys per iteration (warp, default: every split but the last holds keys) or to the
 //     block's (block, the original: 32k keys over 99 splits left 13 splits empty).
 //   splits (FRUGAL_DECODE_SPLITS): > 0 forces the split count (benchmark sweeps), 0 = auto.
+//   table_prefetch (FRUGAL_DECODE_TABLE_PREFETCH = 1 | 0, default 0): the tensor-core kernel
+//     prefetches the block-table lines of its split's keys into L1 at its start, so the
+//     per-iteration slot lookups (one table entry a warp iteration at block size 16, loaded one
+//     iteration ahead) hit L1 instead of waiting on L2 behind the K/V stream. Values unchanged.
+//   l2_prefetch (FRUGAL_DECODE_L2_PREFETCH = 1 | 0, default 0): the tensor-core kernel's K/V
+//     copies carry the .L2::256B hint (.L2::128B for 128-byte rows), so L2 fetches each
+//     gathered row from DRAM as one request, as the GEMVs' streamed loads do. Values unchanged.
 // DecodeTuning::original() is the path before these knobs (2 stages, separate combine, block grain).
 struct DecodeTuning {
-  enum Combine { kAuto = 0, kSeparate = 1, kFused = 2 };
+  enum Combine { kAuto = 0, kSeparate = 1, kFused = 2, kSliced = 3 };
   int mma_stages = 0;
   int combine = kSeparate;
   bool warp_grain = true;
   int splits = 0;
+  bool table_prefetch = false;
+  bool l2_prefetch = false;
   static DecodeTuning original() { return {2, kSeparate, false, 0}; }
 };
 constexpr size_t kFusedCombineAutoBytes = 128 << 10;

@@ -29,6 +29,18 @@ __device__ __forceinline__ void cp_async(void* smem, const void* gmem, bool vali
   }
 }
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) { cp_async<16>(smem, gmem, valid); }
+// cp_async<16> that asks L2 to fetch the whole aligned PF-byte block (128 or 256) around gmem
+// from DRAM in one request (rows of PF bytes gathered from scattered places).
+template <int PF>
+__device__ __forceinline__ void cp_async16_l2(void* smem, const void* gmem, bool valid) {
+  static_assert(PF == 128 || PF == 256, "L2 prefetch sizes");
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  if constexpr (PF == 256) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+  } else {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+  }
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 // Waits until at most N of this thread's committed groups are still in flight.
 template <int N>
