@@ -212,6 +212,35 @@ void bench_attention(CudaBackend* b, double ceiling, Table* table) {
   // GB/s of latent cache read (each 576-wide bf16 row once); the calls rotate through copies of
   // the cache (512 MB in all), so the rows come from HBM, not L2.
   for (Dec d : {Dec{256, 200, 200}, Dec{1, 4096, 4096}}) {
+    auto row_name = [&](bool mma) {
+      return std::string("attn mla ") + (mma ? "mma" : "cuda-core") + " seqs=" + std::to_string(d.n_seqs) +
+             " ctx=" + std::to_string(d.ctx);
+    };
+    if (!attn_row_wanted(row_name(true)) && !attn_row_wanted(row_name(false))) continue;
+    const double bytes = 2.0 * double(d.n_seqs) * d.ctx * kMlaV2Lite.hd;
+    const int copies = std::max(1, static_cast<int>((512 << 20) / bytes));
+    PagedSetup s = make_paged(b, d.n_seqs, 1, d.ctx, kMlaV2Lite, copies);
+    (void)b->reserve_scratch(64u << 20);
+    char* const cache0 = static_cast<char*>(s.p.cache.k_cache);
+    const bool was = mla_mma_enabled();
+    for (bool mma : {true, false}) {
+      if (!attn_row_wanted(row_name(mma))) continue;
+      set_mla_mma_enabled(mma);
+      Timing t = time_op(b->stream(), 30, 10, [&](int i) {
+        s.p.cache.k_cache = s.p.cache.v_cache = cache0 + (i % copies) * s.cache_bytes;
+        (void)b->attention(s.p);
+      });
+      const double gbs = bytes / (t.median_us * 1e3);
+      table->add({row_name(mma) + " splits=" + std::to_string(mla_decode_splits(s.p, b->n_sms())), t, gbs, "GB/s",
+                  100 * gbs / ceiling});
+    }
+    set_mla_mma_enabled(was);
+    s.free_all(b);
+  }
+  // Prefill: whole prompts, and the last 8k chunk of a 32k prompt (the long-context case of
+  // issue 20), on the wgmma kernel (where available) and the mma.sync one.
+  struct Pre { int n_seqs, n, ctx; };
+  for (Pre pr : {Pre{1, 2048, 2048}, Pre{8, 512, 512}, Pre{1, 8192, 8192}, Pre{1, 8192, 32768}}) {
     auto row_name = [&](bool wg) {
       return std::string("attn prefill ") + (wg ? "wgmma" : "mma.sync") + " seqs=" + std::to_string(pr.n_seqs) +
              " len=" + std::to_string(pr.n) + (pr.ctx != pr.n ? " ctx=" + std::to_string(pr.ctx) : "");
