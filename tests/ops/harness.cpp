@@ -396,8 +396,8 @@ void OpCases::scale_rows() {
 // The routed experts over tokens grouped by expert: dense bf16 experts, each token's top_k
 // distinct experts with random weights; odd sizes (scalar loads), sizes of 8 (vector loads) and
 // of 32 (CUDA's cp.async pipeline, gate_up and down), tokens for decode GEMVs (n = 1, 7),
-// CUDA's mma.sync kernels (n = 30, 130; with FRUGAL_MOE_MMA=0 16-row and 64-row WMMA tiles
-// instead: 11 and 48 rows per expert on average), and every token on the same experts
+// CUDA's WMMA tiles (n = 30, 130: 16 and 64 rows, 11 and 48 rows per expert on average; with
+// FRUGAL_MOE_MMA=1 the mma.sync kernels instead), and every token on the same experts
 // (n = 7 "same": one expert's rows span several GEMV tiles), against the reference to the
 // activation tolerance; then the same as three expert-parallel ranks' subset calls.
 void OpCases::moe_experts() {

@@ -93,42 +93,25 @@ __device__ __forceinline__ int64_t key_slot(const int32_t* table, int j, int end
   return blk < 0 ? -1 : static_cast<int64_t>(blk) * bs + (j - page * bs);
 }
 
-// The gather of a bf16 K or V tile: thread t copies one key row, (t & 7) + 8 (t >> 4), and of
-// it the 16-byte chunks 2i + h, h = (t >> 3) & 1: one block-table lookup per thread and tile (the
-// page arithmetic was most of the gather's instructions when each thread touched 8 rows), each
-// copy instruction of a warp reads 32 contiguous bytes of 16 rows (whole sectors), and the 8
-// threads of a quarter warp write 8 different rows' chunk (no bank conflict in either layout).
-__device__ __forceinline__ int gather_row() { return (threadIdx.x & 7) + 8 * (threadIdx.x >> 4); }
-__device__ __forceinline__ int gather_half() { return (threadIdx.x >> 3) & 1; }
-
-// Element offset of this thread's chunk of key kb + gather_row() (kv head kvh) in the cache, or
-// -1 when the key is >= end or released (zero-filled: masked probabilities, exactly 0, never
-// multiply garbage).
-template <int D>
-__device__ __forceinline__ int64_t kv_row_offset(const ops::AttentionParams& p, const int32_t* table, int kb, int end,
-                                                 int kvh, int bs_shift) {
-  const int64_t slot = key_slot(table, kb + gather_row(), end, p.cache.block_size, bs_shift);
-  return slot < 0 ? -1 : (slot * p.cache.n_head_kv + kvh) * D + gather_half() * 8;
-}
-
-// Starts copying this thread's chunks of one K or V tile (not committed).
-template <int D, bool kWg>
-__device__ __forceinline__ void load_rows(__nv_bfloat16* dst, const void* cache, int64_t off) {
-  static_assert(kThreads == 2 * kBlockK, "two threads per key row");
-  const int r = gather_row(), h = gather_half();
-  const auto* src = static_cast<const __nv_bfloat16*>(cache) + (off < 0 ? 0 : off);
-#pragma unroll
-  for (int i = 0; i < D / 16; ++i) cp_async16(dst + tile_off<D, kWg>(r, 2 * i + h), src + i * 16, off >= 0);
-}
-
-// Starts the asynchronous gather of keys [kb, kb + kBlockK) of kv head kvh, K and V as one group.
+// Starts the asynchronous gather of keys [kb, kb + kBlockK) of kv head kvh through the block
+// table; keys >= end are zero-filled so masked probabilities (exactly 0) never multiply garbage.
 template <int D, bool kWg>
 __device__ __forceinline__ void load_kv_tile(const ops::AttentionParams& p, const int32_t* table,
                                              __nv_bfloat16* sk, __nv_bfloat16* sv, int kb, int end,
                                              int kvh, int bs_shift) {
-  const int64_t off = kv_row_offset<D>(p, table, kb, end, kvh, bs_shift);
-  load_rows<D, kWg>(sk, p.cache.k_cache, off);
-  load_rows<D, kWg>(sv, p.cache.v_cache, off);
+  constexpr int kChunks = D / 8;
+  const auto& c = p.cache;
+  const auto* kc = static_cast<const __nv_bfloat16*>(c.k_cache);
+  const auto* vc = static_cast<const __nv_bfloat16*>(c.v_cache);
+#pragma unroll
+  for (int it = 0; it < kBlockK * kChunks / kThreads; ++it) {
+    const int idx = threadIdx.x + it * kThreads;
+    const int r = idx / kChunks, ch = idx % kChunks;
+    const int64_t slot = key_slot(table, kb + r, end, c.block_size, bs_shift);
+    const int64_t off = slot < 0 ? 0 : (slot * c.n_head_kv + kvh) * D + ch * 8;
+    cp_async16(sk + tile_off<D, kWg>(r, ch), kc + off, slot >= 0);
+    cp_async16(sv + tile_off<D, kWg>(r, ch), vc + off, slot >= 0);
+  }
   cp_async_commit();
 }
 

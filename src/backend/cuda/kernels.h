@@ -33,10 +33,10 @@ cudaError_t launch_rope_kv_write(const ops::RopeKvWriteParams& p, cudaStream_t s
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream);
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream);
 // Routed experts over tokens grouped by expert, bf16 (moe_experts.cu). Above 4 rows per routed
-// expert on average (below: GEMVs) the expert GEMMs are mma.sync kernels reading each expert's
-// weights once per 64-row tile (MoeMma::kDecode, the default: up to 64 rows on average, the
-// WMMA tiles of before above; kAll: at every size; kOff: the WMMA tiles everywhere, the A/B
-// baseline). FRUGAL_MOE_MMA=0 / all / set_moe_mma (tests and benchmarks compare).
+// expert on average (below: GEMVs) the expert GEMMs are WMMA tiles (MoeMma::kOff, the default:
+// the mma.sync kernels measured slower on the H200) or mma.sync kernels reading each expert's
+// weights once per 64-row tile (kDecode: up to 64 rows on average, WMMA above; kAll: at every
+// size). FRUGAL_MOE_MMA=1 / all / 0, set_moe_mma (tests and benchmarks compare).
 cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream);
 enum class MoeMma { kOff, kDecode, kAll };
 MoeMma moe_mma();

@@ -22,10 +22,10 @@
 // matrix with 16-byte loads, several in flight, for every row of the tile): the tensor-core
 // tiles would be mostly padding there, and their synchronous loads keep too few bytes in flight
 // to reach the memory bandwidth. From there to 64 rows per expert on average (decode of many
-// sequences: every expert active, the step reads all routed weights) the mma.sync kernels take
-// 64-row tiles, so each expert's weights stream once for all its rows (moe_mma_kernel); the
-// WMMA tiles (16 rows below 48 per expert, 64 above) stay for larger loads and as the A/B
-// baseline (FRUGAL_MOE_MMA=0). Every output element is a fixed-order reduction whatever else is
+// sequences: every expert active, the step reads all routed weights) the mma.sync kernels can
+// take 64-row tiles, so each expert's weights stream once for all its rows (moe_mma_kernel,
+// FRUGAL_MOE_MMA=1; =all for every size). They measured slower than the WMMA tiles (16 rows
+// below 48 per expert, 64 above), which stay the default. Every output element is a fixed-order reduction whatever else is
 // in the step (tile contents change which rows share an MMA, not any row's sum).
 #include <cstdint>
 #include <cstdlib>
@@ -595,7 +595,10 @@ MoeMma moe_mma() {
   if (g_moe_mma < 0) {
     const char* e = std::getenv("FRUGAL_MOE_MMA");
     const std::string_view v = e != nullptr ? e : "";
-    g_moe_mma = static_cast<int>(v == "0" ? MoeMma::kOff : v == "all" ? MoeMma::kAll : MoeMma::kDecode);
+    // Off unless asked for: on the H200 the mma.sync kernels measured slower than the WMMA tiles
+    // at every size (V2-Lite, 256 tokens x top-6: 706 against 609 us; 1000 x 128/128: 9,015
+    // against 9,585 output tok/s; docs/perf/2026-12-03-session33.md).
+    g_moe_mma = static_cast<int>(v == "1" || v == "decode" ? MoeMma::kDecode : v == "all" ? MoeMma::kAll : MoeMma::kOff);
   }
   return static_cast<MoeMma>(g_moe_mma);
 }
