@@ -651,7 +651,7 @@ DecodeTuning tuning_from_env() {
                           {"separate", DecodeTuning::kSeparate},
                           {"fused", DecodeTuning::kFused},
                           {"sliced", DecodeTuning::kSliced}},
-                         DecodeTuning::kSeparate);
+                         DecodeTuning::kSliced);
   t.warp_grain = env_choice("FRUGAL_DECODE_SPLIT_GRAIN", {{"warp", 1}, {"block", 0}}, 1) == 1;
   if (const char* e = std::getenv("FRUGAL_DECODE_SPLITS")) t.splits = std::max(0, std::atoi(e));
   t.table_prefetch = env_choice("FRUGAL_DECODE_TABLE_PREFETCH", {{"1", 1}, {"0", 0}}, 0) == 1;

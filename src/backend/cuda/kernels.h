@@ -203,12 +203,13 @@ cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits,
 //     2 (the original), 3 or 4; 0 = auto: 3 for a bf16 cache when the launch has at most
 //     kDecodeDeepMaxUnits (sequence, kv head) units (long-context decode of a few sequences),
 //     else 2.
-//   combine (FRUGAL_DECODE_COMBINE = separate | sliced | auto | fused): how split partials are
-//     merged: separate (default, the original) launches the combine kernel, one block per
-//     (token, head); sliced launches it with one block per (token, head, 32 dims) (4x the blocks
-//     at head_dim 128: 1 x 28 heads was 28 blocks, latency bound), the same bits (the same
-//     splits in the same order for every output element; prefill's split combine takes it
-//     too); auto fuses the merge into
+//   combine (FRUGAL_DECODE_COMBINE = sliced | separate | auto | fused): how split partials are
+//     merged: sliced (default) launches the combine kernel with one block per (token, head, 32
+//     dims) (4x the blocks at head_dim 128: 1 x 28 heads was 28 blocks, latency bound; 1 x 32k
+//     on the H200: 29.7 -> 29.4 us with the decode kernel, 208.9 -> 210.3 tok/s end to end);
+//     separate (the original) with one block per (token, head); both give the same bits (the
+//     same splits in the same order for every output element; prefill's split combine takes
+//     the same kernel); auto fuses the merge into
 //     the last split block when it reads at most kFusedCombineAutoBytes of partial rows per
 //     block; fused merges in the last block whenever the counters fit. The fused merge measured
 //     slower everywhere on the H200 (1 x 256 7.8 -> 9.6 us, 32 x 2048 53.8 -> 56.9, 1 x 32k
@@ -228,7 +229,7 @@ cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits,
 struct DecodeTuning {
   enum Combine { kAuto = 0, kSeparate = 1, kFused = 2, kSliced = 3 };
   int mma_stages = 0;
-  int combine = kSeparate;
+  int combine = kSliced;
   bool warp_grain = true;
   int splits = 0;
   bool table_prefetch = false;
