@@ -59,10 +59,11 @@ void bench_gemv_ab(CudaBackend* b, const Shape& s, ops::MatmulParams p, const st
   const Variant variants[] = {{"old", 1, 0},
                               {"new (split " + std::to_string(gemv_split_k(s.n, s.k)) + ")", -1, -1},
                               {"new, no early loads", -1, 0},
+                              {"new, early loads on qkv / o only", -1, 1},
                               {"split 2", 2, -1},
                               {"split 4", 4, -1}};
   for (const Variant& v : variants) {
-    if (p.m != 1 && (v.split >= 2 || v.early == 0)) continue;
+    if (p.m != 1 && (v.split >= 2 || v.early == 0 || v.early == 1)) continue;
     set_gemv_tuning(v.split, v.early);
     Timing t = time_op(b->stream(), 30, 10, [&](int i) {
       p.w.data = ws[static_cast<size_t>(i) % ws.size()];

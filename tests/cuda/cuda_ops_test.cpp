@@ -159,7 +159,7 @@ TEST(CudaOps, GemvSplitKMatchesReferenceAndIsBatchInvariant) {
           std::memcpy(solo.data() + t * s.n * 4, got.data(), static_cast<size_t>(s.n * 4));
         }
       }
-      for (int early : {0, 1}) {
+      for (int early : {0, 1, 2}) {
         GemvTuning tune(split == 0 ? -1 : split, early);
         for (int64_t m = 1; m <= m_max; ++m) {
           SCOPED_TRACE(what + " early=" + std::to_string(early) + " m=" + std::to_string(m));

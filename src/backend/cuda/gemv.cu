@@ -199,13 +199,16 @@ int small_matrix_u() {
   return u;
 }
 
-// Early weight loads (before pdl_wait) on the m = 1 small-matrix path (qkv, o: the kernels that
-// follow the short rms_norm / attention kernels and are a few rounds of latency long):
-// FRUGAL_GEMV_EARLY=0 turns them off; set_gemv_tuning wins.
+// Early weight loads (before pdl_wait) at m = 1: 1 on the small-matrix path (qkv, o: the kernels
+// that follow the short rms_norm / attention kernels and are a few rounds of latency long), 2
+// also on the unsplit 4-loads-a-lane path (gate_up, lm_head and an unsplit down: the first wave
+// of blocks starts its weight stream under the previous kernel's tail; 40 registers there
+// instead of 32). Split kernels never load early (held to 32 registers, they would spill).
+// FRUGAL_GEMV_EARLY=0 | 1 | 2 (default 2); set_gemv_tuning wins.
 int g_tune_split = -1, g_tune_early = -1;
-bool early_loads() {
-  static const bool env = env_or("FRUGAL_GEMV_EARLY", 1) != 0;
-  return g_tune_early >= 0 ? g_tune_early != 0 : env;
+int early_loads() {
+  static const int env = std::clamp(env_or("FRUGAL_GEMV_EARLY", 2), 0, 2);
+  return g_tune_early >= 0 ? std::min(g_tune_early, 2) : env;
 }
 
 int sm_count() {
@@ -265,9 +268,10 @@ cudaError_t launch_m(const ops::MatmulParams& p, const SiluMulOut* silu, cudaStr
   const int s = split_k(p.n, p.k);
   if constexpr (M == 1) {
     if (small) {
-      if (early_loads()) return launch_split<M, R, 8, false, true>(p, SiluMulOut{}, s, stream);
+      if (early_loads() >= 1) return launch_split<M, R, 8, false, true>(p, SiluMulOut{}, s, stream);
       return launch_split<M, R, 8, false>(p, SiluMulOut{}, s, stream);
     }
+    if (early_loads() == 2 && s == 1) return launch_split<M, R, U, false, true>(p, SiluMulOut{}, 1, stream);
   }
   return launch_split<M, R, U, false>(p, SiluMulOut{}, s, stream);
 }
