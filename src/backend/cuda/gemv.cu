@@ -204,10 +204,11 @@ int small_matrix_u() {
 // also on the unsplit 4-loads-a-lane path (gate_up, lm_head and an unsplit down: the first wave
 // of blocks starts its weight stream under the previous kernel's tail; 40 registers there
 // instead of 32). Split kernels never load early (held to 32 registers, they would spill).
-// FRUGAL_GEMV_EARLY=0 | 1 | 2 (default 2); set_gemv_tuning wins.
+// FRUGAL_GEMV_EARLY=0 | 1 | 2 (default 1: 2 measured no faster on the H200, batch-1 decode
+// 240.7 against 240.1 tok/s, at a 32k context 209.0 against 209.8); set_gemv_tuning wins.
 int g_tune_split = -1, g_tune_early = -1;
 int early_loads() {
-  static const int env = std::clamp(env_or("FRUGAL_GEMV_EARLY", 2), 0, 2);
+  static const int env = std::clamp(env_or("FRUGAL_GEMV_EARLY", 1), 0, 2);
   return g_tune_early >= 0 ? std::min(g_tune_early, 2) : env;
 }
 

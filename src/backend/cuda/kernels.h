@@ -91,8 +91,8 @@ cudaError_t launch_gemv(const ops::MatmulParams& p, cudaStream_t stream, const S
 int gemv_split_k(int64_t n, int64_t k);
 // A/B and test knobs, -1 = the default (env FRUGAL_GEMV_SPLITK, FRUGAL_GEMV_EARLY): `split` 0 | 1
 // keeps the unsplit kernel, 2 | 4 forces that split on every shape; `early` the weight loads
-// before the PDL wait at m = 1: 0 never, 1 on the small-matrix path (qkv, o), 2 also on the
-// unsplit wide path (gate_up, lm_head; split kernels never).
+// before the PDL wait at m = 1: 0 never, 1 on the small-matrix path (qkv, o; the default), 2 also
+// on the unsplit wide path (gate_up, lm_head; split kernels never).
 void set_gemv_tuning(int split, int early);
 // Any-dtype, any-shape matmul with dense weights: the slow but general path (one warp per output).
 cudaError_t launch_matmul_generic(const ops::MatmulParams& p, cudaStream_t stream);
