@@ -78,6 +78,24 @@ struct MatmulCase {
   DType bias_dtype = DType::kBF16;
 };
 
+// The device matmul p (already run) against ops::ref::matmul on the host copies of its
+// operands, y's host contents as the starting y (accumulate); the rows [0, m) x [0, n) are
+// compared, and everything else of y (rows past m, the padding) must be untouched.
+void expect_matmul_matches_reference(const ops::MatmulParams& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                                     const Tensor& y, float tol, const std::string& what) {
+  std::vector<uint8_t> want = y.host;
+  ops::MatmulParams r = p;
+  r.x = x.host.data();
+  r.w.data = w.host.data();
+  r.bias = p.bias ? b.host.data() : nullptr;
+  r.y = want.data();
+  ops::ref::matmul(r);
+  std::vector<bool> mask(static_cast<size_t>(y.n));
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t j = 0; j < p.n; ++j) mask[static_cast<size_t>(i * p.ld_y + j)] = true;
+  expect_close(y, want, tol, what, mask);
+}
+
 void check_matmul(const MatmulCase& c) {
   SCOPED_TRACE(::testing::Message() << "m=" << c.m << " n=" << c.n << " k=" << c.k << " bias=" << c.bias
                                     << " acc=" << c.accumulate << " y=" << dtype_name(c.y) << " pad_x=" << c.pad_x);
@@ -92,17 +110,7 @@ void check_matmul(const MatmulCase& c) {
   ops::MatmulParams p{x.dev, DType::kBF16, ld_x, ops::dense_weight(w.dev, DType::kBF16), c.bias ? b.dev : nullptr, c.bias_dtype,
                       y.dev, c.y, ld_y, c.m, c.n, c.k, c.accumulate};
   ASSERT_TRUE(backend()->matmul(p).is_ok());
-  std::vector<uint8_t> want = y.host;
-  ops::MatmulParams r = p;
-  r.x = x.host.data();
-  r.w.data = w.host.data();
-  r.bias = c.bias ? b.host.data() : nullptr;
-  r.y = want.data();
-  ops::ref::matmul(r);
-  std::vector<bool> mask(static_cast<size_t>(y.n));
-  for (int64_t i = 0; i < c.m; ++i)
-    for (int64_t j = 0; j < c.n; ++j) mask[static_cast<size_t>(i * ld_y + j)] = true;
-  expect_close(y, want, c.y == DType::kF32 ? 1e-3f : 2e-2f, "matmul", mask);
+  expect_matmul_matches_reference(p, x, w, b, y, c.y == DType::kF32 ? 1e-3f : 2e-2f, "matmul");
 }
 
 TEST(CudaOps, MatmulGemvRange) {
@@ -176,17 +184,7 @@ TEST(CudaOps, GemvSplitKMatchesReferenceAndIsBatchInvariant) {
           p.bias = m % 2 == 1 ? b.dev : nullptr;
           p.accumulate = m % 3 == 0;
           ASSERT_EQ(launch_gemv(p, backend()->stream()), cudaSuccess);
-          std::vector<uint8_t> want = yb.host;
-          ops::MatmulParams r = p;
-          r.x = x.host.data();
-          r.w.data = w.host.data();
-          r.bias = p.bias ? b.host.data() : nullptr;
-          r.y = want.data();
-          ops::ref::matmul(r);
-          std::vector<bool> mask(static_cast<size_t>(yb.n));
-          for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < s.n; ++j) mask[static_cast<size_t>(i * ld_y + j)] = true;
-          expect_close(yb, want, 2e-2f, "gemv", mask);  // rows past m and the padding must be untouched too
+          expect_matmul_matches_reference(p, x, w, b, yb, 2e-2f, "gemv");
         }
       }
     }

@@ -426,6 +426,20 @@ __device__ __forceinline__ bool combine_weights(const float2* ml_row, int n_spli
   return true;
 }
 
+// The shared scratch of a combine block ([n_splits] weights, [n_splits] sums, [32] reduction
+// scratch, then the kernel's own per-warp sums) and the index of its (token, head) row's first
+// split in the partials.
+struct CombineScratch {
+  float *wts, *wl, *red, *sacc;
+  int64_t row0;
+};
+__device__ __forceinline__ CombineScratch combine_scratch(const ops::AttentionParams& p, const DecodeArgs& a,
+                                                          float* smem) {
+  float* wl = smem + a.n_splits;
+  float* red = wl + a.n_splits;
+  return {smem, wl, red, red + 32, (static_cast<int64_t>(blockIdx.x) * p.n_head + blockIdx.y) * a.n_splits};
+}
+
 // grid (n_tokens, n_head), 256 threads: merges the splits' partials with their max rescaling.
 // The (max, sum) pairs of all splits are read in parallel first; then each warp sums the
 // partial rows of every 8th non-empty split (VEC dims per lane, 8 rows in flight), and the
@@ -437,13 +451,10 @@ __global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(ops:
   constexpr int W = kCombineThreads / 32;
   constexpr int kBatch = 8;
   pdl_wait();
-  extern __shared__ float wts[];  // [n_splits] weights, [n_splits] sums, [32] reduction scratch, [W][D]
-  float* wl = wts + a.n_splits;
-  float* red = wl + a.n_splits;
-  float* sacc = red + 32;
+  extern __shared__ float smem[];  // combine_scratch, then [W][D] sums
+  const auto [wts, wl, red, sacc, row0] = combine_scratch(p, a, smem);
   const int t = blockIdx.x, h = blockIdx.y;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t row0 = (static_cast<int64_t>(t) * p.n_head + h) * a.n_splits;
   float l;
   if (!combine_weights(a.part_ml + row0, a.n_splits, wts, wl, red, &l)) return;
   float acc[VEC] = {};
@@ -498,13 +509,10 @@ __global__ void __launch_bounds__(kCombineThreads) attention_combine_sliced_kern
   constexpr int W = kCombineThreads / 32;
   constexpr int kBatch = 16;
   pdl_wait();
-  extern __shared__ float wts[];  // [n_splits] weights, [n_splits] sums, [32] reduction scratch, [W][32]
-  float* wl = wts + a.n_splits;
-  float* red = wl + a.n_splits;
-  float* sacc = red + 32;
+  extern __shared__ float smem[];  // combine_scratch, then [W][32] sums
+  const auto [wts, wl, red, sacc, row0] = combine_scratch(p, a, smem);
   const int t = blockIdx.x, h = blockIdx.y;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t row0 = (static_cast<int64_t>(t) * p.n_head + h) * a.n_splits;
   const float* part = a.part_o + row0 * D + blockIdx.z * 32 + lane;
   float v[kBatch];
   // Rows s0 + b W (the scratch holds every split's row: in bounds, if stale for empty splits).
