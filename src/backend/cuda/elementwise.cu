@@ -207,12 +207,21 @@ __device__ __forceinline__ uint4 pack8(const float f[8]) {
 bool aligned(const void* ptr, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0; }
 
 // One block per row, VPT 8-element vectors per thread held in registers between the two passes.
+// The norm weight is loaded before pdl_wait (no kernel writes it): in decode the kernel is one
+// block whose run is a chain of latencies, and the weight load was the last link of it.
 template <int VPT>
 __global__ void rms_norm_bf16_kernel(ops::RmsNormParams p) {
-  pdl_wait();
   __shared__ float red[32];
   const int64_t r = blockIdx.x;
   const int nvec = static_cast<int>(p.dim / 8);
+  const auto* w = static_cast<const __nv_bfloat16*>(p.weight);
+  uint4 wraw[VPT];
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const int idx = threadIdx.x + k * blockDim.x;
+    wraw[k] = idx < nvec ? *reinterpret_cast<const uint4*>(w + idx * 8) : make_uint4(0, 0, 0, 0);
+  }
+  pdl_wait();
   const auto* x = static_cast<const __nv_bfloat16*>(p.x) + r * p.ld_x;
   auto* res = static_cast<__nv_bfloat16*>(p.residual) + (p.residual ? r * p.ld_res : 0);
   float v[VPT][8];
@@ -234,14 +243,13 @@ __global__ void rms_norm_bf16_kernel(ops::RmsNormParams p) {
   }
   ss = block_sum(ss, red);
   const float inv = rsqrtf(ss / static_cast<float>(p.dim) + p.eps);
-  const auto* w = static_cast<const __nv_bfloat16*>(p.weight);
   auto* y = static_cast<__nv_bfloat16*>(p.y) + r * p.ld_y;
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     const int idx = threadIdx.x + k * blockDim.x;
     if (idx >= nvec) continue;
     float wf[8], o[8];
-    unpack8(*reinterpret_cast<const uint4*>(w + idx * 8), wf);
+    unpack8(wraw[k], wf);
 #pragma unroll
     for (int e = 0; e < 8; ++e) o[e] = v[k][e] * inv * wf[e];
     *reinterpret_cast<uint4*>(y + idx * 8) = pack8(o);

@@ -123,10 +123,27 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<M, U, S>)) gemv_kerne
   }
   float acc[R][M] = {};
   int64_t base = c_begin + lane;
+  // kPre (the early-load kernels: qkv and o at m = 1, a few rounds of latency long): the
+  // epilogue's operands (bias, and y when accumulating) are loaded up front by the lane that
+  // stores them (lane r * M + m, one (r, m) a lane: R * M <= 32), the bias before pdl_wait (no
+  // kernel writes it) and y right after, so their latency hides under the weight stream instead
+  // of following the reduction. Elsewhere they stay in the epilogue (the 32-register kernels
+  // would lose occupancy or spill).
+  constexpr bool kPre = kEarly && S == 1;
+  static_assert(R * M <= 32, "one output of the warp per lane");
+  const int er = lane / M, em = lane % M;
+  const int64_t erow = kSilu ? row0 : row0 + er;
+  const bool stores = kPre && lane < R * M && erow < p.n && (!kSilu || er == 0);
+  float pre_bias = 0.f, pre_bias2 = 0.f, pre_y = 0.f;
+  if (stores && p.bias) {
+    pre_bias = load_f(p.bias_dtype, p.bias, erow);
+    if constexpr (kSilu) pre_bias2 = load_f(p.bias_dtype, p.bias, erow + half);
+  }
   if constexpr (kEarly) {
     uint4 wv[U][R];
     load_round<R, U>(wv, wrow, base, c_end);
     pdl_wait();
+    if (stores && p.accumulate) pre_y = load_f(p.y_dtype, p.y, em * p.ld_y + erow);
     dot_round<M, R, U>(acc, wv, x, p.ld_x, base, c_end);
     base += 32 * U;
   }
@@ -162,8 +179,8 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<M, U, S>)) gemv_kerne
       float g = tot[0][m], u = tot[1][m];
       if (lane == m % 32) {
         if (p.bias) {
-          g += load_f(p.bias_dtype, p.bias, row0);
-          u += load_f(p.bias_dtype, p.bias, row0 + half);
+          g += kPre ? pre_bias : load_f(p.bias_dtype, p.bias, row0);
+          u += kPre ? pre_bias2 : load_f(p.bias_dtype, p.bias, row0 + half);
         }
         // gate and up as y would hold them, then silu_mul's expression.
         store_f(p.y_dtype, silu.out, m * silu.ld_out + row0, silu_mul_f(round_to(p.y_dtype, g), round_to(p.y_dtype, u)));
@@ -178,8 +195,8 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<M, U, S>)) gemv_kerne
       float v = tot[r][m];
       const int64_t row = row0 + r;
       if (lane == (r * M + m) % 32 && row < p.n) {
-        if (p.bias) v += load_f(p.bias_dtype, p.bias, row);
-        if (p.accumulate) v += load_f(p.y_dtype, p.y, m * p.ld_y + row);
+        if (p.bias) v += kPre ? pre_bias : load_f(p.bias_dtype, p.bias, row);
+        if (p.accumulate) v += kPre ? pre_y : load_f(p.y_dtype, p.y, m * p.ld_y + row);
         store_f(p.y_dtype, p.y, m * p.ld_y + row, v);
       }
     }
