@@ -381,9 +381,8 @@ TEST(CudaAttention, DecodeMmaNoSplitLargeBatch) {
 // combine (one block per 32 dims) and the block-table prefetch must give the same bits as the
 // separate combine without prefetch (the same splits summed in the same order), with 500
 // forced splits too (several row batches per warp, more splits than threads). prefetch: bit 0
-// the block-table L1 prefetch, bit 1 the K/V rows' L2 prefetch. early: DecodeTuning::early_kv
-// (the first stages issued before the PDL wait; the same bits as issuing them after it).
-DecodeTuning tuned(int stages, int combine, bool warp_grain = true, int splits = 0, int prefetch = 0, int early = 1) {
+// the block-table L1 prefetch, bit 1 the K/V rows' L2 prefetch.
+DecodeTuning tuned(int stages, int combine, bool warp_grain = true, int splits = 0, int prefetch = 0) {
   DecodeTuning t;
   t.mma_stages = stages;
   t.combine = combine;
@@ -391,7 +390,6 @@ DecodeTuning tuned(int stages, int combine, bool warp_grain = true, int splits =
   t.splits = splits;
   t.table_prefetch = (prefetch & 1) != 0;
   t.l2_prefetch = (prefetch & 2) != 0;
-  t.early_kv = early;
   return t;
 }
 
@@ -405,15 +403,12 @@ std::vector<Variant> decode_tunings() {
           {true, false, 1, tuned(2, fused)},
           {true, false, 1, tuned(3, sep)},
           {true, false, 1, tuned(3, sliced), true},
-          {true, false, 1, tuned(3, sliced, true, 0, 0, 0), true},
-          {true, false, 1, tuned(3, sliced, true, 0, 0, 4), true},
           {true, false, 1, tuned(3, sliced, true, 0, 1), true},
           {true, false, 1, tuned(3, sliced, true, 0, 2), true},
           {true, false, 1, tuned(3, sep, true, 500)},
           {true, false, 1, tuned(3, sliced, true, 500, 3), true},
           {true, false, 1, tuned(2, sep, true, 0, 3)},
           {true, false, 1, tuned(2, sliced), true},
-          {true, false, 1, tuned(2, sliced, true, 0, 0, 3), true},
           {true, false, 1, tuned(3, fused)},
           {true, false, 1, tuned(3, fused), true},
           {true, false, 1, tuned(4, fused)},

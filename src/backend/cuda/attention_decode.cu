@@ -664,7 +664,6 @@ DecodeTuning tuning_from_env() {
   if (const char* e = std::getenv("FRUGAL_DECODE_SPLITS")) t.splits = std::max(0, std::atoi(e));
   t.table_prefetch = env_choice("FRUGAL_DECODE_TABLE_PREFETCH", {{"1", 1}, {"0", 0}}, 0) == 1;
   t.l2_prefetch = env_choice("FRUGAL_DECODE_L2_PREFETCH", {{"1", 1}, {"0", 0}}, 0) == 1;
-  if (const char* e = std::getenv("FRUGAL_DECODE_EARLY")) t.early_kv = std::clamp(std::atoi(e), 0, 8);
   return t;
 }
 

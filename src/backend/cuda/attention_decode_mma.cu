@@ -87,7 +87,6 @@ struct MmaArgs {
   uint32_t* counters; // [n_tokens, n_head_kv] zeroed: the last split block merges; nullptr: the combine kernel
   int table_prefetch; // 1: the split's block-table lines go to L1 first (DecodeTuning::table_prefetch)
   int l2_prefetch;    // 1: K/V rows are fetched from DRAM as whole rows (DecodeTuning::l2_prefetch)
-  int early_kv;       // > 0: the first stages' copies (and early_kv - 1 iterations' L2 prefetches) before pdl_wait
 };
 
 // Asks L1 for the 128-byte lines of the block-table entries of keys [j0, j1) (one line a
@@ -319,6 +318,7 @@ template <int D, KvElem E, bool kHi, int NS>
 __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::AttentionParams p, MmaArgs a) {
   using T = Tile<D, E>;
   constexpr int KW = T::kKW, NT = T::kNT, KPI = T::kKPI, RS = T::kRowStride, VPT = T::kVPT;
+  pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tq = lane & 3;
   const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
@@ -331,97 +331,16 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
   const char* vbase = static_cast<const char*>(p.cache.v_cache) + kvh * T::kRowBytes;
   unsigned char* wstage = smem + warp * NS * T::kStageBytes;  // this warp's NS stages
 
-  // This split's keys for query i, as attention_decode.cu: [s0, s1) of the sinks, then [w0, w1).
-  int s0, ns, w0, n_keys;
-  auto keys_of = [&](int i) {
-    const int pos = ctx - n_q + i;
+  for (int i = 0; i < n_q; ++i) {
+    const int t = q0 + i, pos = ctx - n_q + i;
     const int lo = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0;
     const int sink_end = p.sliding_window > 0 ? min(p.sink_tokens, lo) : 0;
+    // This split's keys, as attention_decode.cu: [s0, s1) of the sinks, then [w0, w1).
     const int seq_chunk = min(a.chunk, ((ctx + a.n_splits - 1) / a.n_splits + a.grain - 1) / a.grain * a.grain);
     const int c0 = split * seq_chunk, c1 = c0 + seq_chunk;
-    s0 = c0;
-    const int s1 = min(sink_end, c1);
-    w0 = max(lo, c0);
-    const int w1 = min(pos + 1, c1);
-    ns = max(0, s1 - s0);
-    n_keys = ns + max(0, w1 - w0);
-  };
-  // Cache position of virtual key v (v < n_keys).
-  auto key_pos = [&](int v) { return v < ns ? s0 + v : w0 + (v - ns); };
-  // Slot of this lane's key (lane % KW) of iteration it, -1 past the keys (zero-filled).
-  auto slot_at = [&](int it) {
-    const int v = it * KPI + warp * KW + lane % KW;
-    if (v >= n_keys) return -1;
-    const int j = key_pos(v);
-    const int blk = table[j / bs];
-    return blk < 0 ? -1 : blk * bs + j % bs;
-  };
-  // Gathers the warp's K and V rows (and int8 scales) of one iteration into stage st: each
-  // copy instruction of the warp moves whole rows, coalesced.
-  auto issue = [&](int st, int my_slot) {
-    unsigned char* sk = wstage + st * T::kStageBytes;
-    unsigned char* sv = sk + KW * RS;
-    constexpr int kCopies = KW * 2 * T::kPieces / 32;
-#pragma unroll
-    for (int c = 0; c < kCopies; ++c) {
-      const int idx = c * 32 + lane;
-      const int key = idx / (2 * T::kPieces), part = (idx / T::kPieces) & 1, piece = idx % T::kPieces;
-      const int slot = __shfl_sync(0xffffffffu, my_slot, key);
-      const bool ok = slot >= 0;
-      const char* src = (part ? vbase : kbase) + (ok ? slot * row_stride : 0) + piece * 16;
-      unsigned char* dst = (part ? sv : sk) + key * RS + piece * 16;
-      if (a.l2_prefetch) {
-        cp_async16_l2<(T::kRowBytes >= 256 ? 256 : 128)>(dst, src, ok);
-      } else {
-        cp_async<16>(dst, src, ok);
-      }
-    }
-    if constexpr (T::kInt8) {
-      static_assert(KW == 32, "one key per lane");
-      float* sc = reinterpret_cast<float*>(sv + KW * RS);
-      const bool ok = my_slot >= 0;
-      const int64_t o = ok ? static_cast<int64_t>(my_slot) * p.cache.n_head_kv + kvh : 0;
-      cp_async<4>(sc + lane, p.cache.k_scales + o, ok);
-      cp_async<4>(sc + KW + lane, p.cache.v_scales + o, ok);
-    }
-    cp_async_commit();
-  };
-  // NS - 1 iterations' copies go out first; each iteration then issues the copies NS - 1
-  // ahead (an empty group past the keys keeps the count of groups uniform) and waits for its
-  // own. The table entry of the next issue loads under the current iteration.
-  int slot_next = 0;
-  auto prologue = [&] {
-    slot_next = slot_at(0);
-    const int n_it = (n_keys + KPI - 1) / KPI;
-#pragma unroll
-    for (int st = 0; st < NS - 1; ++st) {
-      if (st < n_it) {
-        issue(st, slot_next);
-        slot_next = slot_at(st + 1);
-      } else {
-        cp_async_commit();
-      }
-    }
-  };
-
-  // Early K/V (a.early_kv): the first query's prologue goes out before pdl_wait, overlapping the
-  // previous kernel (the cache write of this step's tokens). Legal for cache rows this step does
-  // not write: the previous kernel writes only the rows of positions ctx - n_q on, and every
-  // kernel before it has completed once it passed its own pdl_wait (which is when this grid
-  // launches); the step's metadata (q_start, ctx_len, block tables) was copied before the step's
-  // first kernel. So the early prologue is taken only when its keys all lie before ctx - n_q
-  // (block-uniform); a split whose first stages reach this step's tokens issues them after the
-  // wait as before. early_kv > 1 also asks L2 for the K/V rows of the next early_kv - 1
-  // iterations (a hint, legal for any row), so they stream from DRAM during the wait too.
-  bool waited = false;  // block-uniform
-  auto wait_once = [&] {
-    if (!waited) pdl_wait();
-    waited = true;
-  };
-
-  for (int i = 0; i < n_q; ++i) {
-    const int t = q0 + i;
-    keys_of(i);
+    const int s0 = c0, s1 = min(sink_end, c1);
+    const int w0 = max(lo, c0), w1 = min(pos + 1, c1);
+    const int ns = max(0, s1 - s0), n_keys = ns + max(0, w1 - w0);
     const int64_t ml_base = (static_cast<int64_t>(t) * p.n_head + h0) * a.n_splits + split;
     // The last split block of this (token, kv head) merges the splits (a.counters).
     auto combine = [&] {
@@ -431,7 +350,6 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
                                    group, reinterpret_cast<float*>(smem));
     };
     if (n_keys == 0) {  // block-uniform
-      wait_once();
       if (a.part_ml != nullptr) {
         if (threadIdx.x < group)
           a.part_ml[ml_base + static_cast<int64_t>(threadIdx.x) * a.n_splits] = make_float2(-INFINITY, 0.f);
@@ -443,38 +361,71 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
       continue;
     }
     __syncthreads();  // the previous token's merge no longer reads shared memory
-    const bool early = !waited && a.early_kv > 0 && key_pos(min(n_keys, (NS - 1) * KPI) - 1) < ctx - n_q;
-    if (!early) wait_once();
-    prologue();
-    if (early) {
-      for (int it = NS - 1; it < NS - 1 + a.early_kv - 1; ++it) {
-        const int slot = slot_at(it);
-        if (slot >= 0) {  // bf16: lanes 0-15 K rows, 16-31 V rows of the warp's 16 keys
-          const char* row = (KW == 16 && lane >= 16 ? vbase : kbase) + slot * row_stride;
-          asm volatile("prefetch.global.L2 [%0];" ::"l"(row));
-          if constexpr (T::kRowBytes > 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + 128));
-          if constexpr (KW == 32) {  // 8-bit: one key per lane, its V row too
-            const char* vrow = vbase + slot * row_stride;
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(vrow));
-            if constexpr (T::kRowBytes > 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(vrow + 128));
-          }
-        }
-      }
-      wait_once();
-    }
     if (a.table_prefetch) {
-      prefetch_table_l1(table, bs, s0, s0 + ns);
-      prefetch_table_l1(table, bs, w0, w0 + (n_keys - ns));
+      prefetch_table_l1(table, bs, s0, s1);
+      prefetch_table_l1(table, bs, w0, w1);
     }
     uint32_t qf[D / 16][4];
     load_query_fragments<D, E, kHi>(static_cast<const __nv_bfloat16*>(p.q) + static_cast<int64_t>(t) * p.ld_q + h0 * D,
                                     group, qf);
 
+    // Slot of this lane's key (lane % KW) of iteration it, -1 past the keys (zero-filled).
+    auto slot_at = [&](int it) {
+      const int v = it * KPI + warp * KW + lane % KW;
+      if (v >= n_keys) return -1;
+      const int j = v < ns ? s0 + v : w0 + (v - ns);
+      const int blk = table[j / bs];
+      return blk < 0 ? -1 : blk * bs + j % bs;
+    };
+    // Gathers the warp's K and V rows (and int8 scales) of one iteration into stage st: each
+    // copy instruction of the warp moves whole rows, coalesced.
+    auto issue = [&](int st, int my_slot) {
+      unsigned char* sk = wstage + st * T::kStageBytes;
+      unsigned char* sv = sk + KW * RS;
+      constexpr int kCopies = KW * 2 * T::kPieces / 32;
+#pragma unroll
+      for (int c = 0; c < kCopies; ++c) {
+        const int idx = c * 32 + lane;
+        const int key = idx / (2 * T::kPieces), part = (idx / T::kPieces) & 1, piece = idx % T::kPieces;
+        const int slot = __shfl_sync(0xffffffffu, my_slot, key);
+        const bool ok = slot >= 0;
+        const char* src = (part ? vbase : kbase) + (ok ? slot * row_stride : 0) + piece * 16;
+        unsigned char* dst = (part ? sv : sk) + key * RS + piece * 16;
+        if (a.l2_prefetch) {
+          cp_async16_l2<(T::kRowBytes >= 256 ? 256 : 128)>(dst, src, ok);
+        } else {
+          cp_async<16>(dst, src, ok);
+        }
+      }
+      if constexpr (T::kInt8) {
+        static_assert(KW == 32, "one key per lane");
+        float* sc = reinterpret_cast<float*>(sv + KW * RS);
+        const bool ok = my_slot >= 0;
+        const int64_t o = ok ? static_cast<int64_t>(my_slot) * p.cache.n_head_kv + kvh : 0;
+        cp_async<4>(sc + lane, p.cache.k_scales + o, ok);
+        cp_async<4>(sc + KW + lane, p.cache.v_scales + o, ok);
+      }
+      cp_async_commit();
+    };
+
     float o[VPT][4];
 #pragma unroll
     for (int v = 0; v < VPT; ++v) o[v][0] = o[v][1] = o[v][2] = o[v][3] = 0.f;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // rows g, g + 8 (l: this lane's columns)
+    // NS - 1 iterations' copies go out first; each iteration then issues the copies NS - 1
+    // ahead (an empty group past the keys keeps the count of groups uniform) and waits for its
+    // own. The table entry of the next issue loads under the current iteration.
     const int n_it = (n_keys + KPI - 1) / KPI;
+    int slot_next = slot_at(0);
+#pragma unroll
+    for (int st = 0; st < NS - 1; ++st) {
+      if (st < n_it) {
+        issue(st, slot_next);
+        slot_next = slot_at(st + 1);
+      } else {
+        cp_async_commit();
+      }
+    }
     for (int it = 0; it < n_it; ++it) {
       if (it + NS - 1 < n_it) {
         issue((it + NS - 1) % NS, slot_next);
@@ -543,7 +494,6 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
     merge_and_store<D, E>(p, a, smem, o, m_run, l_run, group, t, h0, ml_base);
     if (a.part_o != nullptr) combine();
   }
-  wait_once();  // a sequence without queries still lets the dependents launch
 }
 
 KvElem kv_elem(DType t) { return t == DType::kF8E4M3 ? KvElem::kFp8 : t == DType::kI8 ? KvElem::kInt8 : KvElem::kBF16; }
@@ -685,8 +635,7 @@ cudaError_t launch_attention_decode_mma(const ops::AttentionParams& p, int n_spl
   const bool fp8 = p.cache.cache_dtype == DType::kF8E4M3;
   MmaArgs a{static_cast<int>(ceil_div(ceil_div(p.max_ctx_len, n_splits), grain) * grain), grain, n_splits,
             p.scale * 1.4426950408889634f * (fp8 ? p.cache.k_scale / kQueryF16 : 1.f), fp8 ? p.cache.v_scale : 1.f,
-            nullptr, nullptr, nullptr, decode_tuning().table_prefetch ? 1 : 0, decode_tuning().l2_prefetch ? 1 : 0,
-            decode_tuning().early_kv};
+            nullptr, nullptr, nullptr, decode_tuning().table_prefetch ? 1 : 0, decode_tuning().l2_prefetch ? 1 : 0};
   if (n_splits > 1) {
     a.part_o = static_cast<float*>(partials);
     a.part_ml = reinterpret_cast<float2*>(a.part_o + static_cast<size_t>(p.n_tokens) * p.n_head * n_splits * p.cache.head_dim);

@@ -226,10 +226,6 @@ cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits,
 //   l2_prefetch (FRUGAL_DECODE_L2_PREFETCH = 1 | 0, default 0): the tensor-core kernel's K/V
 //     copies carry the .L2::256B hint (.L2::128B for 128-byte rows), so L2 fetches each
 //     gathered row from DRAM as one request, as the GEMVs' streamed loads do. Values unchanged.
-//   early_kv (FRUGAL_DECODE_EARLY = 0..8, default 1): the tensor-core kernel issues its first
-//     stages' K/V copies before pdl_wait (when those keys precede this step's tokens, which the
-//     previous kernel writes), so the gather overlaps the previous kernel; values unchanged.
-//     N > 1 also asks L2 for the rows of the next N - 1 iterations then. 0: everything after the wait.
 // DecodeTuning::original() is the path before these knobs (2 stages, separate combine, block grain).
 struct DecodeTuning {
   enum Combine { kAuto = 0, kSeparate = 1, kFused = 2, kSliced = 3 };
@@ -239,8 +235,7 @@ struct DecodeTuning {
   int splits = 0;
   bool table_prefetch = false;
   bool l2_prefetch = false;
-  int early_kv = 1;
-  static DecodeTuning original() { return {2, kSeparate, false, 0, false, false, 0}; }
+  static DecodeTuning original() { return {2, kSeparate, false, 0}; }
 };
 constexpr size_t kFusedCombineAutoBytes = 128 << 10;
 constexpr int kFusedCombineMaxSplits = 512;  // the merge's weights live in shared memory
