@@ -402,6 +402,34 @@ TEST(CudaAttention, DecodeMmaDispatch) {
   set_decode_mma_enabled(mma_was);
 }
 
+// Which prefill launches the FA3 kernel takes (host side): bf16 cache, head_dim 128, no window,
+// one split, and only with its mode on (0 is the default for now).
+TEST(CudaAttention, PrefillFa3Dispatch) {
+  if (!prefill_wgmma_enabled()) GTEST_SKIP() << "the FA3 kernel needs sm_90a code and a 9.0 device";
+  ops::AttentionParams p = dispatch_params(1, 32768);
+  p.n_tokens = 8192;
+  const int was = prefill_fa3_mode();
+  set_prefill_fa3_mode(0);
+  EXPECT_FALSE(attention_prefill_fa3_applies(p, 1));
+  for (int mode : {1, 2}) {
+    set_prefill_fa3_mode(mode);
+    EXPECT_TRUE(attention_prefill_fa3_applies(p, 1));
+    EXPECT_FALSE(attention_prefill_fa3_applies(p, 3));  // a key split stays on the other kernel
+    p.sliding_window = 4096;
+    EXPECT_FALSE(attention_prefill_fa3_applies(p, 1));
+    p.sliding_window = 0;
+    p.cache.cache_dtype = DType::kF8E4M3;
+    EXPECT_FALSE(attention_prefill_fa3_applies(p, 1));
+    p.cache.cache_dtype = DType::kBF16;
+    p.cache.head_dim = 64;
+    p.ld_q = p.ld_out = 28 * 64;
+    EXPECT_FALSE(attention_prefill_fa3_applies(p, 1));
+    p.cache.head_dim = 128;
+    p.ld_q = p.ld_out = 28 * 128;
+  }
+  set_prefill_fa3_mode(was);
+}
+
 // A batch large enough that every (sequence, kv head) block fills the GPU on its own: one
 // split, the kernel writes the normalized output itself (no combine).
 TEST(CudaAttention, DecodeMmaNoSplitLargeBatch) {

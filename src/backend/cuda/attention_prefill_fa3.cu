@@ -258,10 +258,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto release = [&](int b) {
     if (lane == 0) mbar_arrive(bar(b));
   };
-  auto wait_full = [&](int b, int j) {
-    mbar_wait(bar(b), (j >> 1) & 1);
-    fence_proxy_async();  // the cp.async writes (generic proxy) before the tensor cores' reads
-  };
+  // Waits for tile j's K or V stage. The caller then orders the cp.async writes (generic
+  // proxy) before the tensor cores' reads with fence_proxy_async().
+  auto wait_full = [&](int b, int j) { mbar_wait(bar(b), (j >> 1) & 1); };
   // Ping-pong: wait for this consumer's turn to issue, then hand the turn to the other.
   auto turn_wait = [&] {
     if constexpr (kPingPong) named_sync(kBarTurn + c, 256);
@@ -322,6 +321,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   float alpha[2];
   wait_full(kFullK, 0);
+  fence_proxy_async();
   turn_wait();
   pin_regs(s);
   wgmma_fence();
@@ -336,6 +336,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int st = j & 1;
     wait_full(kFullK + st, j);
     wait_full(kFullV + (st ^ 1), j - 1);
+    fence_proxy_async();
     turn_wait();
     pin_regs(s);
     pin_regs(o);
@@ -366,6 +367,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     pack_p();
   }
   wait_full(kFullV + ((n_tiles - 1) & 1), n_tiles - 1);
+  fence_proxy_async();
   turn_wait();
   pin_regs(o);
   pin_regs(pa);
