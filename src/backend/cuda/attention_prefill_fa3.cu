@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (kPingPong) named_arrive(kBarTurn + (c ^ 1), 256);
   };
 
-  // Online softmax of tile kb in s (scores -> probabilities); returns alpha, the factor O's
+  // Online softmax of tile kb in s (scores -> probabilities); alpha gets the factors O's two
   // rows must be scaled by.
   auto softmax = [&](int kb, float (&alpha)[2]) {
     if (kb + kBlockK - 1 > wpos_lo) {
