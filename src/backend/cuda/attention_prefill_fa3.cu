@@ -38,6 +38,7 @@ static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file
 // Shared memory: 1 KB of slack to align the tiles to 1024 (the swizzle works on address bits),
 // Q, K stages 0 and 1, V stages 0 and 1, then 8 mbarriers.
 constexpr int kSmemBytes = 1024 + 5 * kTileBytes + 8 * 8;
+static_assert(kSmemBytes <= 227 * 1024, "one block an SM on Hopper");
 // Device code for sm_90a (setmaxnreg, wgmma); the host pass parses it too. Other device passes
 // (the generic compute_90 PTX, older GPUs) get a kernel that traps: it is never launched there.
 #if FRUGAL_WGMMA || !defined(__CUDA_ARCH__)
