@@ -31,6 +31,7 @@ struct AttnCase {
   DType cache = DType::kBF16;  // kBF16 (or the act dtype when that is f32), kF8E4M3 or kI8
   int sinks = 0;               // attention sinks (with sliding_window > 0)
   bool shared_kv = false;      // MLA's latent cache: one buffer is both K and V (one kv head)
+  int block_size = 16;         // tokens per cache block
 };
 
 // How the backend is asked: prefill key split on or off; n_decode_seqs passed for the leading
@@ -43,7 +44,9 @@ struct AttnCase {
 // wgmma variant on (1), off (0) or as configured (wg; it runs only where prefill_wgmma is
 // available, sm_90a on a 9.0 device); the MLA kernel's tensor-core variant on (1), off (0) or as
 // configured (mla), and mla_splits > 0: launch_mla_decode directly with that many splits instead
-// of the backend's choice.
+// of the backend's choice; the FlashAttention-3-style prefill kernel's mode (fa3: 0 off, 1 on, 2
+// ping-pong, -1 as configured; it too runs only where the wgmma variant can), and expect_fa3:
+// the case must be one it takes.
 struct Variant {
   bool split = true;
   bool decode_hint = false;
@@ -53,6 +56,8 @@ struct Variant {
   int wg = -1;
   int mla = -1;
   int mla_splits = 0;
+  int fa3 = -1;
+  bool expect_fa3 = false;
 };
 
 // Every variant against one reference run (the reference is the slow part).
@@ -66,7 +71,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
                                     << " window=" << c.sliding_window << " sinks=" << c.sinks << " act=" << dtype_name(c.act)
                                     << " cache=" << dtype_name(kv) << " n_seqs=" << c.seqs.size());
   std::mt19937 rng(static_cast<unsigned>(c.n_head * 131 + c.head_dim + c.seqs.size()));
-  const int bs = 16, n_seqs = static_cast<int>(c.seqs.size());
+  const int bs = c.block_size, n_seqs = static_cast<int>(c.seqs.size());
   int max_blocks = 0, n_tokens = 0, max_ctx = 0;
   for (const auto& s : c.seqs) {
     max_blocks = std::max(max_blocks, (s.ctx + bs - 1) / bs);
@@ -126,6 +131,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
   std::vector<std::vector<uint8_t>> results;
   for (const Variant& v : variants) {
     SCOPED_TRACE(::testing::Message() << "prefill key split " << (v.split ? "on" : "off")
+                                      << (v.fa3 >= 0 ? ", FA3 prefill mode " + std::to_string(v.fa3) : "")
                                       << (v.decode_hint ? ", decoders to the decode kernel" : "")
                                       << (v.mma == 1 ? ", tensor-core decode" : v.mma == 0 ? ", CUDA-core decode" : "")
                                       << (v.wg == 1 ? ", wgmma prefill" : v.wg == 0 ? ", mma.sync prefill" : "")
@@ -146,6 +152,11 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
     if (v.wg >= 0) set_prefill_wgmma_enabled(v.wg == 1);
     const bool mla_was = mla_mma_enabled();
     if (v.mla >= 0) set_mla_mma_enabled(v.mla == 1);
+    const int fa3_was = prefill_fa3_mode();
+    if (v.fa3 >= 0) set_prefill_fa3_mode(v.fa3);
+    if (v.expect_fa3) {
+      EXPECT_TRUE(attention_prefill_fa3_applies(p, attention_prefill_splits(p, backend()->n_sms())));
+    }
     if (v.mla == 1) {
       EXPECT_TRUE(mla_decode_mma_applies(p));  // the case runs the tensor-core MLA kernel
     }
@@ -161,6 +172,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
       st = backend()->attention(p);
     }
     set_mla_mma_enabled(mla_was);
+    set_prefill_fa3_mode(fa3_was);
     set_decode_mma_enabled(mma_was);
     set_decode_tuning(tuning_was);
     set_prefill_wgmma_enabled(true);
@@ -193,7 +205,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
     for (size_t j = 0; j < variants.size(); ++j) {
       const Variant &a = variants[i], &b = variants[j];
       const bool mma_pair = a.mma == 1 && b.mma == 0 && a.wg == b.wg && !a.tuning && !b.tuning;
-      const bool wg_pair = a.wg == 1 && b.wg == 0 && a.mma == b.mma && !a.tuning && !b.tuning;
+      const bool wg_pair = a.wg == 1 && b.wg == 0 && a.mma == b.mma && a.fa3 == b.fa3 && !a.tuning && !b.tuning;
       const bool mla_pair = a.mla == 1 && b.mla == 0 && a.mla_splits == b.mla_splits;
       if (!(mma_pair || wg_pair || mla_pair) || a.split != b.split || a.decode_hint != b.decode_hint) continue;
       SCOPED_TRACE(mma_pair  ? "tensor-core decode against the CUDA-core decode on the same inputs"
@@ -210,8 +222,10 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
 }
 
 // The prefill kernel's two variants (wgmma on sm_90a, mma.sync), each against the reference and
-// against each other.
-const std::vector<Variant> kPrefillKernels = {Variant{.wg = 1}, Variant{.wg = 0}};
+// against each other, and the FA3 kernel in both modes (where it applies: bf16 cache, head_dim
+// 128, no window; the cases it does not take run the wgmma variant again).
+const std::vector<Variant> kPrefillKernels = {Variant{.wg = 1, .fa3 = 0}, Variant{.wg = 0, .fa3 = 0},
+                                              Variant{.wg = 1, .fa3 = 1}, Variant{.wg = 1, .fa3 = 2}};
 
 TEST(CudaAttention, PrefillGqaHead128) {
   check_attention({{{70, 70}, {33, 100}, {5, 5}, {130, 330}}, 8, 2, 128}, kPrefillKernels);
@@ -237,8 +251,9 @@ TEST(CudaAttention, PrefillEightBitCachesBothKernels) {
 // window, head dim 64: with few query tiles the kernel splits the keys and the combine merges
 // the splits. Each case runs with the split on (the default) and off, and where decoders lead
 // the batch, with them handed to the decode kernel; the split one also on both prefill kernels.
-const std::vector<Variant> kAllPaths = {Variant{.wg = 1}, Variant{.split = false}, Variant{.decode_hint = true},
-                                        Variant{.wg = 0}};
+const std::vector<Variant> kAllPaths = {Variant{.wg = 1, .fa3 = 0}, Variant{.split = false, .fa3 = 0},
+                                        Variant{.decode_hint = true, .fa3 = 0}, Variant{.wg = 0, .fa3 = 0},
+                                        Variant{.split = false, .fa3 = 1}, Variant{.split = false, .fa3 = 2}};
 
 TEST(CudaAttention, PrefillChunkOverLongContextSplitsKeys) {
   check_attention({{{128, 6000}}, 7, 1, 128}, kAllPaths);
@@ -252,6 +267,28 @@ TEST(CudaAttention, PrefillChunkNextToManyDecodes) {
   for (int i = 0; i < 64; ++i) seqs.push_back({1, 130 + 3 * i});
   seqs.push_back({64, 9000});
   check_attention({seqs, 7, 1, 128}, kAllPaths);
+}
+
+// The FA3 kernel on ragged batches, where it must be the kernel that runs (modes 1 and 2, the
+// wgmma variant beside them): chunks whose query offset ctx - n_q is not a multiple of the
+// 128-key tile (the diagonal crosses two key tiles, and the two consumers' rows end in
+// different tiles: offset 64 leaves the first consumer a fully masked last tile), n_q not a
+// multiple of the 128-query tile and n_q = 1 (rows of padding), offsets 0 and 256, block sizes
+// 16 and 32, groups of 4 and 7 query heads.
+TEST(CudaAttention, PrefillFa3RaggedBatches) {
+  if (!prefill_wgmma_enabled()) GTEST_SKIP() << "the FA3 kernel needs sm_90a code and a 9.0 device";
+  const std::vector<Variant> fa3 = {Variant{.split = false, .fa3 = 1, .expect_fa3 = true},
+                                    Variant{.split = false, .fa3 = 2, .expect_fa3 = true},
+                                    Variant{.split = false, .wg = 1, .fa3 = 0}};
+  for (int bs : {16, 32}) {
+    AttnCase a{{{1, 1}, {1, 300}, {70, 70}, {200, 263}, {128, 192}, {129, 2000}, {300, 1500}, {64, 1000}, {257, 257}, {128, 384}},
+               8, 2, 128};
+    a.block_size = bs;
+    check_attention(a, fa3);
+    AttnCase b{{{100, 1100}, {1, 50}, {33, 161}}, 28, 4, 128};
+    b.block_size = bs;
+    check_attention(b, fa3);
+  }
 }
 
 // Decode tests run the tensor-core kernel and the CUDA-core one (which still takes MHA, groups
@@ -363,6 +400,34 @@ TEST(CudaAttention, DecodeMmaDispatch) {
   p.cache.head_dim = 96;
   EXPECT_FALSE(attention_decode_mma_applies(p));
   set_decode_mma_enabled(mma_was);
+}
+
+// Which prefill launches the FA3 kernel takes (host side): bf16 cache, head_dim 128, no window,
+// one split, and only with its mode on (0 is the default for now).
+TEST(CudaAttention, PrefillFa3Dispatch) {
+  if (!prefill_wgmma_enabled()) GTEST_SKIP() << "the FA3 kernel needs sm_90a code and a 9.0 device";
+  ops::AttentionParams p = dispatch_params(1, 32768);
+  p.n_tokens = 8192;
+  const int was = prefill_fa3_mode();
+  set_prefill_fa3_mode(0);
+  EXPECT_FALSE(attention_prefill_fa3_applies(p, 1));
+  for (int mode : {1, 2}) {
+    set_prefill_fa3_mode(mode);
+    EXPECT_TRUE(attention_prefill_fa3_applies(p, 1));
+    EXPECT_FALSE(attention_prefill_fa3_applies(p, 3));  // a key split stays on the other kernel
+    p.sliding_window = 4096;
+    EXPECT_FALSE(attention_prefill_fa3_applies(p, 1));
+    p.sliding_window = 0;
+    p.cache.cache_dtype = DType::kF8E4M3;
+    EXPECT_FALSE(attention_prefill_fa3_applies(p, 1));
+    p.cache.cache_dtype = DType::kBF16;
+    p.cache.head_dim = 64;
+    p.ld_q = p.ld_out = 28 * 64;
+    EXPECT_FALSE(attention_prefill_fa3_applies(p, 1));
+    p.cache.head_dim = 128;
+    p.ld_q = p.ld_out = 28 * 128;
+  }
+  set_prefill_fa3_mode(was);
 }
 
 // A batch large enough that every (sequence, kv head) block fills the GPU on its own: one

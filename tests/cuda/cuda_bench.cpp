@@ -8,8 +8,10 @@
 // experts at DeepSeek-V2-Lite's shape: mma.sync against WMMA)]
 #include "cuda_bench.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 
 #include "backend/cuda/gemm_lt.h"
@@ -239,26 +241,41 @@ void bench_attention(CudaBackend* b, double ceiling, Table* table) {
     s.free_all(b);
   }
   // Prefill: whole prompts, and the last 8k chunk of a 32k prompt (the long-context case of
-  // issue 20), on the wgmma kernel (where available) and the mma.sync one.
+  // issue 20), on the wgmma kernel (where available), the mma.sync one, and the FA3 kernel
+  // (attention_prefill_fa3.cu, sm_90a) without and with the consumers' ping-pong.
+  struct Kernel {
+    const char* name;
+    int wg, fa3;  // set_prefill_wgmma_enabled, set_prefill_fa3_mode
+  };
+  const Kernel kernels[] = {{"wgmma", 1, 0}, {"mma.sync", 0, 0}, {"fa3", 1, 1}, {"fa3-pingpong", 1, 2}};
   struct Pre { int n_seqs, n, ctx; };
   for (Pre pr : {Pre{1, 2048, 2048}, Pre{8, 512, 512}, Pre{1, 8192, 8192}, Pre{1, 8192, 32768}}) {
-    auto row_name = [&](bool wg) {
-      return std::string("attn prefill ") + (wg ? "wgmma" : "mma.sync") + " seqs=" + std::to_string(pr.n_seqs) +
-             " len=" + std::to_string(pr.n) + (pr.ctx != pr.n ? " ctx=" + std::to_string(pr.ctx) : "");
+    auto row_name = [&](const Kernel& k) {
+      return std::string("attn prefill ") + k.name + " seqs=" + std::to_string(pr.n_seqs) + " len=" + std::to_string(pr.n) +
+             (pr.ctx != pr.n ? " ctx=" + std::to_string(pr.ctx) : "");
     };
-    if (!attn_row_wanted(row_name(true)) && !attn_row_wanted(row_name(false))) continue;
+    if (std::none_of(std::begin(kernels), std::end(kernels), [&](const Kernel& k) { return attn_row_wanted(row_name(k)); }))
+      continue;
     PagedSetup s = make_paged(b, pr.n_seqs, pr.n, pr.ctx);
     (void)b->reserve_scratch(64u << 20);
     // Causal QK^T + PV: query i of a chunk sees ctx - n + i + 1 keys.
     const double keys = double(pr.n) * (pr.ctx - pr.n) + double(pr.n) * (pr.n + 1) / 2;
     const double flops = 4.0 * 128 * 28 * pr.n_seqs * keys;
-    for (bool wg : {true, false}) {
-      if ((wg && !prefill_wgmma_enabled()) || !attn_row_wanted(row_name(wg))) continue;
-      set_prefill_wgmma_enabled(wg);
+    const int fa3_was = prefill_fa3_mode();
+    const bool wg_available = prefill_wgmma_enabled();
+    for (const Kernel& k : kernels) {
+      set_prefill_fa3_mode(k.fa3);
+      // The wgmma-based rows run only where that kernel can (and the FA3 ones where it takes
+      // the shape), so no row measures a fallback under its name.
+      const bool runs = k.wg == 0 || (wg_available &&
+                                      (k.fa3 == 0 || attention_prefill_fa3_applies(s.p, attention_prefill_splits(s.p, b->n_sms()))));
+      if (!runs || !attn_row_wanted(row_name(k))) continue;
+      set_prefill_wgmma_enabled(k.wg == 1);
       Timing t = time_op(b->stream(), pr.n > 4096 ? 5 : 20, 3, [&](int) { (void)b->attention(s.p); });
       const double tf = flops / (t.median_us * 1e6);
-      table->add({row_name(wg), t, tf, "TFLOP/s", 100 * tf / 790.0});
+      table->add({row_name(k), t, tf, "TFLOP/s", 100 * tf / 790.0});
     }
+    set_prefill_fa3_mode(fa3_was);
     set_prefill_wgmma_enabled(true);
     s.free_all(b);
   }

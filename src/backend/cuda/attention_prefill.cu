@@ -12,7 +12,8 @@
 // P from registers and K / V read by the tensor cores straight from 128-byte-swizzled shared
 // tiles (wgmma.cuh), so no ldmatrix traffic; the softmax, masks, splits and the 8-bit widening
 // are shared with the mma.sync variant, which stays for other GPUs and as the A/B baseline
-// (FRUGAL_PREFILL_WGMMA=0).
+// (FRUGAL_PREFILL_WGMMA=0). With FRUGAL_PREFILL_FA3=1|2, launch_attention_prefill hands the
+// bf16, head_dim 128 cases it covers to attention_prefill_fa3.cu's warp-specialised kernel.
 #include <algorithm>
 #include <cstdlib>
 
@@ -638,6 +639,27 @@ bool prefill_wgmma_enabled() {
 
 void set_prefill_wgmma_enabled(bool on) { g_wgmma_mode = on ? 1 : 0; }
 
+// The FlashAttention-3-style kernel (attention_prefill_fa3.cu): opt-in while it is measured.
+// Same device condition and threading rule as the wgmma variant.
+namespace {
+int g_fa3_mode = -1;  // -1: unset (read FRUGAL_PREFILL_FA3 on first use), 0 off, 1 on, 2 ping-pong
+}  // namespace
+
+int prefill_fa3_mode() {
+  if (g_fa3_mode < 0) {
+    const char* e = std::getenv("FRUGAL_PREFILL_FA3");
+    g_fa3_mode = (e != nullptr && (e[0] == '1' || e[0] == '2')) ? e[0] - '0' : 0;
+  }
+  return g_fa3_mode;
+}
+
+void set_prefill_fa3_mode(int mode) { g_fa3_mode = mode; }
+
+bool attention_prefill_fa3_applies(const ops::AttentionParams& p, int n_splits) {
+  return prefill_fa3_mode() != 0 && g_wgmma_device && n_splits <= 1 && p.cache.cache_dtype == DType::kBF16 &&
+         p.cache.head_dim == 128 && p.sliding_window <= 0 && attention_prefill_supported(p);
+}
+
 bool prefill_split_enabled() {
   if (g_split_mode < 0) {
     const char* e = std::getenv("FRUGAL_PREFILL_SPLIT");
@@ -684,6 +706,7 @@ cudaError_t launch_attention_prefill(const ops::AttentionParams& p, int n_splits
     sp.part_o = static_cast<float*>(partials);
     sp.part_ml = reinterpret_cast<float2*>(sp.part_o + static_cast<size_t>(p.n_tokens) * p.n_head * n_splits * p.cache.head_dim);
   }
+  if (attention_prefill_fa3_applies(p, sp.n_splits)) return launch_attention_prefill_fa3(p, prefill_fa3_mode() == 2, stream);
   return p.cache.head_dim == 64 ? launch_d<64>(p, sp, stream) : launch_d<128>(p, sp, stream);
 }
 

@@ -179,6 +179,16 @@ size_t attention_prefill_scratch_bytes(const ops::AttentionParams& p, int n_spli
 void set_prefill_wgmma_device(int cc_major, int cc_minor);
 bool prefill_wgmma_enabled();
 void set_prefill_wgmma_enabled(bool on);
+// The FlashAttention-3-style prefill kernel (attention_prefill_fa3.cu: warp-specialised
+// producer / two consumers, 128 x 128 tiles, sm_90a): launch_attention_prefill takes it when
+// attention_prefill_fa3_applies(p, n_splits): mode on, a 9.0 device with sm_90a code (as the
+// wgmma variant), bf16 cache, head_dim 128, no sliding window, one split. Mode: 0 off (the
+// default for now), 1 on, 2 on with the consumers' GEMMs in ping-pong; FRUGAL_PREFILL_FA3=0|1|2
+// read at first use, set_prefill_fa3_mode for tests and benchmarks (same threading rule).
+int prefill_fa3_mode();
+void set_prefill_fa3_mode(int mode);
+bool attention_prefill_fa3_applies(const ops::AttentionParams& p, int n_splits);
+cudaError_t launch_attention_prefill_fa3(const ops::AttentionParams& p, bool ping_pong, cudaStream_t stream);
 cudaError_t launch_attention_prefill(const ops::AttentionParams& p, int n_splits, void* partials, cudaStream_t stream);
 // Merges per-split partials ([n_tokens, n_head, n_splits, D] unnormalized outputs and
 // (max in log2 units, sum) pairs) into p.out; shared by the split decode and prefill kernels.

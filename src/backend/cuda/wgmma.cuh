@@ -1,5 +1,6 @@
 // Hopper warpgroup MMA (wgmma.mma_async, sm_90a only) for kernels whose B operand sits in shared
-// memory in the 128-byte-swizzled layout and whose A operand comes from registers.
+// memory in the 128-byte-swizzled layout and whose A operand comes from registers or (the _ss
+// form) from shared memory in the same layout.
 //
 // The shared tile layout used here (for a bf16 operand whose rows are 128 bytes = 64 values):
 // row r's 16-byte chunk c is stored at r * 128 + ((c ^ (r % 8)) * 16) inside a 1024-byte
@@ -12,8 +13,11 @@
 //     bytes; its stride byte offset (SBO) is 1024, the distance between groups of 8 rows.
 //   - As an MN-major B (B[k][n] = tile[k][n]: rows are k, n contiguous; transpose flag 1): a
 //     64-wide n slice of the k16 step at k0 starts at row k0 of its column block; SBO is again
-//     1024, now between groups of 8 k rows. (The leading byte offset, the stride between 64-wide
-//     n blocks, is unused at n = 64 and set to the same 1024.)
+//     1024, now between groups of 8 k rows. The leading byte offset (LBO) is the stride between
+//     64-wide n blocks: unused at n = 64 (set to 1024), the column block size (rows * 128) when
+//     one wgmma spans n = 128.
+//   - As a K-major A (A[m][k] = tile[m][k], the shared-memory A of the _ss form): as a K-major
+//     B with rows m; a 64-row slice that starts at row 8i starts 8i * 128 bytes in.
 //
 // Register layouts (PTX ISA, "Register Fragments" of wgmma .m64nNk16): warp w of the warpgroup
 // owns rows 16w .. 16w + 15; per warp they are exactly mma.sync m16n8k16's (mma.cuh): A is the
@@ -46,10 +50,12 @@ __host__ __device__ constexpr uint32_t sw128_offset(int row, int chunk, int rows
   return static_cast<uint32_t>((chunk >> 3) * rows * 128 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
 }
 
-__device__ __forceinline__ uint64_t wgmma_desc_sw128(const void* smem) {
+// lbo: the leading byte offset, which only an MN-major operand wider than 64 uses.
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(const void* smem, uint32_t lbo = 1024) {
   const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   constexpr uint64_t kStride = 1024 >> 4;
-  return static_cast<uint64_t>((addr >> 4) & 0x3fffu) | (kStride << 16) | (kStride << 32) | (uint64_t{1} << 62);
+  return static_cast<uint64_t>((addr >> 4) & 0x3fffu) | (static_cast<uint64_t>(lbo >> 4) << 16) | (kStride << 32) |
+         (uint64_t{1} << 62);
 }
 
 __device__ __forceinline__ void fence_proxy_async() {
@@ -124,6 +130,85 @@ __device__ __forceinline__ void wgmma_m64n64k16_bf16(float (&d)[8][4], const uin
         "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
         "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
         "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kTransB), "r"(static_cast<int>(accumulate)));
+#else
+  (void)d, (void)a, (void)desc_b, (void)accumulate;
+  __trap();
+#endif
+}
+
+// d[64 x 128] (+)= A[64 x 16] * B[16 x 128], bf16 in, f32 accumulate, both operands by
+// descriptor (K-major: no transpose); accumulate = false overwrites d. d holds, per 8-column
+// block j, d[j][e] as in the layout above.
+__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+#if FRUGAL_WGMMA
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
+#else
+  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+  __trap();
+#endif
+}
+
+// d[64 x 128] (+)= a[64 x 16] * B[16 x 128]: a from registers as in wgmma_m64n64k16_bf16, B by
+// descriptor (kTransB: MN-major, whose two 64-wide n blocks lie the descriptor's leading byte
+// offset apart).
+template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[16][4], const uint32_t* a, uint64_t desc_b, bool accumulate) {
+#if FRUGAL_WGMMA
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %70, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, %69;\n"
+      "}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]),
+        "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]),
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+        "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]),
+        "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),
+        "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]),
+        "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),
+        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+        "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kTransB), "r"(static_cast<int>(accumulate)));
 #else
   (void)d, (void)a, (void)desc_b, (void)accumulate;
