@@ -276,6 +276,7 @@ TEST(CudaAttention, PrefillChunkNextToManyDecodes) {
 // multiple of the 128-query tile and n_q = 1 (rows of padding), offsets 0 and 256, block sizes
 // 16 and 32, groups of 4 and 7 query heads.
 TEST(CudaAttention, PrefillFa3RaggedBatches) {
+  (void)backend();  // creating it tells the prefill dispatch which device this is
   if (!prefill_wgmma_enabled()) GTEST_SKIP() << "the FA3 kernel needs sm_90a code and a 9.0 device";
   const std::vector<Variant> fa3 = {Variant{.split = false, .fa3 = 1, .expect_fa3 = true},
                                     Variant{.split = false, .fa3 = 2, .expect_fa3 = true},
@@ -405,6 +406,7 @@ TEST(CudaAttention, DecodeMmaDispatch) {
 // Which prefill launches the FA3 kernel takes (host side): bf16 cache, head_dim 128, no window,
 // one split, and only with its mode on (0 is the default for now).
 TEST(CudaAttention, PrefillFa3Dispatch) {
+  (void)backend();  // creating it tells the prefill dispatch which device this is
   if (!prefill_wgmma_enabled()) GTEST_SKIP() << "the FA3 kernel needs sm_90a code and a 9.0 device";
   ops::AttentionParams p = dispatch_params(1, 32768);
   p.n_tokens = 8192;

@@ -104,18 +104,28 @@ __device__ __forceinline__ int64_t key_slot(const int32_t* table, int j, int end
   return blk < 0 ? -1 : static_cast<int64_t>(blk) * bs + (j - page * bs);
 }
 
-// The producer's part of one K or V tile: keys [kb, kb + kBlockK) of kv head kvh from `cache`
-// into the swizzled tile `dst`. Thread t copies 16-byte chunk t % 16 of rows t / 16 + 8i
-// (i < 16): those rows share their swizzle (row % 8), so the destinations are 1024 apart.
-__device__ __forceinline__ void gather_tile(const ops::AttentionParams& p, const int32_t* table, const __nv_bfloat16* cache,
-                                            unsigned char* dst, int kb, int end, int kvh, int bs_shift) {
-  const int t = threadIdx.x, r0 = t >> 4, ch = t & 15;
+// Slots of a tile's 128 keys, four a lane (key kb + lane + 32m in slots[m], -1 past `end` or
+// unmapped): one table load each, all four in flight, once per tile for both K and V, so the
+// gathers below issue their copies without a table load in front of each.
+__device__ __forceinline__ void tile_slots(const int32_t* table, int kb, int end, int bs, int bs_shift, int (&slots)[4]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) slots[m] = static_cast<int>(key_slot(table, kb + lane + 32 * m, end, bs, bs_shift));
+}
+
+// The producer's part of one K or V tile: the tile's keys (slots from tile_slots) of kv head
+// kvh from `cache` into the swizzled tile `dst`. Thread t copies 16-byte chunk t % 16 of rows
+// t / 16 + 8i (i < 16): those rows share their swizzle (row % 8), so the destinations are 1024
+// apart; row 8i + r0's slot is held by lane 8(i % 4) + r0 as slots[i / 4].
+__device__ __forceinline__ void gather_tile(const ops::AttentionParams& p, const __nv_bfloat16* cache, unsigned char* dst,
+                                            const int (&slots)[4], int kvh) {
+  const int t = threadIdx.x, r0 = (t >> 4) & 7, ch = t & 15;
   unsigned char* d0 = dst + sw128_offset(r0, ch, kBlockK);
-  const int bs = p.cache.block_size, n_kv = p.cache.n_head_kv;
-#pragma unroll 4
+  const int n_kv = p.cache.n_head_kv;
+#pragma unroll
   for (int i = 0; i < kBlockK / 8; ++i) {
-    const int64_t slot = key_slot(table, kb + r0 + 8 * i, end, bs, bs_shift);
-    const int64_t off = slot < 0 ? 0 : (slot * n_kv + kvh) * kD + ch * 8;
+    const int slot = __shfl_sync(0xffffffffu, slots[i >> 2], 8 * (i & 3) + r0);
+    const int64_t off = slot < 0 ? 0 : (static_cast<int64_t>(slot) * n_kv + kvh) * kD + ch * 8;
     cp_async16(d0 + i * 1024, cache + off, slot >= 0);
   }
 }
@@ -190,11 +200,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int j = 0; j < n_tiles; ++j) {
       const int st = j & 1;
       const uint32_t parity = ((j >> 1) & 1) ^ 1;
+      int slots[4];
+      tile_slots(table, j * kBlockK, key_end, p.cache.block_size, bs_shift, slots);
       mbar_wait(bar(kEmptyK + st), parity);
-      gather_tile(p, table, kc, sk(st), j * kBlockK, key_end, kvh, bs_shift);
+      gather_tile(p, kc, sk(st), slots, kvh);
       mbar_arrive_cp_async(bar(kFullK + st));
       mbar_wait(bar(kEmptyV + st), parity);
-      gather_tile(p, table, vc, sv(st), j * kBlockK, key_end, kvh, bs_shift);
+      gather_tile(p, vc, sv(st), slots, kvh);
       mbar_arrive_cp_async(bar(kFullV + st));
     }
     asm volatile("cp.async.wait_all;" ::: "memory");  // leave no copy in flight behind an exited thread
