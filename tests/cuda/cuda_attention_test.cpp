@@ -404,7 +404,7 @@ TEST(CudaAttention, DecodeMmaDispatch) {
 }
 
 // Which prefill launches the FA3 kernel takes (host side): bf16 cache, head_dim 128, no window,
-// one split, and only with its mode on (0 is the default for now).
+// one split, and only with its mode on (1 is the default).
 TEST(CudaAttention, PrefillFa3Dispatch) {
   (void)backend();  // creating it tells the prefill dispatch which device this is
   if (!prefill_wgmma_enabled()) GTEST_SKIP() << "the FA3 kernel needs sm_90a code and a 9.0 device";

@@ -182,8 +182,8 @@ void set_prefill_wgmma_enabled(bool on);
 // The FlashAttention-3-style prefill kernel (attention_prefill_fa3.cu: warp-specialised
 // producer / two consumers, 128 x 128 tiles, sm_90a): launch_attention_prefill takes it when
 // attention_prefill_fa3_applies(p, n_splits): mode on, a 9.0 device with sm_90a code (as the
-// wgmma variant), bf16 cache, head_dim 128, no sliding window, one split. Mode: 0 off (the
-// default for now), 1 on, 2 on with the consumers' GEMMs in ping-pong; FRUGAL_PREFILL_FA3=0|1|2
+// wgmma variant), bf16 cache, head_dim 128, no sliding window, one split. Mode: 0 off, 1 on
+// (the default), 2 on with the consumers' GEMMs in ping-pong; FRUGAL_PREFILL_FA3=0|1|2
 // read at first use, set_prefill_fa3_mode for tests and benchmarks (same threading rule).
 int prefill_fa3_mode();
 void set_prefill_fa3_mode(int mode);

@@ -55,8 +55,10 @@ __device__ __forceinline__ void store_cache2(DType t, void* cache, int64_t i, fl
   }
 }
 
+// The cos / sin table is built before pdl_wait: positions and inv_freq are the step's inputs,
+// copied from the host before its first kernel and written by none, so the table's loads and
+// sincosf run under the qkv GEMV this kernel follows instead of after it.
 __global__ void __launch_bounds__(kWarps * 32) rope_kv_write_kernel(ops::RopeKvWriteParams p) {
-  pdl_wait();
   extern __shared__ float sc[];  // [half] cos, [half] sin
   const ops::RopeParams& r = p.rope;
   const ops::KvCacheLayer& c = p.kv.cache;
@@ -69,6 +71,7 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kv_write_kernel(ops::RopeKvW
     sc[i] = co * r.attention_factor;
     sc[half + i] = s * r.attention_factor;
   }
+  pdl_wait();
   __syncthreads();
   const int row = static_cast<int>(blockIdx.y) * kWarps + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (row >= r.n_head + 2 * r.n_head_kv) return;
