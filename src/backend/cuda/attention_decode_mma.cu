@@ -416,23 +416,9 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
     // ahead (an empty group past the keys keeps the count of groups uniform) and waits for its
     // own. The table entry of the next issue loads under the current iteration.
     const int n_it = (n_keys + KPI - 1) / KPI;
-    int slot_next = slot_at(0);
-#pragma unroll
-    for (int st = 0; st < NS - 1; ++st) {
-      if (st < n_it) {
-        issue(st, slot_next);
-        slot_next = slot_at(st + 1);
-      } else {
-        cp_async_commit();
-      }
-    }
+    int slot_next = cp_ring_start<NS>(n_it, issue, slot_at);
     for (int it = 0; it < n_it; ++it) {
-      if (it + NS - 1 < n_it) {
-        issue((it + NS - 1) % NS, slot_next);
-        if (it + NS < n_it) slot_next = slot_at(it + NS);
-      } else {
-        cp_async_commit();
-      }
+      cp_ring_advance<NS>(it, n_it, slot_next, issue, slot_at);
       cp_async_wait<NS - 1>();
       __syncwarp();  // every lane's copies of this stage are visible to the warp
       const unsigned char* sk = wstage + (it % NS) * T::kStageBytes;

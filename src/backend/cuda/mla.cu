@@ -380,25 +380,11 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // rows g, g + 8 (l: this lane's columns)
   const float score_scale = p.scale * 1.4426950408889634f;           // log2 units
   const int n_it = (hi - lo + kMmaKeys - 1) / kMmaKeys;
-  int slot_next = slot_at(0);
-#pragma unroll
-  for (int st = 0; st < kMmaStages - 1; ++st) {
-    if (st < n_it) {
-      issue(st, slot_next);
-      slot_next = slot_at(st + 1);
-    } else {
-      cp_async_commit();
-    }
-  }
+  int slot_next = cp_ring_start<kMmaStages>(n_it, issue, slot_at);
   for (int it = 0; it < n_it; ++it) {
     cp_async_wait<kMmaStages - 2>();  // this thread's copies of tile it have landed
     __syncthreads();  // everyone's have; tile it - 1's stage and S partials are consumed
-    if (it + kMmaStages - 1 < n_it) {
-      issue((it + kMmaStages - 1) % kMmaStages, slot_next);
-      if (it + kMmaStages < n_it) slot_next = slot_at(it + kMmaStages);
-    } else {
-      cp_async_commit();  // an empty group keeps the count uniform
-    }
+    cp_ring_advance<kMmaStages>(it, n_it, slot_next, issue, slot_at);
     const unsigned char* stage = smem + (it % kMmaStages) * kMmaStageBytes;
 
     // This warp's part of S = Q K^T; ldmatrix x4: keys (16 np + 8 (mat / 2) + mr), dims + 8 (mat % 2).

@@ -46,6 +46,38 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
+// A ring of NS cp.async stages over n_it iterations. issue(stage, slot) copies one iteration's
+// rows into a stage and commits them as one group; slot_at(it) is the table lookup that
+// iteration needs (loaded one issue ahead, so it lands under the current iteration's work).
+// cp_ring_start issues iterations 0 .. NS - 2 and returns the slot of iteration NS - 1;
+// cp_ring_advance, at iteration it, issues iteration it + NS - 1. Past the last iteration both
+// commit empty groups, so every iteration waits for the same count (cp_async_wait<NS - 2>
+// before the advance, NS - 1 after it).
+template <int NS, typename Issue, typename SlotAt>
+__device__ __forceinline__ int cp_ring_start(int n_it, Issue&& issue, SlotAt&& slot_at) {
+  int slot_next = slot_at(0);
+#pragma unroll
+  for (int st = 0; st < NS - 1; ++st) {
+    if (st < n_it) {
+      issue(st, slot_next);
+      slot_next = slot_at(st + 1);
+    } else {
+      cp_async_commit();
+    }
+  }
+  return slot_next;
+}
+
+template <int NS, typename Issue, typename SlotAt>
+__device__ __forceinline__ void cp_ring_advance(int it, int n_it, int& slot_next, Issue&& issue, SlotAt&& slot_at) {
+  if (it + NS - 1 < n_it) {
+    issue((it + NS - 1) % NS, slot_next);
+    if (it + NS < n_it) slot_next = slot_at(it + NS);
+  } else {
+    cp_async_commit();  // an empty group keeps the count uniform
+  }
+}
+
 // c += a * b. Not volatile: the "+f" operands carry every dependency, so the compiler may
 // interleave independent mmas (a dependent chain of mma.sync stalls the warp ~30 cycles a step).
 __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
