@@ -22,6 +22,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_quant.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/prefill_tiles.cuh"
 #include "backend/cuda/wgmma.cuh"
 
 namespace frugal::cuda {
@@ -47,28 +48,6 @@ __device__ __forceinline__ int tile_off(int r, int ch) {
   }
 }
 
-// Finds this block's (sequence, tile): sequences' tiles are numbered in order. Tiles within a
-// sequence are taken last-first so the long causal rows start early.
-__device__ bool find_tile(const ops::AttentionParams& p, int* seq, int* tile) {
-  __shared__ int s_seq, s_tile;
-  if (threadIdx.x == 0) {
-    s_seq = -1;
-    int b = blockIdx.x;
-    for (int s = 0; s < p.n_seqs; ++s) {
-      int n_tiles = (p.q_start[s + 1] - p.q_start[s] + kBlockQ - 1) / kBlockQ;
-      if (b < n_tiles) {
-        s_seq = s;
-        s_tile = n_tiles - 1 - b;
-        break;
-      }
-      b -= n_tiles;
-    }
-  }
-  __syncthreads();
-  *seq = s_seq;
-  *tile = s_tile;
-  return s_seq >= 0;
-}
 
 // Copies rows [0, kBlockQ) of a tile into shared memory; invalid rows become zeros.
 template <int D>
@@ -241,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, kWg ? 3 : 1) attention_prefill_kerne
   auto raw_scale = [&](int st) { return reinterpret_cast<float*>(raw0 + st * kRawStage + 2 * kBlockK * D); };
 
   int seq, tile;
-  if (!find_tile(p, &seq, &tile)) return;
+  if (!find_query_tile<kBlockQ>(p, &seq, &tile)) return;
   const int head = blockIdx.y;
   const int kvh = head / (p.n_head / p.cache.n_head_kv);
   const int q0 = p.q_start[seq], n_q = p.q_start[seq + 1] - q0, ctx = p.ctx_len[seq];

@@ -24,6 +24,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/prefill_tiles.cuh"
 #include "backend/cuda/wgmma.cuh"
 
 namespace frugal::cuda {
@@ -130,29 +131,6 @@ __device__ __forceinline__ void gather_tile(const ops::AttentionParams& p, const
   }
 }
 
-// Finds this block's (sequence, query tile): as attention_prefill.cu's find_tile, with
-// 128-query tiles, the last tile of a sequence first.
-__device__ bool find_tile(const ops::AttentionParams& p, int* seq, int* tile) {
-  __shared__ int s_seq, s_tile;
-  if (threadIdx.x == 0) {
-    s_seq = -1;
-    int b = blockIdx.x;
-    for (int s = 0; s < p.n_seqs; ++s) {
-      const int n_tiles = (p.q_start[s + 1] - p.q_start[s] + kBlockQ - 1) / kBlockQ;
-      if (b < n_tiles) {
-        s_seq = s;
-        s_tile = n_tiles - 1 - b;
-        break;
-      }
-      b -= n_tiles;
-    }
-  }
-  __syncthreads();
-  *seq = s_seq;
-  *tile = s_tile;
-  return s_seq >= 0;
-}
-
 #endif
 
 template <bool kPingPong>
@@ -179,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  if (!find_tile(p, &seq, &tile)) return;  // its __syncthreads also publishes the barriers
+  if (!find_query_tile<kBlockQ>(p, &seq, &tile)) return;  // its __syncthreads also publishes the barriers
   const int head = blockIdx.y;
   const int kvh = head / (p.n_head / p.cache.n_head_kv);
   const int q0 = p.q_start[seq], n_q = p.q_start[seq + 1] - q0, ctx = p.ctx_len[seq];
