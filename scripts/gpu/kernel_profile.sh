@@ -4,7 +4,8 @@
 # weights of a catalog config cut to LAYERS layers (per-layer kernels are the same at any depth;
 # the lm_head and sampling appear once a step) and ranks the kernels of the decode steps.
 #   bash scripts/gpu/kernel_profile.sh CATALOG_NAME LAYERS BATCH [DECODE_TOKENS]
-# DECODE_PROMPT (default 128) is the decode steps' prompt length (32768: decode at a 32k context).
+# DECODE_PROMPT (default 128) is the decode steps' prompt length (32768: decode at a 32k context);
+# PRECISION (default bf16) the dummy weights' --precision (int4, fp8, fp8-channel, ...).
 # Writes $OUT/prof_NAME_bBATCH.{csv,txt}. Needs a built build-gpu (scripts/gpu/check.sh build).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
@@ -20,7 +21,7 @@ json.dump(c, open(p, "w"), indent=1)
 EOF
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "no ncu"; exit 1; }
-TAG="prof_${NAME}_b${BATCH}${DECODE_PROMPT:+_ctx$DECODE_PROMPT}"
+TAG="prof_${NAME}_b${BATCH}${DECODE_PROMPT:+_ctx$DECODE_PROMPT}${PRECISION:+_$PRECISION}"
 # Steps of the bench: prefill of BATCH prompts, then TOKENS decode steps; the ranking keeps the
 # launches after the last prefill-sized attention, which the summary below finds by step marks.
 # BATCH "pN": one N-token prefill instead of decode steps (its step is the one ranked).
@@ -31,7 +32,7 @@ else
         --max-num-seqs "$BATCH")
 fi
 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$OUT/$TAG.csv" \
-  "$BUILD_DIR/src/cli/frugal" bench offline --dummy-weights "$DIR/config.json" --device cuda "${ARGS[@]}" \
+  "$BUILD_DIR/src/cli/frugal" bench offline --dummy-weights "$DIR/config.json" --device cuda --precision "${PRECISION:-bf16}" "${ARGS[@]}" \
   >"$OUT/$TAG.bench.txt" 2>&1
 echo "ncu rc $?"
 python3 - "$OUT/$TAG.csv" "$TOKENS" "$LAYERS" "$BATCH" >"$OUT/$TAG.txt" <<'EOF'

@@ -75,7 +75,7 @@ void register_bench(CLI::App& app) {
   off->add_option("--model", a->model, "HF model directory (default: the embedded model)");
   off->add_option("--dummy-weights", a->dummy_config, "config.json: random weights of this architecture");
   off->add_option("--precision", a->o.precision,
-                  "dummy weights' linears: bf16 | int8 | int4 | fp8 | nf4 (a checkpoint's own format otherwise)")
+                  "dummy weights' linears: bf16 | int8 | int4 | fp8 | fp8-channel | nf4 (a checkpoint's own format otherwise)")
       ->capture_default_str();
   off->add_option("--device", a->o.engine.device, "cpu | cuda | cuda:N")->capture_default_str();
   off->add_option("--threads", a->o.engine.threads, "CPU threads (0 = all)");

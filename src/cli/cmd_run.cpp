@@ -201,7 +201,7 @@ void register_run(CLI::App& app) {
   cmd->add_option("--seed", args->seed, "sampling seed (default: random)");
   cmd->add_option("--device", args->device, "cpu, cuda, cuda:N, or ref (the slow exact oracle)")->capture_default_str();
   cmd->add_flag("--dummy-weights", args->dummy_weights, "random weights of the config's shape (speed work)");
-  cmd->add_option("--precision", args->precision, "dummy weights' linears: bf16 | int8 | int4 | fp8 | nf4")
+  cmd->add_option("--precision", args->precision, "dummy weights' linears: bf16 | int8 | int4 | fp8 | fp8-channel | nf4")
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating past eos");
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all)");

@@ -112,7 +112,7 @@ void register_serve(CLI::App& app) {
   auto& e = args->engine;
   cmd->add_option("--device", e.device, "cpu | cuda | cuda:N")->capture_default_str();
   cmd->add_flag("--dummy-weights", e.dummy_weights, "random weights of the config's shape (speed work)");
-  cmd->add_option("--precision", e.weight_precision, "dummy weights' linears: bf16 | int8 | int4 | fp8 | nf4")
+  cmd->add_option("--precision", e.weight_precision, "dummy weights' linears: bf16 | int8 | int4 | fp8 | fp8-channel | nf4")
       ->capture_default_str();
   cmd->add_option("--threads", e.threads, "CPU compute threads (0 = all)");
   cmd->add_option("--kv-cache-dtype,--kv-dtype", e.kv_cache_dtype,

@@ -29,7 +29,7 @@ int64_t inter_split_unit(const std::string& dir, const LoadOptions& opts) {
     switch (opts.dummy_precision) {
       case DummyPrecision::kInt4: case DummyPrecision::kFp8: return 128;
       case DummyPrecision::kNf4: return 64;
-      case DummyPrecision::kDense: case DummyPrecision::kInt8: return 1;
+      case DummyPrecision::kDense: case DummyPrecision::kInt8: case DummyPrecision::kFp8Channel: return 1;
     }
     return 1;
   }

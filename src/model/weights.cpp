@@ -136,7 +136,8 @@ Result<quant::QuantWeight> dummy_quant(const ops::WeightFormat& f, int64_t n, in
   });
   std::fill(w.scale.begin(), w.scale.end(), scale);
   if (offset != 0) w.offset.assign(static_cast<size_t>(n * w.n_groups), offset);
-  w.spec.source = f.scheme == ops::WeightScheme::kFp8 ? quant::SourceFormat::kFp8Block
+  w.spec.source = f.scheme == ops::WeightScheme::kFp8 ? (f.group_k == 0 && f.group_n == 1 ? quant::SourceFormat::kFp8Channel
+                                                                                         : quant::SourceFormat::kFp8Block)
                   : f.scheme == ops::WeightScheme::kNf4 ? quant::SourceFormat::kNf4
                   : f.scheme == ops::WeightScheme::kInt4 ? quant::SourceFormat::kAwqGemm
                                                           : quant::SourceFormat::kInt8Channel;
@@ -215,8 +216,9 @@ Result<DummyPrecision> parse_dummy_precision(const std::string& s) {
   if (s == "int8") return DummyPrecision::kInt8;
   if (s == "int4") return DummyPrecision::kInt4;
   if (s == "fp8") return DummyPrecision::kFp8;
+  if (s == "fp8-channel") return DummyPrecision::kFp8Channel;
   if (s == "nf4") return DummyPrecision::kNf4;
-  return invalid_argument("--precision: unknown '" + s + "' (expected bf16, int8, int4, fp8 or nf4)");
+  return invalid_argument("--precision: unknown '" + s + "' (expected bf16, int8, int4, fp8, fp8-channel or nf4)");
 }
 
 const char* dummy_precision_name(DummyPrecision p) {
@@ -225,6 +227,7 @@ const char* dummy_precision_name(DummyPrecision p) {
     case DummyPrecision::kInt8: return "int8";
     case DummyPrecision::kInt4: return "int4";
     case DummyPrecision::kFp8: return "fp8";
+    case DummyPrecision::kFp8Channel: return "fp8-channel";
     case DummyPrecision::kNf4: return "nf4";
   }
   return "?";
@@ -236,6 +239,7 @@ ops::WeightFormat dummy_linear_format(DummyPrecision p, DType dtype, int64_t k) 
     case DummyPrecision::kInt8: return ops::quant_format(ops::WeightScheme::kInt8, k, 0, false, 1);
     case DummyPrecision::kInt4: return ops::quant_format(ops::WeightScheme::kInt4, k, 128, true, 1);
     case DummyPrecision::kFp8: return ops::quant_format(ops::WeightScheme::kFp8, k, 128, false, 128);
+    case DummyPrecision::kFp8Channel: return ops::quant_format(ops::WeightScheme::kFp8, k, 0, false, 1);
     case DummyPrecision::kNf4: return ops::quant_format(ops::WeightScheme::kNf4, k, 64, false, 1);
   }
   return ops::dense_format(dtype);

@@ -57,12 +57,14 @@ struct Embedding {
 
 // Precision of the dummy weights' linear projections (embeddings, norms, biases, lm_head and
 // routers stay in `dtype`): the formats `frugal plan --precision` counts (dummy_linear_format).
-enum class DummyPrecision : uint8_t { kDense, kInt8, kInt4, kFp8, kNf4 };
-// "bf16" (or f16/f32: dense in that dtype) / "int8" / "int4" / "fp8" / "nf4".
+enum class DummyPrecision : uint8_t { kDense, kInt8, kInt4, kFp8, kFp8Channel, kNf4 };
+// "bf16" (or f16/f32: dense in that dtype) / "int8" / "int4" / "fp8" / "fp8-channel" / "nf4".
 Result<DummyPrecision> parse_dummy_precision(const std::string& s);
 const char* dummy_precision_name(DummyPrecision p);
 // The format of a dummy linear with k inputs (ops::quant_format): int8 per channel; int4 with
-// zero points (offsets) in groups of 128; fp8 e4m3 with 128 x 128 block scales; nf4 absmax per
+// zero points (offsets) in groups of 128; fp8 e4m3 with 128 x 128 block scales (DeepSeek-V3's
+// recipe); fp8-channel e4m3 with one scale per output channel (compressed-tensors' FP8-dynamic
+// checkpoints, W8A8 with per-token activation scales); nf4 absmax per
 // 64 (groups halved while they do not divide k); dense `dtype` for kDense. `frugal plan
 // --precision` counts the same formats (plan/weights.cpp).
 ops::WeightFormat dummy_linear_format(DummyPrecision p, DType dtype, int64_t k);

@@ -169,6 +169,23 @@ TEST(QuantLoadErrors, NameTheTensorAndTheField) {
   EXPECT_TRUE(has(e, "model.layers.0.mlp.gate_proj") && has(e, "1024")) << e;
 }
 
+// The dummy formats are the ones weights.h names: fp8 with DeepSeek-V3's 128 x 128 blocks,
+// fp8-channel with one scale per output row and none along k (compressed-tensors FP8-dynamic).
+TEST(QuantDummy, Fp8FormatsAreBlockAndChannel) {
+  auto block = parse_dummy_precision("fp8"), channel = parse_dummy_precision("fp8-channel");
+  ASSERT_TRUE(block.is_ok() && channel.is_ok());
+  const ops::WeightFormat b = dummy_linear_format(*block, DType::kBF16, 3584);
+  const ops::WeightFormat c = dummy_linear_format(*channel, DType::kBF16, 3584);
+  EXPECT_EQ(b.scheme, ops::WeightScheme::kFp8);
+  EXPECT_EQ(b.group_k, 128);
+  EXPECT_EQ(b.group_n, 128);
+  EXPECT_EQ(c.scheme, ops::WeightScheme::kFp8);
+  EXPECT_EQ(c.group_k, 0);
+  EXPECT_EQ(c.group_n, 1);
+  EXPECT_STREQ(dummy_precision_name(*channel), "fp8-channel");
+  EXPECT_FALSE(parse_dummy_precision("fp8-block").is_ok());
+}
+
 // Routers are never quantized: under every dummy precision a MoE config's router tensors stay
 // in the dense dtype while its expert linears take the format.
 TEST(QuantDummy, MoeRoutersStayPreciseUnderEveryPrecision) {
@@ -176,7 +193,8 @@ TEST(QuantDummy, MoeRoutersStayPreciseUnderEveryPrecision) {
   ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
   const auto specs = tensor_specs(*cfg);
   ASSERT_TRUE(std::any_of(specs.begin(), specs.end(), [](const auto& s) { return s.role == TensorRole::kRouter; }));
-  for (DummyPrecision p : {DummyPrecision::kInt8, DummyPrecision::kInt4, DummyPrecision::kFp8, DummyPrecision::kNf4}) {
+  for (DummyPrecision p : {DummyPrecision::kInt8, DummyPrecision::kInt4, DummyPrecision::kFp8, DummyPrecision::kFp8Channel,
+                           DummyPrecision::kNf4}) {
     SCOPED_TRACE(dummy_precision_name(p));
     auto backend = make_cpu_backend();
     auto ws = WeightStore::dummy(specs, {.dtype = DType::kBF16, .seed = 1, .precision = p}, backend.get());
@@ -242,7 +260,8 @@ TEST(QuantDummy, EveryPrecisionRunsATinyModel) {
   cfg["num_attention_heads"] = 4;
   cfg["num_key_value_heads"] = 2;
   frugal::testing::write_text(dir + "/config.json", cfg.dump(2));
-  for (DummyPrecision p : {DummyPrecision::kInt8, DummyPrecision::kInt4, DummyPrecision::kFp8, DummyPrecision::kNf4}) {
+  for (DummyPrecision p : {DummyPrecision::kInt8, DummyPrecision::kInt4, DummyPrecision::kFp8, DummyPrecision::kFp8Channel,
+                           DummyPrecision::kNf4}) {
     SCOPED_TRACE(dummy_precision_name(p));
     auto backend = make_cpu_backend();
     auto m = Model::load(dir + "/config.json", backend.get(),
