@@ -7,10 +7,15 @@
 // are not a multiple of 4 run their last 1-3 tokens through the weight-only GEMV.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include <cuda_fp8.h>
+
+#include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 #include "ops/weight_format.h"
 
@@ -99,6 +104,58 @@ void check_w8a8(const W8a8Case& c, std::mt19937& rng) {
         ADD_FAILURE() << what << " at [" << i << ", " << o << "]: got " << g << " want " << want << " bound " << bound;
     }
   EXPECT_EQ(bad, 0) << what;
+}
+
+// The activation quantization alone, byte for byte: codes are the saturating round-to-nearest
+// E4M3 of x * 448 / amax (cuda_fp8.h's host conversion as the oracle), zero past k, and the
+// scale amax / 448, per token and per (token, 128 inputs). Rows of 36 inputs (k % 8 != 0) and a
+// row stride that is not a multiple of 8 take the scalar kernels, the rest the vector kernels
+// (1, 2, 4 and 8 vectors a thread: k 200 .. 18944).
+TEST(CudaW8a8, ActivationQuantizationExact) {
+  std::mt19937 rng(35);
+  struct Case { int64_t m, k, ld_x; };
+  for (bool per_128 : {false, true})
+    for (Case c : {Case{3, 200, 208}, Case{5, 3584, 3592}, Case{2, 4480, 4488}, Case{4, 18944, 18952}, Case{3, 12800, 12808},
+                   Case{3, 36, 44}, Case{2, 512, 516}}) {
+      const std::string what = std::string(per_128 ? "per 128" : "per token") + " m=" + std::to_string(c.m) +
+                               " k=" + std::to_string(c.k) + " ld_x=" + std::to_string(c.ld_x);
+      const int64_t k_pad = (c.k + 31) / 32 * 32, kb = (k_pad + 127) / 128, ld_s = (c.m + 3) / 4 * 4;
+      Tensor x(DType::kBF16, c.m * c.ld_x);
+      x.fill_uniform(rng, -2.f, 2.f);
+      x.set(1, 9.f);     // an outlier in token 0
+      x.set(c.k, 50.f);  // past k in token 0's row gap: ignored
+      x.to_device();
+      const int64_t n_scales = per_128 ? kb * ld_s : c.m;
+      Tensor xq(DType::kU8, c.m * k_pad), xs(DType::kF32, n_scales);
+      xq.to_device();
+      xs.to_device();
+      ASSERT_EQ(launch_quantize_fp8_act(x.dev, DType::kBF16, c.ld_x, c.m, c.k, k_pad, per_128, static_cast<uint8_t*>(xq.dev),
+                                        static_cast<float*>(xs.dev), ld_s, backend()->stream()),
+                cudaSuccess) << what;
+      std::vector<uint8_t> got_q, got_s;
+      xq.from_device(&got_q, what);
+      xs.from_device(&got_s, what);
+      int64_t bad = 0;
+      for (int64_t t = 0; t < c.m; ++t)
+        for (int64_t b = 0; b < (per_128 ? kb : 1); ++b) {
+          const int64_t j0 = per_128 ? b * 128 : 0, j1 = per_128 ? std::min(k_pad, j0 + 128) : k_pad;
+          float amax = 0.f;
+          for (int64_t j = j0; j < std::min(j1, c.k); ++j) amax = std::max(amax, std::fabs(x.get(t * c.ld_x + j)));
+          const float inv = amax > 0.f ? 448.f / amax : 0.f;
+          float got_scale;
+          std::memcpy(&got_scale, got_s.data() + 4 * (per_128 ? b * ld_s + t : t), 4);
+          EXPECT_EQ(got_scale, amax / 448.f) << what << " token " << t << " block " << b;
+          for (int64_t j = j0; j < j1; ++j) {
+            const uint8_t want = j < c.k ? static_cast<uint8_t>(__nv_cvt_float_to_fp8(x.get(t * c.ld_x + j) * inv,
+                                                                                        __NV_SATFINITE, __NV_E4M3))
+                                         : 0;
+            if (got_q[static_cast<size_t>(t * k_pad + j)] != want && bad++ < 5)
+              ADD_FAILURE() << what << " at [" << t << ", " << j << "]: got " << int(got_q[static_cast<size_t>(t * k_pad + j)])
+                            << " want " << int(want);
+          }
+        }
+      EXPECT_EQ(bad, 0) << what;
+    }
 }
 
 TEST(CudaW8a8, Fp8WeightsFp8Activations) {

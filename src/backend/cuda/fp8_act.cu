@@ -1,6 +1,7 @@
 // FP8 W8A8 operands for cuBLASLt's FP8 GEMM (gemm_lt.h, LtGemm::run_fp8): the activations
 // quantized to E4M3 on the fly with dynamic scales, and the weight's scales in the layout cuBLASLt
 // reads. See kernels.h for the layouts.
+#include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -60,6 +61,86 @@ __global__ void quantize_fp8_per_128_kernel(const void* x, DType x_dtype, int64_
   if (lane == 0) xs[b * ld_s + t] = amax / kE4m3Max;
 }
 
+// The vector forms of the two kernels above, for bf16 x with 16-byte aligned rows and k % 8 == 0
+// (every projection of the models frugal runs): 16-byte loads, 8-byte stores, and the
+// values rounded from registers, so x is read once. The codes and scales are bit for bit the
+// ones the scalar kernels write (the same amax, the same 448 / amax, the same per-element
+// E4M3 rounding). Profiled on 2026-12-03 (H200, 7B, 8192-token steps): the scalar per-token
+// kernel took 485 us for the down projection's 8192 x 18944 input and 76 us for 8192 x 3584,
+// 3-5x their bytes at the copy ceiling.
+__device__ __forceinline__ float amax_bf16x8(const uint4& v) {
+  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+  __nv_bfloat162 m = __habs2(h[0]);
+#pragma unroll
+  for (int i = 1; i < 4; ++i) m = __hmax2(m, __habs2(h[i]));
+  return fmaxf(__bfloat162float(m.x), __bfloat162float(m.y));
+}
+
+__device__ __forceinline__ uint2 e4m3x8(const uint4& v, float inv) {
+  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+  uint32_t w[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float2 a = __bfloat1622float2(h[2 * i]), b = __bfloat1622float2(h[2 * i + 1]);
+    const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a.x * inv, a.y * inv), __NV_SATFINITE, __NV_E4M3);
+    const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(b.x * inv, b.y * inv), __NV_SATFINITE, __NV_E4M3);
+    w[i] = lo | (hi << 16);
+  }
+  return make_uint2(w[0], w[1]);
+}
+
+// Per token: one block per token row, V 16-byte vectors per thread held in registers.
+constexpr int kVecThreads = 512;
+template <int V>
+__global__ void __launch_bounds__(kVecThreads) quantize_fp8_per_token_vec_kernel(const __nv_bfloat16* x, int64_t ld_x,
+                                                                                  int64_t k, int64_t k_pad, uint8_t* xq,
+                                                                                  float* xs) {
+  pdl_wait();
+  __shared__ float red[32];
+  const int64_t t = blockIdx.x;
+  const auto* row = reinterpret_cast<const uint4*>(x + t * ld_x);
+  const int nv = static_cast<int>(k / 8);
+  uint4 v[V];
+  float amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int j = threadIdx.x + i * kVecThreads;
+    v[i] = j < nv ? row[j] : make_uint4(0, 0, 0, 0);
+    amax = fmaxf(amax, amax_bf16x8(v[i]));
+  }
+  amax = block_max(amax, red);
+  const float inv = amax > 0.f ? kE4m3Max / amax : 0.f;
+  auto* out = reinterpret_cast<uint2*>(xq + t * k_pad);
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int j = threadIdx.x + i * kVecThreads;
+    if (j < nv) out[j] = e4m3x8(v[i], inv);
+  }
+  for (int64_t j = k + threadIdx.x; j < k_pad; j += kVecThreads) xq[t * k_pad + j] = 0;
+  if (threadIdx.x == 0) xs[t] = amax / kE4m3Max;
+}
+
+// Per token and 128 inputs: 16 lanes per (token, 128-block), one 16-byte vector each.
+__global__ void quantize_fp8_per_128_vec_kernel(const __nv_bfloat16* x, int64_t ld_x, int64_t m, int64_t k,
+                                                int64_t k_pad, uint8_t* xq, float* xs, int64_t ld_s) {
+  pdl_wait();
+  const int64_t item = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 4;
+  const int lane = threadIdx.x & 15;
+  const int64_t kb = ceil_div(k_pad, 128);
+  // Every lane of the warp stays to the shuffles (a half past the last item loads nothing).
+  const bool live = item < m * kb;
+  const int64_t t = live ? item / kb : 0, b = live ? item % kb : 0;
+  const int64_t j = b * 128 + 8 * lane;
+  const uint4 v = live && j < k ? *reinterpret_cast<const uint4*>(x + t * ld_x + j) : make_uint4(0, 0, 0, 0);
+  float amax = amax_bf16x8(v);
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o, 16));
+  if (!live) return;
+  const float inv = amax > 0.f ? kE4m3Max / amax : 0.f;
+  if (j < k_pad) *reinterpret_cast<uint2*>(xq + t * k_pad + j) = e4m3x8(v, inv);
+  if (lane == 0) xs[b * ld_s + t] = amax / kE4m3Max;
+}
+
 // The weight's scales for cuBLASLt: per tensor -> one per output row; 128 x 128 blocks with a
 // k-block count that is not a multiple of 4 -> rows padded to a multiple of 4.
 __global__ void fp8_weight_scales_kernel(const float* s, int64_t rows, int64_t cols, int64_t ld_out, bool broadcast,
@@ -76,6 +157,28 @@ __global__ void fp8_weight_scales_kernel(const float* s, int64_t rows, int64_t c
 cudaError_t launch_quantize_fp8_act(const void* x, DType x_dtype, int64_t ld_x, int64_t m, int64_t k, int64_t k_pad,
                                     bool per_128, uint8_t* xq, float* xs, int64_t ld_s, cudaStream_t stream) {
   if (m == 0) return cudaSuccess;
+  const bool vec = x_dtype == DType::kBF16 && k % 8 == 0 && ld_x % 8 == 0 && k_pad % 8 == 0 &&
+                   reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  const auto* xb = static_cast<const __nv_bfloat16*>(x);
+  if (vec && per_128) {
+    const int threads = 256;
+    const int64_t lanes = m * ceil_div(k_pad, 128) * 16;
+    return launch_kernel(quantize_fp8_per_128_vec_kernel, static_cast<unsigned>(ceil_div(lanes, threads)), threads, 0,
+                         stream, xb, ld_x, m, k, k_pad, xq, xs, ld_s);
+  }
+  if (vec) {
+    // V vectors of 8 per thread: rows of up to 8 x 4096 inputs (the 7B down projection: 18944).
+    const int64_t v = ceil_div(k / 8, kVecThreads);
+    const unsigned grid = static_cast<unsigned>(m);
+    switch (v) {
+      case 0: case 1: return launch_kernel(quantize_fp8_per_token_vec_kernel<1>, grid, kVecThreads, 0, stream, xb, ld_x, k, k_pad, xq, xs);
+      case 2: return launch_kernel(quantize_fp8_per_token_vec_kernel<2>, grid, kVecThreads, 0, stream, xb, ld_x, k, k_pad, xq, xs);
+      case 3: case 4: return launch_kernel(quantize_fp8_per_token_vec_kernel<4>, grid, kVecThreads, 0, stream, xb, ld_x, k, k_pad, xq, xs);
+      case 5: case 6: case 7: case 8:
+        return launch_kernel(quantize_fp8_per_token_vec_kernel<8>, grid, kVecThreads, 0, stream, xb, ld_x, k, k_pad, xq, xs);
+      default: break;  // longer rows: the scalar kernel
+    }
+  }
   if (!per_128)
     return launch_kernel(quantize_fp8_per_token_kernel, static_cast<unsigned>(m), 256, 0, stream, x, x_dtype, ld_x, k,
                          k_pad, xq, xs);
