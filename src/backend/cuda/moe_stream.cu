@@ -90,8 +90,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2) moe_stream_kernel(ops::M
   const int w_chunks = row0 < N ? n_chunks : 0;  // a warp wholly past N loads nothing
   const bool vec_w = K % 8 == 0 && reinterpret_cast<uintptr_t>(w0) % 16 == 0 && reinterpret_cast<uintptr_t>(w1) % 16 == 0;
   const bool vec_x = K % 8 == 0 && a_rows_aligned<kGateUp>(p);
-  tile_a_rows<kGateUp, kStreamBM>(arow, p, l, r0, rows);
-  __syncthreads();
 
   // x slab `slab` (chunks [slab * 4 kStreamSlabQ, ...) of the tile's 8 nt token rows) into
   // buffer buf: cp.async (zeros past the rows and past K), or element by element when the rows
@@ -129,7 +127,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2) moe_stream_kernel(ops::M
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[t][i] = 0.f;
     uint4 va[U], vb[U];
-    load(0, va, vb);  // the weights first: they need nothing from the staging
+    load(0, va, vb);  // the weights first: in flight while the tile's row pointers are resolved
+    tile_a_rows<kGateUp, kStreamBM>(arow, p, l, r0, rows);
+    __syncthreads();
     stage(0, 0);
     for (int slab = 0; slab < n_slabs; ++slab) {
       cp_async_wait<0>();
