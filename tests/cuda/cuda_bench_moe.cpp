@@ -3,7 +3,8 @@
 // for a decode step of 16, 64, 256 and 512 sequences (1.5, 6, 24 and 48 rows per expert on
 // average). 16: the GEMVs (the default there) against the streaming kernels
 // (FRUGAL_MOE_STREAM=all). 64 to 512: the streaming kernels (the default) against the WMMA
-// tiles they replace (FRUGAL_MOE_STREAM=0) and the mma.sync kernels (FRUGAL_MOE_MMA=1). GB/s
+// tiles they replace (FRUGAL_MOE_STREAM=0), the mma.sync kernels (FRUGAL_MOE_MMA=1) and the
+// streaming kernels with 4 quads a warp an iteration (FRUGAL_MOE_STREAM_U=4). GB/s
 // counts the weights of the experts any token chose (each read once at best: from 64 tokens on,
 // every expert), against the copy ceiling. Then 8192 tokens (a prefill step, 768 rows per
 // expert: compute), the WMMA 64-row tiles (the default there) against the mma.sync kernels
@@ -43,8 +44,10 @@ void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
     const char* label;
     MoeStream stream;
     MoeMma mma;
+    int stream_u = 0;
   };
-  const Run stream_default{"stream", MoeStream::kDecode, MoeMma::kOff}, stream_all{"stream (all)", MoeStream::kAll, MoeMma::kOff},
+  const Run stream_default{"stream", MoeStream::kDecode, MoeMma::kOff}, stream_u4{"stream u=4", MoeStream::kDecode, MoeMma::kOff, 4},
+      stream_all{"stream (all)", MoeStream::kAll, MoeMma::kOff},
       gemv{"gemv", MoeStream::kDecode, MoeMma::kOff}, wmma{"wmma (old)", MoeStream::kOff, MoeMma::kOff},
       mma_decode{"mma.sync", MoeStream::kOff, MoeMma::kDecode}, mma_all{"mma.sync", MoeStream::kOff, MoeMma::kAll};
   for (int64_t n : {16, 64, 256, 512, 8192}) {
@@ -71,10 +74,11 @@ void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
     const bool prefill = n > 512;
     const std::vector<Run> runs = n <= 16 ? std::vector<Run>{gemv, stream_all}
                                   : prefill ? std::vector<Run>{wmma, mma_all}
-                                            : std::vector<Run>{wmma, mma_decode, stream_default};
+                                            : std::vector<Run>{wmma, mma_decode, stream_default, stream_u4};
     for (const Run& run : runs) {
       set_moe_stream(run.stream);
       set_moe_mma(run.mma);
+      set_moe_stream_u(run.stream_u);
       Timing t = time_op(b->stream(), prefill ? 10 : 30, prefill ? 2 : 5, [&](int) { (void)b->moe_experts(p); });
       const std::string name = "moe_experts v2-lite " + std::to_string(n) + " tok top-6 " + run.label;
       if (prefill) {
@@ -88,6 +92,7 @@ void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
   }
   set_moe_mma(mma_was);
   set_moe_stream(stream_was);
+  set_moe_stream_u(0);
   for (void* d : owned) b->free(d);
 }
 

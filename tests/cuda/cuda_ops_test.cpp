@@ -439,11 +439,13 @@ TEST(CudaOps, MoeExpertsSubsetRanges) {
   }
 }
 
-// One way to run the expert GEMMs: the switches, and the path they must give.
+// One way to run the expert GEMMs: the switches, and the path they must give (stream_u: the
+// streaming kernels' quads a warp an iteration, 0 for the default).
 struct MoeRun {
   MoeStream stream;
   MoeMma mma;
   MoePath path;
+  int stream_u = 0;
 };
 
 std::string moe_path_name(MoePath path) {
@@ -524,14 +526,16 @@ void check_moe_rows(const std::vector<int32_t>& counts, const std::vector<MoeRun
     const MoeStream stream_was = moe_stream();
     for (const MoeRun& run : runs) {
       const std::string what = name + " hidden=" + std::to_string(s.hidden) + " inter=" + std::to_string(s.inter) + " " +
-                               moe_path_name(run.path);
+                               moe_path_name(run.path) + (run.stream_u ? " u=" + std::to_string(run.stream_u) : "");
       out.to_device();  // the starting values again
       set_moe_stream(run.stream);
       set_moe_mma(run.mma);
+      set_moe_stream_u(run.stream_u);
       EXPECT_EQ(moe_experts_path(p), run.path) << what << ": ran " << moe_path_name(moe_experts_path(p));
       const Status st = backend()->moe_experts(p);
       set_moe_stream(stream_was);
       set_moe_mma(mma_was);
+      set_moe_stream_u(0);
       ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
       expect_close(out, want, tol_for(DType::kBF16), what);
     }
@@ -540,10 +544,11 @@ void check_moe_rows(const std::vector<int32_t>& counts, const std::vector<MoeRun
 
 // 0, 1, 17, 33, 64 and 85 rows (none, one, past one and two 8-token n-tiles and 16-row MMA
 // tiles, one whole 64-row tile, a 64-row tile and a 21-row one), 33 on average: the streaming
-// kernels by default; the mma.sync kernels where asked for (an explicit ask wins); the 16-row
-// WMMA tiles (the A/B baseline) with both off.
+// kernels by default (and with 4 quads a warp an iteration); the mma.sync kernels where asked
+// for (an explicit ask wins); the 16-row WMMA tiles (the A/B baseline) with both off.
 TEST(CudaOps, MoeExpertsRowsPerExpert) {
   check_moe_rows({0, 1, 17, 33, 64, 85}, {{MoeStream::kDecode, MoeMma::kOff, MoePath::kStream},
+                                         {MoeStream::kDecode, MoeMma::kOff, MoePath::kStream, 4},
                                          {MoeStream::kDecode, MoeMma::kDecode, MoePath::kMma},
                                          {MoeStream::kOff, MoeMma::kOff, MoePath::kWmma16}});
 }

@@ -46,6 +46,10 @@ void set_moe_mma(MoeMma m);
 enum class MoeStream { kOff, kDecode, kAll };
 MoeStream moe_stream();
 void set_moe_stream(MoeStream s);
+// Quads (32 k, 1 KB of a 16-row tile) a warp of the streaming kernels loads an iteration, 2 or
+// 4 (twice that in flight): FRUGAL_MOE_STREAM_U, default 2; set_moe_stream_u (0: back to that).
+int moe_stream_u();
+void set_moe_stream_u(int u);
 enum class MoePath { kGemv, kStream, kMma, kWmma16, kWmma64 };
 // The expert GEMMs launch_moe_experts runs for p under the current switches.
 MoePath moe_experts_path(const ops::MoeExpertsParams& p);

@@ -70,7 +70,7 @@ __device__ __forceinline__ void tile_a_rows(const bf16** arow, const ops::MoeExp
 }
 
 // The streaming GEMMs (moe_stream.cu) over the tiles of a permute with bm = kStreamBM: gate_up
-// into l.h, then down into l.y. stream_u: FRUGAL_MOE_STREAM_U (2 or 4), read once.
+// into l.h, then down into l.y, with moe_stream_u() quads a warp an iteration (kernels.h).
 constexpr int kStreamBM = 64;
 cudaError_t launch_stream_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaStream_t stream);
 

@@ -200,12 +200,28 @@ cudaError_t launch_u(const ops::MoeExpertsParams& p, const Layout& l, cudaStream
 }  // namespace
 
 cudaError_t launch_stream_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaStream_t stream) {
-  // FRUGAL_MOE_STREAM_U=4: 4 quads (4 KB) a warp an iteration instead of 2, for A/B runs.
-  static const int u = [] {
-    const char* e = std::getenv("FRUGAL_MOE_STREAM_U");
-    return e != nullptr && std::atoi(e) == 4 ? 4 : 2;
-  }();
-  return u == 4 ? launch_u<4>(p, l, stream) : launch_u<2>(p, l, stream);
+  return moe_stream_u() == 4 ? launch_u<4>(p, l, stream) : launch_u<2>(p, l, stream);
 }
 
 }  // namespace frugal::cuda::moe
+
+namespace frugal::cuda {
+
+namespace {
+// 0: FRUGAL_MOE_STREAM_U (read once), else the quads a warp loads an iteration. Tests and
+// benchmarks set it between launches on one thread, nothing else writes it.
+int g_moe_stream_u = 0;
+}  // namespace
+
+int moe_stream_u() {
+  static const int env = [] {
+    const char* e = std::getenv("FRUGAL_MOE_STREAM_U");
+    return e != nullptr ? std::atoi(e) : 0;
+  }();
+  const int u = g_moe_stream_u > 0 ? g_moe_stream_u : env;
+  return u == 4 ? 4 : 2;
+}
+
+void set_moe_stream_u(int u) { g_moe_stream_u = u; }
+
+}  // namespace frugal::cuda
