@@ -1,11 +1,14 @@
 // cuda_kernel_bench rows of the routed experts (moe_experts) at DeepSeek-V2-Lite's shape: 64
 // experts of hidden 2048 x moe_intermediate 1408, top-6 of uniformly random distinct experts,
-// for a decode step of 64, 256 and 512 sequences (6, 24 and 48 rows per expert on average),
-// through the mma.sync expert GEMMs and through the WMMA tiles they replace (FRUGAL_MOE_MMA=0);
-// GB/s counts the weights of the experts any token chose (each read once at best: at these
-// batches every expert). Then 8192 tokens (a prefill step, 768 rows per expert: compute), the
-// WMMA 64-row tiles (the default there) against the mma.sync kernels (FRUGAL_MOE_MMA=all), in
-// TFLOP/s. The time is the whole op (permute, gate_up, down, combine).
+// for a decode step of 16, 64, 256 and 512 sequences (1.5, 6, 24 and 48 rows per expert on
+// average). 16: the GEMVs (the default there) against the streaming kernels
+// (FRUGAL_MOE_STREAM=all). 64 to 512: the streaming kernels (the default) against the WMMA
+// tiles they replace (FRUGAL_MOE_STREAM=0), the mma.sync kernels (FRUGAL_MOE_MMA=1) and the
+// streaming kernels with 4 quads a warp an iteration (FRUGAL_MOE_STREAM_U=4). GB/s
+// counts the weights of the experts any token chose (each read once at best: from 64 tokens on,
+// every expert), against the copy ceiling. Then 8192 tokens (a prefill step, 768 rows per
+// expert: compute), the WMMA 64-row tiles (the default there) against the mma.sync kernels
+// (FRUGAL_MOE_MMA=all), in TFLOP/s. The time is the whole op (permute, gate_up, down, combine).
 #include <random>
 
 #include "backend/cuda/kernels.h"
@@ -35,8 +38,19 @@ void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
   void* scratch = b->alloc(static_cast<size_t>(scratch_bytes)).value();
   owned.insert(owned.end(), {x, out, scratch});
   std::mt19937 rng(19);
-  const MoeMma mode_was = moe_mma();
-  for (int64_t n : {64, 256, 512, 8192}) {
+  const MoeMma mma_was = moe_mma();
+  const MoeStream stream_was = moe_stream();
+  struct Run {
+    const char* label;
+    MoeStream stream;
+    MoeMma mma;
+    int stream_u = 0;
+  };
+  const Run stream_default{"stream", MoeStream::kDecode, MoeMma::kOff}, stream_u4{"stream u=4", MoeStream::kDecode, MoeMma::kOff, 4},
+      stream_all{"stream (all)", MoeStream::kAll, MoeMma::kOff},
+      gemv{"gemv", MoeStream::kDecode, MoeMma::kOff}, wmma{"wmma (old)", MoeStream::kOff, MoeMma::kOff},
+      mma_decode{"mma.sync", MoeStream::kOff, MoeMma::kDecode}, mma_all{"mma.sync", MoeStream::kOff, MoeMma::kAll};
+  for (int64_t n : {16, 64, 256, 512, 8192}) {
     std::vector<int32_t> idx(static_cast<size_t>(n * top_k)), perm(static_cast<size_t>(E));
     std::vector<float> wt(idx.size(), 1.0f / top_k);
     std::vector<bool> used(static_cast<size_t>(E));
@@ -58,11 +72,15 @@ void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
                             .up = dv + E, .down = dv + 2 * E, .format = views[0].format, .scratch = scratch,
                             .scratch_bytes = scratch_bytes};
     const bool prefill = n > 512;
-    for (MoeMma mode : {MoeMma::kOff, prefill ? MoeMma::kAll : MoeMma::kDecode}) {
-      set_moe_mma(mode);
+    const std::vector<Run> runs = n <= 16 ? std::vector<Run>{gemv, stream_all}
+                                  : prefill ? std::vector<Run>{wmma, mma_all}
+                                            : std::vector<Run>{wmma, mma_decode, stream_default, stream_u4};
+    for (const Run& run : runs) {
+      set_moe_stream(run.stream);
+      set_moe_mma(run.mma);
+      set_moe_stream_u(run.stream_u);
       Timing t = time_op(b->stream(), prefill ? 10 : 30, prefill ? 2 : 5, [&](int) { (void)b->moe_experts(p); });
-      const std::string name =
-          "moe_experts v2-lite " + std::to_string(n) + " tok top-6 " + (mode == MoeMma::kOff ? "wmma (old)" : "mma.sync");
+      const std::string name = "moe_experts v2-lite " + std::to_string(n) + " tok top-6 " + run.label;
       if (prefill) {
         const double tflops = 2.0 * n * top_k * 3 * hidden * inter / (t.median_us * 1e6);
         table->add({name, t, tflops, "TFLOP/s", 100 * tflops / 790.0});
@@ -72,7 +90,9 @@ void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
       }
     }
   }
-  set_moe_mma(mode_was);
+  set_moe_mma(mma_was);
+  set_moe_stream(stream_was);
+  set_moe_stream_u(0);
   for (void* d : owned) b->free(d);
 }
 

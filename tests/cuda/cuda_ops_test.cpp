@@ -408,8 +408,6 @@ TEST(CudaOps, MoeExpertsSubsetRanges) {
   q.n_tokens = 0;
   EXPECT_TRUE(backend()->moe_experts(q).is_ok());
 
-  const Status st = backend()->moe_experts(p);
-  ASSERT_TRUE(st.is_ok()) << st.to_string();
   // The oracle with the bad ids replaced by another rank's valid one (what the kernels do).
   std::vector<int32_t> ref_idx = idx;
   for (auto& g : ref_idx)
@@ -421,21 +419,53 @@ TEST(CudaOps, MoeExpertsSubsetRanges) {
   r.x = x.host.data(), r.out = want.data(), r.topk_idx = ref_idx.data(), r.topk_weight = wt.data();
   r.gate = hviews.data(), r.up = hviews.data() + n_local, r.down = hviews.data() + 2 * n_local;
   ops::ref::moe_experts(r);
-  expect_close(out, want, tol_for(DType::kBF16), "moe_experts subset");
-  std::vector<uint8_t> got;
-  out.from_device(&got, "moe_experts subset");
-  const size_t row = static_cast<size_t>(hidden) * 2;  // token 2 (only bad ids): untouched, bit for bit
-  EXPECT_TRUE(std::equal(got.begin() + 2 * row, got.end(), out.host.begin() + 2 * row));
-  EXPECT_FALSE(std::equal(got.begin(), got.begin() + row, out.host.begin()));  // token 0 got expert 2
+  // The GEMVs (1 row per routed expert on average), then the streaming kernels (asked for at
+  // every size): both skip the bad ids.
+  const MoeStream stream_was = moe_stream();
+  for (const auto& [mode, path] : {std::pair{MoeStream::kDecode, MoePath::kGemv}, {MoeStream::kAll, MoePath::kStream}}) {
+    const std::string what = std::string("moe_experts subset ") + (path == MoePath::kGemv ? "gemv" : "stream");
+    out.to_device();  // the starting values again
+    set_moe_stream(mode);
+    EXPECT_EQ(moe_experts_path(p), path) << what;
+    const Status st = backend()->moe_experts(p);
+    set_moe_stream(stream_was);
+    ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
+    expect_close(out, want, tol_for(DType::kBF16), what);
+    std::vector<uint8_t> got;
+    out.from_device(&got, what);
+    const size_t row = static_cast<size_t>(hidden) * 2;  // token 2 (only bad ids): untouched, bit for bit
+    EXPECT_TRUE(std::equal(got.begin() + 2 * row, got.end(), out.host.begin() + 2 * row)) << what;
+    EXPECT_FALSE(std::equal(got.begin(), got.begin() + row, out.host.begin())) << what;  // token 0 got expert 2
+  }
+}
+
+// One way to run the expert GEMMs: the switches, and the path they must give (stream_u: the
+// streaming kernels' quads a warp an iteration, 0 for the default).
+struct MoeRun {
+  MoeStream stream;
+  MoeMma mma;
+  MoePath path;
+  int stream_u = 0;
+};
+
+std::string moe_path_name(MoePath path) {
+  switch (path) {
+    case MoePath::kGemv: return "gemv";
+    case MoePath::kStream: return "stream";
+    case MoePath::kMma: return "mma.sync";
+    case MoePath::kWmma16: return "wmma16";
+    case MoePath::kWmma64: return "wmma64";
+  }
+  return "?";
 }
 
 // moe_experts with chosen rows per expert (counts[e] pairs routed to expert e, top_k = 2), once
-// per path in `modes`, against the reference: tokens shuffled over the expert order, each
+// per run in `runs` (each asserting its path), against the reference: tokens shuffled over the expert order, each
 // token's two experts in either order. Shapes: K and N multiples of 64; multiples of 8 only (the
 // K tail and the column tails of gate_up's 64-column and down's 128-column blocks, with expert
 // 3's gate 2 bytes off 16-byte alignment, so its chunks take the scalar loads); odd (every load
 // scalar, a padded x row).
-void check_moe_rows(const std::vector<int32_t>& counts, const std::vector<MoeMma>& modes) {
+void check_moe_rows(const std::vector<int32_t>& counts, const std::vector<MoeRun>& runs) {
   struct Shape { int64_t hidden, inter, ld_x; bool misaligned; };
   const int32_t E = static_cast<int32_t>(counts.size()), top_k = 2;
   int64_t pairs = 0;
@@ -492,29 +522,51 @@ void check_moe_rows(const std::vector<int32_t>& counts, const std::vector<MoeMma
     r.x = x.host.data(), r.out = want.data(), r.topk_idx = idx.data(), r.topk_weight = wt.data();
     r.gate = hviews.data(), r.up = hviews.data() + E, r.down = hviews.data() + 2 * E;
     ops::ref::moe_experts(r);
-    const MoeMma mode_was = moe_mma();
-    for (MoeMma mode : modes) {
-      const std::string what = name + " hidden=" + std::to_string(s.hidden) + " inter=" + std::to_string(s.inter) +
-                               (mode == MoeMma::kOff ? " FRUGAL_MOE_MMA=0" : mode == MoeMma::kAll ? " FRUGAL_MOE_MMA=all" : "");
+    const MoeMma mma_was = moe_mma();
+    const MoeStream stream_was = moe_stream();
+    for (const MoeRun& run : runs) {
+      const std::string what = name + " hidden=" + std::to_string(s.hidden) + " inter=" + std::to_string(s.inter) + " " +
+                               moe_path_name(run.path) + (run.stream_u ? " u=" + std::to_string(run.stream_u) : "");
       out.to_device();  // the starting values again
-      set_moe_mma(mode);
+      set_moe_stream(run.stream);
+      set_moe_mma(run.mma);
+      set_moe_stream_u(run.stream_u);
+      EXPECT_EQ(moe_experts_path(p), run.path) << what << ": ran " << moe_path_name(moe_experts_path(p));
       const Status st = backend()->moe_experts(p);
-      set_moe_mma(mode_was);
+      set_moe_stream(stream_was);
+      set_moe_mma(mma_was);
+      set_moe_stream_u(0);
       ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
       expect_close(out, want, tol_for(DType::kBF16), what);
     }
   }
 }
 
-// 0, 1, 17, 33, 64 and 85 rows (none, one, past one and two 16-row MMA tiles, one whole 64-row
-// tile, a 64-row tile and a 21-row one), 33 on average: the mma.sync kernels by default, the
-// 16-row WMMA tiles (the A/B baseline) with them off.
-TEST(CudaOps, MoeExpertsRowsPerExpert) { check_moe_rows({0, 1, 17, 33, 64, 85}, {MoeMma::kDecode, MoeMma::kOff}); }
+// 0, 1, 17, 33, 64 and 85 rows (none, one, past one and two 8-token n-tiles and 16-row MMA
+// tiles, one whole 64-row tile, a 64-row tile and a 21-row one), 33 on average: the streaming
+// kernels by default (and with 4 quads a warp an iteration); the mma.sync kernels where asked
+// for (an explicit ask wins); the 16-row WMMA tiles (the A/B baseline) with both off.
+TEST(CudaOps, MoeExpertsRowsPerExpert) {
+  check_moe_rows({0, 1, 17, 33, 64, 85}, {{MoeStream::kDecode, MoeMma::kOff, MoePath::kStream},
+                                         {MoeStream::kDecode, MoeMma::kOff, MoePath::kStream, 4},
+                                         {MoeStream::kDecode, MoeMma::kDecode, MoePath::kMma},
+                                         {MoeStream::kOff, MoeMma::kOff, MoePath::kWmma16}});
+}
 
 // 100 rows per expert on average (130 and 200: three and four 64-row tiles, the last partial):
-// the mma.sync kernels only when asked for at every size (kAll), else the 64-row WMMA tiles.
+// the 64-row WMMA tiles by default; the streaming and the mma.sync kernels when asked for at
+// every size.
 TEST(CudaOps, MoeExpertsRowsPerExpertLarge) {
-  check_moe_rows({0, 1, 70, 130, 200, 199}, {MoeMma::kAll, MoeMma::kDecode});
+  check_moe_rows({0, 1, 70, 130, 200, 199}, {{MoeStream::kDecode, MoeMma::kOff, MoePath::kWmma64},
+                                             {MoeStream::kAll, MoeMma::kOff, MoePath::kStream},
+                                             {MoeStream::kDecode, MoeMma::kAll, MoePath::kMma}});
+}
+
+// 4 rows per expert on average (5, 16 and 9: a partial n-tile, two whole ones, two with the
+// second partial): the GEMVs by default, the streaming kernels when asked for at every size.
+TEST(CudaOps, MoeExpertsRowsPerExpertSmall) {
+  check_moe_rows({0, 1, 5, 16, 9, 1, 0, 0}, {{MoeStream::kDecode, MoeMma::kOff, MoePath::kGemv},
+                                             {MoeStream::kAll, MoeMma::kOff, MoePath::kStream}});
 }
 
 }  // namespace

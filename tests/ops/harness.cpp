@@ -395,9 +395,10 @@ void OpCases::scale_rows() {
 
 // The routed experts over tokens grouped by expert: dense bf16 experts, each token's top_k
 // distinct experts with random weights; odd sizes (scalar loads), sizes of 8 (vector loads) and
-// of 32 (CUDA's cp.async pipeline, gate_up and down), tokens for decode GEMVs (n = 1, 7),
-// CUDA's WMMA tiles (n = 30, 130: 16 and 64 rows, 11 and 48 rows per expert on average; with
-// FRUGAL_MOE_MMA=1 the mma.sync kernels instead), and every token on the same experts
+// of 32 (whole 32-k quads), tokens for decode GEMVs (n = 1, 7), CUDA's streaming
+// kernels (n = 30, 130: 11 to 52 rows per expert on average, one or two 64-row tiles an expert;
+// FRUGAL_MOE_STREAM=0 the 16- and 64-row WMMA tiles, with their cp.async pipeline at sizes of
+// 32, FRUGAL_MOE_MMA=1 the mma.sync kernels instead), and every token on the same experts
 // (n = 7 "same": one expert's rows span several GEMV tiles), against the reference to the
 // activation tolerance; then the same as three expert-parallel ranks' subset calls.
 void OpCases::moe_experts() {
@@ -458,7 +459,7 @@ void OpCases::moe_experts() {
       // with E = 5 the first rank holds fewer experts than top_k; "same experts" leaves the last
       // rank no pair at all; the tolerance grows by one rounding of out a call), and the three
       // add up to the whole. Each n picks the same CUDA path as the whole call (the rule counts
-      // rows per routed expert): GEMVs (n = 1, 7), mma.sync (or 16- and 64-row WMMA) tiles (30, 130).
+      // rows per routed expert): GEMVs (n = 1, 7), the streaming kernels (30, 130).
       {
         const int32_t a = c.E / 3, b = 2 * c.E / 3;
         auto dout2 = upload(out0);

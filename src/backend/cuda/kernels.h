@@ -32,15 +32,27 @@ cudaError_t launch_rope_kv_write(const ops::RopeKvWriteParams& p, cudaStream_t s
 // DeepSeek MoE routing and router-weight row scaling (moe.cu).
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream);
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream);
-// Routed experts over tokens grouped by expert, bf16 (moe_experts.cu). Above 4 rows per routed
-// expert on average (below: GEMVs) the expert GEMMs are WMMA tiles (MoeMma::kOff, the default:
-// the mma.sync kernels measured slower on the H200) or mma.sync kernels reading each expert's
-// weights once per 64-row tile (kDecode: up to 64 rows on average, WMMA above; kAll: at every
-// size). FRUGAL_MOE_MMA=1 / all / 0, set_moe_mma (tests and benchmarks compare).
+// Routed experts over tokens grouped by expert, bf16 (moe_experts.cu, moe_stream.cu). The path
+// goes by rows per routed expert on average (moe_experts_path; moe_experts.cu says more): GEMVs
+// up to 4; the streaming "swap AB" kernels up to 64 (MoeStream::kDecode, the default; kAll: at
+// every size; kOff: WMMA tiles instead); 64-row WMMA tiles above. The mma.sync kernels (slower
+// on the H200) only where asked for: MoeMma::kDecode up to 64 rows, kAll at every size above 4.
+// FRUGAL_MOE_STREAM=1 / all / 0 and FRUGAL_MOE_MMA=1 / all / 0 are read once; set_moe_stream and
+// set_moe_mma override them (tests and benchmarks compare the paths).
 cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream);
 enum class MoeMma { kOff, kDecode, kAll };
 MoeMma moe_mma();
 void set_moe_mma(MoeMma m);
+enum class MoeStream { kOff, kDecode, kAll };
+MoeStream moe_stream();
+void set_moe_stream(MoeStream s);
+// Quads (32 k, 1 KB of a 16-row tile) a warp of the streaming kernels loads an iteration, 2 or
+// 4 (twice that in flight): FRUGAL_MOE_STREAM_U, default 2; set_moe_stream_u (0: back to that).
+int moe_stream_u();
+void set_moe_stream_u(int u);
+enum class MoePath { kGemv, kStream, kMma, kWmma16, kWmma64 };
+// The expert GEMMs launch_moe_experts runs for p under the current switches.
+MoePath moe_experts_path(const ops::MoeExpertsParams& p);
 // Raises the mma.sync expert kernels' shared-memory limits outside any capture (where the device
 // cannot give them their shared memory, the WMMA tiles run instead); the backend calls it once
 // at creation.

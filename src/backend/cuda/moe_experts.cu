@@ -22,11 +22,17 @@
 // matrix with 16-byte loads, several in flight, for every row of the tile): the tensor-core
 // tiles would be mostly padding there, and their synchronous loads keep too few bytes in flight
 // to reach the memory bandwidth. From there to 64 rows per expert on average (decode of many
-// sequences: every expert active, the step reads all routed weights) the mma.sync kernels can
-// take 64-row tiles, so each expert's weights stream once for all its rows (moe_mma_kernel,
-// FRUGAL_MOE_MMA=1; =all for every size). They measured slower than the WMMA tiles (16 rows
-// below 48 per expert, 64 above), which stay the default. Every output element is a fixed-order reduction whatever else is
-// in the step (tile contents change which rows share an MMA, not any row's sum).
+// sequences: every expert active, the step reads all routed weights, 1.1 GB a V2-Lite layer)
+// 2. and 3. are the streaming "swap AB" kernels of moe_stream.cu over 64-row tiles: each
+// expert's weights stream once for all its rows, straight from global memory into the mma A
+// registers with several 16-byte loads in flight a lane (FRUGAL_MOE_STREAM=0: the WMMA tiles;
+// =all: at every size). The WMMA tiles (16 rows below 48 per expert, 64 above) read the weights
+// of a 24-row expert twice and stage them through shared memory (43% of the copy ceiling at 256
+// tokens); the mma.sync kernels below (moe_mma_kernel, 64-row tiles, weights staged by cp.async)
+// measured slower still and run only where asked for (FRUGAL_MOE_MMA=1; =all for every size).
+// Every output element is a fixed-order reduction whatever else is in the step (tile contents
+// change which rows share an MMA, not any row's sum); the path itself goes by the step's rows
+// per expert, so a row's rounding may differ between a decode and a prefill step.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -36,42 +42,13 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/moe_layout.cuh"
 
 namespace frugal::cuda {
 namespace {
 
-using bf16 = __nv_bfloat16;
+using namespace moe;
 constexpr int kBN = 64, kBK = 64, kThreads = 128, kPad = 8;
-
-struct Layout {
-  int32_t* row_of_pair;  // [pairs] row in the expert-sorted order, -1 for another rank's expert
-  int32_t* pair_at;      // [pairs] (the first local-pair-count entries are used)
-  int32_t* tile_expert;  // [max_tiles]
-  int32_t* tile_row0;    // [max_tiles]
-  int32_t* offsets;      // [E + 1]
-  int32_t* n_tiles;      // [1]
-  bf16* h;               // [pairs, inter]
-  float* y;              // [pairs, hidden]
-};
-
-int64_t align_up(int64_t b) { return (b + 255) / 256 * 256; }
-
-Layout layout_of(const ops::MoeExpertsParams& p) {
-  const int64_t pairs = p.n_tokens * p.top_k;
-  auto* base = static_cast<uint8_t*>(p.scratch);
-  auto* i = reinterpret_cast<int32_t*>(base);
-  Layout l;
-  l.row_of_pair = i;
-  l.pair_at = i + pairs;
-  l.tile_expert = i + 2 * pairs;
-  l.tile_row0 = l.tile_expert + pairs + p.n_experts;
-  l.offsets = l.tile_row0 + pairs + p.n_experts;
-  l.n_tiles = l.offsets + p.n_experts + 1;
-  const int64_t ints = align_up(4 * (2 * pairs + 2 * (pairs + p.n_experts) + 2 * (p.n_experts + 1) + 4));
-  l.h = reinterpret_cast<bf16*>(base + ints);
-  l.y = reinterpret_cast<float*>(base + ints + align_up(4 * pairs * p.inter));
-  return l;
-}
 
 // The local expert of pair i, or -1 where topk_idx[i] is another rank's (or out of range; the
 // unsigned difference keeps any id, negative or huge, from overflowing into range).
@@ -118,24 +95,6 @@ __global__ void __launch_bounds__(1024) moe_permute_kernel(ops::MoeExpertsParams
     l.row_of_pair[i] = r;
     if (r >= 0) l.pair_at[r] = static_cast<int32_t>(i);
   }
-}
-
-// Row `row` of the expert-sorted order as a GEMM's A row (its K values): x gathered by the
-// pair's token (gate_up) or h (down).
-template <bool kGateUp>
-__device__ __forceinline__ const bf16* a_row(const ops::MoeExpertsParams& p, const Layout& l, int64_t row) {
-  return kGateUp ? static_cast<const bf16*>(p.x) + static_cast<int64_t>(l.pair_at[row] / p.top_k) * p.ld_x
-                 : l.h + row * p.inter;
-}
-// Whether A rows are 16-byte aligned (with K % 8 == 0, 16-byte loads throughout).
-template <bool kGateUp>
-__device__ __forceinline__ bool a_rows_aligned(const ops::MoeExpertsParams& p) {
-  return kGateUp ? p.ld_x % 8 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 : p.inter % 8 == 0;
-}
-// A tile's A row starts in shared memory (nullptr past its rows), for the block's loads.
-template <bool kGateUp, int BM>
-__device__ __forceinline__ void tile_a_rows(const bf16** arow, const ops::MoeExpertsParams& p, const Layout& l, int r0, int rows) {
-  for (int r = threadIdx.x; r < BM; r += blockDim.x) arow[r] = r < rows ? a_row<kGateUp>(p, l, r0 + r) : nullptr;
 }
 
 // The pipelined main loop (vector-aligned operands, K a multiple of kPBK): kStages stages of
@@ -537,6 +496,8 @@ bool moe_pipeline() {
 // -1: unset (read FRUGAL_MOE_MMA on first use), else a MoeMma. Process-wide; tests and
 // benchmarks flip it between launches on one thread (set_moe_mma), nothing else writes it.
 int g_moe_mma = -1;
+// The same for FRUGAL_MOE_STREAM (a MoeStream).
+int g_moe_stream = -1;
 
 // The dynamic shared-memory limit, and all of the SM's L1 as shared memory (a hint: two blocks of
 // kMmaSmem fit only in the largest carveout; the kernels' loads bypass L1 anyway).
@@ -565,27 +526,25 @@ bool mma_available() {
 
 // The mma.sync kernels over tiles of kMmaBM rows (the schedule of a permute with bm = kMmaBM).
 cudaError_t launch_mma_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaStream_t stream) {
-  const int64_t pairs = p.n_tokens * p.top_k;
-  const int64_t max_tiles = (pairs + kMmaBM - 1) / kMmaBM + (pairs < p.n_experts ? pairs : p.n_experts);
+  const int64_t tiles = max_tiles(p, kMmaBM);
   const cudaError_t err = launch_kernel(moe_mma_kernel<true>,
-                                        dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(ceil_div(p.inter, kMmaBN<true>))),
+                                        dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(ceil_div(p.inter, kMmaBN<true>))),
                                         kThreads, kMmaSmem, stream, p, l);
   if (err != cudaSuccess) return err;
   return launch_kernel(moe_mma_kernel<false>,
-                       dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>(ceil_div(p.hidden, kMmaBN<false>))),
+                       dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(ceil_div(p.hidden, kMmaBN<false>))),
                        kThreads, kMmaSmem, stream, p, l);
 }
 
 template <int BM>
 cudaError_t launch_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaStream_t stream) {
-  const int64_t pairs = p.n_tokens * p.top_k;
-  const int64_t max_tiles = (pairs + BM - 1) / BM + (pairs < p.n_experts ? pairs : p.n_experts);
+  const int64_t tiles = max_tiles(p, BM);
   cudaError_t err = launch_kernel(moe_gemm_kernel<BM, true>,
-                                  dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>((p.inter + kBN - 1) / kBN)),
+                                  dim3(static_cast<unsigned>(tiles), static_cast<unsigned>((p.inter + kBN - 1) / kBN)),
                                   kThreads, 0, stream, p, l, moe_pipeline());
   if (err != cudaSuccess) return err;
   return launch_kernel(moe_gemm_kernel<BM, false>,
-                       dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>((p.hidden + kBN - 1) / kBN)),
+                       dim3(static_cast<unsigned>(tiles), static_cast<unsigned>((p.hidden + kBN - 1) / kBN)),
                        kThreads, 0, stream, p, l, moe_pipeline());
 }
 
@@ -610,34 +569,65 @@ cudaError_t prepare_moe_experts() {
   return cudaGetLastError();
 }
 
+MoeStream moe_stream() {
+  if (g_moe_stream < 0) {
+    const char* e = std::getenv("FRUGAL_MOE_STREAM");
+    const std::string_view v = e != nullptr ? e : "";
+    g_moe_stream = static_cast<int>(v == "0" ? MoeStream::kOff : v == "all" ? MoeStream::kAll : MoeStream::kDecode);
+  }
+  return static_cast<MoeStream>(g_moe_stream);
+}
+
+void set_moe_stream(MoeStream s) { g_moe_stream = static_cast<int>(s); }
+
+// By rows per expert on average, over the n_routed experts the router chooses from (a rank's own
+// experts see pairs / n_routed rows each too, not pairs / n_experts):
+//   <= 4 (decode of a few sequences): GEMVs over 4-row tiles (the streaming kernels with
+//        FRUGAL_MOE_STREAM=all);
+//   (4, 64] (decode of many sequences): the streaming kernels over 64-row tiles, each expert's
+//        weights read once for up to 64 rows (the mma.sync kernels where asked for with
+//        FRUGAL_MOE_MMA=1 or all: an explicit ask wins; FRUGAL_MOE_STREAM=0: the WMMA tiles);
+//   > 64 (prefill): WMMA tiles of 64 rows (16 below 48 rows when the decode range falls through
+//        to them), or the mma.sync or streaming kernels where asked for at every size (all).
+MoePath moe_experts_path(const ops::MoeExpertsParams& p) {
+  const int64_t pairs = p.n_tokens * p.top_k, R = p.routed();
+  const MoeStream stream = moe_stream();
+  const MoeMma mma = moe_mma();
+  const bool decode = pairs <= 64 * R;
+  if (pairs <= 4 * R) return stream == MoeStream::kAll ? MoePath::kStream : MoePath::kGemv;
+  if ((mma == MoeMma::kAll || (mma == MoeMma::kDecode && decode)) && mma_available()) return MoePath::kMma;
+  if (stream == MoeStream::kAll || (stream == MoeStream::kDecode && decode)) return MoePath::kStream;
+  return pairs >= 48 * R ? MoePath::kWmma64 : MoePath::kWmma16;
+}
+
 cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
   const Layout l = layout_of(p);
-  // GEMVs while experts see at most 4 rows each on average (decode), the mma.sync kernels over
-  // 64-row tiles up to 64 rows each on average (each expert's weights read once for all its
-  // rows, up to 64), 64-row WMMA tiles above (MoeMma::kAll: the mma.sync kernels there too).
-  // The average is over the n_routed experts the router chooses from: a rank's own experts see
-  // pairs / n_routed rows each too, not pairs / n_experts. With the mma kernels off
-  // (FRUGAL_MOE_MMA=0), 16-row WMMA tiles below 48 rows.
-  const int64_t pairs = p.n_tokens * p.top_k, E = p.n_experts, R = p.routed();
-  const MoeMma mode = moe_mma();
-  const bool mma = pairs > 4 * R && (mode == MoeMma::kAll || (mode == MoeMma::kDecode && pairs <= 64 * R)) && mma_available();
-  const int bm = pairs <= 4 * R ? kGemvRows : mma ? kMmaBM : pairs >= 48 * R ? 64 : 16;
+  const MoePath path = moe_experts_path(p);
+  int bm = 0;
+  switch (path) {
+    case MoePath::kGemv: bm = kGemvRows; break;
+    case MoePath::kStream: bm = kStreamBM; break;
+    case MoePath::kMma: bm = kMmaBM; break;
+    case MoePath::kWmma16: bm = 16; break;
+    case MoePath::kWmma64: bm = 64; break;
+  }
   cudaError_t err = launch_kernel(moe_permute_kernel, 1, 1024, 0, stream, p, l, bm);
   if (err != cudaSuccess) return err;
-  if (mma) {
-    err = launch_mma_gemms(p, l, stream);
-  } else if (bm == kGemvRows) {
-    const int64_t max_tiles = (pairs + bm - 1) / bm + (pairs < E ? pairs : E);
-    err = launch_kernel(moe_gemv_kernel<true>,
-                        dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>((p.inter + kGemvWarps - 1) / kGemvWarps)),
-                        kGemvWarps * 32, 0, stream, p, l);
-    if (err == cudaSuccess)
-      err = launch_kernel(moe_gemv_kernel<false>,
-                          dim3(static_cast<unsigned>(max_tiles), static_cast<unsigned>((p.hidden + kGemvWarps - 1) / kGemvWarps)),
+  switch (path) {
+    case MoePath::kGemv: {
+      const unsigned tiles = static_cast<unsigned>(max_tiles(p, bm));
+      err = launch_kernel(moe_gemv_kernel<true>, dim3(tiles, static_cast<unsigned>(ceil_div(p.inter, kGemvWarps))),
                           kGemvWarps * 32, 0, stream, p, l);
-  } else {
-    err = bm == 64 ? launch_gemms<64>(p, l, stream) : launch_gemms<16>(p, l, stream);
+      if (err == cudaSuccess)
+        err = launch_kernel(moe_gemv_kernel<false>, dim3(tiles, static_cast<unsigned>(ceil_div(p.hidden, kGemvWarps))),
+                            kGemvWarps * 32, 0, stream, p, l);
+      break;
+    }
+    case MoePath::kStream: err = launch_stream_gemms(p, l, stream); break;
+    case MoePath::kMma: err = launch_mma_gemms(p, l, stream); break;
+    case MoePath::kWmma16: err = launch_gemms<16>(p, l, stream); break;
+    case MoePath::kWmma64: err = launch_gemms<64>(p, l, stream); break;
   }
   if (err != cudaSuccess) return err;
   const int64_t col_blocks = (p.hidden + 255) / 256;
