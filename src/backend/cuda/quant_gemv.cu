@@ -566,9 +566,10 @@ int64_t quant_gemm_min_m() {
   return quant_gemm_kernel() == QuantGemmKernel::kQuad ? kQuantGemmMinM : kQuantGemmPipeMinM;
 }
 
-// Only when the pipelined kernel is the configured one (its launches raise their own limits
-// otherwise, once each).
+// The stream GEMV always; the pipelined GEMM only when it is the configured one (its launches
+// raise their own limits otherwise, once each).
 cudaError_t prepare_quant_gemm() {
+  if (const cudaError_t err = prepare_quant_gemv_stream(); err != cudaSuccess) return err;
   return quant_gemm_kernel() == QuantGemmKernel::kPipe ? prepare_quant_gemm_pipe() : cudaSuccess;
 }
 
