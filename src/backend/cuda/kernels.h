@@ -155,8 +155,8 @@ void set_quant_gemm_tuning(int warps, int row_tiles);
 int quant_gemm_splits(const ops::MatmulParams& p, int n_sms);
 size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits);
 cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
-// Raises the kPipe kernels' shared-memory limits and caches their occupancy, and the m <= 8
-// stream GEMV's limit, outside any capture; the backend calls it once at creation.
+// Raises the kPipe kernels' shared-memory limits and caches their occupancy outside any
+// capture; the backend calls it once at creation.
 cudaError_t prepare_quant_gemm();
 // Dequantizes an n x k quantized weight into dense bf16 [n][k] in the original input order
 // (act order undone): the large-m path feeds it to cuBLASLt.

@@ -514,8 +514,7 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
   QGemvArgs a = gemv_args(p);
   if (silu) a.silu = *silu;
   if (p.m <= 8 && gemv_kernel() == QuantGemvKernel::kStream) {
-    const int warps = gemv_warps(a, row_tiles(a));
-    if (quant_gemv_stream_fits(a, warps)) return launch_quant_gemv_stream(a, warps, stream);
+    if (quant_gemv_stream_fits(a)) return launch_quant_gemv_stream(a, gemv_warps(a, row_tiles(a)), stream);
   }
   const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
   switch (p.w.format.scheme) {
@@ -566,10 +565,9 @@ int64_t quant_gemm_min_m() {
   return quant_gemm_kernel() == QuantGemmKernel::kQuad ? kQuantGemmMinM : kQuantGemmPipeMinM;
 }
 
-// The stream GEMV always; the pipelined GEMM only when it is the configured one (its launches
-// raise their own limits otherwise, once each).
+// Only when the pipelined kernel is the configured one (its launches raise their own limits
+// otherwise, once each).
 cudaError_t prepare_quant_gemm() {
-  if (const cudaError_t err = prepare_quant_gemv_stream(); err != cudaSuccess) return err;
   return quant_gemm_kernel() == QuantGemmKernel::kPipe ? prepare_quant_gemm_pipe() : cudaSuccess;
 }
 

@@ -51,10 +51,9 @@ constexpr int ring_depth() {
   return W == 4 ? 6 : 5;
 }
 constexpr size_t kStaticSmemLimit = 48 * 1024;
-// The x sums' dynamic shared memory once prepare_quant_gemv_stream has raised the limit (int4 up
-// to k = 131,072 at m = 8); without it only what fits next to the static tiles in 48 KB.
+// The most dynamic shared memory the x sums take (int4 up to k = 131,072 at m = 8); each
+// kernel's limit is raised to it at its first launch.
 constexpr size_t kMaxXsumBytes = 32 * 1024;
-std::atomic<bool> g_prepared{false};
 // Shared memory of one block: the static ring and reduction tiles (the x sums come on top).
 template <int W>
 constexpr size_t static_smem() {
@@ -252,13 +251,11 @@ size_t xsum_bytes(const QGemvArgs& a) {
   return need_x ? static_cast<size_t>(n_quads * xsum_stride(a.p.m)) * sizeof(float) : 0;
 }
 
-// One instantiation: with a == nullptr raises its dynamic shared-memory limit (prepare), else
-// launches it on `tiles` row tiles.
 template <QKind K, int W, bool kOffsets, bool kSilu>
-cudaError_t run_w(const QGemvArgs* a, int64_t tiles, cudaStream_t stream) {
-  auto kernel = quant_gemv_stream_kernel<K, W, kOffsets, kSilu>;
-  if (a == nullptr) return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxXsumBytes));
-  const size_t xbytes = xsum_bytes(*a);
+cudaError_t launch_w(const QGemvArgs& a, int64_t tiles, cudaStream_t stream) {
+  constexpr auto kernel = quant_gemv_stream_kernel<K, W, kOffsets, kSilu>;
+  if (const cudaError_t err = raise_dynamic_smem_once<kernel>(kMaxXsumBytes); err != cudaSuccess) return err;
+  const size_t xbytes = xsum_bytes(a);
   // Blocks per SM at this much shared memory, remembered for the last size asked (a decode step
   // asks the same few shapes again and again; outside graphs the query would cost every launch).
   static std::atomic<uint64_t> memo{0};  // (xbytes + 1) << 32 | blocks per SM
@@ -278,58 +275,37 @@ cudaError_t run_w(const QGemvArgs* a, int64_t tiles, cudaStream_t stream) {
   const int64_t wave = std::max<int64_t>(1, static_cast<int64_t>(n_sms) * per_sm);
   const int64_t per_block = ceil_div(tiles, wave);
   const unsigned blocks = static_cast<unsigned>(ceil_div(tiles, per_block));
-  return launch_kernel(kernel, dim3(blocks), dim3(W * 32), xbytes, stream, *a, static_cast<int>(tiles));
+  return launch_kernel(kernel, dim3(blocks), dim3(W * 32), xbytes, stream, a, static_cast<int>(tiles));
 }
 
 template <QKind K, bool kOffsets, bool kSilu>
-cudaError_t run_silu(const QGemvArgs* a, int warps, int64_t tiles, cudaStream_t stream) {
-  return warps == 4 ? run_w<K, 4, kOffsets, kSilu>(a, tiles, stream) : run_w<K, 8, kOffsets, kSilu>(a, tiles, stream);
+cudaError_t launch_silu(const QGemvArgs& a, int warps, int64_t tiles, cudaStream_t stream) {
+  return warps == 4 ? launch_w<K, 4, kOffsets, kSilu>(a, tiles, stream) : launch_w<K, 8, kOffsets, kSilu>(a, tiles, stream);
 }
 
 template <QKind K, bool kOffsets>
-cudaError_t run_offsets(const QGemvArgs* a, bool silu, int warps, int64_t tiles, cudaStream_t stream) {
-  return silu ? run_silu<K, kOffsets, true>(a, warps, tiles, stream) : run_silu<K, kOffsets, false>(a, warps, tiles, stream);
-}
-
-cudaError_t run(const QGemvArgs* a, ops::WeightScheme scheme, bool offsets, bool silu, int warps, int64_t tiles,
-                cudaStream_t stream) {
-  switch (scheme) {
-    case ops::WeightScheme::kInt4:
-      return offsets ? run_offsets<QKind::kInt4, true>(a, silu, warps, tiles, stream)
-                     : run_offsets<QKind::kInt4, false>(a, silu, warps, tiles, stream);
-    case ops::WeightScheme::kInt8:
-      return offsets ? run_offsets<QKind::kInt8, true>(a, silu, warps, tiles, stream)
-                     : run_offsets<QKind::kInt8, false>(a, silu, warps, tiles, stream);
-    case ops::WeightScheme::kFp8: return run_offsets<QKind::kFp8, false>(a, silu, warps, tiles, stream);
-    default: break;
-  }
-  return cudaErrorInvalidValue;
+cudaError_t launch_offsets(const QGemvArgs& a, int warps, int64_t tiles, cudaStream_t stream) {
+  return a.silu.out ? launch_silu<K, kOffsets, true>(a, warps, tiles, stream) : launch_silu<K, kOffsets, false>(a, warps, tiles, stream);
 }
 
 }  // namespace
 
-bool quant_gemv_stream_fits(const QGemvArgs& a, int warps) {
-  const size_t fixed = warps == 4 ? static_smem<4>() : static_smem<8>();
-  const size_t room = g_prepared.load() ? kMaxXsumBytes : kStaticSmemLimit - fixed;
-  return a.p.m <= 8 && xsum_bytes(a) <= room;
-}
+bool quant_gemv_stream_fits(const QGemvArgs& a) { return a.p.m <= 8 && xsum_bytes(a) <= kMaxXsumBytes; }
 
 cudaError_t launch_quant_gemv_stream(const QGemvArgs& a, int warps, cudaStream_t stream) {
-  const bool silu = a.silu.out != nullptr;
-  const int64_t tiles = silu ? ceil_div(a.p.n / 2, 8) : ceil_div(a.p.n, 16);
-  return run(&a, a.p.w.format.scheme, a.p.w.format.zero == ops::ZeroPoint::kOffset, silu, warps, tiles, stream);
-}
-
-cudaError_t prepare_quant_gemv_stream() {
-  for (ops::WeightScheme scheme : {ops::WeightScheme::kInt4, ops::WeightScheme::kInt8, ops::WeightScheme::kFp8})
-    for (bool offsets : {false, true})
-      for (bool silu : {false, true})
-        for (int warps : {4, 8}) {
-          if (offsets && scheme == ops::WeightScheme::kFp8) continue;
-          if (const cudaError_t err = run(nullptr, scheme, offsets, silu, warps, 0, nullptr); err != cudaSuccess) return err;
-        }
-  g_prepared.store(true);
-  return cudaSuccess;
+  const int64_t tiles = a.silu.out ? ceil_div(a.p.n / 2, 8) : ceil_div(a.p.n, 16);
+  const bool offsets = a.p.w.format.zero == ops::ZeroPoint::kOffset;
+  switch (a.p.w.format.scheme) {
+    case ops::WeightScheme::kInt4:
+      return offsets ? launch_offsets<QKind::kInt4, true>(a, warps, tiles, stream)
+                     : launch_offsets<QKind::kInt4, false>(a, warps, tiles, stream);
+    case ops::WeightScheme::kInt8:
+      return offsets ? launch_offsets<QKind::kInt8, true>(a, warps, tiles, stream)
+                     : launch_offsets<QKind::kInt8, false>(a, warps, tiles, stream);
+    case ops::WeightScheme::kFp8: return launch_offsets<QKind::kFp8, false>(a, warps, tiles, stream);
+    default: break;
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace frugal::cuda
