@@ -114,7 +114,7 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
 // meanwhile) and warps per row tile (4 | 8); 0 = the default rule.
 void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 // Which GEMV runs at m <= 8: kStream (quant_gemv_stream.cu, the default: persistent blocks
-// walking row tiles, each warp's codes streamed through a cp.async ring, x sums once per block)
+// walking row tiles, each warp's codes streamed through a cp.async ring, x sums from the first tile of each block)
 // or kTile (quant_gemv.cu's kernel, one row tile per block), kept for A/B: FRUGAL_QGEMV=old or
 // set_quant_gemv_kernel (kDefault: back to the environment's choice). Both give the same bits
 // for the same warps per tile. quads_per_iteration tunes kTile only.

@@ -12,9 +12,9 @@
 // in flight with no registers spent on them, and the pipeline fills once per block, not per
 // tile. Each lane copies and reads back only its own 32 bytes per quad (no barrier per quad;
 // the slot refilled is the one read an iteration earlier, whose registers the mma has
-// consumed). The sums of x per quad that int4's +128 bias and zero points need are computed
-// once per block into shared memory (the same all-ones mma as before) instead of 8 extra mma per
-// quad per tile. The per-quad math and the order of every f32 sum (quads w, w + W, ... per
+// consumed). The sums of x per quad that int4's +128 bias and zero points need come from the
+// same all-ones mma as before on a block's first tile only, kept in shared memory for the
+// others (8 fewer mma per quad there). The per-quad math and the order of every f32 sum (quads w, w + W, ... per
 // warp, then warps 0..W-1) are quant_gemv.cu's, so for the same W both kernels give the same
 // bits, and no result depends on the grid size.
 //
@@ -136,21 +136,6 @@ __global__ void __launch_bounds__(W * 32, 24 / W) quant_gemv_stream_kernel(QGemv
 #pragma unroll
   for (int s = 0; s < D - 1; ++s) issue(s);
 
-  // The sums of x over each quad (warps split the quads), under the ring's first loads.
-  if constexpr (kNeedX) {
-    for (int quad = warp; quad < n_quads; quad += W) {
-      uint4 xt[XV];
-      load_x(quad * 4 + q, xt);
-      const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xt[0]);
-      float xs[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int s = 0; s < S; ++s) mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, xw[x_word_lo<K>(s)], xw[x_word_hi<K>(s)]);
-      // c0, c1: tokens 2q, 2q + 1 (every row of the all-ones A gives the same sums).
-      if (gq == 0 && 2 * q < mx) *reinterpret_cast<float2*>(&xsum[quad * mx + 2 * q]) = make_float2(xs[0], xs[1]);
-    }
-    __syncthreads();
-  }
-
   int slot = 0, prev = D - 1;  // the slot read now and the one read an iteration ago (refilled now)
   int par = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, par ^= 1) {
@@ -197,11 +182,25 @@ __global__ void __launch_bounds__(W * 32, 24 / W) quant_gemv_stream_kernel(QGemv
       acc[2] = fmaf(sb, part[2], acc[2]);
       acc[3] = fmaf(sb, part[3], acc[3]);
       if constexpr (kNeedX) {
-        const float2 xs = 2 * q < mx ? *reinterpret_cast<const float2*>(&xsum[quad * mx + 2 * q]) : make_float2(0.f, 0.f);
-        acc[0] = fmaf(oa, xs.x, acc[0]);
-        acc[1] = fmaf(oa, xs.y, acc[1]);
-        acc[2] = fmaf(ob, xs.x, acc[2]);
-        acc[3] = fmaf(ob, xs.y, acc[3]);
+        // The sums of x over the quad: on the block's first tile from the all-ones mma (on the x
+        // just loaded, so no extra latency) and kept in shared memory for the later tiles, where
+        // this warp has the same quads (the tile barrier below orders the write and the reads
+        // of other lanes). c0, c1: tokens 2q, 2q + 1 of row g, c2, c3 of row g + 8 (the same
+        // sums; stored from row g). Tokens past mx have zero sums, as the mma would give.
+        float xs[4] = {0.f, 0.f, 0.f, 0.f};
+        if (tile == static_cast<int>(blockIdx.x)) {
+#pragma unroll
+          for (int s = 0; s < S; ++s) mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, xw[x_word_lo<K>(s)], xw[x_word_hi<K>(s)]);
+          if (gq == 0 && 2 * q < mx) *reinterpret_cast<float2*>(&xsum[quad * mx + 2 * q]) = make_float2(xs[0], xs[1]);
+        } else if (2 * q < mx) {
+          const float2 v = *reinterpret_cast<const float2*>(&xsum[quad * mx + 2 * q]);
+          xs[0] = xs[2] = v.x;
+          xs[1] = xs[3] = v.y;
+        }
+        acc[0] = fmaf(oa, xs[0], acc[0]);
+        acc[1] = fmaf(oa, xs[1], acc[1]);
+        acc[2] = fmaf(ob, xs[2], acc[2]);
+        acc[3] = fmaf(ob, xs[3], acc[3]);
       }
     }
     // Warps 1..W-1 hand their partial tiles to warp 0, which adds them in warp order. red is
