@@ -144,5 +144,96 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
   set_quant_gemm_tuning(0, 0);
 }
 
+// The m <= 8 GEMV (launch_quant_gemv), both kernels (kTile: one row tile per block, quant_gemv.cu;
+// kStream: persistent blocks, quant_gemv_stream.cu) at 4 and 8 warps per tile, against the same
+// dequantized reference (matmul, then silu_mul on its bf16 rows for the gate_up epilogue), m 1 /
+// 3 / 8, bias and accumulation, strided x and y, gaps untouched; and for the same warps the two
+// kernels give the same bits (same per-quad math and order of every sum: the stream kernel's
+// header). n 13000 (813 tiles, 1,625 with the epilogue) is more than one wave of resident
+// blocks on an H200, so the stream kernel's blocks walk several tiles there.
+TEST(CudaQuantGemv, BothKernelsAgainstDequantizedReferenceAndEachOther) {
+  const QFormat formats[] = {{"int4 g128 zeros", quant::CodeKind::kQ4, 128, 1, true},
+                             {"int4 g128", quant::CodeKind::kQ4, 128, 1, false},
+                             {"int8 channel", quant::CodeKind::kQ8, 0, 1, false},
+                             {"int8 channel zeros", quant::CodeKind::kQ8, 0, 1, true},
+                             {"fp8 128x128", quant::CodeKind::kF8, 128, 128, false}};
+  const std::pair<int64_t, int64_t> nks[] = {{300, 1416}, {2050, 4352}, {13000, 1416}};
+  std::mt19937 rng(81);
+  int variant = 0;
+  for (const QFormat& f : formats)
+    for (auto [n, k] : nks) {
+      quant::QuantWeight w = random_weight(f, n, k, rng);
+      Result<ops::WeightView> view = quant::weight_view_of(w);
+      ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+      const std::vector<float> deq = quant::dequantize(w);
+      DevInts dev;
+      Tensor codes(DType::kU8, static_cast<int64_t>(w.q.size()));
+      std::memcpy(codes.host.data(), w.q.data(), w.q.size());
+      codes.to_device();
+      ops::WeightView dv = *view;
+      dv.data = codes.dev;
+      dv.scales = dev.floats(w.scale);
+      dv.zeros = w.offset.empty() ? nullptr : dev.floats(w.offset);
+      for (int64_t m : {1, 3, 8}) {
+        const bool silu = variant % 4 == 3, bias = variant % 2 == 0, accumulate = !silu && variant % 3 == 1;
+        ++variant;
+        const int64_t half = n / 2, ld_x = k + 8, ld_y = silu ? half + 5 : n + 3;
+        Tensor x(DType::kBF16, m * ld_x), b(DType::kBF16, n), y0(DType::kBF16, m * ld_y);
+        x.fill_uniform(rng, -1, 1);
+        b.fill_uniform(rng, -1, 1);
+        y0.fill_uniform(rng, -1, 1);
+        x.to_device();
+        b.to_device();
+        std::vector<uint8_t> want = y0.host;
+        {
+          std::vector<uint8_t> gu(static_cast<size_t>(2 * m * n));  // silu: the bf16 gate_up rows first
+          ops::MatmulParams r{x.host.data(), DType::kBF16, ld_x, ops::dense_weight(deq.data(), DType::kF32),
+                              bias ? b.host.data() : nullptr, DType::kBF16, silu ? gu.data() : want.data(), DType::kBF16,
+                              silu ? n : ld_y, m, n, k, accumulate};
+          ops::ref::matmul(r);
+          if (silu) ops::ref::silu_mul({gu.data(), gu.data() + 2 * half, want.data(), DType::kBF16, m, half, n, n, ld_y});
+        }
+        const int64_t n_out = silu ? half : n;
+        std::vector<bool> mask(static_cast<size_t>(m * ld_y));
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n_out; ++j) mask[static_cast<size_t>(i * ld_y + j)] = true;
+        for (int warps : {4, 8}) {
+          std::vector<uint8_t> tile_bits;
+          for (QuantGemvKernel kernel : {QuantGemvKernel::kTile, QuantGemvKernel::kStream}) {
+            set_quant_gemv_kernel(kernel);
+            set_quant_gemv_tuning(0, warps);
+            Tensor y(DType::kBF16, m * ld_y);
+            y.host = y0.host;
+            y.to_device();
+            ops::MatmulParams p{x.dev, DType::kBF16, ld_x, dv, bias ? b.dev : nullptr, DType::kBF16, silu ? nullptr : y.dev,
+                                DType::kBF16, silu ? n : ld_y, m, n, k, accumulate};
+            ASSERT_TRUE(quant_gemv_supported(p));
+            const SiluMulOut out{.out = y.dev, .ld_out = ld_y};
+            ASSERT_EQ(launch_quant_gemv(p, backend()->stream(), silu ? &out : nullptr), cudaSuccess);
+            ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
+            const bool tile = kernel == QuantGemvKernel::kTile;
+            const std::string what = std::string(tile ? "tile" : "stream") + " w" + std::to_string(warps) + " " + f.name +
+                                     " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                                     (bias ? " bias" : "") + (accumulate ? " accumulate" : "") + (silu ? " silu" : "");
+            expect_close(y, want, 2e-2f, what, mask);
+            std::vector<uint8_t> got;
+            y.from_device(&got, what);
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = n_out; j < ld_y; ++j)
+                ASSERT_EQ(ops::ref::load(DType::kBF16, got.data(), i * ld_y + j),
+                          ops::ref::load(DType::kBF16, y0.host.data(), i * ld_y + j))
+                    << what << ": gap written at [" << i << ", " << j << "]";
+            if (tile)
+              tile_bits = got;
+            else
+              EXPECT_EQ(std::memcmp(got.data(), tile_bits.data(), got.size()), 0) << what << ": differs from the tile kernel's bits";
+          }
+        }
+      }
+    }
+  set_quant_gemv_kernel(QuantGemvKernel::kDefault);
+  set_quant_gemv_tuning(-1, -1);
+}
+
 }  // namespace
 }  // namespace frugal::cuda::testing
