@@ -1,18 +1,16 @@
 #!/usr/bin/env bash
 # Nsight Compute (--set full) on single launches of the quantized GEMV inside
 # `cuda_kernel_bench --quant`, for one format x shape (QBENCH_ONLY, default "int4g128 gate").
-# The bench's checks come first: launch 0 is the stream kernel (quant_gemv_stream.cu) at m = 1
-# on 4 warps, 1 on 8 warps, 2 at m = 8; 3 the tile kernel (quant_gemv.cu) at m = 1 (default
-# variant), 4 and 5 at 1 and 4 quads per iteration, 6 at m = 8; 7 m = 33, 8 m = 64 (tile kernel).
-# LAUNCHES picks them (default "0 3": stream against tile at m = 1).
+# The bench's checks come first: launch 0 is m = 1 (default variant), 1 and 2 m = 1 at 1 and 4
+# quads per iteration, 3 m = 8, 4 m = 33, 5 m = 64. LAUNCHES picks them (default "0 5").
 #   bash scripts/gpu/qgemv_profile.sh        # needs build-gpu's cuda_kernel_bench
 # Writes $OUT/ncu_qgemv_<launch>.txt and prints the headline metrics.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "no ncu"; exit 1; }
-for l in ${LAUNCHES:-0 3}; do
-  FRUGAL_QBENCH_ONLY="${QBENCH_ONLY:-int4g128 gate}" "$NCU" --set full -k regex:"quant_gemv_(stream_)?kernel" -s "$l" -c 1 \
+for l in ${LAUNCHES:-0 5}; do
+  FRUGAL_QBENCH_ONLY="${QBENCH_ONLY:-int4g128 gate}" "$NCU" --set full -k regex:quant_gemv_kernel -s "$l" -c 1 \
     "$BUILD_DIR/tests/cuda/cuda_kernel_bench" --quant >"$OUT/ncu_qgemv_$l.txt" 2>&1
   echo "== launch $l: ncu rc $?"
   grep -E "Duration|DRAM Throughput|L1/TEX Cache Throughput|Registers Per|Theoretical Occupancy|Achieved Occupancy|Issue Slots Busy|Eligible Warps|Grid Size|Block Size" \

@@ -3,8 +3,7 @@
 # run the CUDA op harness; cuda_kernel_bench --quant (checks the quantized GEMV against the
 # correctness kernel on the 7B shapes, then times it; dequantize + cuBLASLt at m = 2048); then
 # batch-1 decode (128 in / 256 out) with dummy 7B weights per precision (PRECISIONS, default
-# "int4 int8 fp8"; PREFILL=2048 adds a prefill point; QGEMV_KERNELS="new old" repeats it with
-# the m <= 8 tile kernel, FRUGAL_QGEMV=old, for A/B); BATCHES=16,64 adds decode at those
+# "int4 int8 fp8"; PREFILL=2048 adds a prefill point); BATCHES=16,64 adds decode at those
 # concurrencies (512 in / 128 out) per precision, once per GEMM kernel in QGEMM_KERNELS (default
 # "pipe"; "pipe quad" adds the one-quad GEMM for A/B). Logs under $OUT, short table last.
 set -uo pipefail
@@ -18,8 +17,8 @@ if [ "${SKIP_HARNESS:-0}" != 1 ]; then
   "$B/tests/cuda/cuda_harness_test" >"$OUT/harness.log" 2>&1
   echo "== harness rc $?" >>"$T"
   grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/harness.log" | head -20 >>"$T"
-  "$B/tests/cuda/cuda_ops_test" --gtest_filter='CudaQuantGemm.*:CudaQuantGemv.*' >>"$OUT/harness.log" 2>&1
-  echo "== CudaQuantGemm / CudaQuantGemv rc $?" >>"$T"
+  "$B/tests/cuda/cuda_ops_test" --gtest_filter='CudaQuantGemm.*' >>"$OUT/harness.log" 2>&1
+  echo "== CudaQuantGemm rc $?" >>"$T"
   if [ -d tests/data/quant ]; then  # the checkpoint fixtures (carry them: devprep ... tests/data/quant)
     "$B/tests/cuda/cuda_quant_model_test" >>"$OUT/harness.log" 2>&1
     echo "== cuda_quant_model_test rc $?" >>"$T"
@@ -31,14 +30,12 @@ echo "== qbench rc $?" >>"$T"
 grep -E "^CHECK" "$OUT/qbench.log" | grep -v " ok$" >>"$T"
 echo "checks ok: $(grep -c '^CHECK.* ok$' "$OUT/qbench.log")" >>"$T"
 sed -n '/=== cuda_kernel_bench summary/,$p' "$OUT/qbench.log" >>"$T"
-for qv in ${QGEMV_KERNELS:-new}; do
-  for pr in ${PRECISIONS:-int4 int8 fp8}; do
-    FRUGAL_QGEMV=$qv "$B/src/cli/frugal" bench offline --dummy-weights /tmp/q7b/config.json --device cuda --gpu h200 \
-      --ceiling-gbps 4259 --ceiling-tflops 790 --precision "$pr" --prefill-lens "${PREFILL:-0}" --batches 1 \
-      --decode-prompt-len 128 --decode-tokens 256 --reps "${REPS:-2}" --warmup 1 >"$OUT/off_${pr}_$qv.txt" 2>&1
-    echo "== offline $pr qgemv $qv rc $?" >>"$T"
-    grep -vE "^ceilings|^bench  " "$OUT/off_${pr}_$qv.txt" | tail -8 >>"$T"
-  done
+for pr in ${PRECISIONS:-int4 int8 fp8}; do
+  "$B/src/cli/frugal" bench offline --dummy-weights /tmp/q7b/config.json --device cuda --gpu h200 \
+    --ceiling-gbps 4259 --ceiling-tflops 790 --precision "$pr" --prefill-lens "${PREFILL:-0}" --batches 1 \
+    --decode-prompt-len 128 --decode-tokens 256 --reps "${REPS:-2}" --warmup 1 >"$OUT/off_$pr.txt" 2>&1
+  echo "== offline $pr rc $?" >>"$T"
+  grep -vE "^ceilings|^bench  " "$OUT/off_$pr.txt" | tail -8 >>"$T"
 done
 if [ -n "${BATCHES:-}" ]; then
   for kn in ${QGEMM_KERNELS:-pipe}; do

@@ -1,5 +1,4 @@
-// cuda_kernel_bench --quant: the weight-only quantized GEMV (quant_gemv_stream.cu, and
-// quant_gemv.cu's tile kernel next to it as "old" at m 1 and 8) on the
+// cuda_kernel_bench --quant: the weight-only quantized GEMV (quant_gemv.cu) on the
 // DeepSeek-R1-Distill-Qwen-7B linear shapes in the dummy-weight formats (int4 g128 with zero
 // points, int8 per channel, fp8 128x128 blocks), GB/s against the measured copy ceiling, each
 // checked first against the per-element correctness kernel on the same weights; the GEMMs for
@@ -120,18 +119,12 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           std::abort();
         }
       }
-      // u: quads per warp iteration of the tile kernel (0: the default rule); w: warps per tile.
-      struct CheckCase { int64_t m; QuantGemvKernel kernel; int u, w; const char* name; };
-      for (CheckCase c : {CheckCase{1, QuantGemvKernel::kStream, 0, 4, "stream w4"}, CheckCase{1, QuantGemvKernel::kStream, 0, 8, "stream w8"},
-                          CheckCase{8, QuantGemvKernel::kStream, 0, 0, "stream"}, CheckCase{1, QuantGemvKernel::kTile, 0, 0, "tile"},
-                          CheckCase{1, QuantGemvKernel::kTile, 1, 0, "tile u=1"}, CheckCase{1, QuantGemvKernel::kTile, 4, 0, "tile u=4"},
-                          CheckCase{8, QuantGemvKernel::kTile, 0, 0, "tile"}, CheckCase{33, QuantGemvKernel::kDefault, 0, 0, ""},
-                          CheckCase{64, QuantGemvKernel::kDefault, 0, 0, ""}}) {
-        set_quant_gemv_kernel(c.kernel);
-        set_quant_gemv_tuning(c.u, c.w);
-        check("m=" + std::to_string(c.m) + " " + c.name, c.m, [&](const ops::MatmulParams& p) { (void)launch_quant_gemv(p, b->stream()); });
+      struct CheckCase { int64_t m; int u; };  // u: quads per warp iteration (0: the default rule)
+      for (CheckCase c : {CheckCase{1, 0}, CheckCase{1, 1}, CheckCase{1, 4}, CheckCase{8, 0}, CheckCase{33, 0}, CheckCase{64, 0}}) {
+        set_quant_gemv_tuning(c.u, 0);
+        check("m=" + std::to_string(c.m) + " u=" + std::to_string(c.u), c.m,
+              [&](const ops::MatmulParams& p) { (void)launch_quant_gemv(p, b->stream()); });
       }
-      set_quant_gemv_kernel(QuantGemvKernel::kDefault);
       set_quant_gemv_tuning(-1, -1);
       // The GEMMs (m >= 9), both kernels, against the same oracle, in each block shape, split as
       // the backend splits them (and in one split).
@@ -198,19 +191,11 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
         free_shape();
         continue;
       }
-      // The default (the stream kernel at m <= 8) next to the tile kernel ("old", FRUGAL_QGEMV=old)
-      // at m 1 and 8, each at 4 and 8 warps per tile at m = 1, the tile kernel's quads per
-      // iteration too.
-      struct Tune { QuantGemvKernel kernel; int u, w; const char* name; };
-      constexpr QuantGemvKernel kDef = QuantGemvKernel::kDefault, kTile = QuantGemvKernel::kTile, kStream = QuantGemvKernel::kStream;
+      struct Tune { int u, w; const char* name; };
       for (int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
-        for (Tune t : {Tune{kDef, 0, 0, ""}, Tune{kStream, 0, 4, " stream w4"}, Tune{kStream, 0, 8, " stream w8"},
-                       Tune{kTile, 0, 0, " old"}, Tune{kTile, 1, 4, " old u1w4"}, Tune{kTile, 2, 4, " old u2w4"},
-                       Tune{kTile, 4, 4, " old u4w4"}, Tune{kTile, 1, 8, " old u1w8"}, Tune{kTile, 2, 8, " old u2w8"},
-                       Tune{kTile, 4, 8, " old u4w8"}}) {
-          if (m != 1 && (t.u != 0 || t.w != 0)) continue;
-          if (m != 1 && m != 8 && t.kernel != kDef) continue;
-          set_quant_gemv_kernel(t.kernel);
+        for (Tune t : {Tune{0, 0, ""}, Tune{1, 4, " u1w4"}, Tune{2, 4, " u2w4"}, Tune{4, 4, " u4w4"}, Tune{1, 8, " u1w8"},
+                       Tune{2, 8, " u2w8"}, Tune{4, 8, " u4w8"}}) {
+          if (m != 1 && t.u != 0) continue;
           set_quant_gemv_tuning(t.u, t.w);
           ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
           Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
@@ -222,24 +207,19 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           table->add({"qgemv m=" + std::to_string(m) + " " + tag + t.name, tm, gbs, "GB/s", 100 * gbs / ceiling});
         }
       }
-      set_quant_gemv_kernel(QuantGemvKernel::kDefault);
       set_quant_gemv_tuning(-1, -1);
       if (s.n == 18944) {  // with the silu epilogue (the rows' halves as gate and up): against the rows above
-        for (int64_t m : {1, 8})
-          for (QuantGemvKernel kernel : {kDef, kTile}) {
-            set_quant_gemv_kernel(kernel);
-            ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
-            const SiluMulOut silu{.out = y, .ld_out = s.n / 2};
-            Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
-              p.w.data = codes[static_cast<size_t>(i % copies)];
-              (void)launch_quant_gemv(p, b->stream(), &silu);
-            });
-            const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n / 2);
-            const double gbs = bytes / (tm.median_us * 1e3);
-            table->add({"qgemv m=" + std::to_string(m) + " " + tag + " +silu epilogue" + (kernel == kTile ? " old" : ""), tm, gbs,
-                        "GB/s", 100 * gbs / ceiling});
-          }
-        set_quant_gemv_kernel(kDef);
+        for (int64_t m : {1, 8}) {
+          ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+          const SiluMulOut silu{.out = y, .ld_out = s.n / 2};
+          Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+            p.w.data = codes[static_cast<size_t>(i % copies)];
+            (void)launch_quant_gemv(p, b->stream(), &silu);
+          });
+          const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n / 2);
+          const double gbs = bytes / (tm.median_us * 1e3);
+          table->add({"qgemv m=" + std::to_string(m) + " " + tag + " +silu epilogue", tm, gbs, "GB/s", 100 * gbs / ceiling});
+        }
       }
       if (s.n == 18944) {  // large m: dequantize + cuBLASLt through the backend
         ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, max_m, s.n, s.k, false};

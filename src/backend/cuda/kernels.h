@@ -125,13 +125,6 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
 // Benchmark knob at m <= 8: quads per warp iteration (1 | 2 | 4; the next iteration's are in flight
 // meanwhile) and warps per row tile (4 | 8); 0 = the default rule.
 void set_quant_gemv_tuning(int quads_per_iteration, int warps);
-// Which GEMV runs at m <= 8: kStream (quant_gemv_stream.cu, the default: persistent blocks
-// walking row tiles, each warp's codes streamed through a cp.async ring, x sums from the first tile of each block)
-// or kTile (quant_gemv.cu's kernel, one row tile per block), kept for A/B: FRUGAL_QGEMV=old or
-// set_quant_gemv_kernel (kDefault: back to the environment's choice). Both give the same bits
-// for the same warps per tile. quads_per_iteration tunes kTile only.
-enum class QuantGemvKernel { kDefault, kTile, kStream };
-void set_quant_gemv_kernel(QuantGemvKernel k);
 // The quantized GEMM for quant_gemm_min_m() <= m <= kQuantGemvMaxM, same formats as the GEMV,
 // in two kernels (quant_gemm_kernel()):
 //  - kPipe (quant_gemm_pipe.cu, kept for A/B: measured slower, see below): codes, x slab and scales of each quad staged in

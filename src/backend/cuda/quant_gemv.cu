@@ -14,9 +14,7 @@
 // the quad) comes from a second mma with an all-ones A; int4's +128 bias folds into o. The
 // dequantized values are exact in bf16, so the only rounding is the f32 accumulation.
 // U quads are loaded before any is used (bytes in flight), and the warps of a block split k;
-// their partial tiles are summed through shared memory. At m <= 8 this one-tile-per-block kernel
-// is the A/B alternative (FRUGAL_QGEMV=old) to the persistent one of quant_gemv_stream.cu, which
-// keeps its per-quad math and summation order.
+// their partial tiles are summed through shared memory.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -378,15 +376,6 @@ int env_int(const char* name) {
   return e ? std::atoi(e) : 0;
 }
 int g_tune_u = -1, g_tune_w = -1;
-QuantGemvKernel g_gemv_kernel = QuantGemvKernel::kDefault;
-
-QuantGemvKernel gemv_kernel() {
-  static const QuantGemvKernel env = [] {
-    const char* e = std::getenv("FRUGAL_QGEMV");
-    return e && std::strcmp(e, "old") == 0 ? QuantGemvKernel::kTile : QuantGemvKernel::kStream;
-  }();
-  return g_gemv_kernel != QuantGemvKernel::kDefault ? g_gemv_kernel : env;
-}
 
 // The default at m <= 8 (measured, cuda_kernel_bench --quant, 2026-12-03): many row tiles (the
 // fused gate/up, >= 1024 tiles) 1 quad per iteration on 4 warps (int8: 8), the grid itself keeps
@@ -414,20 +403,15 @@ cudaError_t launch_k(const QGemvArgs& a, int64_t tiles, cudaStream_t stream) {
   }
 }
 
-// Warps per row tile at m <= 8 (both kernels). Few row tiles (small n): 8 warps split k to keep
-// bytes in flight. int8 keeps 8 on many tiles too (kTile, gate 18944x3584 at m 1: 24.3 us against
-// 26.2 with 4 warps; int4 and fp8 are faster with 4).
-int gemv_warps(const QGemvArgs& a, int64_t tiles) {
-  static const int w_env0 = env_int("FRUGAL_QGEMV_W");
-  const int w_env = g_tune_w >= 0 ? g_tune_w : w_env0;
-  const bool int8 = a.p.w.format.scheme == ops::WeightScheme::kInt8;
-  return w_env == 8 || (w_env != 4 && (tiles < 1024 || int8)) ? 8 : 4;
-}
-
 template <QKind K, int MT, bool kOffsets>
 cudaError_t launch_w(const QGemvArgs& a, cudaStream_t stream) {
+  static const int w_env0 = env_int("FRUGAL_QGEMV_W");
+  const int w_env = g_tune_w >= 0 ? g_tune_w : w_env0;
   const int64_t tiles = row_tiles(a) * ceil_div(a.p.m, 8 * MT);
-  return gemv_warps(a, tiles) == 8 ? launch_k<K, 8, MT, kOffsets>(a, tiles, stream) : launch_k<K, 4, MT, kOffsets>(a, tiles, stream);
+  // Few row tiles (small n): 8 warps split k to keep bytes in flight. int8 keeps 8 on many tiles
+  // too (gate 18944x3584 at m 1: 24.3 us against 26.2 with 4 warps; int4 and fp8 are faster with 4).
+  const bool eight = w_env == 8 || (w_env != 4 && (tiles < 1024 || K == QKind::kInt8));
+  return eight ? launch_k<K, 8, MT, kOffsets>(a, tiles, stream) : launch_k<K, 4, MT, kOffsets>(a, tiles, stream);
 }
 
 // Token tiles per pass: one pass over the weight for m <= 64 (more tiles cost registers and
@@ -495,8 +479,6 @@ void set_quant_gemv_tuning(int quads_per_iteration, int warps) {
   g_tune_w = warps;
 }
 
-void set_quant_gemv_kernel(QuantGemvKernel k) { g_gemv_kernel = k; }
-
 bool quant_gemv_supported(const ops::MatmulParams& p) {
   const ops::WeightFormat& f = p.w.format;
   const bool int4 = f.scheme == ops::WeightScheme::kInt4, int8 = f.scheme == ops::WeightScheme::kInt8,
@@ -513,9 +495,6 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
   if (silu && (p.n % 2 != 0 || p.accumulate)) return cudaErrorInvalidValue;
   QGemvArgs a = gemv_args(p);
   if (silu) a.silu = *silu;
-  if (p.m <= 8 && gemv_kernel() == QuantGemvKernel::kStream) {
-    if (quant_gemv_stream_fits(a)) return launch_quant_gemv_stream(a, gemv_warps(a, row_tiles(a)), stream);
-  }
   const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
   switch (p.w.format.scheme) {
     case ops::WeightScheme::kInt4:

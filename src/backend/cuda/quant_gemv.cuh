@@ -188,11 +188,6 @@ __device__ __forceinline__ void fold_quad(float (&acc)[4], const float (&part)[4
 
 namespace frugal::cuda {
 
-// The persistent m <= 8 GEMV (quant_gemv_stream.cu) for a given warps per block (4 | 8):
-// whether it takes these arguments (m <= 8 and its x sums fit in shared memory), and its launch.
-bool quant_gemv_stream_fits(const qmma::QGemvArgs& a);
-cudaError_t launch_quant_gemv_stream(const qmma::QGemvArgs& a, int warps, cudaStream_t stream);
-
 // The block shape asked for by FRUGAL_QGEMM_W / FRUGAL_QGEMM_R or set_quant_gemm_tuning (0: the
 // kernel's default), read by both GEMMs (quant_gemv.cu).
 void quant_gemm_tuning(int* warps, int* row_tiles);
