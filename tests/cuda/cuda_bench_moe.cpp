@@ -4,7 +4,7 @@
 // average). 16: the GEMVs (the default there) against the streaming kernels
 // (FRUGAL_MOE_STREAM=all). 64 to 512: the streaming kernels (the default) against the WMMA
 // tiles they replace (FRUGAL_MOE_STREAM=0), the mma.sync kernels (FRUGAL_MOE_MMA=1) and the
-// streaming kernels with 4 quads a warp an iteration (FRUGAL_MOE_STREAM_U=4). GB/s
+// streaming kernels with 2 quads a warp an iteration instead of 4 (FRUGAL_MOE_STREAM_U=2). GB/s
 // counts the weights of the experts any token chose (each read once at best: from 64 tokens on,
 // every expert), against the copy ceiling. Then 8192 tokens (a prefill step, 768 rows per
 // expert: compute), the WMMA 64-row tiles (the default there) against the mma.sync kernels
@@ -46,7 +46,7 @@ void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
     MoeMma mma;
     int stream_u = 0;
   };
-  const Run stream_default{"stream", MoeStream::kDecode, MoeMma::kOff}, stream_u4{"stream u=4", MoeStream::kDecode, MoeMma::kOff, 4},
+  const Run stream_default{"stream", MoeStream::kDecode, MoeMma::kOff}, stream_u2{"stream u=2", MoeStream::kDecode, MoeMma::kOff, 2},
       stream_all{"stream (all)", MoeStream::kAll, MoeMma::kOff},
       gemv{"gemv", MoeStream::kDecode, MoeMma::kOff}, wmma{"wmma (old)", MoeStream::kOff, MoeMma::kOff},
       mma_decode{"mma.sync", MoeStream::kOff, MoeMma::kDecode}, mma_all{"mma.sync", MoeStream::kOff, MoeMma::kAll};
@@ -74,7 +74,7 @@ void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
     const bool prefill = n > 512;
     const std::vector<Run> runs = n <= 16 ? std::vector<Run>{gemv, stream_all}
                                   : prefill ? std::vector<Run>{wmma, mma_all}
-                                            : std::vector<Run>{wmma, mma_decode, stream_default, stream_u4};
+                                            : std::vector<Run>{wmma, mma_decode, stream_default, stream_u2};
     for (const Run& run : runs) {
       set_moe_stream(run.stream);
       set_moe_mma(run.mma);

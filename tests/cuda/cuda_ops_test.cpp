@@ -544,11 +544,11 @@ void check_moe_rows(const std::vector<int32_t>& counts, const std::vector<MoeRun
 
 // 0, 1, 17, 33, 64 and 85 rows (none, one, past one and two 8-token n-tiles and 16-row MMA
 // tiles, one whole 64-row tile, a 64-row tile and a 21-row one), 33 on average: the streaming
-// kernels by default (and with 4 quads a warp an iteration); the mma.sync kernels where asked
+// kernels by default (4 quads a warp an iteration, and 2); the mma.sync kernels where asked
 // for (an explicit ask wins); the 16-row WMMA tiles (the A/B baseline) with both off.
 TEST(CudaOps, MoeExpertsRowsPerExpert) {
   check_moe_rows({0, 1, 17, 33, 64, 85}, {{MoeStream::kDecode, MoeMma::kOff, MoePath::kStream},
-                                         {MoeStream::kDecode, MoeMma::kOff, MoePath::kStream, 4},
+                                         {MoeStream::kDecode, MoeMma::kOff, MoePath::kStream, 2},
                                          {MoeStream::kDecode, MoeMma::kDecode, MoePath::kMma},
                                          {MoeStream::kOff, MoeMma::kOff, MoePath::kWmma16}});
 }

@@ -200,7 +200,7 @@ cudaError_t launch_u(const ops::MoeExpertsParams& p, const Layout& l, cudaStream
 }  // namespace
 
 cudaError_t launch_stream_gemms(const ops::MoeExpertsParams& p, const Layout& l, cudaStream_t stream) {
-  return moe_stream_u() == 4 ? launch_u<4>(p, l, stream) : launch_u<2>(p, l, stream);
+  return moe_stream_u() == 2 ? launch_u<2>(p, l, stream) : launch_u<4>(p, l, stream);
 }
 
 }  // namespace frugal::cuda::moe
@@ -219,7 +219,7 @@ int moe_stream_u() {
     return e != nullptr ? std::atoi(e) : 0;
   }();
   const int u = g_moe_stream_u > 0 ? g_moe_stream_u : env;
-  return u == 4 ? 4 : 2;
+  return u == 2 ? 2 : 4;
 }
 
 void set_moe_stream_u(int u) { g_moe_stream_u = u; }
