@@ -167,17 +167,15 @@ cudaError_t launch_quantize_fp8_act(const void* x, DType x_dtype, int64_t ld_x, 
                          stream, xb, ld_x, m, k, k_pad, xq, xs, ld_s);
   }
   if (vec) {
-    // V vectors of 8 per thread: rows of up to 8 x 4096 inputs (the 7B down projection: 18944).
+    // V vectors of 8 per thread: rows of up to 8 x 4096 inputs (the 7B down projection: 18944);
+    // longer rows take the scalar kernel.
     const int64_t v = ceil_div(k / 8, kVecThreads);
-    const unsigned grid = static_cast<unsigned>(m);
-    switch (v) {
-      case 0: case 1: return launch_kernel(quantize_fp8_per_token_vec_kernel<1>, grid, kVecThreads, 0, stream, xb, ld_x, k, k_pad, xq, xs);
-      case 2: return launch_kernel(quantize_fp8_per_token_vec_kernel<2>, grid, kVecThreads, 0, stream, xb, ld_x, k, k_pad, xq, xs);
-      case 3: case 4: return launch_kernel(quantize_fp8_per_token_vec_kernel<4>, grid, kVecThreads, 0, stream, xb, ld_x, k, k_pad, xq, xs);
-      case 5: case 6: case 7: case 8:
-        return launch_kernel(quantize_fp8_per_token_vec_kernel<8>, grid, kVecThreads, 0, stream, xb, ld_x, k, k_pad, xq, xs);
-      default: break;  // longer rows: the scalar kernel
-    }
+    auto* kernel = v <= 1 ? quantize_fp8_per_token_vec_kernel<1>
+                   : v == 2 ? quantize_fp8_per_token_vec_kernel<2>
+                   : v <= 4 ? quantize_fp8_per_token_vec_kernel<4>
+                   : v <= 8 ? quantize_fp8_per_token_vec_kernel<8> : nullptr;
+    if (kernel != nullptr)
+      return launch_kernel(kernel, static_cast<unsigned>(m), kVecThreads, 0, stream, xb, ld_x, k, k_pad, xq, xs);
   }
   if (!per_128)
     return launch_kernel(quantize_fp8_per_token_kernel, static_cast<unsigned>(m), 256, 0, stream, x, x_dtype, ld_x, k,
