@@ -16,6 +16,9 @@
 // kv_lora_rank values are sum_j p_j c_j). W_abs[h] = [[W_UK[h]^T, 0], [0, I]] is built once
 // at load (one matmul per head gives [q_abs | q_pe]); W_UV[h] is a row slice of kv_b_proj.
 //
+// q (or q_a) and kv_a read the same input and are placed back to back at load: one matmul into
+// rows [q | c | k_pe] (fuse_rows; two where the formats differ).
+//
 // RoPE is the interleaved form (pairs (2i, 2i + 1)) on the qk_rope part only: transformers'
 // DeepSeek-V2 complex-number rope and V3 with rope_interleave (its default).
 //
@@ -47,12 +50,22 @@ namespace {
 
 using T = TensorSlot;
 
+// FRUGAL_MLA_FUSE_QKVA=0: q (q_a) and kv_a as two matmuls even where they could be one.
+bool fuse_q_kva() {
+  static const bool on = [] {
+    const char* e = std::getenv("FRUGAL_MLA_FUSE_QKVA");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
 struct MlaWeights {
   std::optional<Linear> q;   // q_proj [H * qk, hidden] (q_lora_rank == 0)
   std::optional<Linear> q_a; // q_a_proj [q_lora_rank, hidden]
   Norm q_a_norm;             // [q_lora_rank]
   std::optional<Linear> q_b; // q_b_proj [H * qk, q_lora_rank]
   Linear kv_a;               // kv_a_proj_with_mqa [rank + rope, hidden]
+  std::optional<Linear> q_kva;  // q (or q_a) and kv_a as one matmul, where placed back to back (fuse_rows)
   Norm kv_a_norm;            // [rank]
   Linear kv_b;               // kv_b_proj [H * (nope + v), rank]
   Linear o;                  // o_proj [hidden, H * v]
@@ -139,6 +152,13 @@ class DeepseekFamily final : public ForwardFamily {
       }
       FRUGAL_ASSIGN_OR_RETURN(a.kv_a, w.linear(name(T::kAttnKvA, i), name(T::kAttnKvABias, i)));
       FRUGAL_ASSIGN_OR_RETURN(a.kv_a_norm, w.norm(name(T::kAttnKvANorm, i)));
+      // q (q_a) and kv_a both read the normed input: one matmul (one GEMV a decode step, not
+      // two) where the weights were placed back to back (weights.cpp's placement_key).
+      // FRUGAL_MLA_FUSE_QKVA=0 keeps them apart (A/B runs).
+      if (fuse_q_kva()) {
+        const Linear parts[] = {a.q ? *a.q : *a.q_a, a.kv_a};
+        a.q_kva = fuse_rows(parts);
+      }
       FRUGAL_ASSIGN_OR_RETURN(a.kv_b, w.linear(name(T::kAttnKvB, i), ""));
       // o_proj is row-parallel under tensor parallelism: its bias is added once, by rank 0.
       FRUGAL_ASSIGN_OR_RETURN(a.o, w.linear(name(T::kAttnO, i), comm_ && layout_.rank != 0 ? "" : name(T::kAttnOBias, i)));
@@ -204,8 +224,8 @@ class DeepseekFamily final : public ForwardFamily {
                                     c.moe.moe_intermediate_size * c.moe.n_shared_experts});
     auto b = [&](const char* n, int64_t elems) { return BufferRequest{.name = n, .bytes = dtype_bytes(act, elems)}; };
     auto f = [&](const char* n, int64_t elems) { return BufferRequest{.name = n, .bytes = elems * 4}; };
-    std::vector<BufferRequest> out = {b("resid", T * c.hidden_size), b("xn", T * c.hidden_size), b("qa", T * std::max<int64_t>(c.mla.q_lora_rank, 1)),
-            b("q", T * H_ * qk_), b("kva", T * (rank_ + rope_)), b("qcat", T * H_ * (rank_ + rope_)),
+    std::vector<BufferRequest> out = {b("resid", T * c.hidden_size), b("xn", T * c.hidden_size), b("qa", T * (std::max<int64_t>(c.mla.q_lora_rank, 1) + rank_ + rope_)),
+            b("q", T * (H_ * qk_ + rank_ + rope_)), b("kva", T * (rank_ + rope_)), b("qcat", T * H_ * (rank_ + rope_)),
             b("ocat", T * H_ * (rank_ + rope_)), b("attn", T * H_ * vdim_), b("gate", 2 * T * inter), b("up", T * inter),
             f("router_logits", T * E), f("router_dense", T * E), f("router_idx", T * K), f("router_w", T * K),
             b("sel", R * c.hidden_size),
@@ -333,30 +353,43 @@ class DeepseekFamily final : public ForwardFamily {
   // residual += o_proj(MLA(xn)), absorbed (see the top of the file).
   Status mla(ops::Backend* be, DType act, const MlaWeights& a, const layers::StepInputs& in,
              const ops::KvCacheLayer& cache, int64_t n) const {
-    const int64_t hidden = config_.hidden_size, lat = rank_ + rope_, q_ld = H_ * qk_, cat_ld = H_ * lat;
-    if (a.q) {
-      FRUGAL_RETURN_IF_ERROR(layers::linear(be, *a.q, act, ws_.xn, hidden, ws_.q, q_ld, n, false));
+    const int64_t hidden = config_.hidden_size, lat = rank_ + rope_, cat_ld = H_ * lat;
+    // q (or q_a) into qbuf and [c | k_pe] = kv_a(x): fused, both in qbuf's rows [q | c | k_pe].
+    const int64_t qout = a.q ? H_ * qk_ : a.q_a->out;
+    void* qbuf = a.q ? ws_.q : ws_.qa;
+    int64_t q_ld = qout, kva_ld = lat;
+    void* kva = ws_.kva;
+    if (a.q_kva) {
+      q_ld = kva_ld = qout + lat;
+      kva = static_cast<uint8_t*>(qbuf) + dtype_bytes(act, qout);
+      FRUGAL_RETURN_IF_ERROR(layers::linear(be, *a.q_kva, act, ws_.xn, hidden, qbuf, q_ld, n, false));
     } else {
-      const int64_t qr = a.q_a->out;
-      FRUGAL_RETURN_IF_ERROR(layers::linear(be, *a.q_a, act, ws_.xn, hidden, ws_.qa, qr, n, false));
-      FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, a.q_a_norm, act, ws_.qa, ws_.qa, n, config_.rms_norm_eps));
-      FRUGAL_RETURN_IF_ERROR(layers::linear(be, *a.q_b, act, ws_.qa, qr, ws_.q, q_ld, n, false));
+      FRUGAL_RETURN_IF_ERROR(layers::linear(be, a.q ? *a.q : *a.q_a, act, ws_.xn, hidden, qbuf, q_ld, n, false));
+      FRUGAL_RETURN_IF_ERROR(layers::linear(be, a.kv_a, act, ws_.xn, hidden, kva, kva_ld, n, false));
     }
-    // [c | k_pe] = kv_a(x); c = rms_norm(c) in place.
-    FRUGAL_RETURN_IF_ERROR(layers::linear(be, a.kv_a, act, ws_.xn, hidden, ws_.kva, lat, n, false));
+    if (!a.q) {  // q = q_b(rms_norm(q_a)), the norm in place
+      const int64_t qr = a.q_a->out, qa_ld = q_ld;
+      FRUGAL_RETURN_IF_ERROR(be->rms_norm(ops::RmsNormParams{
+          .x = ws_.qa, .residual = nullptr, .y = ws_.qa, .weight = a.q_a_norm.weight, .act_dtype = act,
+          .weight_dtype = a.q_a_norm.dtype, .rows = n, .dim = qr, .ld_x = qa_ld, .ld_res = qa_ld, .ld_y = qa_ld,
+          .eps = static_cast<float>(config_.rms_norm_eps)}));
+      q_ld = H_ * qk_;
+      FRUGAL_RETURN_IF_ERROR(layers::linear(be, *a.q_b, act, ws_.qa, qa_ld, ws_.q, q_ld, n, false));
+    }
+    // c = rms_norm(c) in place.
     FRUGAL_RETURN_IF_ERROR(be->rms_norm(ops::RmsNormParams{
-        .x = ws_.kva, .residual = nullptr, .y = ws_.kva, .weight = a.kv_a_norm.weight, .act_dtype = act,
-        .weight_dtype = a.kv_a_norm.dtype, .rows = n, .dim = rank_, .ld_x = lat, .ld_res = lat, .ld_y = lat,
+        .x = kva, .residual = nullptr, .y = kva, .weight = a.kv_a_norm.weight, .act_dtype = act,
+        .weight_dtype = a.kv_a_norm.dtype, .rows = n, .dim = rank_, .ld_x = kva_ld, .ld_res = kva_ld, .ld_y = kva_ld,
         .eps = static_cast<float>(config_.rms_norm_eps)}));
     // RoPE on q_pe (the last rope values of each q head) and k_pe (the end of the latent row):
     // pointers start at the rope part, heads are qk apart, only the first rotary_dim rotate.
     FRUGAL_RETURN_IF_ERROR(be->rope(ops::RopeParams{
-        .q = static_cast<uint8_t*>(ws_.q) + dtype_bytes(act, nope_), .k = static_cast<uint8_t*>(ws_.kva) + dtype_bytes(act, rank_),
+        .q = static_cast<uint8_t*>(ws_.q) + dtype_bytes(act, nope_), .k = static_cast<uint8_t*>(kva) + dtype_bytes(act, rank_),
         .act_dtype = act, .positions = in.positions, .inv_freq = in.inv_freq, .n_tokens = n, .ld_q = q_ld,
-        .ld_k = lat, .n_head = static_cast<int32_t>(H_), .n_head_kv = 1, .head_dim = static_cast<int32_t>(qk_),
+        .ld_k = kva_ld, .n_head = static_cast<int32_t>(H_), .n_head_kv = 1, .head_dim = static_cast<int32_t>(qk_),
         .rotary_dim = static_cast<int32_t>(rope_), .attention_factor = attention_factor_, .interleaved = interleaved_}));
     FRUGAL_RETURN_IF_ERROR(be->kv_write(ops::KvWriteParams{
-        .cache = cache, .k = ws_.kva, .v = ws_.kva, .act_dtype = act, .ld_k = lat, .ld_v = lat,
+        .cache = cache, .k = kva, .v = kva, .act_dtype = act, .ld_k = kva_ld, .ld_v = kva_ld,
         .slot_mapping = in.slot_mapping, .n_tokens = n}));
     // [q_abs | q_pe] per head: W_abs[h] [lat, qk] against q[h], one batched matmul over the heads.
     const DType wt = a.kv_b.weight.format.dtype;

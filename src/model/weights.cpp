@@ -266,11 +266,14 @@ void fill_dummy(TensorRole role, DType dtype, uint64_t seed, uint64_t stream, vo
   }
 }
 
-// Sort key that groups "<p>.{q,k,v}_proj.{weight,bias}" as <p>.qkv.{weight,bias}.{0,1,2} and
-// "<p>.{gate,up}_proj.weight" as <p>.gate_up.weight.{0,1}; other names sort as themselves.
+// Sort key that groups "<p>.{q,k,v}_proj.{weight,bias}" as <p>.qkv.{weight,bias}.{0,1,2},
+// "<p>.{gate,up}_proj.weight" as <p>.gate_up.weight.{0,1} and MLA's "<p>.{q_proj or q_a_proj,
+// kv_a_proj_with_mqa}" as <p>.qkv.*.{0,1}; other names sort as themselves.
 std::string placement_key(const std::string& name) {
   static const std::pair<const char*, const char*> kGroups[] = {
-      {"q_proj", "qkv~0"}, {"k_proj", "qkv~1"}, {"v_proj", "qkv~2"}, {"gate_proj", "gate_up~0"}, {"up_proj", "gate_up~1"}};
+      {"q_proj", "qkv~0"}, {"k_proj", "qkv~1"}, {"v_proj", "qkv~2"}, {"gate_proj", "gate_up~0"}, {"up_proj", "gate_up~1"},
+      // MLA (DeepSeek): q_proj, or q_a_proj under q_lora_rank, reads the same input as kv_a.
+      {"q_a_proj", "qkv~0"}, {"kv_a_proj_with_mqa", "qkv~1"}};
   const size_t dot = name.rfind('.');
   if (dot == std::string::npos || dot == 0) return name;
   const size_t dot2 = name.rfind('.', dot - 1);

@@ -34,6 +34,11 @@ TEST(WeightPlacement, GroupsProjectionsThatShareAnInput) {
   EXPECT_EQ(placement_key("model.layers.3.mlp.up_proj.weight"), "model.layers.3.mlp.gate_up.weight.1");
   EXPECT_EQ(placement_key("model.layers.3.self_attn.o_proj.weight"), "model.layers.3.self_attn.o_proj.weight");
   EXPECT_EQ(placement_key("lm_head.weight"), "lm_head.weight");
+  // MLA: the query projection (q_proj, or q_a_proj under q_lora_rank) and kv_a read the same input.
+  EXPECT_EQ(placement_key("model.layers.0.self_attn.q_proj.weight"), "model.layers.0.self_attn.qkv.weight.0");
+  EXPECT_EQ(placement_key("model.layers.0.self_attn.q_a_proj.weight"), "model.layers.0.self_attn.qkv.weight.0");
+  EXPECT_EQ(placement_key("model.layers.0.self_attn.kv_a_proj_with_mqa.weight"), "model.layers.0.self_attn.qkv.weight.1");
+  EXPECT_EQ(placement_key("model.layers.0.self_attn.kv_b_proj.weight"), "model.layers.0.self_attn.kv_b_proj.weight");
   // Sorted by key, q/k/v weights are adjacent and in order, then their biases.
   std::vector<std::string> names = {"a.self_attn.v_proj.weight", "a.self_attn.q_proj.bias", "a.self_attn.k_proj.weight",
                                     "a.self_attn.o_proj.weight", "a.self_attn.q_proj.weight", "a.self_attn.v_proj.bias",
