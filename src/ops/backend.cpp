@@ -38,6 +38,11 @@ Status Backend::matmul_silu_mul(const MatmulSiluMulParams& p) {
   return silu_mul(p.act);
 }
 
+Status Backend::silu_mul_matmul(const SiluMulMatmulParams& p) {
+  FRUGAL_RETURN_IF_ERROR(silu_mul(p.act));
+  return matmul(p.mm);
+}
+
 Result<DeviceBuffer> DeviceBuffer::create(Backend* backend, size_t nbytes) {
   DeviceBuffer b;
   FRUGAL_ASSIGN_OR_RETURN(b.ptr_, backend->alloc(nbytes));

@@ -252,6 +252,17 @@ struct MatmulSiluMulParams {
   SiluMulParams act;
 };
 
+// silu_mul(act) then matmul(mm) (fused op, ops/op_list.h): SwiGLU's down projection over the
+// product. In the model mm.x is act.out (x_dtype act.act_dtype, ld_x act.ld_out, k act.dim,
+// m act.n_tokens); a backend may then feed the matmul from gate and up directly and not write
+// act.out (CUDA: an FP8 W8A8 down projection quantizes silu(gate) * up, rounded to act_dtype
+// as silu_mul rounds it, into its FP8 activations in one kernel). act.out is scratch: its
+// contents afterwards are unspecified; mm.y is the result. Any other Params run as the sequence.
+struct SiluMulMatmulParams {
+  SiluMulParams act;
+  MatmulParams mm;
+};
+
 // A batch of independent matmuls with dense weights (MLA's per-head absorbed projections):
 //   y[b][i, o] = sum_j x[b][i, j] * w[b][o, j]    b < batch, i < m, o < n, j < k
 // x[b] starts stride_x elements after x[b - 1] (rows ld_x apart), w[b] ([n, k] row-major, dtype

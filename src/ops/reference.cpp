@@ -203,6 +203,11 @@ void matmul_silu_mul(const MatmulSiluMulParams& p) {
   silu_mul(p.act);
 }
 
+void silu_mul_matmul(const SiluMulMatmulParams& p) {
+  silu_mul(p.act);
+  matmul(p.mm);
+}
+
 void attention(const AttentionParams& p) {
   const auto& c = p.cache;
   const int group = p.n_head / c.n_head_kv;

@@ -172,5 +172,68 @@ TEST(CudaW8a8, Fp8WeightsFp8Activations) {
   check_w8a8({128, 128, 99, 256, 512, true, true, false, false}, rng);  // unaligned rows: the fallback
 }
 
+// silu_mul_matmul (SwiGLU's down projection over silu(gate) * up) with FP8 weights: the fused
+// path quantizes the product in one kernel without writing it; its output must equal, bit for
+// bit, silu_mul then the W8A8 matmul (the sequence, checked against the oracle above), since the
+// fused kernel rounds the product to bf16 as silu_mul does before quantizing. 9 and 13 tokens:
+// W8A8 for the first 8 / 12, the weight-only GEMV for the rest (the fused path writes those
+// product rows); per-tensor, per-channel and 128-block scales; a per-token row of 4480.
+TEST(CudaW8a8, SiluMulMatmulEqualsSequence) {
+  std::mt19937 rng(36);
+  for (auto [gk, gn] : {std::pair<int32_t, int32_t>{0, 0}, {0, 1}, {128, 128}})
+    for (int64_t m : {9, 13, 16, 64, 130})
+      for (int64_t dim : {512, 4480}) {
+        const int64_t n = 272, ld_gu = 2 * dim + 8, ld_y = n + 8;
+        const std::string what = "silu_mul_matmul m=" + std::to_string(m) + " n=" + std::to_string(n) + " dim=" +
+                                 std::to_string(dim) + " scales " + std::to_string(gk) + "x" + std::to_string(gn);
+        ops::WeightFormat f;
+        f.scheme = ops::WeightScheme::kFp8;
+        f.dtype = DType::kF8E4M3;
+        f.group_k = gk;
+        f.group_n = gn;
+        const int64_t row_bytes = ops::weight_row_bytes(f, dim);
+        std::vector<uint8_t> codes(static_cast<size_t>(n * row_bytes));
+        std::uniform_int_distribution<int> byte(0, 255);
+        for (auto& b : codes)
+          do b = static_cast<uint8_t>(byte(rng)); while ((b & 0x7f) == 0x7f);
+        std::vector<float> scales(static_cast<size_t>(ops::weight_scale_rows(f, n) * ops::weight_groups_k(f, dim)));
+        std::uniform_real_distribution<float> sd(0.5f / 256, 1.5f / 256);
+        for (float& v : scales) v = sd(rng);
+        Tensor gu(DType::kBF16, m * ld_gu), h(DType::kBF16, m * dim), y(DType::kBF16, m * ld_y);
+        gu.fill_uniform(rng, -4.f, 4.f);
+        y.fill_uniform(rng, -1.f, 1.f);
+        for (auto* t : {&gu, &h, &y}) t->to_device();
+        DevInts keep;
+        void* dcodes = backend()->alloc(codes.size() + 16).value();
+        keep.ptrs.push_back(dcodes);
+        ASSERT_TRUE(backend()->upload(dcodes, codes.data(), codes.size()).is_ok());
+        const ops::WeightView w{.data = dcodes, .format = f, .scales = keep.floats(scales)};
+        const ops::SiluMulMatmulParams p{
+            .act = {.gate = gu.dev, .up = static_cast<uint8_t*>(gu.dev) + 2 * dim, .out = h.dev, .act_dtype = DType::kBF16,
+                    .n_tokens = m, .dim = dim, .ld_gate = ld_gu, .ld_up = ld_gu, .ld_out = dim},
+            .mm = {h.dev, DType::kBF16, dim, w, nullptr, DType::kBF16, y.dev, DType::kBF16, ld_y, m, n, dim, true}};
+        std::vector<uint8_t> fused, seq;
+        const int64_t calls = backend()->fused_silu_quant_calls();
+        ASSERT_TRUE(backend()->silu_mul_matmul(p).is_ok()) << what;
+        EXPECT_EQ(backend()->fused_silu_quant_calls(), calls + 1) << what << ": the fused quantization did not run";
+        y.from_device(&fused, what);
+        y.to_device();  // y0 again
+        backend()->set_fuse_silu_quant(false);
+        const Status st = backend()->silu_mul_matmul(p);
+        backend()->set_fuse_silu_quant(true);
+        ASSERT_TRUE(st.is_ok()) << what;
+        y.from_device(&seq, what);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < m * ld_y; ++i)
+          if (fused[static_cast<size_t>(2 * i)] != seq[static_cast<size_t>(2 * i)] ||
+              fused[static_cast<size_t>(2 * i + 1)] != seq[static_cast<size_t>(2 * i + 1)])
+            if (bad++ < 5)
+              ADD_FAILURE() << what << " at [" << i / ld_y << ", " << i % ld_y << "]: fused "
+                            << ops::ref::load(DType::kBF16, fused.data(), i) << ", sequence "
+                            << ops::ref::load(DType::kBF16, seq.data(), i);
+        EXPECT_EQ(bad, 0) << what;
+      }
+}
+
 }  // namespace
 }  // namespace frugal::cuda::testing

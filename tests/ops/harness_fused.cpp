@@ -200,4 +200,84 @@ void OpCases::matmul_silu_mul() {
   run_case(1, 13, 136, DType::kBF16, false, true);
 }
 
+// SwiGLU's down projection over silu(gate) * up: act over the [gate | up] halves of one buffer,
+// mm.x = act.out (what a backend may fuse into the matmul's input, e.g. into its activation
+// quantization), accumulate into y as the model does and not, odd dims and k, bias, row gaps,
+// every dense float dtype and FP8 (per channel) weights; "separate": mm.x is another buffer (the
+// sequence as written). mm.y must match ref::silu_mul then ref::matmul; act.out is scratch (not
+// compared; its guards are).
+void OpCases::silu_mul_matmul() {
+  int variant = 0;
+  auto run_case = [&](int64_t m, int64_t n, int64_t dim, DType wt, bool fp8, bool separate) {
+    const bool has_bias = variant % 3 == 1, accumulate = variant % 2 == 0;
+    const int64_t gu_gap = variant % 5 < 2 ? 5 : 0, out_gap = variant % 4 == 1 ? 2 : 0, y_gap = variant % 3 ? 3 : 0;
+    ++variant;
+    std::string what = "silu_mul_matmul m=" + std::to_string(m) + " n=" + std::to_string(n) + " dim=" + std::to_string(dim) +
+                       " w=" + (fp8 ? std::string("fp8") : tag(wt)) + (has_bias ? " bias" : "") +
+                       (accumulate ? " accumulate" : "") + (separate ? " separate" : "");
+    HostMat gu(act(), m, 2 * dim, 2 * dim + gu_gap), h0(act(), m, dim, dim + out_gap), x2(act(), m, dim, dim);
+    HostMat w(wt, n, dim, dim), bias(act(), 1, n, n), y0(act(), m, n, n + y_gap);
+    gu.fill_random(rng_, 3.0f);
+    h0.fill_random(rng_, 1.0f);
+    x2.fill_random(rng_, 1.0f);
+    w.fill_random(rng_, 0.5f);
+    bias.fill_random(rng_, 1.0f);
+    y0.fill_random(rng_, 1.0f);
+    quant::QuantWeight qw;
+    std::vector<float> w_deq;
+    if (fp8) {  // per-channel scales over random e4m3 codes (|v| < 2, never NaN)
+      qw = quant::make_quant_weight(quant::CodeKind::kF8, n, dim, (dim + 31) / 32 * 32, 1);
+      qw.name = "harness";
+      qw.spec.source = quant::SourceFormat::kFp8Block;
+      std::uniform_int_distribution<int> code(0, 0xfe);
+      for (int64_t o = 0; o < n; ++o)
+        for (int64_t j = 0; j < dim; ++j) {
+          int c = 0;
+          do c = code(rng_) & 0xbf; while ((c & 0x7f) == 0x7f);
+          quant::set_code(qw, o, j, c);
+        }
+      std::uniform_real_distribution<float> s(0.1f, 0.3f);
+      for (float& v : qw.scale) v = s(rng_);
+      w_deq = quant::dequantize(qw);
+    }
+    auto dgu = upload(gu), dh = upload(h0), dx2 = upload(x2), dw = fp8 ? upload(qw.q) : upload(w), db = upload(bias),
+         dy = upload(y0);
+    auto ds = upload(fp8 ? qw.scale : std::vector<float>{0.f});
+    ops::WeightView wv = ops::dense_weight(dw->ptr(), wt);
+    if (fp8) {
+      Result<ops::WeightView> host_view = quant::weight_view_of(qw);
+      ASSERT_TRUE(host_view.is_ok()) << host_view.status().to_string();
+      wv = *host_view;
+      wv.data = dw->ptr();
+      wv.scales = ds->ptr();
+    }
+    auto at = [&](void* base, int64_t col) { return static_cast<uint8_t*>(base) + dtype_bytes(act(), col); };
+    ops::SiluMulMatmulParams p{
+        .act = {.gate = dgu->ptr(), .up = at(dgu->ptr(), dim), .out = dh->ptr(), .act_dtype = act(), .n_tokens = m,
+                .dim = dim, .ld_gate = gu.ld, .ld_up = gu.ld, .ld_out = h0.ld},
+        .mm = {.x = separate ? dx2->ptr() : dh->ptr(), .x_dtype = act(), .ld_x = separate ? x2.ld : h0.ld, .w = wv,
+               .bias = has_bias ? db->ptr() : nullptr, .bias_dtype = act(), .y = dy->ptr(), .y_dtype = act(),
+               .ld_y = y0.ld, .m = m, .n = n, .k = dim, .accumulate = accumulate}};
+    const std::string variant_name = "w=" + ops::weight_format_name(wv.format);
+    if (!ran(backend()->silu_mul_matmul(p), ops::OpKind::kSiluMulMatmul, variant_name, what)) return;
+    HostMat got = download(*dy, y0), want_h = h0, want = y0;
+    ops::SiluMulMatmulParams r = p;
+    r.act.gate = gu.data(), r.act.up = at(gu.data(), dim), r.act.out = want_h.data();
+    r.mm.x = separate ? x2.data() : want_h.data(), r.mm.bias = has_bias ? bias.data() : nullptr;
+    r.mm.w = fp8 ? ops::dense_weight(w_deq.data(), DType::kF32) : ops::dense_weight(w.data(), wt);
+    r.mm.y = want.data();
+    ops::ref::silu_mul_matmul(r);
+    EXPECT_TRUE(compare_mats(got, want, y0, act_tol(), what));
+    for (auto* b : {dgu.get(), dh.get(), dx2.get(), dw.get(), db.get(), dy.get(), ds.get()}) EXPECT_TRUE(b->check_guards(what));
+  };
+  for (DType wt : {DType::kF32, DType::kBF16, DType::kF16})
+    for (int64_t m : {1, 3, 9, 33})
+      for (int64_t n : {13, 64})
+        for (int64_t dim : {64, 67, 136}) run_case(m, n, dim, wt, false, false);
+  for (int64_t m : {1, 5, 8})
+    for (int64_t n : {16, 67}) run_case(m, n, 128, DType::kF32, true, false);
+  run_case(2, 64, 64, act(), false, true);
+  run_case(9, 13, 136, DType::kBF16, false, true);
+}
+
 }  // namespace frugal::testing

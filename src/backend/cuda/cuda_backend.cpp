@@ -54,6 +54,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   // bf16 236.3 tok/s fused against 237.3 unfused, int4 347.9 against 347.8).
   const char* fuse_silu_env = std::getenv("FRUGAL_FUSE_SILU");
   b->fuse_silu_mul_ = fuse_silu_env && std::strcmp(fuse_silu_env, "1") == 0;
+  const char* fuse_silu_quant_env = std::getenv("FRUGAL_FUSE_SILU_QUANT");
+  b->fuse_silu_quant_ = !(fuse_silu_quant_env && std::strcmp(fuse_silu_quant_env, "0") == 0);
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "stream"));
   FRUGAL_ASSIGN_OR_RETURN(b->lt_, LtGemm::create(kLtWorkspaceBytes));
   b->graphs_ = std::make_unique<GraphCache>(b.get());
@@ -300,7 +302,7 @@ Status CudaBackend::quant_gemv_or_gemm(const ops::MatmulParams& p) {
 // the rows), DeepSeek-V3's 128 x 128 blocks one per token and 128 inputs. x is quantized into the
 // scratch (codes, then scales, then the weight's scales when they need a copy); kUnsupported
 // for every other case, which takes the dequantizing path.
-Status CudaBackend::matmul_w8a8(const ops::MatmulParams& p) {
+Status CudaBackend::matmul_w8a8(const ops::MatmulParams& p, const ops::SiluMulParams* silu) {
   static const bool off = [] {
     const char* e = std::getenv("FRUGAL_FP8_W8A8");
     return e && std::strcmp(e, "0") == 0;
@@ -327,7 +329,15 @@ Status CudaBackend::matmul_w8a8(const ops::MatmulParams& p) {
     tail.m = p.m - m4;
     tail.x = static_cast<const char*>(p.x) + dtype_bytes(p.x_dtype, m4 * p.ld_x);
     tail.y = static_cast<char*>(p.y) + dtype_bytes(p.y_dtype, m4 * p.ld_y);
-    FRUGAL_RETURN_IF_ERROR(matmul_w8a8(head));
+    FRUGAL_RETURN_IF_ERROR(matmul_w8a8(head, silu));
+    if (silu) {  // the tail's product rows, for the GEMV
+      ops::SiluMulParams t = *silu;
+      t.gate = static_cast<const char*>(t.gate) + dtype_bytes(t.act_dtype, m4 * t.ld_gate);
+      t.up = static_cast<const char*>(t.up) + dtype_bytes(t.act_dtype, m4 * t.ld_up);
+      t.out = static_cast<char*>(t.out) + dtype_bytes(t.act_dtype, m4 * t.ld_out);
+      t.n_tokens = tail.m;
+      FRUGAL_RETURN_IF_ERROR(check_launch(launch_silu_mul(t, stream_), "silu_mul"));
+    }
     return matmul_quant(tail);
   }
   const int64_t k_pad = ops::weight_k_pad(f, p.k), kb = ceil_div_i64(k_pad, 128), nb = ceil_div_i64(p.n, 128);
@@ -343,8 +353,15 @@ Status CudaBackend::matmul_w8a8(const ops::MatmulParams& p) {
   auto* xq = static_cast<uint8_t*>(buf);
   auto* sx = reinterpret_cast<float*>(xq + xq_bytes);
   auto* sw = copy_sw ? reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(sx) + sx_bytes) : nullptr;
-  FRUGAL_RETURN_IF_ERROR(check_launch(
-      launch_quantize_fp8_act(p.x, p.x_dtype, p.ld_x, p.m, p.k, k_pad, block, xq, sx, ld_sx, stream_), "quantize_fp8"));
+  if (silu) {
+    const FusedSiluQuant f{.gate = silu->gate, .up = silu->up, .ld_gate = silu->ld_gate, .ld_up = silu->ld_up};
+    const cudaError_t e = launch_quantize_fp8_silu(f, p.m, p.k, k_pad, block, xq, sx, ld_sx, stream_);
+    if (e == cudaErrorNotSupported) return unsupported("w8a8: silu_mul cannot be fused into this quantization");
+    FRUGAL_RETURN_IF_ERROR(check_launch(e, "quantize_fp8_silu"));
+  } else {
+    FRUGAL_RETURN_IF_ERROR(check_launch(
+        launch_quantize_fp8_act(p.x, p.x_dtype, p.ld_x, p.m, p.k, k_pad, block, xq, sx, ld_sx, stream_), "quantize_fp8"));
+  }
   if (copy_sw)
     FRUGAL_RETURN_IF_ERROR(check_launch(launch_fp8_weight_scales(static_cast<const float*>(p.w.scales), block ? nb : p.n,
                                                                  block ? kb : 1, block ? ld_sw : 1, !block, sw, stream_),
@@ -585,6 +602,26 @@ Status CudaBackend::matmul_silu_mul(const ops::MatmulSiluMulParams& p) {
     }
   }
   return ops::Backend::matmul_silu_mul(p);  // the sequence
+}
+
+// SwiGLU's down projection over silu(gate) * up: where the matmul reads exactly act's product
+// (bf16) and runs FP8 W8A8, the activation quantization computes the product itself (bit for
+// bit silu_mul's bf16 values) and act.out is not written; else silu_mul then matmul.
+Status CudaBackend::silu_mul_matmul(const ops::SiluMulMatmulParams& p) {
+  const ops::MatmulParams& mm = p.mm;
+  const ops::SiluMulParams& a = p.act;
+  const bool reads_product = mm.x == a.out && mm.x_dtype == DType::kBF16 && a.act_dtype == DType::kBF16 &&
+                             mm.ld_x == a.ld_out && mm.k == a.dim && mm.m == a.n_tokens && mm.m > 0 && mm.n > 0;
+  if (fuse_silu_quant_ && reads_product && mm.w.format.scheme == ops::WeightScheme::kFp8 &&
+      mm.m > quant_gemv_max_m(mm) && !quant_path_forced("ref") && !quant_path_forced("lt") && !quant_path_forced("gemv")) {
+    FRUGAL_RETURN_IF_ERROR(check_matmul(mm));
+    Status st = matmul_w8a8(mm, &a);
+    if (st.code() != ErrorCode::kUnsupported) {
+      if (st) ++fused_silu_quant_calls_;
+      return st;
+    }
+  }
+  return ops::Backend::silu_mul_matmul(p);  // the sequence
 }
 
 Status CudaBackend::moe_route(const ops::MoeRouteParams& p) {

@@ -43,6 +43,7 @@ class CudaBackend final : public ops::Backend {
   FRUGAL_BACKEND_OP_OVERRIDES  // every op of ops/op_list.h
   Status rope_kv_write(const ops::RopeKvWriteParams& p) override;  // fused where rope_kv_write_fusable
   Status matmul_silu_mul(const ops::MatmulSiluMulParams& p) override;  // a GEMV's silu epilogue where it can
+  Status silu_mul_matmul(const ops::SiluMulMatmulParams& p) override;  // silu_mul in W8A8's activation quantization
 
   bool supports_sample() const override { return true; }
   Status sample(const SampleParams& p) override;
@@ -89,13 +90,18 @@ class CudaBackend final : public ops::Backend {
   void set_fuse_silu_mul(bool on) { fuse_silu_mul_ = on; }
   bool fuse_silu_mul() const { return fuse_silu_mul_; }
   int64_t fused_silu_mul_calls() const { return fused_silu_mul_calls_; }
+  // silu_mul_matmul with silu_mul folded into the FP8 W8A8 activation quantization (on unless
+  // FRUGAL_FUSE_SILU_QUANT=0).
+  void set_fuse_silu_quant(bool on) { fuse_silu_quant_ = on; }
+  int64_t fused_silu_quant_calls() const { return fused_silu_quant_calls_; }
 
  private:
   CudaBackend() = default;
   Status check_launch(cudaError_t e, const char* op);
   Status matmul_dense(const ops::MatmulParams& p);
   Status matmul_quant(const ops::MatmulParams& p);
-  Status matmul_w8a8(const ops::MatmulParams& p);
+  // silu: x is silu(silu->gate) * silu->up (x itself unwritten), quantized in one kernel.
+  Status matmul_w8a8(const ops::MatmulParams& p, const ops::SiluMulParams* silu = nullptr);
   Status quant_gemv_or_gemm(const ops::MatmulParams& p);
   // matmul_dense runs the GEMV (not cuBLASLt); matmul_quant runs quant_gemv_or_gemm first.
   Result<bool> dense_takes_gemv(const ops::MatmulParams& p);
@@ -114,6 +120,8 @@ class CudaBackend final : public ops::Backend {
   int64_t fp8_gemv_max_m_ = -1;  // -1: kFp8GemvMaxM
   bool fuse_rope_kv_ = true;
   bool fuse_silu_mul_ = true;
+  bool fuse_silu_quant_ = true;
+  int64_t fused_silu_quant_calls_ = 0;
   int64_t fused_rope_kv_calls_ = 0;
   int64_t fused_silu_mul_calls_ = 0;
   std::string w8a8_fallback_;

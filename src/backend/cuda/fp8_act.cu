@@ -89,23 +89,56 @@ __device__ __forceinline__ uint2 e4m3x8(const uint4& v, float inv) {
   return make_uint2(w[0], w[1]);
 }
 
+// silu_mul of 8 bf16 gate and up values, rounded to bf16 as the silu_mul kernel stores them
+// (silu_mul_f, round to nearest even).
+__device__ __forceinline__ uint4 silu_mul_bf16x8(const uint4& g, const uint4& u) {
+  const auto* g2 = reinterpret_cast<const __nv_bfloat162*>(&g);
+  const auto* u2 = reinterpret_cast<const __nv_bfloat162*>(&u);
+  uint4 o;
+  auto* o2 = reinterpret_cast<__nv_bfloat162*>(&o);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 a = __bfloat1622float2(g2[i]), b = __bfloat1622float2(u2[i]);
+    o2[i] = __floats2bfloat162_rn(silu_mul_f(a.x, b.x), silu_mul_f(a.y, b.y));
+  }
+  return o;
+}
+
+// Where the vector kernels' 8 bf16 inputs come from: a row of x, or silu(gate) * up computed
+// on the fly (silu_mul_matmul: the product is never written; its values are bit for bit the
+// silu_mul kernel's bf16 outputs, so the codes and scales equal those of the sequence).
+struct RowSource {
+  const __nv_bfloat16* x;
+  int64_t ld;
+  __device__ __forceinline__ uint4 load(int64_t t, int64_t j8) const {
+    return *reinterpret_cast<const uint4*>(x + t * ld + j8 * 8);
+  }
+};
+struct SiluSource {
+  const __nv_bfloat16* gate;
+  const __nv_bfloat16* up;
+  int64_t ld_gate, ld_up;
+  __device__ __forceinline__ uint4 load(int64_t t, int64_t j8) const {
+    return silu_mul_bf16x8(*reinterpret_cast<const uint4*>(gate + t * ld_gate + j8 * 8),
+                           *reinterpret_cast<const uint4*>(up + t * ld_up + j8 * 8));
+  }
+};
+
 // Per token: one block per token row, V 16-byte vectors per thread held in registers.
 constexpr int kVecThreads = 512;
-template <int V>
-__global__ void __launch_bounds__(kVecThreads) quantize_fp8_per_token_vec_kernel(const __nv_bfloat16* x, int64_t ld_x,
-                                                                                  int64_t k, int64_t k_pad, uint8_t* xq,
-                                                                                  float* xs) {
+template <int V, typename Src>
+__global__ void __launch_bounds__(kVecThreads) quantize_fp8_per_token_vec_kernel(Src src, int64_t k, int64_t k_pad,
+                                                                                  uint8_t* xq, float* xs) {
   pdl_wait();
   __shared__ float red[32];
   const int64_t t = blockIdx.x;
-  const auto* row = reinterpret_cast<const uint4*>(x + t * ld_x);
   const int nv = static_cast<int>(k / 8);
   uint4 v[V];
   float amax = 0.f;
 #pragma unroll
   for (int i = 0; i < V; ++i) {
     const int j = threadIdx.x + i * kVecThreads;
-    v[i] = j < nv ? row[j] : make_uint4(0, 0, 0, 0);
+    v[i] = j < nv ? src.load(t, j) : make_uint4(0, 0, 0, 0);
     amax = fmaxf(amax, amax_bf16x8(v[i]));
   }
   amax = block_max(amax, red);
@@ -121,8 +154,9 @@ __global__ void __launch_bounds__(kVecThreads) quantize_fp8_per_token_vec_kernel
 }
 
 // Per token and 128 inputs: 16 lanes per (token, 128-block), one 16-byte vector each.
-__global__ void quantize_fp8_per_128_vec_kernel(const __nv_bfloat16* x, int64_t ld_x, int64_t m, int64_t k,
-                                                int64_t k_pad, uint8_t* xq, float* xs, int64_t ld_s) {
+template <typename Src>
+__global__ void quantize_fp8_per_128_vec_kernel(Src src, int64_t m, int64_t k, int64_t k_pad, uint8_t* xq, float* xs,
+                                                int64_t ld_s) {
   pdl_wait();
   const int64_t item = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 4;
   const int lane = threadIdx.x & 15;
@@ -131,7 +165,7 @@ __global__ void quantize_fp8_per_128_vec_kernel(const __nv_bfloat16* x, int64_t 
   const bool live = item < m * kb;
   const int64_t t = live ? item / kb : 0, b = live ? item % kb : 0;
   const int64_t j = b * 128 + 8 * lane;
-  const uint4 v = live && j < k ? *reinterpret_cast<const uint4*>(x + t * ld_x + j) : make_uint4(0, 0, 0, 0);
+  const uint4 v = live && j < k ? src.load(t, j / 8) : make_uint4(0, 0, 0, 0);
   float amax = amax_bf16x8(v);
 #pragma unroll
   for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o, 16));
@@ -152,30 +186,39 @@ __global__ void fp8_weight_scales_kernel(const float* s, int64_t rows, int64_t c
   out[i] = broadcast ? s[0] : (c < cols ? s[r * cols + c] : 0.f);
 }
 
+// The vector kernels from src; cudaErrorNotSupported where they do not apply (a per-token row
+// longer than 8 vectors a thread).
+template <typename Src>
+cudaError_t launch_quantize_vec(const Src& src, int64_t m, int64_t k, int64_t k_pad, bool per_128, uint8_t* xq,
+                                float* xs, int64_t ld_s, cudaStream_t stream) {
+  if (per_128) {
+    const int threads = 256;
+    const int64_t lanes = m * ceil_div(k_pad, 128) * 16;
+    return launch_kernel(quantize_fp8_per_128_vec_kernel<Src>, static_cast<unsigned>(ceil_div(lanes, threads)), threads,
+                         0, stream, src, m, k, k_pad, xq, xs, ld_s);
+  }
+  // V vectors of 8 per thread: rows of up to 8 x 4096 inputs (the 7B down projection: 18944).
+  const int64_t v = ceil_div(k / 8, kVecThreads);
+  auto* kernel = v <= 1 ? quantize_fp8_per_token_vec_kernel<1, Src>
+                 : v == 2 ? quantize_fp8_per_token_vec_kernel<2, Src>
+                 : v <= 4 ? quantize_fp8_per_token_vec_kernel<4, Src>
+                 : v <= 8 ? quantize_fp8_per_token_vec_kernel<8, Src> : nullptr;
+  if (kernel == nullptr) return cudaErrorNotSupported;
+  return launch_kernel(kernel, static_cast<unsigned>(m), kVecThreads, 0, stream, src, k, k_pad, xq, xs);
+}
+
+bool vec_rows(const void* p, int64_t ld) { return ld % 8 == 0 && reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 }  // namespace
 
 cudaError_t launch_quantize_fp8_act(const void* x, DType x_dtype, int64_t ld_x, int64_t m, int64_t k, int64_t k_pad,
                                     bool per_128, uint8_t* xq, float* xs, int64_t ld_s, cudaStream_t stream) {
   if (m == 0) return cudaSuccess;
-  const bool vec = x_dtype == DType::kBF16 && k % 8 == 0 && ld_x % 8 == 0 && k_pad % 8 == 0 &&
-                   reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  const auto* xb = static_cast<const __nv_bfloat16*>(x);
-  if (vec && per_128) {
-    const int threads = 256;
-    const int64_t lanes = m * ceil_div(k_pad, 128) * 16;
-    return launch_kernel(quantize_fp8_per_128_vec_kernel, static_cast<unsigned>(ceil_div(lanes, threads)), threads, 0,
-                         stream, xb, ld_x, m, k, k_pad, xq, xs, ld_s);
-  }
-  if (vec) {
-    // V vectors of 8 per thread: rows of up to 8 x 4096 inputs (the 7B down projection: 18944);
-    // longer rows take the scalar kernel.
-    const int64_t v = ceil_div(k / 8, kVecThreads);
-    auto* kernel = v <= 1 ? quantize_fp8_per_token_vec_kernel<1>
-                   : v == 2 ? quantize_fp8_per_token_vec_kernel<2>
-                   : v <= 4 ? quantize_fp8_per_token_vec_kernel<4>
-                   : v <= 8 ? quantize_fp8_per_token_vec_kernel<8> : nullptr;
-    if (kernel != nullptr)
-      return launch_kernel(kernel, static_cast<unsigned>(m), kVecThreads, 0, stream, xb, ld_x, k, k_pad, xq, xs);
+  if (x_dtype == DType::kBF16 && k % 8 == 0 && k_pad % 8 == 0 && vec_rows(x, ld_x)) {
+    // Longer per-token rows than the vector kernel holds take the scalar kernel.
+    const cudaError_t e = launch_quantize_vec(RowSource{static_cast<const __nv_bfloat16*>(x), ld_x}, m, k, k_pad, per_128,
+                                              xq, xs, ld_s, stream);
+    if (e != cudaErrorNotSupported) return e;
   }
   if (!per_128)
     return launch_kernel(quantize_fp8_per_token_kernel, static_cast<unsigned>(m), 256, 0, stream, x, x_dtype, ld_x, k,
@@ -184,6 +227,14 @@ cudaError_t launch_quantize_fp8_act(const void* x, DType x_dtype, int64_t ld_x, 
   const int64_t warps = m * ceil_div(k_pad, 128);
   return launch_kernel(quantize_fp8_per_128_kernel, static_cast<unsigned>(ceil_div(warps * 32, threads)), threads, 0,
                        stream, x, x_dtype, ld_x, m, k, k_pad, xq, xs, ld_s);
+}
+
+cudaError_t launch_quantize_fp8_silu(const FusedSiluQuant& f, int64_t m, int64_t k, int64_t k_pad, bool per_128,
+                                     uint8_t* xq, float* xs, int64_t ld_s, cudaStream_t stream) {
+  if (m == 0) return cudaSuccess;
+  if (k % 8 != 0 || k_pad % 8 != 0 || !vec_rows(f.gate, f.ld_gate) || !vec_rows(f.up, f.ld_up)) return cudaErrorNotSupported;
+  const SiluSource src{static_cast<const __nv_bfloat16*>(f.gate), static_cast<const __nv_bfloat16*>(f.up), f.ld_gate, f.ld_up};
+  return launch_quantize_vec(src, m, k, k_pad, per_128, xq, xs, ld_s, stream);
 }
 
 cudaError_t launch_fp8_weight_scales(const float* s, int64_t rows, int64_t cols, int64_t ld_out, bool broadcast,

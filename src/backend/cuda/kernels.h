@@ -172,6 +172,16 @@ cudaError_t launch_dequant_bf16(const ops::WeightView& w, int64_t n, int64_t k, 
 // token and 128 inputs (xs [ceil(k_pad / 128)][ld_s], token fastest, ld_s >= m).
 cudaError_t launch_quantize_fp8_act(const void* x, DType x_dtype, int64_t ld_x, int64_t m, int64_t k, int64_t k_pad,
                                     bool per_128, uint8_t* xq, float* xs, int64_t ld_s, cudaStream_t stream);
+// The same from silu(gate) * up (bf16 rows; silu_mul_matmul): the codes and scales of silu_mul's
+// bf16 product, which is never written. 16-byte aligned rows, k % 8 == 0 and per-token rows of
+// at most 32,768 inputs; cudaErrorNotSupported otherwise (nothing launched).
+struct FusedSiluQuant {
+  const void* gate;
+  const void* up;
+  int64_t ld_gate, ld_up;
+};
+cudaError_t launch_quantize_fp8_silu(const FusedSiluQuant& f, int64_t m, int64_t k, int64_t k_pad, bool per_128,
+                                     uint8_t* xq, float* xs, int64_t ld_s, cudaStream_t stream);
 // out [rows][ld_out] = s [rows][cols] zero-padded to ld_out columns, or s[0] everywhere (broadcast).
 cudaError_t launch_fp8_weight_scales(const float* s, int64_t rows, int64_t cols, int64_t ld_out, bool broadcast,
                                      float* out, cudaStream_t stream);

@@ -24,6 +24,20 @@ inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t
                         void* residual, void* gate_buf, void* up_buf, bool accumulate = true) {
   const int64_t hidden = w.gate.in, inter = w.gate.out;
   const void* prod = gate_buf;
+  const ops::MatmulParams down{.x = up_buf, .x_dtype = act, .ld_x = inter, .w = w.down.weight, .bias = w.down.bias,
+                               .bias_dtype = w.down.bias_dtype, .y = residual, .y_dtype = act, .ld_y = hidden, .m = n,
+                               .n = hidden, .k = inter, .accumulate = accumulate};
+  if (w.gate_up && w.down.weight.format.scheme != ops::WeightScheme::kDense) {
+    // A quantized down projection may quantize its input itself (FP8 W8A8): silu_mul goes with
+    // it (silu_mul_matmul), so a backend can quantize silu(gate) * up without writing the product.
+    FRUGAL_RETURN_IF_ERROR(b->matmul(ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = hidden, .w = w.gate_up->weight,
+        .bias = w.gate_up->bias, .bias_dtype = w.gate_up->bias_dtype, .y = gate_buf, .y_dtype = act, .ld_y = 2 * inter,
+        .m = n, .n = 2 * inter, .k = hidden, .accumulate = false}));
+    return b->silu_mul_matmul(ops::SiluMulMatmulParams{
+        .act = {.gate = gate_buf, .up = static_cast<uint8_t*>(gate_buf) + dtype_bytes(act, inter), .out = up_buf,
+                .act_dtype = act, .n_tokens = n, .dim = inter, .ld_gate = 2 * inter, .ld_up = 2 * inter, .ld_out = inter},
+        .mm = down});
+  }
   if (w.gate_up) {
     // One op: a backend may compute the product in the gate_up matmul's epilogue (gate_buf unwritten).
     Status st = b->matmul_silu_mul(ops::MatmulSiluMulParams{
@@ -47,9 +61,9 @@ inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t
         .n_tokens = n, .dim = inter, .ld_gate = inter, .ld_up = inter, .ld_out = inter});
     if (!st) return st;
   }
-  return b->matmul(ops::MatmulParams{.x = prod, .x_dtype = act, .ld_x = inter, .w = w.down.weight,
-      .bias = w.down.bias, .bias_dtype = w.down.bias_dtype, .y = residual,
-      .y_dtype = act, .ld_y = hidden, .m = n, .n = hidden, .k = inter, .accumulate = accumulate});
+  ops::MatmulParams d = down;
+  d.x = prod;
+  return b->matmul(d);
 }
 
 }  // namespace frugal::model::layers
