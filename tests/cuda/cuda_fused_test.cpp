@@ -52,12 +52,12 @@ void expect_fused_equals_sequence(const std::vector<Tensor*>& inputs, const std:
 }
 
 TEST(CudaFused, RopeKvWriteEqualsRopeThenKvWrite) {
-  const int n_head = 28, n_kv = 4, hd = 128, bs = 16, n_blocks = 8;
+  const int n_head = 28, n_kv = 4, hd = 128, bs = 16, n_blocks = 80;
   const int64_t q_dim = int64_t{n_head} * hd, kv_dim = int64_t{n_kv} * hd, ld = q_dim + 2 * kv_dim;
   const int64_t n_slots = int64_t{n_blocks} * bs;
   for (DType cache_t : {DType::kBF16, DType::kF8E4M3, DType::kI8})
     for (int rot : {128, 64})
-      for (int64_t n_tok : {1, 3}) {
+      for (int64_t n_tok : {1, 3, 600}) {  // 600: one block a token, its warps over the rows in turn
         const std::string what = std::string("rope_kv_write cache=") + dtype_name(cache_t) + " rotary_dim=" +
                                  std::to_string(rot) + " n_tokens=" + std::to_string(n_tok);
         std::mt19937 rng(static_cast<unsigned>(rot + n_tok));

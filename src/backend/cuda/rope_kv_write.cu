@@ -1,10 +1,13 @@
 // RoPE and the KV-cache write in one kernel (the fused op rope_kv_write, ops/params.h). Decode
 // ran them as two launches per layer, each a few microseconds of launch and memory latency for a
-// few KB; here one warp takes one head row of one token: a q head (rotated in place), a k head
+// few KB; here one warp takes one head row of one token at a time: a q head (rotated in place), a k head
 // (rotated in place and written to its cache slot) or a v head (written to its slot). A lane
 // keeps its elements of the row in registers, so an int8 row's scale (its max |x|) needs no
-// second read. grid (n_tokens, ceil(rows / 8)); each block puts its token's cos / sin in shared
-// memory first.
+// second read. grid (n_tokens, ceil(rows / 8)) for decode-sized steps (every row its own warp);
+// from kOneBlockTokens tokens (prefill) grid (n_tokens, 1): the block's 8 warps take the token's
+// rows in turn, so its cos / sin table (built first, in shared memory) is computed once a token,
+// not once per 8 rows (a 7B 8192-token step ran 40,960 blocks, ~4x the kernel's bytes at the
+// copy ceiling).
 //
 // bf16 activations, rotate_half pairs with rotary_dim % 4 == 0, head_dim <= 256, every KV cache
 // dtype kv_write takes. The results equal rope_bf16_kernel then kv_write bit for bit: the same
@@ -20,6 +23,7 @@ namespace frugal::cuda {
 namespace {
 
 constexpr int kWarps = 8;
+constexpr int64_t kOneBlockTokens = 512;  // ~4 blocks an SM of the H200's 132 already
 constexpr int kMaxHeadDim = 256;
 constexpr int kRotSlots = kMaxHeadDim / 128;  // rotated (lo, hi) pair couples per lane
 constexpr int kTailSlots = kMaxHeadDim / 64;  // unrotated pairs per lane
@@ -55,26 +59,12 @@ __device__ __forceinline__ void store_cache2(DType t, void* cache, int64_t i, fl
   }
 }
 
-// The cos / sin table is built before pdl_wait: positions and inv_freq are the step's inputs,
-// copied from the host before its first kernel and written by none, so the table's loads and
-// sincosf run under the qkv GEMV this kernel follows instead of after it.
-__global__ void __launch_bounds__(kWarps * 32) rope_kv_write_kernel(ops::RopeKvWriteParams p) {
-  extern __shared__ float sc[];  // [half] cos, [half] sin
+// Row `row` of token `tok`: q heads, then k heads, then v heads.
+__device__ __forceinline__ void rope_kv_row(const ops::RopeKvWriteParams& p, int64_t tok, int row, int lane,
+                                            const float* sc) {
   const ops::RopeParams& r = p.rope;
   const ops::KvCacheLayer& c = p.kv.cache;
-  const int64_t tok = blockIdx.x;
   const int rot = r.rotary_dim, half = rot / 2, hd = r.head_dim;
-  const float pos = static_cast<float>(r.positions[tok]);
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    float s, co;
-    sincosf(pos * r.inv_freq[i], &s, &co);  // fp32 angle, as HF computes it (and rope_bf16_kernel)
-    sc[i] = co * r.attention_factor;
-    sc[half + i] = s * r.attention_factor;
-  }
-  pdl_wait();
-  __syncthreads();
-  const int row = static_cast<int>(blockIdx.y) * kWarps + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-  if (row >= r.n_head + 2 * r.n_head_kv) return;
   const bool is_q = row < r.n_head, is_v = row >= r.n_head + r.n_head_kv;
   const int h = is_q ? row : is_v ? row - r.n_head - r.n_head_kv : row - r.n_head;
   const int64_t off = tok * (is_q ? r.ld_q : is_v ? p.kv.ld_v : r.ld_k) + static_cast<int64_t>(h) * hd;
@@ -142,6 +132,28 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kv_write_kernel(ops::RopeKvW
   }
 }
 
+// The cos / sin table is built before pdl_wait: positions and inv_freq are the step's inputs,
+// copied from the host before its first kernel and written by none, so the table's loads and
+// sincosf run under the qkv GEMV this kernel follows instead of after it.
+__global__ void __launch_bounds__(kWarps * 32) rope_kv_write_kernel(ops::RopeKvWriteParams p) {
+  extern __shared__ float sc[];  // [half] cos, [half] sin
+  const ops::RopeParams& r = p.rope;
+  const int64_t tok = blockIdx.x;
+  const int half = r.rotary_dim / 2;
+  const float pos = static_cast<float>(r.positions[tok]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    float s, co;
+    sincosf(pos * r.inv_freq[i], &s, &co);  // fp32 angle, as HF computes it (and rope_bf16_kernel)
+    sc[i] = co * r.attention_factor;
+    sc[half + i] = s * r.attention_factor;
+  }
+  pdl_wait();
+  __syncthreads();
+  const int rows = r.n_head + 2 * r.n_head_kv, lane = threadIdx.x & 31;
+  for (int row = static_cast<int>(blockIdx.y) * kWarps + (threadIdx.x >> 5); row < rows; row += gridDim.y * kWarps)
+    rope_kv_row(p, tok, row, lane, sc);
+}
+
 bool aligned(const void* ptr, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0; }
 
 }  // namespace
@@ -163,7 +175,8 @@ bool rope_kv_write_fusable(const ops::RopeKvWriteParams& p) {
 cudaError_t launch_rope_kv_write(const ops::RopeKvWriteParams& p, cudaStream_t stream) {
   if (p.rope.n_tokens == 0) return cudaSuccess;
   const ops::RopeParams& r = p.rope;
-  const dim3 grid(static_cast<unsigned>(r.n_tokens), static_cast<unsigned>(ceil_div(r.n_head + 2 * r.n_head_kv, kWarps)));
+  const int64_t ys = r.n_tokens >= kOneBlockTokens ? 1 : ceil_div(r.n_head + 2 * r.n_head_kv, kWarps);
+  const dim3 grid(static_cast<unsigned>(r.n_tokens), static_cast<unsigned>(ys));
   return launch_kernel(rope_kv_write_kernel, grid, kWarps * 32, static_cast<size_t>(r.rotary_dim) * sizeof(float), stream,
                        p);
 }
