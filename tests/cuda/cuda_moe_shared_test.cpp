@@ -12,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cuda/kernels.h"
@@ -52,8 +53,8 @@ struct PathRun {
 };
 
 // The shared experts' weights: gate_up [2 S, hidden] (gate rows, then up), down [hidden, S],
-// dense bf16 (one spare element each, for the misaligned view) or int8 codes with f32 scales
-// per row; views of the device and of the host copies.
+// dense bf16 (one spare element each, for the misaligned view) or int8 codes (rows of hidden or
+// S rounded up to 32) with f32 scales per row; views of the device and of the host copies.
 struct SharedWeights {
   std::unique_ptr<Tensor> gu, down, gu_scales, down_scales;
   ops::MoeExpertsParams dev_views{}, host_views{};  // only the shared_* fields are set
@@ -62,25 +63,28 @@ struct SharedWeights {
     if (mode == Shared::kNone) return;
     const int64_t S = s.shared_inter, H = s.hidden;
     const bool int8 = mode == Shared::kInt8;
-    gu = std::make_unique<Tensor>(int8 ? DType::kI8 : DType::kBF16, 2 * S * H + 1);
-    down = std::make_unique<Tensor>(int8 ? DType::kI8 : DType::kBF16, H * S + 1);
+    const ops::WeightFormat f = int8 ? ops::quant_format(ops::WeightScheme::kInt8, H, 0, false, 1)
+                                     : ops::dense_format(DType::kBF16);
+    const ops::WeightFormat fd = int8 ? ops::quant_format(ops::WeightScheme::kInt8, S, 0, false, 1) : f;
+    // Bytes of a gate / up row and of a down row (int8 rows hold k rounded up to 32 codes).
+    const int64_t row = ops::weight_row_bytes(f, H), drow = ops::weight_row_bytes(fd, S);
+    gu = std::make_unique<Tensor>(DType::kU8, 2 * S * row + 2);
+    down = std::make_unique<Tensor>(DType::kU8, H * drow + 2);
     gu_scales = std::make_unique<Tensor>(DType::kF32, 2 * S);
     down_scales = std::make_unique<Tensor>(DType::kF32, H);
     if (int8) {
-      for (Tensor* t : {gu.get(), down.get()})
-        for (auto& c : t->host) c = static_cast<uint8_t>(rng());
+      // Random codes, 0 in each row's padding past k.
+      for (const auto& [t, r, k] : {std::tuple{gu.get(), row, H}, std::tuple{down.get(), drow, S}})
+        for (size_t i = 0; i < t->host.size(); ++i) t->host[i] = static_cast<int64_t>(i) % r < k ? static_cast<uint8_t>(rng()) : 0;
       gu_scales->fill_uniform(rng, 0.001f, 0.003f);
       down_scales->fill_uniform(rng, 0.001f, 0.003f);
     } else {
-      gu->fill_uniform(rng, -0.3f, 0.3f);
-      down->fill_uniform(rng, -0.3f, 0.3f);
+      std::uniform_real_distribution<float> d(-0.3f, 0.3f);
+      for (Tensor* t : {gu.get(), down.get()})
+        for (size_t i = 0; i + 1 < t->host.size(); i += 2) ops::ref::store(DType::kBF16, t->host.data(), static_cast<int64_t>(i / 2), d(rng));
     }
     for (Tensor* t : {gu.get(), down.get(), gu_scales.get(), down_scales.get()}) t->to_device();
     auto fill = [&](ops::MoeExpertsParams& q, uint8_t* g, uint8_t* d, float* gs, float* ds) {
-      const ops::WeightFormat f = int8 ? ops::quant_format(ops::WeightScheme::kInt8, H, 0, false, 1)
-                                       : ops::dense_format(DType::kBF16);
-      const ops::WeightFormat fd = int8 ? ops::quant_format(ops::WeightScheme::kInt8, S, 0, false, 1) : f;
-      const int64_t row = int8 ? ops::weight_row_bytes(f, H) : 2 * H;
       auto view = [&](uint8_t* data, const ops::WeightFormat& wf, const float* scales) {
         ops::WeightView v;
         v.data = data;
