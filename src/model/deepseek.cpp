@@ -24,13 +24,16 @@
 //
 // MoE: the router (mlp.gate, f32 logits) feeds the moe_route op (each token's top_k experts
 // and weights); the moe_experts op then runs each token through only its chosen experts, the
-// tokens grouped by expert (a grouped GEMM on CUDA, per-expert matmuls on the CPU), and sums
-// them into the residual in k order; the shared experts are a plain gated MLP. An
+// tokens grouped by expert (a grouped GEMM on CUDA, per-expert matmuls on the CPU), and the
+// shared experts, and sums them into the residual in k order, the shared experts last (one op,
+// so a backend may fuse them: CUDA's batch-1/2 decode path runs the whole block in two kernels);
+// without the grouped op the shared experts are a plain gated MLP. An
 // expert-parallel rank passes its own experts (first_expert, n_routed): only pairs routed to them
 // run there. Where the backend has no grouped kernel for the experts' format (checked once at
 // load: CUDA takes dense bf16 experts, all of them or a rank's subset), every routed expert the
 // rank holds runs over all tokens with its rows scaled by the router weights (0 where not
 // chosen) instead.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -188,6 +191,7 @@ class DeepseekFamily final : public ForwardFamily {
           layers::MlpWeights x;
           FRUGAL_RETURN_IF_ERROR(bind_mlp(w, name(T::kShexpGate, i), name(T::kShexpUp, i), name(T::kShexpDown, i), x));
           moe.shared = x;
+          shared_inter_ = std::max(shared_inter_, x.gate.out);
         }
         l.moe = std::move(moe);
       } else {
@@ -216,7 +220,7 @@ class DeepseekFamily final : public ForwardFamily {
     moe_scratch_request_ = c.moe.n_routed_experts > 0
                                ? ops::moe_experts_scratch_bytes(lim.max_batch_tokens, static_cast<int32_t>(std::max<int64_t>(c.moe.num_experts_per_tok, 1)),
                                                                 static_cast<int32_t>(c.moe.n_routed_experts), c.hidden_size,
-                                                                std::max<int64_t>(c.moe.moe_intermediate_size, 1))
+                                                                std::max<int64_t>(c.moe.moe_intermediate_size, 1), shared_inter_)
                                : 256;
     const int64_t T = lim.max_batch_tokens, R = lim.max_logit_rows;
     const int64_t E = std::max<int64_t>(c.moe.n_routed_experts, 1), K = std::max<int64_t>(c.moe.num_experts_per_tok, 1);
@@ -229,11 +233,7 @@ class DeepseekFamily final : public ForwardFamily {
             b("ocat", T * H_ * (rank_ + rope_)), b("attn", T * H_ * vdim_), b("gate", 2 * T * inter), b("up", T * inter),
             f("router_logits", T * E), f("router_dense", T * E), f("router_idx", T * K), f("router_w", T * K),
             b("sel", R * c.hidden_size),
-            BufferRequest{.name = "moe_scratch",
-                          .bytes = c.moe.n_routed_experts > 0
-                                       ? ops::moe_experts_scratch_bytes(T, static_cast<int32_t>(K), static_cast<int32_t>(E),
-                                                                        c.hidden_size, std::max<int64_t>(c.moe.moe_intermediate_size, 1))
-                                       : 256}};
+            BufferRequest{.name = "moe_scratch", .bytes = moe_scratch_request_}};
     if (comm_) layers::add_vocab_parallel_buffers(out, layout_, R);
     max_logit_rows_ = static_cast<size_t>(R);
     return out;
@@ -412,7 +412,7 @@ class DeepseekFamily final : public ForwardFamily {
     return layers::linear(be, a.o, act, ws_.attn, H_ * vdim_, ws_.resid, hidden, n, true);
   }
 
-  // residual += shared(xn) + sum_e weight[t, e] expert_e(xn).
+  // residual += sum_e weight[t, e] expert_e(xn) + shared(xn).
   Status moe(ops::Backend* be, DType act, const MoeWeights& w, int64_t n) const {
     const MoeConfig& m = config_.moe;
     const int64_t hidden = config_.hidden_size, E = m.n_routed_experts;
@@ -438,11 +438,15 @@ class DeepseekFamily final : public ForwardFamily {
           .top_k = static_cast<int32_t>(m.num_experts_per_tok), .topk_idx = ws_.ridx, .topk_weight = ws_.rw,
           .gate = views, .up = views + experts_.count, .down = views + 2 * experts_.count, .format = w.format,
           .scratch = ws_.moe_scratch, .scratch_bytes = moe_scratch_bytes_,
-          .first_expert = static_cast<int32_t>(experts_.begin), .n_routed = static_cast<int32_t>(E)}));
-    } else {
-      for (int64_t e = experts_.begin; e < experts_.begin + experts_.count; ++e)
-        FRUGAL_RETURN_IF_ERROR(expert(be, act, w.experts[static_cast<size_t>(e - experts_.begin)], n, ws_.rdense + e, E));
+          .first_expert = static_cast<int32_t>(experts_.begin), .n_routed = static_cast<int32_t>(E),
+          .shared_inter = w.shared ? w.shared->gate.out : 0, .shared_gate = w.shared ? w.shared->gate.weight : ops::WeightView{},
+          .shared_up = w.shared ? w.shared->up.weight : ops::WeightView{},
+          .shared_down = w.shared ? w.shared->down.weight : ops::WeightView{},
+          .shared_gate_up = w.shared && w.shared->gate_up ? w.shared->gate_up->weight : ops::WeightView{}}));
+      return Status::ok();
     }
+    for (int64_t e = experts_.begin; e < experts_.begin + experts_.count; ++e)
+      FRUGAL_RETURN_IF_ERROR(expert(be, act, w.experts[static_cast<size_t>(e - experts_.begin)], n, ws_.rdense + e, E));
     if (w.shared) FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, *w.shared, n, ws_.xn, ws_.resid, ws_.gate, ws_.up));
     return Status::ok();
   }
@@ -529,6 +533,7 @@ class DeepseekFamily final : public ForwardFamily {
   std::vector<DeepseekLayer> layers_;
   Workspace ws_{};
   mutable int64_t moe_scratch_request_ = 0;  // the moe_scratch bytes workspace() asked for
+  int64_t shared_inter_ = 0;  // the shared experts' channels on this rank (the most of any layer)
   int64_t moe_scratch_bytes_ = 0;
 };
 

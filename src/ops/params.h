@@ -285,19 +285,26 @@ struct BatchedMatmulParams {
   int64_t k;
 };
 
-// The routed experts of a DeepSeekMoE layer over tokens grouped by expert (each token runs only
-// its top_k experts; the shared experts are separate matmuls):
+// A DeepSeekMoE layer's experts over tokens grouped by expert (each token runs only its top_k
+// routed experts) plus, optionally, its shared experts (one gated MLP every token runs):
 //   h[t, k]  = act(silu(x[t] . gate_e[j]) * (x[t] . up_e[j]))   j < inter, e = topk_idx[t, k]
-//   out[t]   = act(out[t] + sum_{k = 0 .. top_k - 1} topk_weight[t, k] * (h[t, k] . down_e[i]))
-// with f32 accumulation and the k sum in k order (so a token's result does not depend on what
-// else is in the step). gate / up / down are [n_experts] arrays of WeightViews ([inter, hidden],
-// [inter, hidden], [hidden, inter]) in device memory (host memory on host backends), all of
-// `format`; topk_idx / topk_weight are moe_route's outputs. `scratch` is device memory of
+//   hs[t]    = act(silu(x[t] . shared_gate[j]) * (x[t] . shared_up[j]))   j < shared_inter
+//   out[t]   = act(out[t] + sum_{k = 0 .. top_k - 1} topk_weight[t, k] * (h[t, k] . down_e[i])
+//                         + hs[t] . shared_down[i])
+// with f32 accumulation (no rounding of the gate and up dot products, h and hs rounded to the
+// activation dtype, out rounded once) and the k sum in k order, the shared term last (so a
+// token's result does not depend on what else is in the step). That is the reference's rounding;
+// a backend that runs the shared MLP as its own ops after the routed sum (CUDA outside its tiny
+// path, the CPU) rounds out twice and may round gate and up to act: within a rounding of out.
+// gate / up / down are [n_experts] arrays of WeightViews ([inter, hidden], [inter, hidden],
+// [hidden, inter]) in device memory (host memory on host backends), all of `format`;
+// topk_idx / topk_weight are moe_route's outputs. `scratch` is device memory of
 // moe_experts_scratch_bytes(...) bytes for the largest n_tokens of the step shape, so a
 // captured step needs no host sync on the routing results.
 // Expert parallelism: a rank holds experts [first_expert, first_expert + n_experts) of the
 // n_routed the router chooses from (topk_idx holds global ids); pairs routed to other ranks'
-// experts add nothing here (their ranks add them; one all-reduce sums the ranks).
+// experts add nothing here (their ranks add them; one all-reduce sums the ranks). Under tensor
+// parallelism the shared experts are the rank's channels (shared_inter of them, down's columns).
 struct MoeExpertsParams {
   const void* x;
   DType act_dtype;
@@ -319,18 +326,40 @@ struct MoeExpertsParams {
   int64_t scratch_bytes;
   int32_t first_expert = 0;   // global id of gate[0] / up[0] / down[0]
   int32_t n_routed = 0;       // experts topk_idx ranges over (0: n_experts, all of them here)
+  // The shared experts as one gated MLP of shared_inter channels (0: none), views held by value
+  // (each in its own format): shared_gate / shared_up [shared_inter, hidden], shared_down
+  // [hidden, shared_inter]. shared_gate_up (optional, data nullptr: none) is gate and up back to
+  // back as one [2 shared_inter, hidden] weight, for backends that run the MLP as one matmul.
+  int64_t shared_inter = 0;
+  WeightView shared_gate = {};
+  WeightView shared_up = {};
+  WeightView shared_down = {};
+  WeightView shared_gate_up = {};
   bool subset() const { return first_expert != 0 || (n_routed != 0 && n_routed != n_experts); }
   int32_t routed() const { return n_routed != 0 ? n_routed : n_experts; }
+  bool has_shared() const { return shared_inter > 0; }
 };
 
 // Scratch moe_experts needs for n_tokens (every backend's layout fits in this): the token
-// permutation and tile schedule (int32), h [n_tokens * top_k, inter] and the per-pair down
-// outputs [n_tokens * top_k, hidden] in f32.
-inline int64_t moe_experts_scratch_bytes(int64_t n_tokens, int32_t top_k, int32_t n_experts, int64_t hidden, int64_t inter) {
-  const int64_t pairs = n_tokens * top_k, align = 256;
-  auto up = [&](int64_t b) { return (b + align - 1) / align * align; };
-  return up(4 * (2 * pairs + 2 * (pairs + n_experts) + 2 * (n_experts + 1) + 4)) + up(4 * pairs * inter) +
-         up(4 * pairs * hidden);
+// permutation and tile schedule (int32), h [n_tokens * top_k, inter], then one region (from
+// moe_experts_shared_scratch_offset, 256-byte aligned) for the per-pair down outputs
+// [n_tokens * top_k, hidden] in f32, which the shared experts reuse once the routed sum is in
+// out (or where no per-pair outputs are made): their [gate | up] rows [n_tokens, 2 shared_inter]
+// at its start and the product [n_tokens, shared_inter] moe_experts_shared_h_offset bytes in,
+// elements of at most 4 bytes.
+inline int64_t moe_experts_shared_scratch_offset(int64_t n_tokens, int32_t top_k, int32_t n_experts, int64_t inter) {
+  const int64_t pairs = n_tokens * top_k;
+  auto up = [](int64_t b) { return (b + 255) / 256 * 256; };
+  return up(4 * (2 * pairs + 2 * (pairs + n_experts) + 2 * (n_experts + 1) + 4)) + up(4 * pairs * inter);
+}
+inline int64_t moe_experts_shared_h_offset(int64_t n_tokens, int64_t shared_inter) {
+  return (8 * n_tokens * shared_inter + 255) / 256 * 256;
+}
+inline int64_t moe_experts_scratch_bytes(int64_t n_tokens, int32_t top_k, int32_t n_experts, int64_t hidden, int64_t inter,
+                                         int64_t shared_inter = 0) {
+  const int64_t y = 4 * n_tokens * top_k * hidden,
+                shared = moe_experts_shared_h_offset(n_tokens, shared_inter) + 4 * n_tokens * shared_inter;
+  return moe_experts_shared_scratch_offset(n_tokens, top_k, n_experts, inter) + ((y > shared ? y : shared) + 255) / 256 * 256;
 }
 
 // Samples one token id per logits row on the device (see Backend::sample):

@@ -419,12 +419,11 @@ void batched_matmul(const BatchedMatmulParams& p) {
       }
 }
 
-// Each token's top_k experts in k order (those this call holds), double accumulation, h rounded to
-// the activation dtype.
+// Each token's top_k experts in k order (those this call holds), then the shared experts;
+// double accumulation, no rounding of the gate and up dot products, h and hs rounded to the
+// activation dtype, out rounded once (ops/params.h).
 void moe_experts(const MoeExpertsParams& p) {
-  const WeightElement w_at = weight_element(p.format);
-  const QuantGeometry g_in = quant_geometry(p.format, p.inter, p.hidden), g_out = quant_geometry(p.format, p.hidden, p.inter);
-  std::vector<float> xr(static_cast<size_t>(p.hidden)), h(static_cast<size_t>(p.inter));
+  std::vector<float> xr(static_cast<size_t>(p.hidden)), h(static_cast<size_t>(std::max(p.inter, p.shared_inter)));
   std::vector<double> acc(static_cast<size_t>(p.hidden));
   std::vector<uint8_t> round_buf(8);
   auto round_act = [&](double v) {
@@ -432,6 +431,26 @@ void moe_experts(const MoeExpertsParams& p) {
     return load(p.act_dtype, round_buf.data(), 0);
   };
   auto x_at = [](const WeightView& w, int64_t j) { return w.format.act_order ? w.k_perm[j] : j; };
+  // acc += wk * (act(silu(x . gate) * (x . up)) . down) for one gated MLP of `inter` channels
+  // (each matrix in its own format: the shared experts' need not be the routed experts').
+  auto mlp = [&](const WeightView& wg, const WeightView& wu, const WeightView& wd, int64_t inter, double wk) {
+    const WeightElement eg = weight_element(wg.format), eu = weight_element(wu.format), ed = weight_element(wd.format);
+    const QuantGeometry qg = quant_geometry(wg.format, inter, p.hidden), qu = quant_geometry(wu.format, inter, p.hidden),
+                        qd = quant_geometry(wd.format, p.hidden, inter);
+    for (int64_t o = 0; o < inter; ++o) {
+      double gs = 0, us = 0;
+      for (int64_t j = 0; j < p.hidden; ++j) {
+        gs += static_cast<double>(xr[static_cast<size_t>(x_at(wg, j))]) * eg(wg, qg, p.hidden, o, j);
+        us += static_cast<double>(xr[static_cast<size_t>(x_at(wu, j))]) * eu(wu, qu, p.hidden, o, j);
+      }
+      h[static_cast<size_t>(o)] = round_act(gs / (1.0 + std::exp(-gs)) * us);
+    }
+    for (int64_t i = 0; i < p.hidden; ++i) {
+      double y = 0;
+      for (int64_t j = 0; j < inter; ++j) y += static_cast<double>(h[static_cast<size_t>(x_at(wd, j))]) * ed(wd, qd, inter, i, j);
+      acc[static_cast<size_t>(i)] += wk * y;
+    }
+  };
   for (int64_t t = 0; t < p.n_tokens; ++t) {
     for (int64_t j = 0; j < p.hidden; ++j) xr[static_cast<size_t>(j)] = load(p.act_dtype, p.x, t * p.ld_x + j);
     std::fill(acc.begin(), acc.end(), 0.0);
@@ -440,22 +459,9 @@ void moe_experts(const MoeExpertsParams& p) {
       FRUGAL_CHECK(g >= 0 && g < p.routed());
       const int32_t e = g - p.first_expert;
       if (e < 0 || e >= p.n_experts) continue;  // another rank's expert
-      const WeightView &wg = p.gate[e], &wu = p.up[e], &wd = p.down[e];
-      for (int64_t o = 0; o < p.inter; ++o) {
-        double gs = 0, us = 0;
-        for (int64_t j = 0; j < p.hidden; ++j) {
-          gs += static_cast<double>(xr[static_cast<size_t>(x_at(wg, j))]) * w_at(wg, g_in, p.hidden, o, j);
-          us += static_cast<double>(xr[static_cast<size_t>(x_at(wu, j))]) * w_at(wu, g_in, p.hidden, o, j);
-        }
-        h[static_cast<size_t>(o)] = round_act(gs / (1.0 + std::exp(-gs)) * us);
-      }
-      const double wk = p.topk_weight[t * p.top_k + k];
-      for (int64_t i = 0; i < p.hidden; ++i) {
-        double y = 0;
-        for (int64_t j = 0; j < p.inter; ++j) y += static_cast<double>(h[static_cast<size_t>(x_at(wd, j))]) * w_at(wd, g_out, p.inter, i, j);
-        acc[static_cast<size_t>(i)] += wk * y;
-      }
+      mlp(p.gate[e], p.up[e], p.down[e], p.inter, p.topk_weight[t * p.top_k + k]);
     }
+    if (p.has_shared()) mlp(p.shared_gate, p.shared_up, p.shared_down, p.shared_inter, 1.0);
     for (int64_t i = 0; i < p.hidden; ++i)
       store(p.act_dtype, p.out, t * p.ld_out + i, static_cast<float>(load(p.act_dtype, p.out, t * p.ld_out + i) + acc[static_cast<size_t>(i)]));
   }

@@ -9,6 +9,11 @@
 // every expert), against the copy ceiling. Then 8192 tokens (a prefill step, 768 rows per
 // expert: compute), the WMMA 64-row tiles (the default there) against the mma.sync kernels
 // (FRUGAL_MOE_MMA=all), in TFLOP/s. The time is the whole op (permute, gate_up, down, combine).
+// First, batch-1/2 decode (6 and 12 pairs) with V2-Lite's shared experts (2 x 1408 = 2816
+// channels) in the op: the tiny path (the default there: two kernels, shared experts fused)
+// against the GEMVs with the shared MLP as the backend's ops after the combine (FRUGAL_MOE_TINY=0:
+// the model's old sequence of launches), and both without the shared experts. GB/s counts the
+// chosen experts' weights (and the shared experts' 34.6 MB where run).
 #include <random>
 
 #include "backend/cuda/kernels.h"
@@ -34,9 +39,14 @@ void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
   const auto* dv = static_cast<const ops::WeightView*>(upload(views.data(), views.size() * sizeof(ops::WeightView)));
   void* x = random_buffer(b, DType::kBF16, max_tok * hidden, 41);
   void* out = random_buffer(b, DType::kBF16, max_tok * hidden, 42);
-  const int64_t scratch_bytes = ops::moe_experts_scratch_bytes(max_tok, top_k, E, hidden, inter);
+  const int64_t shared_inter = 2 * inter;
+  const int64_t scratch_bytes = ops::moe_experts_scratch_bytes(max_tok, top_k, E, hidden, inter, shared_inter);
   void* scratch = b->alloc(static_cast<size_t>(scratch_bytes)).value();
   owned.insert(owned.end(), {x, out, scratch});
+  // The shared experts: gate and up rows back to back [2 S, hidden], down [hidden, S].
+  void* shared_gu = random_buffer(b, DType::kBF16, 2 * shared_inter * hidden, 700, -0.05f, 0.05f);
+  void* shared_down = random_buffer(b, DType::kBF16, hidden * shared_inter, 701, -0.05f, 0.05f);
+  owned.insert(owned.end(), {shared_gu, shared_down});
   std::mt19937 rng(19);
   const MoeMma mma_was = moe_mma();
   const MoeStream stream_was = moe_stream();
@@ -50,7 +60,7 @@ void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
       stream_all{"stream (all)", MoeStream::kAll, MoeMma::kOff},
       gemv{"gemv", MoeStream::kDecode, MoeMma::kOff}, wmma{"wmma (old)", MoeStream::kOff, MoeMma::kOff},
       mma_decode{"mma.sync", MoeStream::kOff, MoeMma::kDecode}, mma_all{"mma.sync", MoeStream::kOff, MoeMma::kAll};
-  for (int64_t n : {16, 64, 256, 512, 8192}) {
+  for (int64_t n : {1, 2, 16, 64, 256, 512, 8192}) {
     std::vector<int32_t> idx(static_cast<size_t>(n * top_k)), perm(static_cast<size_t>(E));
     std::vector<float> wt(idx.size(), 1.0f / top_k);
     std::vector<bool> used(static_cast<size_t>(E));
@@ -71,6 +81,32 @@ void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
                             .topk_weight = static_cast<const float*>(upload(wt.data(), wt.size() * 4)), .gate = dv,
                             .up = dv + E, .down = dv + 2 * E, .format = views[0].format, .scratch = scratch,
                             .scratch_bytes = scratch_bytes};
+    if (n <= 2) {
+      for (const bool with_shared : {true, false})
+        for (const bool tiny : {true, false}) {
+          ops::MoeExpertsParams q = p;
+          if (with_shared) {
+            const auto* gu = static_cast<const uint8_t*>(shared_gu);
+            q.shared_inter = shared_inter;
+            q.shared_gate = ops::dense_weight(gu, DType::kBF16);
+            q.shared_up = ops::dense_weight(gu + shared_inter * hidden * 2, DType::kBF16);
+            q.shared_down = ops::dense_weight(shared_down, DType::kBF16);
+            q.shared_gate_up = q.shared_gate;
+          }
+          set_moe_stream(MoeStream::kDecode);
+          set_moe_mma(MoeMma::kOff);
+          set_moe_tiny_pairs(tiny ? -1 : 0);
+          Timing t = time_op(b->stream(), 100, 10, [&](int) { (void)b->moe_experts(q); });
+          const std::string name = "moe_experts v2-lite " + std::to_string(n) + " tok top-6 " +
+                                   (with_shared ? "+shared " : "") + moe_path_name(moe_experts_path(q)) +
+                                   (tiny ? "" : with_shared ? " + shared ops (old)" : " (old)");
+          const double moved = bytes + (with_shared ? 3.0 * shared_inter * hidden * 2 : 0.0);
+          const double gbs = moved / (t.median_us * 1e3);
+          table->add({name, t, gbs, "GB/s", 100 * gbs / ceiling_gbs});
+        }
+      set_moe_tiny_pairs(-1);
+      continue;
+    }
     const bool prefill = n > 512;
     const std::vector<Run> runs = n <= 16 ? std::vector<Run>{gemv, stream_all}
                                   : prefill ? std::vector<Run>{wmma, mma_all}

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -419,16 +420,19 @@ TEST(CudaOps, MoeExpertsSubsetRanges) {
   r.x = x.host.data(), r.out = want.data(), r.topk_idx = ref_idx.data(), r.topk_weight = wt.data();
   r.gate = hviews.data(), r.up = hviews.data() + n_local, r.down = hviews.data() + 2 * n_local;
   ops::ref::moe_experts(r);
-  // The GEMVs (1 row per routed expert on average), then the streaming kernels (asked for at
-  // every size): both skip the bad ids.
+  // The tiny path (6 pairs), the GEMVs (1 row per routed expert on average), then the streaming
+  // kernels (asked for at every size): all skip the bad ids.
   const MoeStream stream_was = moe_stream();
-  for (const auto& [mode, path] : {std::pair{MoeStream::kDecode, MoePath::kGemv}, {MoeStream::kAll, MoePath::kStream}}) {
-    const std::string what = std::string("moe_experts subset ") + (path == MoePath::kGemv ? "gemv" : "stream");
+  for (const auto& [mode, tiny, path] : {std::tuple{MoeStream::kDecode, kMoeTinyPairs, MoePath::kTiny},
+                                         {MoeStream::kDecode, 0, MoePath::kGemv}, {MoeStream::kAll, 0, MoePath::kStream}}) {
+    const std::string what = std::string("moe_experts subset ") + moe_path_name(path);
     out.to_device();  // the starting values again
     set_moe_stream(mode);
+    set_moe_tiny_pairs(tiny);
     EXPECT_EQ(moe_experts_path(p), path) << what;
     const Status st = backend()->moe_experts(p);
     set_moe_stream(stream_was);
+    set_moe_tiny_pairs(-1);
     ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
     expect_close(out, want, tol_for(DType::kBF16), what);
     std::vector<uint8_t> got;
@@ -440,24 +444,15 @@ TEST(CudaOps, MoeExpertsSubsetRanges) {
 }
 
 // One way to run the expert GEMMs: the switches, and the path they must give (stream_u: the
-// streaming kernels' quads a warp an iteration, 0 for the default).
+// streaming kernels' quads a warp an iteration, 0 for the default; tiny: the tiny path's bound
+// in pairs, 0 off).
 struct MoeRun {
   MoeStream stream;
   MoeMma mma;
   MoePath path;
   int stream_u = 0;
+  int tiny = 0;
 };
-
-std::string moe_path_name(MoePath path) {
-  switch (path) {
-    case MoePath::kGemv: return "gemv";
-    case MoePath::kStream: return "stream";
-    case MoePath::kMma: return "mma.sync";
-    case MoePath::kWmma16: return "wmma16";
-    case MoePath::kWmma64: return "wmma64";
-  }
-  return "?";
-}
 
 // moe_experts with chosen rows per expert (counts[e] pairs routed to expert e, top_k = 2), once
 // per run in `runs` (each asserting its path), against the reference: tokens shuffled over the expert order, each
@@ -531,11 +526,13 @@ void check_moe_rows(const std::vector<int32_t>& counts, const std::vector<MoeRun
       set_moe_stream(run.stream);
       set_moe_mma(run.mma);
       set_moe_stream_u(run.stream_u);
+      set_moe_tiny_pairs(run.tiny);
       EXPECT_EQ(moe_experts_path(p), run.path) << what << ": ran " << moe_path_name(moe_experts_path(p));
       const Status st = backend()->moe_experts(p);
       set_moe_stream(stream_was);
       set_moe_mma(mma_was);
       set_moe_stream_u(0);
+      set_moe_tiny_pairs(-1);
       ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
       expect_close(out, want, tol_for(DType::kBF16), what);
     }

@@ -399,17 +399,23 @@ void OpCases::scale_rows() {
 // kernels (n = 30, 130: 11 to 52 rows per expert on average, one or two 64-row tiles an expert;
 // FRUGAL_MOE_STREAM=0 the 16- and 64-row WMMA tiles, with their cp.async pipeline at sizes of
 // 32, FRUGAL_MOE_MMA=1 the mma.sync kernels instead), and every token on the same experts
-// (n = 7 "same": one expert's rows span several GEMV tiles), against the reference to the
-// activation tolerance; then the same as three expert-parallel ranks' subset calls.
+// (n = 7 "same": one expert's rows span several GEMV tiles; CUDA's tiny path takes n = 1 and
+// the n = 7 of top_k 2), against the reference to the activation tolerance; then the same as
+// three expert-parallel ranks' subset calls. Each with no shared experts, with shared experts
+// of shared_inter S (odd, a multiple of 8, and one past the routed inter) as three views, and
+// as gate_up in one view too (gate and up rows back to back).
 void OpCases::moe_experts() {
-  struct Case { int64_t hidden, inter; int32_t E, K; };
-  for (const Case c : {Case{37, 21, 5, 2}, Case{64, 72, 8, 3}, Case{64, 96, 8, 3}})
+  struct Case { int64_t hidden, inter; int32_t E, K; int64_t S; };
+  for (const Case c : {Case{37, 21, 5, 2, 19}, Case{64, 72, 8, 3, 48}, Case{64, 96, 8, 3, 136}})
     for (int64_t n : {1, 7, 30, 130})
-    for (bool same : {false, true}) {
+    for (bool same : {false, true})
+    for (int shared : {0, 1, 2}) {  // none, three views, and the gate_up view
       if (same && n != 7) continue;
+      const int64_t S = shared ? c.S : 0;
       const std::string what = "moe_experts hidden=" + std::to_string(c.hidden) + " inter=" + std::to_string(c.inter) +
                                " experts=" + std::to_string(c.E) + " top_k=" + std::to_string(c.K) + " n=" + std::to_string(n) +
-                               (same ? " same experts" : "");
+                               (same ? " same experts" : "") +
+                               (shared ? " shared_inter=" + std::to_string(S) + (shared == 2 ? " gate_up" : "") : "");
       const int64_t ld_x = c.hidden % 8 == 0 ? c.hidden : c.hidden + 5;
       HostMat x(act(), n, c.hidden, ld_x), out0(act(), n, c.hidden, c.hidden + 3);
       x.fill_random(rng_, 1.0f);
@@ -437,7 +443,21 @@ void OpCases::moe_experts() {
         dviews.push_back(ops::dense_weight(dw.back()->ptr(), DType::kBF16));
         hviews.push_back(ops::dense_weight(m.data(), DType::kBF16));
       }
-      const int64_t scratch_bytes = ops::moe_experts_scratch_bytes(n, c.K, c.E, c.hidden, c.inter);
+      // The shared experts: gate_up [2 S, hidden] (gate rows, then up rows), down [hidden, S].
+      HostMat sgu(DType::kBF16, 2 * std::max<int64_t>(S, 1), c.hidden, c.hidden), sdown(DType::kBF16, c.hidden, std::max<int64_t>(S, 1), std::max<int64_t>(S, 1));
+      sgu.fill_random(rng_, 0.3f);
+      sdown.fill_random(rng_, 0.3f);
+      auto dsgu = upload(sgu), dsdown = upload(sdown);
+      // Views of the shared experts at gate_up / down (device or host copies).
+      auto set_shared = [&](ops::MoeExpertsParams& q, const void* gu, const void* down) {
+        if (!shared) return;
+        q.shared_inter = S;
+        q.shared_gate = ops::dense_weight(gu, DType::kBF16);
+        q.shared_up = ops::dense_weight(static_cast<const uint8_t*>(gu) + dtype_bytes(DType::kBF16, S * c.hidden), DType::kBF16);
+        q.shared_down = ops::dense_weight(down, DType::kBF16);
+        if (shared == 2) q.shared_gate_up = q.shared_gate;
+      };
+      const int64_t scratch_bytes = ops::moe_experts_scratch_bytes(n, c.K, c.E, c.hidden, c.inter, S);
       std::vector<uint8_t> scratch0(static_cast<size_t>(scratch_bytes), 0);
       auto dx = upload(x), dout = upload(out0), di = upload(idx), dwt = upload(wt), dv = upload(dviews), ds = upload(scratch0);
       const auto* views = static_cast<const ops::WeightView*>(dv->ptr());
@@ -447,10 +467,12 @@ void OpCases::moe_experts() {
                               .topk_weight = static_cast<const float*>(dwt->ptr()), .gate = views, .up = views + c.E,
                               .down = views + 2 * c.E, .format = hviews[0].format, .scratch = ds->ptr(),
                               .scratch_bytes = scratch_bytes};
+      set_shared(p, dsgu->ptr(), dsdown->ptr());
       if (!ran(backend()->moe_experts(p), ops::OpKind::kMoeExperts, "", what)) continue;
       HostMat got = download(*dout, out0), want = out0;
       p.x = x.data(), p.out = want.data(), p.topk_idx = idx.data(), p.topk_weight = wt.data();
       p.gate = hviews.data(), p.up = hviews.data() + c.E, p.down = hviews.data() + 2 * c.E;
+      set_shared(p, sgu.data(), sdown.data());
       ops::ref::moe_experts(p);
       EXPECT_TRUE(compare_mats(got, want, out0, act_tol(), what));
       // Expert parallelism: three ranks' calls into one output, experts [0, a), [a, b) (a subset
@@ -459,7 +481,9 @@ void OpCases::moe_experts() {
       // with E = 5 the first rank holds fewer experts than top_k; "same experts" leaves the last
       // rank no pair at all; the tolerance grows by one rounding of out a call), and the three
       // add up to the whole. Each n picks the same CUDA path as the whole call (the rule counts
-      // rows per routed expert): GEMVs (n = 1, 7), the streaming kernels (30, 130).
+      // rows per routed expert, or all pairs for the tiny path): tiny or GEMVs (n = 1, 7), the
+      // streaming kernels (30, 130). The first rank's call adds the shared experts (a rank adds
+      // its share of their channels; here one rank holds them all).
       {
         const int32_t a = c.E / 3, b = 2 * c.E / 3;
         auto dout2 = upload(out0);
@@ -469,7 +493,7 @@ void OpCases::moe_experts() {
         for (const auto& [first, count] : {std::pair<int32_t, int32_t>{0, a}, {a, b - a}, {b, c.E - b}}) {
           const std::string sub = what + " experts " + std::to_string(first) + ".." + std::to_string(first + count - 1) +
                                   " of " + std::to_string(c.E);
-          const int64_t sub_bytes = ops::moe_experts_scratch_bytes(n, c.K, count, c.hidden, c.inter);
+          const int64_t sub_bytes = ops::moe_experts_scratch_bytes(n, c.K, count, c.hidden, c.inter, first == 0 ? S : 0);
           auto ds2 = upload(std::vector<uint8_t>(static_cast<size_t>(sub_bytes), 0));
           ops::MoeExpertsParams q{.x = dx->ptr(), .act_dtype = act(), .ld_x = x.ld, .out = dout2->ptr(),
                                   .ld_out = out0.ld, .n_tokens = n, .hidden = c.hidden, .inter = c.inter,
@@ -478,11 +502,13 @@ void OpCases::moe_experts() {
                                   .up = views + c.E + first, .down = views + 2 * c.E + first, .format = hviews[0].format,
                                   .scratch = ds2->ptr(), .scratch_bytes = sub_bytes, .first_expert = first,
                                   .n_routed = c.E};
+          if (first == 0) set_shared(q, dsgu->ptr(), dsdown->ptr());
           ok = ran(backend()->moe_experts(q), ops::OpKind::kMoeExperts, "expert subset", sub);
           if (!ok) break;
           ++calls;  // each call rounds out once more, on the backend and in the oracle
           q.x = x.data(), q.out = want2.data(), q.topk_idx = idx.data(), q.topk_weight = wt.data();
           q.gate = hviews.data() + first, q.up = hviews.data() + c.E + first, q.down = hviews.data() + 2 * c.E + first;
+          if (first == 0) set_shared(q, sgu.data(), sdown.data());
           ops::ref::moe_experts(q);
           EXPECT_TRUE(compare_mats(download(*dout2, out0), want2, out0, calls * act_tol(), sub));
           EXPECT_TRUE(ds2->check_guards(sub));
@@ -492,7 +518,8 @@ void OpCases::moe_experts() {
           EXPECT_TRUE(dout2->check_guards(what));
         }
       }
-      for (auto* b : {dx.get(), dout.get(), di.get(), dwt.get(), dv.get(), ds.get()}) EXPECT_TRUE(b->check_guards(what));
+      for (auto* b : {dx.get(), dout.get(), di.get(), dwt.get(), dv.get(), ds.get(), dsgu.get(), dsdown.get()})
+        EXPECT_TRUE(b->check_guards(what));
       for (auto& b : dw) EXPECT_TRUE(b->check_guards(what));
     }
   // A subset's reference: the oracle skips other ranks' experts the same way (hand case: two
@@ -514,6 +541,16 @@ void OpCases::moe_experts() {
     auto silu = [](double v) { return v / (1.0 + std::exp(-v)); };
     EXPECT_NEAR(out[0], 0.5 + 0.25 * 10 * silu(2.0) * 1.0, 1e-5);
     EXPECT_NEAR(out[1], 0.5 * 10 * silu(4.0) * 2.0, 1e-5);
+    // With a one-channel shared expert (gate 0.5, up 2, down 3) on top: + 3 silu(0.5 x) 2 x.
+    const float sg = 0.5f, su = 2.0f, sd = 3.0f;
+    q.shared_inter = 1;
+    q.shared_gate = ops::dense_weight(&sg, DType::kF32);
+    q.shared_up = ops::dense_weight(&su, DType::kF32);
+    q.shared_down = ops::dense_weight(&sd, DType::kF32);
+    out[0] = 0.5f, out[1] = 0.0f;
+    ops::ref::moe_experts(q);
+    EXPECT_NEAR(out[0], 0.5 + 0.25 * 10 * silu(2.0) * 1.0 + 3 * silu(0.5) * 2.0, 1e-5);
+    EXPECT_NEAR(out[1], 0.5 * 10 * silu(4.0) * 2.0 + 3 * silu(1.0) * 4.0, 1e-5);
   }
 }
 

@@ -303,7 +303,8 @@ Status CpuBackend::batched_matmul(const ops::BatchedMatmulParams& p) {
 
 // Tokens grouped by expert (the token permutation): each chosen expert this call holds runs once
 // over the rows routed to it, through this backend's matmul (so quantized experts work too), and
-// each token sums its top_k outputs in k order.
+// each token sums its top_k outputs in k order; then the shared experts over all tokens, added
+// into out by down's accumulating matmul (out rounded twice in f32, ops/params.h).
 Status CpuBackend::moe_experts(const ops::MoeExpertsParams& p) {
   FRUGAL_RETURN_IF_ERROR(validate(p));
   if (p.n_tokens == 0) return {};
@@ -349,7 +350,21 @@ Status CpuBackend::moe_experts(const ops::MoeExpertsParams& p) {
       }
     }
   });
-  return {};
+  if (!p.has_shared()) return {};
+  const int64_t S = p.shared_inter, n = p.n_tokens;
+  std::vector<float> sg(static_cast<size_t>(n * S)), su(static_cast<size_t>(n * S));
+  auto mm = [&](const ops::WeightView& w, const void* x, int64_t ld_x, int64_t k, float* out, int64_t ld_out, int64_t cols,
+                bool accumulate) {
+    return matmul(ops::MatmulParams{.x = x, .x_dtype = DType::kF32, .ld_x = ld_x, .w = w, .bias = nullptr,
+                                    .bias_dtype = DType::kF32, .y = out, .y_dtype = DType::kF32, .ld_y = ld_out,
+                                    .m = n, .n = cols, .k = k, .accumulate = accumulate});
+  };
+  FRUGAL_RETURN_IF_ERROR(mm(p.shared_gate, p.x, p.ld_x, H, sg.data(), S, S, false));
+  FRUGAL_RETURN_IF_ERROR(mm(p.shared_up, p.x, p.ld_x, H, su.data(), S, S, false));
+  FRUGAL_RETURN_IF_ERROR(silu_mul(ops::SiluMulParams{.gate = sg.data(), .up = su.data(), .out = sg.data(),
+                                                     .act_dtype = DType::kF32, .n_tokens = n, .dim = S, .ld_gate = S,
+                                                     .ld_up = S, .ld_out = S}));
+  return mm(p.shared_down, sg.data(), S, S, static_cast<float*>(p.out), p.ld_out, H, true);
 }
 
 }  // namespace

@@ -315,6 +315,12 @@ Status validate(const ops::MoeExpertsParams& p) {
   FRUGAL_RETURN_IF_ERROR(need(p.top_k > 0 && p.top_k <= p.routed() && p.top_k <= ops::kMoeMaxTopK, op,
                               "top_k must be in [1, min(n_routed, " + str(ops::kMoeMaxTopK) + ")]"));
   FRUGAL_RETURN_IF_ERROR(ops::check_weight_format(p.format, op));
+  FRUGAL_RETURN_IF_ERROR(need(p.shared_inter >= 0, op, "shared_inter must not be negative"));
+  if (p.has_shared())
+    for (const ops::WeightView* w : {&p.shared_gate, &p.shared_up, &p.shared_down}) {
+      FRUGAL_RETURN_IF_ERROR(ops::check_weight_format(w->format, op));
+      FRUGAL_RETURN_IF_ERROR(need_ptr(w->data, op, "shared_gate, shared_up or shared_down (shared_inter > 0)"));
+    }
   if (p.n_tokens == 0) return {};
   FRUGAL_RETURN_IF_ERROR(need_f32(p.act_dtype, op, "act_dtype"));
   for (const void* q : {p.x, static_cast<const void*>(p.out), static_cast<const void*>(p.topk_idx),

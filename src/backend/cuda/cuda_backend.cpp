@@ -665,6 +665,10 @@ Status CudaBackend::batched_matmul(const ops::BatchedMatmulParams& p) {
 
 // topk_idx is device memory, so its ids are not checked here: the kernels treat an id outside
 // [first_expert, first_expert + n_experts) as another rank's expert (it adds nothing).
+// The shared experts (p.has_shared()) are fused into the tiny path's kernels where they are
+// dense bf16 (moe_experts_fuses_shared); elsewhere they follow the routed combine as this
+// backend's ops (matmul_silu_mul over shared_gate_up when given, else two matmuls and silu_mul,
+// then down accumulating into out) on the scratch's last region, free once the combine is done.
 Status CudaBackend::moe_experts(const ops::MoeExpertsParams& p) {
   if (p.n_experts <= 0 || p.n_experts > ops::kMoeMaxExperts || p.hidden <= 0 || p.inter <= 0 || p.n_tokens < 0)
     return invalid_argument("cuda moe_experts: n_experts " + std::to_string(p.n_experts) + " (must be in [1, " +
@@ -682,12 +686,39 @@ Status CudaBackend::moe_experts(const ops::MoeExpertsParams& p) {
   if (p.act_dtype != DType::kBF16 || p.format.scheme != ops::WeightScheme::kDense || p.format.dtype != DType::kBF16)
     return unsupported("cuda moe_experts: act " + dt(p.act_dtype) + ", experts '" + ops::weight_format_name(p.format) +
                        "' (the grouped kernels take bf16 activations and dense bf16 experts)");
+  if (p.shared_inter < 0) return invalid_argument("cuda moe_experts: shared_inter " + std::to_string(p.shared_inter) + " < 0");
+  if (p.has_shared() && (!p.shared_gate.data || !p.shared_up.data || !p.shared_down.data))
+    return invalid_argument("cuda moe_experts: shared_inter " + std::to_string(p.shared_inter) +
+                            " with a null shared_gate, shared_up or shared_down");
   if (p.n_tokens == 0) return Status::ok();
-  const int64_t need = ops::moe_experts_scratch_bytes(p.n_tokens, p.top_k, p.n_experts, p.hidden, p.inter);
+  const int64_t need = ops::moe_experts_scratch_bytes(p.n_tokens, p.top_k, p.n_experts, p.hidden, p.inter, p.shared_inter);
   if (!p.scratch || p.scratch_bytes < need)
     return invalid_argument("cuda moe_experts: scratch of " + std::to_string(p.scratch_bytes) + " bytes, needs " +
                             std::to_string(need));
-  return check_launch(launch_moe_experts(p, stream_), "moe_experts");
+  FRUGAL_RETURN_IF_ERROR(check_launch(launch_moe_experts(p, stream_), "moe_experts"));
+  if (!p.has_shared() || moe_experts_fuses_shared(p)) return Status::ok();
+  const int64_t n = p.n_tokens, S = p.shared_inter, H = p.hidden;
+  auto* region = static_cast<uint8_t*>(p.scratch) + ops::moe_experts_shared_scratch_offset(n, p.top_k, p.n_experts, p.inter);
+  void* gu = region;                                              // [n, 2 S]: [gate | up] rows
+  void* prod = region + ops::moe_experts_shared_h_offset(n, S);  // [n, S]
+  const DType act = p.act_dtype;
+  void* up = static_cast<uint8_t*>(gu) + dtype_bytes(act, S);
+  const ops::SiluMulParams sm{.gate = gu, .up = up, .out = prod, .act_dtype = act, .n_tokens = n, .dim = S,
+                              .ld_gate = 2 * S, .ld_up = 2 * S, .ld_out = S};
+  auto proj = [&](const ops::WeightView& w, void* y, int64_t cols) {
+    return ops::MatmulParams{.x = p.x, .x_dtype = act, .ld_x = p.ld_x, .w = w, .bias = nullptr, .bias_dtype = DType::kF32,
+                             .y = y, .y_dtype = act, .ld_y = 2 * S, .m = n, .n = cols, .k = H, .accumulate = false};
+  };
+  if (p.shared_gate_up.data) {
+    FRUGAL_RETURN_IF_ERROR(matmul_silu_mul(ops::MatmulSiluMulParams{.mm = proj(p.shared_gate_up, gu, 2 * S), .act = sm}));
+  } else {
+    FRUGAL_RETURN_IF_ERROR(matmul(proj(p.shared_gate, gu, S)));
+    FRUGAL_RETURN_IF_ERROR(matmul(proj(p.shared_up, up, S)));
+    FRUGAL_RETURN_IF_ERROR(silu_mul(sm));
+  }
+  return matmul(ops::MatmulParams{.x = prod, .x_dtype = act, .ld_x = S, .w = p.shared_down, .bias = nullptr,
+                                  .bias_dtype = DType::kF32, .y = p.out, .y_dtype = act, .ld_y = p.ld_out, .m = n,
+                                  .n = H, .k = S, .accumulate = true});
 }
 
 Status CudaBackend::scale_rows(const ops::ScaleRowsParams& p) {

@@ -51,7 +51,19 @@ void set_moe_stream(MoeStream s);
 // 318 us against 341 at 2, 512 tokens 419 against 484, 64 tokens equal); set_moe_stream_u (0: back to that).
 int moe_stream_u();
 void set_moe_stream_u(int u);
-enum class MoePath { kGemv, kStream, kMma, kWmma16, kWmma64 };
+// Steps of at most moe_tiny_pairs() (token, expert) pairs (default kMoeTinyPairs; FRUGAL_MOE_TINY=n,
+// 0 off, read once; set_moe_tiny_pairs overrides it, a negative value goes back to the variable
+// or the default) take the tiny path before any of the above: two kernels, no permutation, the
+// shared experts fused in where they are dense bf16 (moe_experts_fuses_shared). Elsewhere the
+// backend adds the shared experts after launch_moe_experts with its own ops; launch_moe_experts
+// itself adds them only where fused.
+inline constexpr int kMoeTinyPairs = 16;
+int moe_tiny_pairs();
+void set_moe_tiny_pairs(int pairs);
+enum class MoePath { kTiny, kGemv, kStream, kMma, kWmma16, kWmma64 };
+// Whether launch_moe_experts computes p's shared experts too (the tiny path, dense bf16 ones).
+bool moe_experts_fuses_shared(const ops::MoeExpertsParams& p);
+const char* moe_path_name(MoePath path);  // "tiny", "gemv", ... (tests, benchmarks)
 // The expert GEMMs launch_moe_experts runs for p under the current switches.
 MoePath moe_experts_path(const ops::MoeExpertsParams& p);
 // Raises the mma.sync expert kernels' shared-memory limits outside any capture (where the device

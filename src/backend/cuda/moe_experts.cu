@@ -33,6 +33,9 @@
 // Every output element is a fixed-order reduction whatever else is in the step (tile contents
 // change which rows share an MMA, not any row's sum); the path itself goes by the step's rows
 // per expert, so a row's rounding may differ between a decode and a prefill step.
+// Steps of at most moe_tiny_pairs() (token, expert) pairs (batch-1/2 decode) skip all of this:
+// moe_tiny.cu's two kernels, with the shared experts fused in (MoePath::kTiny). Elsewhere the
+// shared experts run after the combine as the backend's own ops (cuda_backend.cpp).
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -49,13 +52,6 @@ namespace {
 
 using namespace moe;
 constexpr int kBN = 64, kBK = 64, kThreads = 128, kPad = 8;
-
-// The local expert of pair i, or -1 where topk_idx[i] is another rank's (or out of range; the
-// unsigned difference keeps any id, negative or huge, from overflowing into range).
-__device__ __forceinline__ int local_expert(const ops::MoeExpertsParams& p, int64_t i) {
-  const uint32_t e = static_cast<uint32_t>(p.topk_idx[i]) - static_cast<uint32_t>(p.first_expert);
-  return e < static_cast<uint32_t>(p.n_experts) ? static_cast<int>(e) : -1;
-}
 
 __global__ void __launch_bounds__(1024) moe_permute_kernel(ops::MoeExpertsParams p, Layout l, int bm) {
   pdl_wait();
@@ -379,19 +375,6 @@ __global__ void __launch_bounds__(kThreads) moe_mma_kernel(ops::MoeExpertsParams
 
 constexpr int kGemvRows = 4, kGemvWarps = 4, kGemvU = 4;
 
-__device__ __forceinline__ float dot_bf16x8(uint4 a, uint4 b) {
-  const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
-  const auto* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
-  float s = 0.f;
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const float2 x = __bfloat1622float2(a2[q]), y = __bfloat1622float2(b2[q]);
-    s = fmaf(x.x, y.x, s);
-    s = fmaf(x.y, y.y, s);
-  }
-  return s;
-}
-
 // GEMV form of moe_gemm_kernel for tiles of at most kGemvRows rows: block (tile, 4 output
 // columns), one warp per column n, lanes split K in 8-wide chunks (a fixed order per row:
 // lane-strided chunks, then a butterfly), kGemvU chunks of every weight row in flight.
@@ -498,6 +481,8 @@ bool moe_pipeline() {
 int g_moe_mma = -1;
 // The same for FRUGAL_MOE_STREAM (a MoeStream).
 int g_moe_stream = -1;
+// The same for FRUGAL_MOE_TINY (pairs; 0: off).
+int g_moe_tiny = -1;
 
 // The dynamic shared-memory limit, and all of the SM's L1 as shared memory (a hint: two blocks of
 // kMmaSmem fit only in the largest carveout; the kernels' loads bypass L1 anyway).
@@ -580,8 +565,31 @@ MoeStream moe_stream() {
 
 void set_moe_stream(MoeStream s) { g_moe_stream = static_cast<int>(s); }
 
-// By rows per expert on average, over the n_routed experts the router chooses from (a rank's own
-// experts see pairs / n_routed rows each too, not pairs / n_experts):
+// 16 by the arithmetic (nothing measured yet): the tiny path saves the permute and combine
+// launches and, with shared experts, their three (~6.6 + 4.9 + 2.7 us of kernels and two launch
+// gaps a V2-Lite layer at batch 1, ncu), and reads an expert once per pair where the GEMV tiles
+// read it once per expert. Two tokens of top_k distinct experts out of E share top_k^2 / E on
+// average: at 16 pairs (2 x top-8 of 64) one, a V2-Lite expert's 17 MB (~4 us) read twice; at
+// 24 (4 x top-6) 3.4 of them (~14 us), about what it saves.
+int moe_tiny_pairs() {
+  if (g_moe_tiny < 0) {
+    const char* e = std::getenv("FRUGAL_MOE_TINY");
+    g_moe_tiny = kMoeTinyPairs;
+    if (e != nullptr && *e != '\0') {
+      char* end = nullptr;
+      const long v = std::strtol(e, &end, 10);
+      if (end != e && *end == '\0' && v >= 0) g_moe_tiny = static_cast<int>(v < 1 << 20 ? v : 1 << 20);
+    }
+  }
+  return g_moe_tiny;
+}
+
+void set_moe_tiny_pairs(int pairs) { g_moe_tiny = pairs; }
+
+// Up to moe_tiny_pairs() (token, expert) pairs, the tiny path (every pair counts, a rank's or
+// not: its kernels' grids cover them all); above, by rows per expert on average, over the
+// n_routed experts the router chooses from (a rank's own experts see pairs / n_routed rows each
+// too, not pairs / n_experts):
 //   <= 4 (decode of a few sequences): GEMVs over 4-row tiles (the streaming kernels with
 //        FRUGAL_MOE_STREAM=all);
 //   (4, 64] (decode of many sequences): the streaming kernels over 64-row tiles, each expert's
@@ -594,18 +602,37 @@ MoePath moe_experts_path(const ops::MoeExpertsParams& p) {
   const MoeStream stream = moe_stream();
   const MoeMma mma = moe_mma();
   const bool decode = pairs <= 64 * R;
+  if (pairs <= moe_tiny_pairs()) return MoePath::kTiny;
   if (pairs <= 4 * R) return stream == MoeStream::kAll ? MoePath::kStream : MoePath::kGemv;
   if ((mma == MoeMma::kAll || (mma == MoeMma::kDecode && decode)) && mma_available()) return MoePath::kMma;
   if (stream == MoeStream::kAll || (stream == MoeStream::kDecode && decode)) return MoePath::kStream;
   return pairs >= 48 * R ? MoePath::kWmma64 : MoePath::kWmma16;
 }
 
+const char* moe_path_name(MoePath path) {
+  switch (path) {
+    case MoePath::kTiny: return "tiny";
+    case MoePath::kGemv: return "gemv";
+    case MoePath::kStream: return "stream";
+    case MoePath::kMma: return "mma.sync";
+    case MoePath::kWmma16: return "wmma16";
+    case MoePath::kWmma64: return "wmma64";
+  }
+  return "?";
+}
+
+bool moe_experts_fuses_shared(const ops::MoeExpertsParams& p) {
+  return moe_experts_path(p) == MoePath::kTiny && moe_tiny_fuses_shared(p);
+}
+
 cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
   const Layout l = layout_of(p);
   const MoePath path = moe_experts_path(p);
+  if (path == MoePath::kTiny) return launch_tiny(p, l, stream);
   int bm = 0;
   switch (path) {
+    case MoePath::kTiny: break;
     case MoePath::kGemv: bm = kGemvRows; break;
     case MoePath::kStream: bm = kStreamBM; break;
     case MoePath::kMma: bm = kMmaBM; break;
@@ -615,6 +642,7 @@ cudaError_t launch_moe_experts(const ops::MoeExpertsParams& p, cudaStream_t stre
   cudaError_t err = launch_kernel(moe_permute_kernel, 1, 1024, 0, stream, p, l, bm);
   if (err != cudaSuccess) return err;
   switch (path) {
+    case MoePath::kTiny: break;
     case MoePath::kGemv: {
       const unsigned tiles = static_cast<unsigned>(max_tiles(p, bm));
       err = launch_kernel(moe_gemv_kernel<true>, dim3(tiles, static_cast<unsigned>(ceil_div(p.inter, kGemvWarps))),

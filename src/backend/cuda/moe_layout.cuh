@@ -22,7 +22,7 @@ struct Layout {
   int32_t* offsets;      // [E + 1]
   int32_t* n_tiles;      // [1]
   bf16* h;               // [pairs, inter]
-  float* y;              // [pairs, hidden]
+  float* y;              // [pairs, hidden]; the tiny path's shared h [n_tokens, shared_inter] bf16
 };
 
 inline int64_t align_up(int64_t b) { return (b + 255) / 256 * 256; }
@@ -40,8 +40,29 @@ inline Layout layout_of(const ops::MoeExpertsParams& p) {
   l.n_tiles = l.offsets + p.n_experts + 1;
   const int64_t ints = align_up(4 * (2 * pairs + 2 * (pairs + p.n_experts) + 2 * (p.n_experts + 1) + 4));
   l.h = reinterpret_cast<bf16*>(base + ints);
-  l.y = reinterpret_cast<float*>(base + ints + align_up(4 * pairs * p.inter));
+  l.y = reinterpret_cast<float*>(base + ops::moe_experts_shared_scratch_offset(p.n_tokens, p.top_k, p.n_experts, p.inter));
   return l;
+}
+
+// The local expert of pair i, or -1 where topk_idx[i] is another rank's (or out of range; the
+// unsigned difference keeps any id, negative or huge, from overflowing into range).
+__device__ __forceinline__ int local_expert(const ops::MoeExpertsParams& p, int64_t i) {
+  const uint32_t e = static_cast<uint32_t>(p.topk_idx[i]) - static_cast<uint32_t>(p.first_expert);
+  return e < static_cast<uint32_t>(p.n_experts) ? static_cast<int>(e) : -1;
+}
+
+// sum_q a[q] * b[q] over 8 bf16 pairs in f32, in q order.
+__device__ __forceinline__ float dot_bf16x8(uint4 a, uint4 b) {
+  const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const auto* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float s = 0.f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float2 x = __bfloat1622float2(a2[q]), y = __bfloat1622float2(b2[q]);
+    s = fmaf(x.x, y.x, s);
+    s = fmaf(x.y, y.y, s);
+  }
+  return s;
 }
 
 // The most tiles a permute with tiles of bm rows lays out: ceil(pairs / bm) full ones plus one
@@ -68,6 +89,11 @@ template <bool kGateUp, int BM>
 __device__ __forceinline__ void tile_a_rows(const bf16** arow, const ops::MoeExpertsParams& p, const Layout& l, int r0, int rows) {
   for (int r = threadIdx.x; r < BM; r += blockDim.x) arow[r] = r < rows ? a_row<kGateUp>(p, l, r0 + r) : nullptr;
 }
+
+// The tiny path (moe_tiny.cu): gate_up then down + combine, no permutation, with the shared
+// experts when p.has_shared() (then dense bf16: moe_tiny_fuses_shared).
+bool moe_tiny_fuses_shared(const ops::MoeExpertsParams& p);
+cudaError_t launch_tiny(const ops::MoeExpertsParams& p, const Layout& l, cudaStream_t stream);
 
 // The streaming GEMMs (moe_stream.cu) over the tiles of a permute with bm = kStreamBM: gate_up
 // into l.h, then down into l.y, with moe_stream_u() quads a warp an iteration (kernels.h).
