@@ -2,7 +2,6 @@
 
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -35,16 +34,6 @@ uint32_t alignment(const void* ptr, int64_t ld_bytes, int64_t stride_bytes) {
     cublasStatus_t _st = (expr);                               \
     if (_st != CUBLAS_STATUS_SUCCESS) return lt_error(what, _st); \
   } while (0)
-
-// FRUGAL_FP8_LT_ROUND_M (default 128; 0: off): see plan_fp8.
-int64_t fp8_round_m() {
-  static const int64_t r = [] {
-    const char* e = std::getenv("FRUGAL_FP8_LT_ROUND_M");
-    const long v = e != nullptr ? std::strtol(e, nullptr, 10) : 128;
-    return v < 0 ? int64_t{0} : static_cast<int64_t>(v);
-  }();
-  return r;
-}
 
 }  // namespace
 
@@ -104,11 +93,6 @@ Status LtGemm::start_plan(Plan* plan, const cudaDataType_t* bias_t) {
 
 // The heuristic's first algorithm within the workspace, into plan->algo; false when none.
 bool LtGemm::pick_algo(Plan* plan, const Alignment& align) {
-  return heuristic(plan, plan->b, plan->c, align, &plan->algo);
-}
-
-bool LtGemm::heuristic(const Plan* plan, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, const Alignment& align,
-                       cublasLtMatmulAlgo_t* algo) {
   cublasLtMatmulPreference_t pref;
   if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return false;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
@@ -119,11 +103,11 @@ bool LtGemm::heuristic(const Plan* plan, cublasLtMatrixLayout_t b, cublasLtMatri
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align.c, sizeof(align.c));
   cublasLtMatmulHeuristicResult_t result{};
   int n_results = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, b, c, c, pref, 1, &result,
-                                                           &n_results);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->c, plan->c,
+                                                           pref, 1, &result, &n_results);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || n_results == 0) return false;
-  *algo = result.algo;
+  plan->algo = result.algo;
   return true;
 }
 
@@ -254,28 +238,6 @@ Result<LtGemm::Plan*> LtGemm::plan_fp8(const Fp8Gemm& g) {
   if (!pick_algo(plan.get(), Alignment{}))
     return unsupported("cuBLASLt has no FP8 algorithm for m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
                        " k=" + std::to_string(g.k) + (block ? " (128x128 block scales)" : " (row scales)"));
-  // cuBLASLt 13.1's heuristic picks far slower FP8 algorithms for some token counts than for the
-  // next multiple of 128 (H200, the 7B gate_up 37888 x 3584: 96.6 us at m = 160, 63.4 us at
-  // m = 256; docs/perf/2026-12-04-session36.md). Above 64 tokens, where the algorithm chosen
-  // for m rounded up to fp8_round_m() also runs at m (cublasLtMatmulAlgoCheck, within the
-  // workspace), the plan takes it. FRUGAL_FP8_LT_ROUND_M=0 keeps the heuristic's own choice.
-  if (const int64_t r = fp8_round_m(); r > 0 && g.m > 64 && g.m % r != 0) {
-    const int64_t m_up = (g.m + r - 1) / r * r;
-    cublasLtMatrixLayout_t b_up = nullptr, c_up = nullptr;
-    cublasLtMatmulAlgo_t algo{};
-    cublasLtMatmulHeuristicResult_t check{};
-    if (cublasLtMatrixLayoutCreate(&b_up, CUDA_R_8F_E4M3, static_cast<uint64_t>(g.k), static_cast<uint64_t>(m_up), g.ld_x) ==
-            CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatrixLayoutCreate(&c_up, CUDA_R_16BF, static_cast<uint64_t>(g.n), static_cast<uint64_t>(m_up), g.ld_y) ==
-            CUBLAS_STATUS_SUCCESS &&
-        heuristic(plan.get(), b_up, c_up, Alignment{}, &algo) &&
-        cublasLtMatmulAlgoCheck(handle_, plan->op, plan->a, plan->b, plan->c, plan->c, &algo, &check) ==
-            CUBLAS_STATUS_SUCCESS &&
-        check.workspaceSize <= workspace_bytes_)
-      plan->algo = algo;
-    if (b_up) cublasLtMatrixLayoutDestroy(b_up);
-    if (c_up) cublasLtMatrixLayoutDestroy(c_up);
-  }
   Plan* raw = plan.get();
   fp8_plans_.emplace(key, std::move(plan));
   return raw;

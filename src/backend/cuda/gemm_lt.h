@@ -75,9 +75,6 @@ class LtGemm {
   LtGemm() = default;
   Status start_plan(Plan* plan, const cudaDataType_t* bias_t);
   bool pick_algo(Plan* plan, const Alignment& align);
-  // The heuristic's first algorithm for op over these layouts (C = D), within the workspace.
-  bool heuristic(const Plan* plan, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, const Alignment& align,
-                 cublasLtMatmulAlgo_t* algo);
   Result<Plan*> plan_for(const ops::MatmulParams& p);
   // (m, n, k, ld_w, ld_x, ld_y, scales, bias, accumulate)
   using Fp8Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, bool>;
