@@ -144,9 +144,12 @@ Status LtGemm::run(const ops::MatmulParams& p, cudaStream_t stream) {
                                                              &p.bias, sizeof(p.bias)));
   }
   const float alpha = 1.f, beta = p.accumulate ? 1.f : 0.f;
-  FRUGAL_LT("matmul", cublasLtMatmul(handle_, plan->op, &alpha, p.w.data, plan->a, p.x, plan->b, &beta, p.y,
-                                     plan->c, p.y, plan->c, &plan->algo, workspace_, workspace_bytes_,
-                                     stream));
+  // NOT_SUPPORTED (e.g. operands less aligned than the plan's algorithm assumes): kUnsupported,
+  // so the caller takes its generic kernel instead of failing the step.
+  const cublasStatus_t st = cublasLtMatmul(handle_, plan->op, &alpha, p.w.data, plan->a, p.x, plan->b, &beta, p.y,
+                                           plan->c, p.y, plan->c, &plan->algo, workspace_, workspace_bytes_, stream);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return unsupported("cuBLASLt matmul: not supported here");
+  if (st != CUBLAS_STATUS_SUCCESS) return lt_error("matmul", st);
   return Status::ok();
 }
 
