@@ -494,7 +494,7 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     if (size_t bytes = mla_decode_scratch_bytes(p, splits); bytes > 0) {
       FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
     }
-    return check_launch(launch_mla_decode(p, splits, partials, stream_), "mla_decode");
+    return check_launch(launch_mla_decode(p, splits, partials, decode_counters_, stream_), "mla_decode");
   }
   if (decode && attention_decode_supported(p)) {
     const int n_splits = attention_decode_splits(p, n_sms_);

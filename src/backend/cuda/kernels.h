@@ -66,7 +66,17 @@ cudaError_t launch_batched_gemv(const ops::BatchedMatmulParams& p, cudaStream_t 
 bool mla_decode_supported(const ops::AttentionParams& p);
 int mla_decode_splits(const ops::AttentionParams& p, int n_sms);
 size_t mla_decode_scratch_bytes(const ops::AttentionParams& p, int splits);
-cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, cudaStream_t stream);
+// counters: kDecodeCounters zeroed words (the backend's decode counters; left zero) or nullptr.
+// With them (and mla_decode_fuses_combine) the last split block of each (token, group of 16
+// heads) merges the splits, the same bits as the combine kernel that runs otherwise.
+cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, uint32_t* counters,
+                              cudaStream_t stream);
+// Whether launch_mla_decode(p, splits, _, counters) merges in its last blocks: splits > 1,
+// counters non-null, n_tokens x head groups <= kDecodeCounters, and on unless
+// FRUGAL_MLA_FUSED_COMBINE=0 or set_mla_fused_combine_enabled(false) (A/B runs, tests).
+bool mla_decode_fuses_combine(const ops::AttentionParams& p, int splits, const uint32_t* counters);
+bool mla_fused_combine_enabled();
+void set_mla_fused_combine_enabled(bool on);
 // The MLA kernel's tensor-core variant (mma.sync, head_dim 576, bf16): mla_decode_splits /
 // launch_mla_decode take it whenever mla_decode_mma_applies(p); on unless FRUGAL_MLA_MMA=0 or
 // set_mla_mma_enabled(false) (the CUDA-core kernel stays the A/B baseline for tests and benchmarks).

@@ -4,7 +4,8 @@
 //  - attention over the latent cache: one shared KV head whose K and V are the same
 //    [kv_lora_rank + rope] row (MQA with K == V, head_dim up to 640), every query head of a
 //    group of 16 against each cache row loaded once into shared memory, split over the context
-//    for small batches (f32 partials combined by a second kernel). One block per query token,
+//    for small batches (f32 partials merged by the last block of each (token, head group) to
+//    finish, or by a second kernel). One block per query token,
 //    so decode tokens and prefill chunks (each token causal over its own prefix) take the same
 //    kernel; the generic attention kernel, one block per (token, head) re-reading every 576-wide
 //    row, was 7 ms a layer for a 512-token V2-Lite prefill. At head_dim 576 the same blocks run
@@ -15,6 +16,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/decode_combine.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 
@@ -104,7 +106,109 @@ constexpr int kLdS = kMaxD + 8;
 constexpr int kVecCols = kMaxD / 8 / kKC;  // 8-wide column groups per thread (16 threads per head)
 constexpr int kMaxSplits = 64;
 
-// partials: [n_tokens, n_head, splits] of (m, l) and [n_tokens, n_head, splits, D] of acc.
+// partials: [n_tokens, n_head, splits, D] of unnormalized f32 outputs (acc, first: 16-byte
+// aligned for the merge's float4 reads), then [n_tokens, n_head, splits] of (m, l) pairs (m in
+// natural log units). unit = (t * n_head + h) * splits + split.
+__device__ __forceinline__ float* part_acc(float* partials, int64_t unit, int D) { return partials + unit * D; }
+__device__ __forceinline__ float* part_ml(float* partials, const ops::AttentionParams& p, int splits, int64_t unit) {
+  return partials + int64_t{p.n_tokens} * p.n_head * splits * p.cache.head_dim + 2 * unit;
+}
+
+// The merge of one (token, head)'s splits, shared by the combine kernel and the decode kernels'
+// last blocks so both give the same bits: the weights (one warp): wt[s] = exp(m_s - max m), 0 for
+// an empty split (m_s = -inf) or one that underflows; returns 1 / sum_s l_s wt[s] (0 if none).
+// The max and the sum run lane-strided then as one xor tree, in a fixed order.
+__device__ __forceinline__ float split_weights(const float* ml, int splits, float* wt) {
+  const int lane = threadIdx.x & 31;
+  float m = -INFINITY;
+  for (int s = lane; s < splits; s += 32) m = fmaxf(m, __ldcg(ml + 2 * s));
+  m = warp_max(m);
+  float l = 0.f;
+  for (int s = lane; s < splits; s += 32) {
+    const float ms = __ldcg(ml + 2 * s);
+    const float w = ms == -INFINITY ? 0.f : __expf(ms - m);
+    wt[s] = w;
+    l = fmaf(__ldcg(ml + 2 * s + 1), w, l);
+  }
+  l = warp_sum(l);
+  return l > 0.f ? 1.f / l : 0.f;
+}
+
+// out[t, h0 + r, :] = inv[r] * sum_s wt[r][s] acc[t, h0 + r, s, :] for r < nh, by the block's
+// kThreads threads: each output value an fma chain over the splits in split order (splits of
+// weight 0 skipped, their rows never read: an empty split writes none). A thread takes kG
+// 4-wide column groups at once with kS splits of each in flight (24 16-byte loads a thread of a
+// 128-thread block): one block merging 16 heads of 576 (V2-Lite's decode) is three L2 round
+// trips at 4 splits, not one per column. The 256-thread CUDA-core kernel takes 8 (2 groups):
+// more would raise its registers past 80 (3 blocks an SM) for all of its loop.
+template <int kThreads>
+__device__ __forceinline__ void merge_split_rows(const ops::AttentionParams& p, int splits, float* partials, int t,
+                                                 int h0, int nh, const float* wt, const float* inv) {
+  constexpr int kS = 4, kG = kThreads >= 256 ? 2 : 6;
+  const int D = p.cache.head_dim, C = D / 4, n = nh * C;
+  const int64_t u0 = (int64_t{t} * p.n_head + h0) * splits;
+  const float4* acc4 = reinterpret_cast<const float4*>(part_acc(partials, u0, D));
+  for (int i0 = threadIdx.x; i0 < n; i0 += kThreads * kG) {
+    float4 a[kG];
+#pragma unroll
+    for (int g = 0; g < kG; ++g) a[g] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < splits; s0 += kS) {
+      float4 v[kG][kS];
+      float w[kG][kS];
+#pragma unroll
+      for (int g = 0; g < kG; ++g) {
+        const int i = i0 + g * kThreads, r = i / C, c = i % C;
+#pragma unroll
+        for (int b = 0; b < kS; ++b) {
+          const int s = s0 + b;
+          w[g][b] = i < n && s < splits ? wt[r * splits + s] : 0.f;
+          v[g][b] = w[g][b] != 0.f ? __ldcg(acc4 + (int64_t{r} * splits + s) * C + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < kG; ++g)
+#pragma unroll
+        for (int b = 0; b < kS; ++b) {
+          if (w[g][b] == 0.f) continue;
+          a[g].x = fmaf(v[g][b].x, w[g][b], a[g].x);
+          a[g].y = fmaf(v[g][b].y, w[g][b], a[g].y);
+          a[g].z = fmaf(v[g][b].z, w[g][b], a[g].z);
+          a[g].w = fmaf(v[g][b].w, w[g][b], a[g].w);
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+      const int i = i0 + g * kThreads, r = i / C, c = i % C;
+      if (i >= n) break;
+      const float iv = inv[r];
+      auto* out = static_cast<__nv_bfloat16*>(p.out) + int64_t{t} * p.ld_out + int64_t{h0 + r} * D + 4 * c;
+      out[0] = __float2bfloat16(a[g].x * iv);
+      out[1] = __float2bfloat16(a[g].y * iv);
+      out[2] = __float2bfloat16(a[g].z * iv);
+      out[3] = __float2bfloat16(a[g].w * iv);
+    }
+  }
+}
+
+// Called by every thread of a split block once its partial rows (heads h0 .. h0 + nh of token t)
+// are written: with counters (the fused combine), the last block of the (token, head group) to
+// finish merges all splits into out (decode_combine.cuh's tickets; it resets the counter, so
+// graph replays find it zero). smem: kHB * (kMaxSplits + 1) floats the block no longer uses.
+template <int kThreads>
+__device__ __forceinline__ void finish_split(const ops::AttentionParams& p, int splits, float* partials,
+                                            uint32_t* counters, int t, int h0, int nh, float* smem) {
+  if (counters == nullptr || !take_last_split_ticket(counters + int64_t{t} * gridDim.y + blockIdx.y, splits)) return;
+  float* wt = smem;                  // [nh][splits]
+  float* inv = smem + kHB * kMaxSplits;  // [nh]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int r = warp; r < nh; r += kThreads / 32) {
+    const float iv = split_weights(part_ml(partials, p, splits, (int64_t{t} * p.n_head + h0 + r) * splits), splits,
+                                   wt + r * splits);
+    if (lane == 0) inv[r] = iv;
+  }
+  __syncthreads();
+  merge_split_rows<kThreads>(p, splits, partials, t, h0, nh, wt, inv);
+}
 
 // The sequence token t belongs to (q_start is [n_seqs + 1] prefix sums).
 __device__ __forceinline__ int seq_of_token(const int32_t* q_start, int n_seqs, int t) {
@@ -129,7 +233,8 @@ __device__ __forceinline__ KeyRange key_range(const ops::AttentionParams& p, int
   return {seq, lo, min(ctx, lo + chunk)};
 }
 
-__global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionParams p, int splits, float* partials) {
+__global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionParams p, int splits, float* partials,
+                                                               uint32_t* counters) {
   pdl_wait();
   __shared__ __align__(16) __nv_bfloat16 qs[kHB][kLdS];
   __shared__ __align__(16) __nv_bfloat16 kv[kKC][kLdS];
@@ -224,9 +329,9 @@ __global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionPar
       for (int q = 0; q < 8; ++q) acc[i][q] = a[q];
     }
   }
-  if (ah >= nh) return;
   const int h = h0 + ah;
   if (splits == 1) {
+    if (ah >= nh) return;
     const float inv = l_run > 0.f ? 1.f / l_run : 0.f;
     auto* out = static_cast<__nv_bfloat16*>(p.out) + int64_t{t} * p.ld_out + int64_t{h} * D;
 #pragma unroll
@@ -238,54 +343,40 @@ __global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionPar
     }
     return;
   }
-  const int64_t unit = (int64_t{t} * p.n_head + h) * splits + split;
-  float* ml = partials + 2 * unit;
-  float* pa = partials + int64_t{2} * p.n_tokens * p.n_head * splits + unit * D;
-  if (ac == 0) { ml[0] = m_run; ml[1] = l_run; }
+  if (ah < nh) {
+    const int64_t unit = (int64_t{t} * p.n_head + h) * splits + split;
+    float* ml = part_ml(partials, p, splits, unit);
+    float* pa = part_acc(partials, unit, D);
+    if (ac == 0) { ml[0] = m_run; ml[1] = l_run; }
 #pragma unroll
-  for (int i = 0; i < kVecCols; ++i) {
-    const int cg = ac + kKC * i;
-    if (cg >= DV) break;
+    for (int i = 0; i < kVecCols; ++i) {
+      const int cg = ac + kKC * i;
+      if (cg >= DV) break;
 #pragma unroll
-    for (int q = 0; q < 8; ++q) pa[cg * 8 + q] = acc[i][q];
+      for (int q = 0; q < 8; ++q) pa[cg * 8 + q] = acc[i][q];
+    }
   }
+  // The merge's weights reuse the key rows (kKC x kLdS bf16 = 20 KB; after the ticket's barrier
+  // no thread reads them).
+  static_assert(sizeof(kv) >= sizeof(float) * kHB * (kMaxSplits + 1), "merge weights fit in kv");
+  finish_split<kHB * kKC>(p, splits, partials, counters, t, h0, nh, reinterpret_cast<float*>(&kv[0][0]));
 }
 
-// grid (n_tokens, n_head): the splits' (m, l) pairs are read in parallel into shared memory and
-// turned into weights once; then every thread merges its dims over the splits in split order.
-__global__ void mla_combine_kernel(ops::AttentionParams p, int splits, const float* partials) {
+// The separate combine (no counters, or FRUGAL_MLA_FUSED_COMBINE=0): grid (n_tokens, n_head),
+// one head a block, the same merge as the decode kernels' last blocks (split_weights,
+// merge_split_rows), so either way gives the same bits.
+constexpr int kCombineThreads = 128;
+__global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(ops::AttentionParams p, int splits, float* partials) {
   pdl_wait();
   __shared__ float wt[kMaxSplits];
   __shared__ float inv_s;
-  const int t = blockIdx.x, h = blockIdx.y, D = p.cache.head_dim;
-  const int64_t u0 = (int64_t{t} * p.n_head + h) * splits;
-  const float* ml = partials + 2 * u0;
-  const float* pa = partials + int64_t{2} * p.n_tokens * p.n_head * splits + u0 * D;
+  const int t = blockIdx.x, h = blockIdx.y;
   if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    float m = -INFINITY;
-    for (int s = lane; s < splits; s += 32) m = fmaxf(m, ml[2 * s]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    float l = 0.f;
-    for (int s = lane; s < splits; s += 32) {
-      const float w = ml[2 * s] == -INFINITY ? 0.f : __expf(ml[2 * s] - m);
-      wt[s] = w;
-      l += ml[2 * s + 1] * w;
-    }
-    l = warp_sum(l);
-    if (lane == 0) inv_s = l > 0.f ? 1.f / l : 0.f;
+    const float iv = split_weights(part_ml(partials, p, splits, (int64_t{t} * p.n_head + h) * splits), splits, wt);
+    if (threadIdx.x == 0) inv_s = iv;
   }
   __syncthreads();
-  const float inv = inv_s;
-  auto* out = static_cast<__nv_bfloat16*>(p.out) + int64_t{t} * p.ld_out + int64_t{h} * D;
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float a = 0.f;
-#pragma unroll 8
-    for (int s = 0; s < splits; ++s)
-      if (wt[s] != 0.f) a += pa[int64_t{s} * D + d] * wt[s];
-    out[d] = __float2bfloat16(a * inv);
-  }
+  merge_split_rows<kCombineThreads>(p, splits, partials, t, h, 1, wt, &inv_s);
 }
 
 // ---- MLA decode attention on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulators) ----
@@ -302,7 +393,7 @@ __global__ void mla_combine_kernel(ops::AttentionParams p, int splits, const flo
 //   online softmax in registers (log2 units), identical in every warp;
 //   O += P V: P's accumulator fragments are the A operand (as attention_decode_mma.cu), V the
 //     same rows (their first 576 values, ldmatrix.trans), each warp its own 18 column tiles.
-// Two barriers a tile. The partials and the combine are the CUDA-core kernel's (m in natural
+// Two barriers a tile. The partials and the merge are the CUDA-core kernel's (m in natural
 // log units), so either kernel's splits merge the same way.
 constexpr int kMmaD = 576;                               // kv_lora_rank 512 + rope 64 (V2, V2-Lite, V3)
 constexpr int kMmaWarps = 4;
@@ -319,7 +410,8 @@ constexpr int kMmaSmem = kMmaStages * kMmaStageBytes + kMmaWarps * kMmaSTiles * 
 static_assert(kMmaD % (16 * kMmaWarps) == 0 && kMmaKeys == 8 * kMmaWarps && 8 * kMmaPieces % 32 == 0,
               "each warp: 16-dim k steps of its own, 8 keys of a tile to gather in whole 32-lane copies");
 
-__global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::AttentionParams p, int splits, float* partials) {
+__global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::AttentionParams p, int splits, float* partials,
+                                                                         uint32_t* counters) {
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   float4* sred = reinterpret_cast<float4*>(smem + kMmaStages * kMmaStageBytes);  // [warp][S tile][lane]
@@ -329,11 +421,13 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
   const KeyRange kr = key_range(p, t, splits, split, kMmaKeys);
   const int lo = kr.lo, hi = kr.hi, nh = min(kHB, p.n_head - h0);
   const int64_t unit0 = (int64_t{t} * p.n_head + h0) * splits + split;  // partials of head h0 + row: + row * splits
-  if (lo >= hi) {  // an empty split (block-uniform): weight 0 in the combine, its o rows are never read
+  if (lo >= hi) {  // an empty split (block-uniform): weight 0 in the merge, its o rows are never read
     if (threadIdx.x < nh) {
-      partials[2 * (unit0 + int64_t{threadIdx.x} * splits)] = -INFINITY;
-      partials[2 * (unit0 + int64_t{threadIdx.x} * splits) + 1] = 0.f;
+      float* ml = part_ml(partials, p, splits, unit0 + int64_t{threadIdx.x} * splits);
+      ml[0] = -INFINITY;
+      ml[1] = 0.f;
     }
+    finish_split<kMmaThreads>(p, splits, partials, counters, t, h0, nh, reinterpret_cast<float*>(smem));
     return;
   }
   const int bs = p.cache.block_size;
@@ -491,18 +585,24 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
         *reinterpret_cast<__nv_bfloat162*>(out + 8 * v) = __floats2bfloat162_rn(o[v][2 * r] * inv, o[v][2 * r + 1] * inv);
     } else {
       if (warp == 0 && tq == 0) {
-        partials[2 * unit] = m_run[r] * 0.6931471805599453f;  // natural log units, as the CUDA-core kernel
-        partials[2 * unit + 1] = l_run[r];
+        float* ml = part_ml(partials, p, splits, unit);
+        ml[0] = m_run[r] * 0.6931471805599453f;  // natural log units, as the CUDA-core kernel
+        ml[1] = l_run[r];
       }
-      float* pa = partials + int64_t{2} * p.n_tokens * p.n_head * splits + unit * kMmaD + warp * kMmaOTiles * 8 + 2 * tq;
+      float* pa = part_acc(partials, unit, kMmaD) + warp * kMmaOTiles * 8 + 2 * tq;
 #pragma unroll
       for (int v = 0; v < kMmaOTiles; ++v) *reinterpret_cast<float2*>(pa + 8 * v) = make_float2(o[v][2 * r], o[v][2 * r + 1]);
     }
   }
+  // The merge's weights reuse the stages (the ticket's barrier comes after every warp's last
+  // ldmatrix; no copy is in flight).
+  if (splits > 1) finish_split<kMmaThreads>(p, splits, partials, counters, t, h0, nh, reinterpret_cast<float*>(smem));
 }
 
 // -1: unset (read FRUGAL_MLA_MMA on first use), 0 off, 1 on (as g_mma_mode of attention_decode_mma.cu).
 int g_mla_mma_mode = -1;
+// -1: unset (read FRUGAL_MLA_FUSED_COMBINE on first use), 0 the combine kernel, 1 the last blocks merge.
+int g_mla_fused_mode = -1;
 
 int mla_mma_blocks_per_sm() { return cached_blocks_per_sm<mla_decode_mma_kernel>(kMmaThreads, kMmaSmem, 1); }
 
@@ -525,6 +625,21 @@ bool mla_mma_enabled() {
 }
 
 void set_mla_mma_enabled(bool on) { g_mla_mma_mode = on ? 1 : 0; }
+
+bool mla_fused_combine_enabled() {
+  if (g_mla_fused_mode < 0) {
+    const char* e = std::getenv("FRUGAL_MLA_FUSED_COMBINE");
+    g_mla_fused_mode = (e != nullptr && e[0] == '0') ? 0 : 1;
+  }
+  return g_mla_fused_mode == 1;
+}
+
+void set_mla_fused_combine_enabled(bool on) { g_mla_fused_mode = on ? 1 : 0; }
+
+bool mla_decode_fuses_combine(const ops::AttentionParams& p, int splits, const uint32_t* counters) {
+  return counters != nullptr && splits > 1 && splits <= kMaxSplits && mla_fused_combine_enabled() &&
+         int64_t{p.n_tokens} * ((p.n_head + kHB - 1) / kHB) <= kDecodeCounters;
+}
 
 bool mla_decode_mma_applies(const ops::AttentionParams& p) {
   // Output rows are written as bf16 pairs.
@@ -564,23 +679,28 @@ int mla_decode_splits(const ops::AttentionParams& p, int n_sms) {
 }
 
 size_t mla_decode_scratch_bytes(const ops::AttentionParams& p, int splits) {
+  // The fused combine's counters are not here: the scratch is shared by other ops and never
+  // zeroed; they are the caller's zeroed kDecodeCounters words (launch_mla_decode).
   if (splits <= 1) return 0;
   return sizeof(float) * static_cast<size_t>(p.n_tokens) * p.n_head * splits * (2 + p.cache.head_dim);
 }
 
-cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, cudaStream_t stream) {
+cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, uint32_t* counters,
+                              cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>((p.n_head + kHB - 1) / kHB), static_cast<unsigned>(splits));
+  uint32_t* fused = mla_decode_fuses_combine(p, splits, counters) ? counters : nullptr;
+  auto* part = static_cast<float*>(partials);
   cudaError_t err;
   if (mla_decode_mma_applies(p)) {
     if (err = raise_dynamic_smem_once<mla_decode_mma_kernel>(kMmaSmem); err != cudaSuccess) return err;
-    err = launch_kernel(mla_decode_mma_kernel, grid, kMmaThreads, kMmaSmem, stream, p, splits, static_cast<float*>(partials));
+    err = launch_kernel(mla_decode_mma_kernel, grid, kMmaThreads, kMmaSmem, stream, p, splits, part, fused);
   } else {
-    err = launch_kernel(mla_decode_kernel, grid, kHB * kKC, 0, stream, p, splits, static_cast<float*>(partials));
+    err = launch_kernel(mla_decode_kernel, grid, kHB * kKC, 0, stream, p, splits, part, fused);
   }
-  if (err != cudaSuccess || splits == 1) return err;
-  return launch_kernel(mla_combine_kernel, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)), 128, 0,
-                       stream, p, splits, static_cast<const float*>(partials));
+  if (err != cudaSuccess || splits == 1 || fused != nullptr) return err;
+  return launch_kernel(mla_combine_kernel, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)),
+                       kCombineThreads, 0, stream, p, splits, part);
 }
 
 }  // namespace frugal::cuda
