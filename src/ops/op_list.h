@@ -34,7 +34,8 @@
 // (ops/params.h says what each may skip). The reference is the sequence of references.
 #define FRUGAL_FUSED_OPS(X)             \
   X(RopeKvWrite, rope_kv_write)         \
-  X(MatmulSiluMul, matmul_silu_mul)
+  X(MatmulSiluMul, matmul_silu_mul)     \
+  X(MlaKvPrologue, mla_kv_prologue)
 
 #define FRUGAL_ALL_OPS(X) FRUGAL_OPS(X) FRUGAL_OPTIONAL_OPS(X) FRUGAL_FUSED_OPS(X)
 

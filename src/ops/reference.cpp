@@ -203,6 +203,12 @@ void matmul_silu_mul(const MatmulSiluMulParams& p) {
   silu_mul(p.act);
 }
 
+void mla_kv_prologue(const MlaKvPrologueParams& p) {
+  rms_norm(p.norm);
+  rope(p.rope);
+  kv_write(p.kv);
+}
+
 void attention(const AttentionParams& p) {
   const auto& c = p.cache;
   const int group = p.n_head / c.n_head_kv;

@@ -29,6 +29,11 @@ cudaError_t launch_kv_write(const ops::KvWriteParams& p, cudaStream_t stream);
 // for bit to launch_rope then launch_kv_write; rope_kv_write_fusable says whether p is such.
 bool rope_kv_write_fusable(const ops::RopeKvWriteParams& p);
 cudaError_t launch_rope_kv_write(const ops::RopeKvWriteParams& p, cudaStream_t stream);
+// MLA's latent-row prologue (mla_prologue.cu): rms_norm, rope and kv_write of the fused op
+// mla_kv_prologue in one kernel for the model's layout (mla_kv_prologue_fusable), bit for bit
+// the three launches.
+bool mla_kv_prologue_fusable(const ops::MlaKvPrologueParams& p);
+cudaError_t launch_mla_kv_prologue(const ops::MlaKvPrologueParams& p, cudaStream_t stream);
 // DeepSeek MoE routing and router-weight row scaling (moe.cu).
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream);
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream);
