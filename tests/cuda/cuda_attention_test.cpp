@@ -45,8 +45,8 @@ struct AttnCase {
 // available, sm_90a on a 9.0 device); the MLA kernel's tensor-core variant on (1), off (0) or as
 // configured (mla), and mla_splits > 0: launch_mla_decode directly with that many splits instead
 // of the backend's choice, its splits merged by the last blocks (mla_combine 1: the fused
-// combine, which must leave its counters zero and give the same bits from a graph replayed
-// twice), by the combine kernel (0) or as configured (-1); the FlashAttention-3-style prefill kernel's mode (fa3: 0 off, 1 on, 2
+// combine at any size, MlaMerge::kFused, which must leave its counters zero and give the same
+// bits from a graph replayed twice), by the combine kernel (0) or as configured (-1); the FlashAttention-3-style prefill kernel's mode (fa3: 0 off, 1 on, 2
 // ping-pong, -1 as configured; it too runs only where the wgmma variant can), and expect_fa3:
 // the case must be one it takes.
 struct Variant {
@@ -198,8 +198,8 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
       EXPECT_TRUE(mla_decode_mma_applies(p));  // the case runs the tensor-core MLA kernel
     }
     Status st = Status::ok();
-    const bool mla_fused_was = mla_fused_combine_enabled();
-    if (v.mla_combine >= 0) set_mla_fused_combine_enabled(v.mla_combine == 1);
+    const MlaMerge mla_merge_was = mla_merge_mode();
+    if (v.mla_combine >= 0) set_mla_merge_mode(v.mla_combine == 1 ? MlaMerge::kFused : MlaMerge::kCombineKernel);
     if (v.mla_splits > 0) {  // the MLA kernels themselves, with this many splits
       EXPECT_TRUE(mla_decode_supported(p));
       if (v.mla_combine == 1) {
@@ -209,7 +209,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
     } else {
       st = backend()->attention(p);
     }
-    set_mla_fused_combine_enabled(mla_fused_was);
+    set_mla_merge_mode(mla_merge_was);
     set_mla_mma_enabled(mla_was);
     set_prefill_fa3_mode(fa3_was);
     set_decode_mma_enabled(mma_was);
@@ -662,22 +662,27 @@ TEST(CudaAttention, MlaMmaDispatch) {
   EXPECT_EQ(mla_decode_splits(p, backend()->n_sms()), 64);  // two 32-key tiles a split
   p.max_ctx_len = 100;
   EXPECT_EQ(mla_decode_splits(p, backend()->n_sms()), 2);
-  // The fused merge: split launches with counters, while (tokens x head groups) fit the counters.
+  // The fused merge: split launches with counters, while (tokens x head groups) fit the counters
+  // and (auto) a group's partial rows are at most kMlaFusedMergeMaxBytes: 7 splits of 16 x 576.
   const uint32_t* fake_counters = reinterpret_cast<const uint32_t*>(&p);
-  const bool fused_was = mla_fused_combine_enabled();
-  set_mla_fused_combine_enabled(true);
+  const MlaMerge merge_was = mla_merge_mode();
+  set_mla_merge_mode(MlaMerge::kAuto);
   EXPECT_TRUE(mla_decode_fuses_combine(p, 2, fake_counters));
+  EXPECT_TRUE(mla_decode_fuses_combine(p, 7, fake_counters));
+  EXPECT_FALSE(mla_decode_fuses_combine(p, 8, fake_counters));
   EXPECT_FALSE(mla_decode_fuses_combine(p, 1, fake_counters));
   EXPECT_FALSE(mla_decode_fuses_combine(p, 2, nullptr));
+  set_mla_merge_mode(MlaMerge::kFused);
+  EXPECT_TRUE(mla_decode_fuses_combine(p, 64, fake_counters));
   p.n_tokens = kDecodeCounters;
   EXPECT_TRUE(mla_decode_fuses_combine(p, 2, fake_counters));
   p.n_head = 17;  // two head groups a token
   EXPECT_FALSE(mla_decode_fuses_combine(p, 2, fake_counters));
   p.n_head = 16;
   p.n_tokens = 1;
-  set_mla_fused_combine_enabled(false);
+  set_mla_merge_mode(MlaMerge::kCombineKernel);
   EXPECT_FALSE(mla_decode_fuses_combine(p, 2, fake_counters));
-  set_mla_fused_combine_enabled(fused_was);
+  set_mla_merge_mode(merge_was);
   set_mla_mma_enabled(false);
   EXPECT_FALSE(mla_decode_mma_applies(p));
   set_mla_mma_enabled(true);

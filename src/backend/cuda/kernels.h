@@ -68,6 +68,12 @@ cudaError_t prepare_moe_experts();
 // mla_decode_scratch_bytes(p, splits) bytes of partials when splits > 1.
 inline constexpr int kBatchedGemvMaxM = 16;
 cudaError_t launch_batched_gemv(const ops::BatchedMatmulParams& p, cudaStream_t stream);
+// The batched GEMV's variant (A/B runs; read from FRUGAL_BATCHED_GEMV at first use, set between
+// launches by tests and benchmarks): 1 (default) two 16-byte chunks of a row in flight a lane
+// for k > 256 and 2-4 rows a warp past ~4K rows in all, 0 (FRUGAL_BATCHED_GEMV=orig) one row a
+// warp, one chunk at a time. The same bits either way.
+int batched_gemv_mode();
+void set_batched_gemv_mode(int mode);
 bool mla_decode_supported(const ops::AttentionParams& p);
 int mla_decode_splits(const ops::AttentionParams& p, int n_sms);
 size_t mla_decode_scratch_bytes(const ops::AttentionParams& p, int splits);
@@ -77,11 +83,15 @@ size_t mla_decode_scratch_bytes(const ops::AttentionParams& p, int splits);
 cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, uint32_t* counters,
                               cudaStream_t stream);
 // Whether launch_mla_decode(p, splits, _, counters) merges in its last blocks: splits > 1,
-// counters non-null, n_tokens x head groups <= kDecodeCounters, and on unless
-// FRUGAL_MLA_FUSED_COMBINE=0 or set_mla_fused_combine_enabled(false) (A/B runs, tests).
+// counters non-null, n_tokens x head groups <= kDecodeCounters, and by mla_merge_mode():
+// kAuto (default) while a merging block's partial rows (splits x min(n_head, 16) x head_dim
+// floats) are at most kMlaFusedMergeMaxBytes, kFused always (FRUGAL_MLA_FUSED_COMBINE=always),
+// kCombineKernel never (=0). Process-wide; tests and benchmarks set it between launches.
+enum class MlaMerge : int { kCombineKernel = 0, kAuto = 1, kFused = 2 };
+inline constexpr int64_t kMlaFusedMergeMaxBytes = 256 << 10;
 bool mla_decode_fuses_combine(const ops::AttentionParams& p, int splits, const uint32_t* counters);
-bool mla_fused_combine_enabled();
-void set_mla_fused_combine_enabled(bool on);
+MlaMerge mla_merge_mode();
+void set_mla_merge_mode(MlaMerge m);
 // The MLA kernel's tensor-core variant (mma.sync, head_dim 576, bf16): mla_decode_splits /
 // launch_mla_decode take it whenever mla_decode_mma_applies(p); on unless FRUGAL_MLA_MMA=0 or
 // set_mla_mma_enabled(false) (the CUDA-core kernel stays the A/B baseline for tests and benchmarks).

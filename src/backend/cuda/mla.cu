@@ -14,6 +14,7 @@
 //    its bandwidth bound).
 #include <cstdint>
 #include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/decode_combine.cuh"
@@ -25,76 +26,132 @@ namespace {
 
 constexpr int kWarps = 8;
 
-// One warp per (batch b, output o): w[b][o, :] against x[b][i, :] for every i < m (m <= kMaxM),
-// f32 accumulation in a fixed order (lane-strided, then a butterfly).
-template <int kMaxM>
+// One warp per kRows consecutive outputs o of batch entry b: w[b][o, :] against x[b][i, :] for
+// every i < m (m <= kMaxM), f32 accumulation in a fixed order (each lane its 8-wide chunks in
+// order of k, then a butterfly). The bf16 path issues kU chunks of each of its rows (16-byte
+// streamed loads) before using any: at V2-Lite's batch 1 the W_UV projection (16 x 128 rows of
+// 512) had one 512-byte load a warp in flight (2048 warps, ~8 KB an SM against the ~30 KB an SM
+// that keeps HBM busy), and the W_abs one (16 x 576 rows of 192) 9,216 one-row warps, more than
+// one wave of blocks. kRows and kU change how many bytes fly at once, not the order of any sum:
+// every variant gives the same bits.
+template <int kMaxM, int kRows, int kU>
 __global__ void __launch_bounds__(kWarps * 32) batched_gemv_kernel(ops::BatchedMatmulParams p) {
   pdl_wait();
   const int64_t b = blockIdx.y;
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kRows;
   const int lane = threadIdx.x % 32;
-  if (o >= p.n) return;
+  if (o0 >= p.n) return;
   const uint8_t* wbase = static_cast<const uint8_t*>(p.w);
-  const int64_t w_off = b * p.stride_w + o * p.k;
   const int64_t x_off = b * p.stride_x;
-  float acc[kMaxM];
+  float acc[kRows][kMaxM];
 #pragma unroll
-  for (int i = 0; i < kMaxM; ++i) acc[i] = 0.f;
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int i = 0; i < kMaxM; ++i) acc[r][i] = 0.f;
   const bool vec = p.w_dtype == DType::kBF16 && p.x_dtype == DType::kBF16 && p.k % 8 == 0 && p.ld_x % 8 == 0 &&
                    p.stride_x % 8 == 0 && p.stride_w % 8 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
   if (vec) {
-    const auto* w = reinterpret_cast<const __nv_bfloat16*>(wbase) + w_off;
+    const __nv_bfloat16* w[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)  // rows past n read row n - 1 (never stored)
+      w[r] = reinterpret_cast<const __nv_bfloat16*>(wbase) + b * p.stride_w + min(o0 + r, p.n - 1) * p.k;
     const auto* x = static_cast<const __nv_bfloat16*>(p.x) + x_off;
-    for (int64_t j = lane * 8; j < p.k; j += 32 * 8) {
-      const uint4 wv = __ldg(reinterpret_cast<const uint4*>(w + j));
-      const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv);
-      float wf[8];
+    for (int64_t j0 = lane * 8; j0 < p.k; j0 += 32 * 8 * kU) {
+      uint4 wv[kU][kRows];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float2 f = __bfloat1622float2(w2[q]);
-        wf[2 * q] = f.x;
-        wf[2 * q + 1] = f.y;
-      }
+      for (int u = 0; u < kU; ++u)
 #pragma unroll
-      for (int i = 0; i < kMaxM; ++i) {
-        if (i >= p.m) break;
-        const uint4 xv = *reinterpret_cast<const uint4*>(x + i * p.ld_x + j);
-        const auto* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+        for (int r = 0; r < kRows; ++r)
+          wv[u][r] = j0 + 256 * u < p.k ? load_stream16(w[r] + j0 + 256 * u) : make_uint4(0, 0, 0, 0);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const float2 f = __bfloat1622float2(x2[q]);
-          acc[i] += wf[2 * q] * f.x + wf[2 * q + 1] * f.y;
+      for (int u = 0; u < kU; ++u) {
+        const int64_t j = j0 + 256 * u;
+        if (j >= p.k) break;
+#pragma unroll
+        for (int i = 0; i < kMaxM; ++i) {
+          if (i >= p.m) break;
+          const uint4 xv = *reinterpret_cast<const uint4*>(x + i * p.ld_x + j);
+          const auto* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) {
+            const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv[u][r]);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const float2 wf = __bfloat1622float2(w2[q]), f = __bfloat1622float2(x2[q]);
+              acc[r][i] += wf.x * f.x + wf.y * f.y;
+            }
+          }
         }
       }
     }
   } else {
-    for (int64_t j = lane; j < p.k; j += 32) {
-      const float wf = load_f(p.w_dtype, wbase, w_off + j);
 #pragma unroll
-      for (int i = 0; i < kMaxM; ++i) {
-        if (i >= p.m) break;
-        acc[i] += wf * load_f(p.x_dtype, p.x, x_off + i * p.ld_x + j);
+    for (int r = 0; r < kRows; ++r) {
+      if (o0 + r >= p.n) break;
+      const int64_t w_off = b * p.stride_w + (o0 + r) * p.k;
+      for (int64_t j = lane; j < p.k; j += 32) {
+        const float wf = load_f(p.w_dtype, wbase, w_off + j);
+#pragma unroll
+        for (int i = 0; i < kMaxM; ++i) {
+          if (i >= p.m) break;
+          acc[r][i] += wf * load_f(p.x_dtype, p.x, x_off + i * p.ld_x + j);
+        }
       }
     }
   }
 #pragma unroll
-  for (int i = 0; i < kMaxM; ++i) {
-    if (i >= p.m) break;
-    float v = acc[i];
+  for (int r = 0; r < kRows; ++r) {
+    if (o0 + r >= p.n) break;
 #pragma unroll
-    for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-    if (lane == 0) store_f(p.y_dtype, p.y, b * p.stride_y + i * p.ld_y + o, v);
+    for (int i = 0; i < kMaxM; ++i) {
+      if (i >= p.m) break;
+      float v = acc[r][i];
+#pragma unroll
+      for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+      if (lane == 0) store_f(p.y_dtype, p.y, b * p.stride_y + i * p.ld_y + o0 + r, v);
+    }
   }
 }
 
+// -1: unset (read FRUGAL_BATCHED_GEMV on first use), 0: one row a warp and one chunk in flight
+// a lane (the kernel before 2026-12-04, for A/B runs), 1: the default below.
+int g_batched_gemv_mode = -1;
+
 }  // namespace
+
+int batched_gemv_mode() {
+  if (g_batched_gemv_mode < 0) {
+    const char* e = std::getenv("FRUGAL_BATCHED_GEMV");
+    g_batched_gemv_mode = (e != nullptr && std::string_view(e) == "orig") ? 0 : 1;
+  }
+  return g_batched_gemv_mode;
+}
+
+void set_batched_gemv_mode(int mode) { g_batched_gemv_mode = mode; }
+
+// kRows rows a warp at m <= 4, at most 2 above (kMaxM = 16 accumulators a row: 4 rows were 128
+// registers, 2 blocks an SM).
+template <int kRows, int kU>
+cudaError_t launch_batched_gemv_as(const ops::BatchedMatmulParams& p, cudaStream_t stream) {
+  constexpr int kRowsLarge = kRows < 2 ? kRows : 2;
+  const int rows = p.m <= 4 ? kRows : kRowsLarge;
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.n, kWarps * rows)), static_cast<unsigned>(p.batch));
+  if (p.m <= 4) return launch_kernel(batched_gemv_kernel<4, kRows, kU>, grid, kWarps * 32, 0, stream, p);
+  return launch_kernel(batched_gemv_kernel<kBatchedGemvMaxM, kRowsLarge, kU>, grid, kWarps * 32, 0, stream, p);
+}
 
 cudaError_t launch_batched_gemv(const ops::BatchedMatmulParams& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>((p.n + kWarps - 1) / kWarps), static_cast<unsigned>(p.batch));
-  if (p.m <= 4) return launch_kernel(batched_gemv_kernel<4>, grid, kWarps * 32, 0, stream, p);
-  return launch_kernel(batched_gemv_kernel<kBatchedGemvMaxM>, grid, kWarps * 32, 0, stream, p);
+  if (batched_gemv_mode() == 0) return launch_batched_gemv_as<1, 1>(p, stream);
+  // Two chunks of a row in flight where a row has more than a warp's one (k > 256: W_UV's 512;
+  // 2,048 warps of 1 KB each at V2-Lite's 16 x 128 rows), and several rows a warp once one row a
+  // warp would take more than ~4K warps: W_abs's 16 x 576 rows of 192 were 9,216 one-row warps,
+  // 1.5 waves at 6 blocks of 8 warps an SM; 4 rows a warp (80 registers, 3 blocks an SM) are
+  // 2,304 warps in one wave with 1.5 KB each in flight.
+  const bool many_rows = p.n * p.batch > 4096, two_chunks = p.k > 256;
+  if (many_rows) return two_chunks ? launch_batched_gemv_as<2, 2>(p, stream) : launch_batched_gemv_as<4, 1>(p, stream);
+  return two_chunks ? launch_batched_gemv_as<1, 2>(p, stream) : launch_batched_gemv_as<1, 1>(p, stream);
 }
 
 namespace {
@@ -601,7 +658,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
 
 // -1: unset (read FRUGAL_MLA_MMA on first use), 0 off, 1 on (as g_mma_mode of attention_decode_mma.cu).
 int g_mla_mma_mode = -1;
-// -1: unset (read FRUGAL_MLA_FUSED_COMBINE on first use), 0 the combine kernel, 1 the last blocks merge.
+// -1: unset (read FRUGAL_MLA_FUSED_COMBINE on first use), else MlaMerge.
 int g_mla_fused_mode = -1;
 
 int mla_mma_blocks_per_sm() { return cached_blocks_per_sm<mla_decode_mma_kernel>(kMmaThreads, kMmaSmem, 1); }
@@ -626,18 +683,25 @@ bool mla_mma_enabled() {
 
 void set_mla_mma_enabled(bool on) { g_mla_mma_mode = on ? 1 : 0; }
 
-bool mla_fused_combine_enabled() {
+MlaMerge mla_merge_mode() {
   if (g_mla_fused_mode < 0) {
     const char* e = std::getenv("FRUGAL_MLA_FUSED_COMBINE");
-    g_mla_fused_mode = (e != nullptr && e[0] == '0') ? 0 : 1;
+    const std::string_view v = e != nullptr ? e : "";
+    g_mla_fused_mode = static_cast<int>(v == "0" ? MlaMerge::kCombineKernel : v == "always" ? MlaMerge::kFused : MlaMerge::kAuto);
   }
-  return g_mla_fused_mode == 1;
+  return static_cast<MlaMerge>(g_mla_fused_mode);
 }
 
-void set_mla_fused_combine_enabled(bool on) { g_mla_fused_mode = on ? 1 : 0; }
+void set_mla_merge_mode(MlaMerge m) { g_mla_fused_mode = static_cast<int>(m); }
 
 bool mla_decode_fuses_combine(const ops::AttentionParams& p, int splits, const uint32_t* counters) {
-  return counters != nullptr && splits > 1 && splits <= kMaxSplits && mla_fused_combine_enabled() &&
+  // One block reads a group's every partial row: past kMlaFusedMergeMaxBytes (7 splits of 16
+  // heads at 576) the combine kernel, one block a head, spreads that over more SMs (the GQA
+  // decode's fused merge measured slower than its combine kernel for that reason).
+  const int64_t merge_bytes = int64_t{splits} * (p.n_head < kHB ? p.n_head : kHB) * p.cache.head_dim * 4;
+  const MlaMerge mode = mla_merge_mode();
+  const bool want = mode == MlaMerge::kFused || (mode == MlaMerge::kAuto && merge_bytes <= kMlaFusedMergeMaxBytes);
+  return want && counters != nullptr && splits > 1 && splits <= kMaxSplits &&
          int64_t{p.n_tokens} * ((p.n_head + kHB - 1) / kHB) <= kDecodeCounters;
 }
 
