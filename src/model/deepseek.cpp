@@ -376,21 +376,22 @@ class DeepseekFamily final : public ForwardFamily {
       q_ld = H_ * qk_;
       FRUGAL_RETURN_IF_ERROR(layers::linear(be, *a.q_b, act, ws_.qa, qa_ld, ws_.q, q_ld, n, false));
     }
-    // c = rms_norm(c) in place.
-    FRUGAL_RETURN_IF_ERROR(be->rms_norm(ops::RmsNormParams{
-        .x = kva, .residual = nullptr, .y = kva, .weight = a.kv_a_norm.weight, .act_dtype = act,
-        .weight_dtype = a.kv_a_norm.dtype, .rows = n, .dim = rank_, .ld_x = kva_ld, .ld_res = kva_ld, .ld_y = kva_ld,
-        .eps = static_cast<float>(config_.rms_norm_eps)}));
-    // RoPE on q_pe (the last rope values of each q head) and k_pe (the end of the latent row):
-    // pointers start at the rope part, heads are qk apart, only the first rotary_dim rotate.
-    FRUGAL_RETURN_IF_ERROR(be->rope(ops::RopeParams{
-        .q = static_cast<uint8_t*>(ws_.q) + dtype_bytes(act, nope_), .k = static_cast<uint8_t*>(kva) + dtype_bytes(act, rank_),
-        .act_dtype = act, .positions = in.positions, .inv_freq = in.inv_freq, .n_tokens = n, .ld_q = q_ld,
-        .ld_k = kva_ld, .n_head = static_cast<int32_t>(H_), .n_head_kv = 1, .head_dim = static_cast<int32_t>(qk_),
-        .rotary_dim = static_cast<int32_t>(rope_), .attention_factor = attention_factor_, .interleaved = interleaved_}));
-    FRUGAL_RETURN_IF_ERROR(be->kv_write(ops::KvWriteParams{
-        .cache = cache, .k = kva, .v = kva, .act_dtype = act, .ld_k = kva_ld, .ld_v = kva_ld,
-        .slot_mapping = in.slot_mapping, .n_tokens = n}));
+    // One fused op (ops/params.h, MlaKvPrologueParams): c = rms_norm(c) in place; RoPE on q_pe
+    // (the last rope values of each q head) and k_pe (the end of the latent row): pointers start
+    // at the rope part, heads are qk apart, only the first rotary_dim rotate; the row [c | k_pe]
+    // into the latent cache.
+    FRUGAL_RETURN_IF_ERROR(be->mla_kv_prologue(ops::MlaKvPrologueParams{
+        .norm = {.x = kva, .residual = nullptr, .y = kva, .weight = a.kv_a_norm.weight, .act_dtype = act,
+                 .weight_dtype = a.kv_a_norm.dtype, .rows = n, .dim = rank_, .ld_x = kva_ld, .ld_res = kva_ld,
+                 .ld_y = kva_ld, .eps = static_cast<float>(config_.rms_norm_eps)},
+        .rope = {.q = static_cast<uint8_t*>(ws_.q) + dtype_bytes(act, nope_),
+                 .k = static_cast<uint8_t*>(kva) + dtype_bytes(act, rank_), .act_dtype = act,
+                 .positions = in.positions, .inv_freq = in.inv_freq, .n_tokens = n, .ld_q = q_ld, .ld_k = kva_ld,
+                 .n_head = static_cast<int32_t>(H_), .n_head_kv = 1, .head_dim = static_cast<int32_t>(qk_),
+                 .rotary_dim = static_cast<int32_t>(rope_), .attention_factor = attention_factor_,
+                 .interleaved = interleaved_},
+        .kv = {.cache = cache, .k = kva, .v = kva, .act_dtype = act, .ld_k = kva_ld, .ld_v = kva_ld,
+               .slot_mapping = in.slot_mapping, .n_tokens = n}}));
     // [q_abs | q_pe] per head: W_abs[h] [lat, qk] against q[h], one batched matmul over the heads.
     const DType wt = a.kv_b.weight.format.dtype;
     FRUGAL_RETURN_IF_ERROR(be->batched_matmul(ops::BatchedMatmulParams{

@@ -43,6 +43,12 @@ Status Backend::silu_mul_matmul(const SiluMulMatmulParams& p) {
   return matmul(p.mm);
 }
 
+Status Backend::mla_kv_prologue(const MlaKvPrologueParams& p) {
+  FRUGAL_RETURN_IF_ERROR(rms_norm(p.norm));
+  FRUGAL_RETURN_IF_ERROR(rope(p.rope));
+  return kv_write(p.kv);
+}
+
 Result<DeviceBuffer> DeviceBuffer::create(Backend* backend, size_t nbytes) {
   DeviceBuffer b;
   FRUGAL_ASSIGN_OR_RETURN(b.ptr_, backend->alloc(nbytes));

@@ -35,7 +35,8 @@
 #define FRUGAL_FUSED_OPS(X)             \
   X(RopeKvWrite, rope_kv_write)         \
   X(MatmulSiluMul, matmul_silu_mul)     \
-  X(SiluMulMatmul, silu_mul_matmul)
+  X(SiluMulMatmul, silu_mul_matmul)     \
+  X(MlaKvPrologue, mla_kv_prologue)
 
 #define FRUGAL_ALL_OPS(X) FRUGAL_OPS(X) FRUGAL_OPTIONAL_OPS(X) FRUGAL_FUSED_OPS(X)
 

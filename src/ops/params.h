@@ -133,6 +133,21 @@ struct RopeKvWriteParams {
   KvWriteParams kv;
 };
 
+// rms_norm(norm) then rope(rope) then kv_write(kv) (fused op, ops/op_list.h): MLA's latent cache
+// row (model/deepseek.cpp). In the model the rows [c | k_pe] of kv_a's output are normalized on
+// c in place (norm.x == norm.y, no residual, norm.dim = kv_lora_rank), rope turns q_pe of every
+// q head (rope.q) and k_pe (rope.k == norm.y + norm.dim, one kv head, rotary_dim =
+// qk_rope_head_dim) in place, and kv writes the whole row (kv.k == kv.v == norm.y, one kv head of
+// norm.dim + rotary_dim values; the latent cache's k_cache == v_cache); q does not overlap the
+// rows. A backend may then run the three in one kernel, with the three ops' results (the rows
+// normalized and rotated, q rotated, the cache written from the rounded row). Any other Params
+// run as the sequence.
+struct MlaKvPrologueParams {
+  RmsNormParams norm;
+  RopeParams rope;
+  KvWriteParams kv;
+};
+
 // Causal attention of each sequence's new tokens over its whole context in the paged cache
 // (the new tokens' k/v must already be written). Query token i of sequence s sits at absolute
 // position ctx_len[s] - n_q(s) + i and attends to positions <= its own (and, with

@@ -208,6 +208,12 @@ void silu_mul_matmul(const SiluMulMatmulParams& p) {
   matmul(p.mm);
 }
 
+void mla_kv_prologue(const MlaKvPrologueParams& p) {
+  rms_norm(p.norm);
+  rope(p.rope);
+  kv_write(p.kv);
+}
+
 void attention(const AttentionParams& p) {
   const auto& c = p.cache;
   const int group = p.n_head / c.n_head_kv;

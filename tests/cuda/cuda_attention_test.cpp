@@ -44,7 +44,9 @@ struct AttnCase {
 // wgmma variant on (1), off (0) or as configured (wg; it runs only where prefill_wgmma is
 // available, sm_90a on a 9.0 device); the MLA kernel's tensor-core variant on (1), off (0) or as
 // configured (mla), and mla_splits > 0: launch_mla_decode directly with that many splits instead
-// of the backend's choice; the FlashAttention-3-style prefill kernel's mode (fa3: 0 off, 1 on, 2
+// of the backend's choice, its splits merged by the last blocks (mla_combine 1: the fused
+// combine at any size, MlaMerge::kFused, which must leave its counters zero and give the same
+// bits from a graph replayed twice), by the combine kernel (0) or as configured (-1); the FlashAttention-3-style prefill kernel's mode (fa3: 0 off, 1 on, 2
 // ping-pong, -1 as configured; it too runs only where the wgmma variant can), and expect_fa3:
 // the case must be one it takes.
 struct Variant {
@@ -56,9 +58,43 @@ struct Variant {
   int wg = -1;
   int mla = -1;
   int mla_splits = 0;
+  int mla_combine = -1;
   int fa3 = -1;
   bool expect_fa3 = false;
 };
+
+// launch_mla_decode(p, splits) into out with fresh zeroed counters (the backend's are not
+// reachable from here); when the launch merges in its last blocks, the counters must be zero
+// again afterwards and a captured graph of the launch, replayed twice, must give the eager bits.
+void run_mla_kernels(const ops::AttentionParams& p, int splits, Tensor& out) {
+  void* partials = nullptr;
+  if (size_t bytes = mla_decode_scratch_bytes(p, splits); bytes > 0) partials = backend()->alloc(bytes).value();
+  auto* counters = static_cast<uint32_t*>(backend()->alloc(kDecodeCounters * sizeof(uint32_t)).value());
+  ASSERT_TRUE(backend()->memset_zero(counters, kDecodeCounters * sizeof(uint32_t)).is_ok());
+  auto launch = [&] { return launch_mla_decode(p, splits, partials, counters, backend()->stream()); };
+  EXPECT_EQ(launch(), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
+  if (mla_decode_fuses_combine(p, splits, counters)) {
+    std::vector<uint8_t> eager, replayed;
+    out.from_device(&eager, "mla eager");
+    static uint64_t key = 0x31A0000;
+    ++key;
+    EXPECT_TRUE(backend()->capture_graph(key, [&] { return launch() == cudaSuccess ? Status::ok() : internal_error("mla launch"); }).is_ok());
+    for (int rep = 0; rep < 2; ++rep) {
+      out.fill_nan();
+      out.to_device();
+      EXPECT_TRUE(backend()->replay_graph(key).is_ok());
+      EXPECT_TRUE(backend()->synchronize().is_ok());
+      out.from_device(&replayed, "mla replay");
+      EXPECT_TRUE(replayed == eager) << "graph replay " << rep << " of the fused MLA merge changed the output bits";
+    }
+    std::vector<uint32_t> left(kDecodeCounters);
+    ASSERT_TRUE(backend()->download(left.data(), counters, left.size() * sizeof(uint32_t)).is_ok());
+    EXPECT_EQ(std::count(left.begin(), left.end(), 0u), kDecodeCounters) << "a split counter was left nonzero";
+  }
+  backend()->free(counters);
+  if (partials != nullptr) backend()->free(partials);
+}
 
 // Every variant against one reference run (the reference is the slow part).
 // Variants that differ only in `mma` are also compared with each other (the tensor-core decode
@@ -136,7 +172,8 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
                                       << (v.mma == 1 ? ", tensor-core decode" : v.mma == 0 ? ", CUDA-core decode" : "")
                                       << (v.wg == 1 ? ", wgmma prefill" : v.wg == 0 ? ", mma.sync prefill" : "")
                                       << (v.mla == 1 ? ", tensor-core MLA" : v.mla == 0 ? ", CUDA-core MLA" : "")
-                                      << (v.mla_splits > 0 ? ", MLA splits " + std::to_string(v.mla_splits) : ""));
+                                      << (v.mla_splits > 0 ? ", MLA splits " + std::to_string(v.mla_splits) : "")
+                                      << (v.mla_combine == 1 ? ", fused MLA merge" : v.mla_combine == 0 ? ", MLA combine kernel" : ""));
     out.fill_nan();
     out.to_device();
     p.n_decode_seqs = p.decode_max_ctx_len = 0;
@@ -161,16 +198,18 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
       EXPECT_TRUE(mla_decode_mma_applies(p));  // the case runs the tensor-core MLA kernel
     }
     Status st = Status::ok();
+    const MlaMerge mla_merge_was = mla_merge_mode();
+    if (v.mla_combine >= 0) set_mla_merge_mode(v.mla_combine == 1 ? MlaMerge::kFused : MlaMerge::kCombineKernel);
     if (v.mla_splits > 0) {  // the MLA kernels themselves, with this many splits
       EXPECT_TRUE(mla_decode_supported(p));
-      void* partials = nullptr;
-      if (size_t bytes = mla_decode_scratch_bytes(p, v.mla_splits); bytes > 0) partials = backend()->alloc(bytes).value();
-      EXPECT_EQ(launch_mla_decode(p, v.mla_splits, partials, backend()->stream()), cudaSuccess);
-      EXPECT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
-      if (partials != nullptr) backend()->free(partials);
+      if (v.mla_combine == 1) {
+        EXPECT_TRUE(v.mla_splits == 1 || mla_decode_fuses_combine(p, v.mla_splits, reinterpret_cast<const uint32_t*>(&p)));
+      }
+      run_mla_kernels(p, v.mla_splits, out);
     } else {
       st = backend()->attention(p);
     }
+    set_mla_merge_mode(mla_merge_was);
     set_mla_mma_enabled(mla_was);
     set_prefill_fa3_mode(fa3_was);
     set_decode_mma_enabled(mma_was);
@@ -561,12 +600,18 @@ TEST(CudaAttention, DecodeTuningDispatch) {
 // several sequences of different lengths, the backend's split choice (many splits for a few
 // tokens, one for a batch) and forced 1, 3 and 64 splits (most of them empty for the short
 // contexts), prefill chunks after decodes (each token causal over its own prefix), 16 heads
-// (V2-Lite), 17 and 3 (a partial group of 16).
-const std::vector<Variant> kMlaKernels = {
-    Variant{.mla = 1},                  Variant{.mla = 0},
-    Variant{.mla = 1, .mla_splits = 1}, Variant{.mla = 0, .mla_splits = 1},
-    Variant{.mla = 1, .mla_splits = 3}, Variant{.mla = 0, .mla_splits = 3},
-    Variant{.mla = 1, .mla_splits = 64}, Variant{.mla = 0, .mla_splits = 64}};
+// (V2-Lite), 17 and 3 (a partial group of 16). Forced splits run merged by the combine kernel,
+// then by the last blocks (the same bits).
+std::vector<Variant> mla_kernels(std::initializer_list<int> split_counts) {
+  std::vector<Variant> v = {Variant{.mla = 1}, Variant{.mla = 0}};
+  for (int s : split_counts)
+    for (int mla : {1, 0}) {
+      v.push_back(Variant{.mla = mla, .mla_splits = s, .mla_combine = 0});
+      v.push_back(Variant{.same_as_prev = true, .mla = mla, .mla_splits = s, .mla_combine = 1});
+    }
+  return v;
+}
+const std::vector<Variant> kMlaKernels = mla_kernels({1, 3, 64});
 
 AttnCase mla_case(std::vector<SeqSpec> seqs, int n_head) {
   AttnCase c{std::move(seqs), n_head, 1, 576};
@@ -580,11 +625,20 @@ TEST(CudaAttention, MlaMmaMatchesReferenceAndCudaCoreKernel) {
   check_attention(mla_case({{1, 4097}}, 3), kMlaKernels);
 }
 
+// The fused merge over split counts from 2 to 64 (empty splits, a last block that may be an
+// empty one, more splits than a warp's lanes), decodes of odd contexts and prefill chunks.
+TEST(CudaAttention, MlaFusedCombineSplitCounts) {
+  const std::vector<Variant> v = mla_kernels({2, 4, 5, 7, 16, 33, 63, 64});
+  check_attention(mla_case({{1, 1}, {1, 31}, {1, 129}, {1, 333}, {1, 2049}}, 16), v);
+  check_attention(mla_case({{1, 77}, {3, 50}, {1, 1000}}, 33), v);
+}
+
 // A V2-Lite decode batch (16 heads): 140 sequences fill the GPU, so the backend runs one split.
 TEST(CudaAttention, MlaMmaDecodeBatch) {
   std::vector<SeqSpec> seqs;
   for (int i = 0; i < 140; ++i) seqs.push_back({1, 129 + (i * 37) % 160});
-  check_attention(mla_case(seqs, 16), {Variant{.mla = 1}, Variant{.mla = 0}, Variant{.mla = 1, .mla_splits = 2}});
+  check_attention(mla_case(seqs, 16), {Variant{.mla = 1}, Variant{.mla = 0}, Variant{.mla = 1, .mla_splits = 2, .mla_combine = 0},
+                                       Variant{.same_as_prev = true, .mla = 1, .mla_splits = 2, .mla_combine = 1}});
 }
 
 // Which MLA kernel runs and how it splits (host side): the tensor-core one for 576-wide bf16
@@ -608,6 +662,27 @@ TEST(CudaAttention, MlaMmaDispatch) {
   EXPECT_EQ(mla_decode_splits(p, backend()->n_sms()), 64);  // two 32-key tiles a split
   p.max_ctx_len = 100;
   EXPECT_EQ(mla_decode_splits(p, backend()->n_sms()), 2);
+  // The fused merge: split launches with counters, while (tokens x head groups) fit the counters
+  // and (auto) a group's partial rows are at most kMlaFusedMergeMaxBytes: 7 splits of 16 x 576.
+  const uint32_t* fake_counters = reinterpret_cast<const uint32_t*>(&p);
+  const MlaMerge merge_was = mla_merge_mode();
+  set_mla_merge_mode(MlaMerge::kAuto);
+  EXPECT_TRUE(mla_decode_fuses_combine(p, 2, fake_counters));
+  EXPECT_TRUE(mla_decode_fuses_combine(p, 7, fake_counters));
+  EXPECT_FALSE(mla_decode_fuses_combine(p, 8, fake_counters));
+  EXPECT_FALSE(mla_decode_fuses_combine(p, 1, fake_counters));
+  EXPECT_FALSE(mla_decode_fuses_combine(p, 2, nullptr));
+  set_mla_merge_mode(MlaMerge::kFused);
+  EXPECT_TRUE(mla_decode_fuses_combine(p, 64, fake_counters));
+  p.n_tokens = kDecodeCounters;
+  EXPECT_TRUE(mla_decode_fuses_combine(p, 2, fake_counters));
+  p.n_head = 17;  // two head groups a token
+  EXPECT_FALSE(mla_decode_fuses_combine(p, 2, fake_counters));
+  p.n_head = 16;
+  p.n_tokens = 1;
+  set_mla_merge_mode(MlaMerge::kCombineKernel);
+  EXPECT_FALSE(mla_decode_fuses_combine(p, 2, fake_counters));
+  set_mla_merge_mode(merge_was);
   set_mla_mma_enabled(false);
   EXPECT_FALSE(mla_decode_mma_applies(p));
   set_mla_mma_enabled(true);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cuda/graph.h"
+#include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 
 namespace frugal::cuda::testing {
@@ -80,6 +81,42 @@ TEST(CudaBatchedMatmul, MlaProjectionsAreOneCublasLtCallEach) {
         << what << ": a projection did not run as one batched cuBLASLt call";
     l.check(what);
   }
+}
+
+// At decode sizes (m <= 16) both projections run the batched GEMV: its default variant (2-4 rows
+// a warp for W_abs's 16 x 576 rows, two chunks in flight for W_UV's k of 512, mla.cu) against the
+// oracle and, bit for bit, against the one-row-a-warp variant (FRUGAL_BATCHED_GEMV=orig); m of 1
+// (V2-Lite's batch-1 decode), 4 and 5 (either side of the 4-accumulator kernel) and 16.
+TEST(CudaBatchedMatmul, MlaProjectionsBatchedGemvVariantsAgree) {
+  std::mt19937 rng(21);
+  const int mode_was = batched_gemv_mode();
+  for (int64_t m : {1, 4, 5, 16}) {
+    Mla l(m);
+    l.w_abs.fill_uniform(rng, -0.1f, 0.1f);
+    l.kv_b.fill_uniform(rng, -0.1f, 0.1f);
+    l.w_abs.to_device();
+    l.kv_b.to_device();
+    l.refill(rng);
+    std::vector<uint8_t> qcat[2], attn[2];
+    for (int mode : {0, 1}) {
+      const std::string what = "m=" + std::to_string(m) + " batched GEMV mode " + std::to_string(mode);
+      set_batched_gemv_mode(mode);
+      const int64_t before = backend()->lt_batched_calls();
+      ASSERT_TRUE(backend()->batched_matmul(l.absorb(false)).is_ok()) << what;
+      ASSERT_TRUE(backend()->batched_matmul(l.w_uv(false)).is_ok()) << what;
+      EXPECT_EQ(backend()->lt_batched_calls(), before) << what << ": not the batched GEMV";
+      l.check(what);
+      l.qcat.from_device(&qcat[mode], what);
+      l.attn.from_device(&attn[mode], what);
+      l.qcat.fill_nan();
+      l.attn.fill_nan();
+      l.qcat.to_device();
+      l.attn.to_device();
+    }
+    EXPECT_TRUE(qcat[0] == qcat[1]) << "m=" << m << ": the GEMV variants differ on the q absorption";
+    EXPECT_TRUE(attn[0] == attn[1]) << "m=" << m << ": the GEMV variants differ on W_UV";
+  }
+  set_batched_gemv_mode(mode_was);
 }
 
 // Captured after an eager step (as ModelRunner does), replayed with new inputs in the same buffers.

@@ -77,7 +77,53 @@ void bench_gemv_ab(CudaBackend* b, const Shape& s, ops::MatmulParams p, const st
   set_gemv_tuning(-1, -1);
 }
 
+// MLA's two absorbed per-head projections at DeepSeek-V2-Lite's decode shapes (16 heads; the
+// batched GEMV, mla.cu): q -> [q_abs | q_pe] against W_abs [16, 576, 192] (3.5 MB) and the latent
+// output -> v against W_UV (16 heads of [128, 512] rows inside kv_b, 2 MB), in the default
+// variant and the one-row-a-warp one (FRUGAL_BATCHED_GEMV=orig); weights rotate through 256 MB
+// of copies (HBM, not L2). GB/s of weight read.
+void bench_mla_gemv(CudaBackend* b, double ceiling, Table* table) {
+  constexpr int64_t kH = 16, kLat = 576, kQk = 192, kNope = 128, kV = 128, kRank = 512;
+  struct Proj {
+    const char* name;
+    int64_t n, k, w_elems, stride_w, w_skip, ld_x, stride_x, ld_y, stride_y;
+  };
+  const Proj projs[] = {
+      {"W_abs (16 x 576 x 192)", kLat, kQk, kH * kLat * kQk, kLat * kQk, 0, kH * kQk, kQk, kH * kLat, kLat},
+      {"W_UV (16 x 128 x 512 in kv_b)", kV, kRank, kH * (kNope + kV) * kRank, (kNope + kV) * kRank, kNope * kRank,
+       kH * kLat, kLat, kH * kV, kV}};
+  const int mode_was = batched_gemv_mode();
+  for (const Proj& pr : projs) {
+    const int copies = static_cast<int>(std::max<int64_t>(1, (int64_t{256} << 20) / (pr.w_elems * 2)));
+    std::vector<void*> ws;
+    for (int c = 0; c < copies; ++c) ws.push_back(random_buffer(b, DType::kBF16, pr.w_elems, 300 + c));
+    void* x = random_buffer(b, DType::kBF16, 16 * pr.ld_x, 9);
+    void* y = b->alloc(static_cast<size_t>(16 * pr.ld_y * 2)).value();
+    for (int64_t m : {1, 4, 16})
+      for (int mode : {1, 0}) {
+        set_batched_gemv_mode(mode);
+        ops::BatchedMatmulParams p{.x = x, .x_dtype = DType::kBF16, .ld_x = pr.ld_x, .stride_x = pr.stride_x,
+                                   .w = ws[0], .w_dtype = DType::kBF16, .stride_w = pr.stride_w, .y = y,
+                                   .y_dtype = DType::kBF16, .ld_y = pr.ld_y, .stride_y = pr.stride_y, .batch = kH,
+                                   .m = m, .n = pr.n, .k = pr.k};
+        Timing t = time_op(b->stream(), 30, 10, [&](int i) {
+          p.w = static_cast<const uint8_t*>(ws[static_cast<size_t>(i % copies)]) + 2 * pr.w_skip;
+          (void)launch_batched_gemv(p, b->stream());
+        });
+        const double gbs = 2.0 * kH * pr.n * pr.k / (t.median_us * 1e3);
+        table->add({std::string("mla batched gemv m=") + std::to_string(m) + " " + pr.name +
+                        (mode == 0 ? " one row a warp" : " default"),
+                    t, gbs, "GB/s", 100 * gbs / ceiling});
+      }
+    for (void* w : ws) b->free(w);
+    b->free(x);
+    b->free(y);
+  }
+  set_batched_gemv_mode(mode_was);
+}
+
 void bench_gemv(CudaBackend* b, LtGemm* lt, double ceiling, Table* table, bool quick) {
+  bench_mla_gemv(b, ceiling, table);
   for (const Shape& s : kShapes) {
     const int64_t w_elems = s.n * s.k;
     const int copies = static_cast<int>(std::max<int64_t>(1, (int64_t{512} << 20) / (w_elems * 2)));
@@ -213,31 +259,40 @@ void bench_attention(CudaBackend* b, double ceiling, Table* table) {
   // MLA decode at DeepSeek-V2-Lite's shape (issue 19): a 256-sequence step at ~200 tokens and
   // one long sequence, the tensor-core kernel against the CUDA-core one (FRUGAL_MLA_MMA's A/B);
   // GB/s of latent cache read (each 576-wide bf16 row once); the calls rotate through copies of
-  // the cache (512 MB in all), so the rows come from HBM, not L2.
-  for (Dec d : {Dec{256, 200, 200}, Dec{1, 4096, 4096}}) {
-    auto row_name = [&](bool mma) {
+  // the cache (512 MB in all), so the rows come from HBM, not L2. A single sequence's splits are
+  // merged by the last blocks (MlaMerge::kFused, whatever their size; the default fuses up to
+  // kMlaFusedMergeMaxBytes) and by the combine kernel (FRUGAL_MLA_FUSED_COMBINE=0): ctx 384 is
+  // batch-1 decode of V2-Lite's bench runs (ctx 128..384), 4096 the threshold's other side.
+  for (Dec d : {Dec{256, 200, 200}, Dec{1, 384, 384}, Dec{1, 4096, 4096}}) {
+    auto row_name = [&](bool mma, bool fused) {
       return std::string("attn mla ") + (mma ? "mma" : "cuda-core") + " seqs=" + std::to_string(d.n_seqs) +
-             " ctx=" + std::to_string(d.ctx);
+             " ctx=" + std::to_string(d.ctx) + (d.n_seqs > 1 ? "" : fused ? " fused-merge" : " combine-kernel");
     };
-    if (!attn_row_wanted(row_name(true)) && !attn_row_wanted(row_name(false))) continue;
+    if (!attn_row_wanted(row_name(true, true)) && !attn_row_wanted(row_name(false, true)) &&
+        !attn_row_wanted(row_name(true, false)) && !attn_row_wanted(row_name(false, false)))
+      continue;
     const double bytes = 2.0 * double(d.n_seqs) * d.ctx * kMlaV2Lite.hd;
     const int copies = std::max(1, static_cast<int>((512 << 20) / bytes));
     PagedSetup s = make_paged(b, d.n_seqs, 1, d.ctx, kMlaV2Lite, copies);
     (void)b->reserve_scratch(64u << 20);
     char* const cache0 = static_cast<char*>(s.p.cache.k_cache);
     const bool was = mla_mma_enabled();
-    for (bool mma : {true, false}) {
-      if (!attn_row_wanted(row_name(mma))) continue;
-      set_mla_mma_enabled(mma);
-      Timing t = time_op(b->stream(), 30, 10, [&](int i) {
-        s.p.cache.k_cache = s.p.cache.v_cache = cache0 + (i % copies) * s.cache_bytes;
-        (void)b->attention(s.p);
-      });
-      const double gbs = bytes / (t.median_us * 1e3);
-      table->add({row_name(mma) + " splits=" + std::to_string(mla_decode_splits(s.p, b->n_sms())), t, gbs, "GB/s",
-                  100 * gbs / ceiling});
-    }
+    const MlaMerge merge_was = mla_merge_mode();
+    for (bool mma : {true, false})
+      for (bool fused : {true, false}) {
+        if (!attn_row_wanted(row_name(mma, fused)) || (d.n_seqs > 1 && !fused)) continue;
+        set_mla_mma_enabled(mma);
+        set_mla_merge_mode(fused ? MlaMerge::kFused : MlaMerge::kCombineKernel);
+        Timing t = time_op(b->stream(), 30, 10, [&](int i) {
+          s.p.cache.k_cache = s.p.cache.v_cache = cache0 + (i % copies) * s.cache_bytes;
+          (void)b->attention(s.p);
+        });
+        const double gbs = bytes / (t.median_us * 1e3);
+        table->add({row_name(mma, fused) + " splits=" + std::to_string(mla_decode_splits(s.p, b->n_sms())), t, gbs,
+                    "GB/s", 100 * gbs / ceiling});
+      }
     set_mla_mma_enabled(was);
+    set_mla_merge_mode(merge_was);
     s.free_all(b);
   }
   // Prefill: whole prompts, and the last 8k chunk of a 32k prompt (the long-context case of

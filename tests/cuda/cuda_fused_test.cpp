@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 #include "ops/weight_format.h"
 
@@ -90,6 +91,56 @@ TEST(CudaFused, RopeKvWriteEqualsRopeThenKvWrite) {
             {&qkv, &kc, &vc, &ks, &vs}, [&] { return backend()->rope_kv_write(p); },
             [](bool on) { backend()->set_fuse_rope_kv(on); }, [] { return backend()->fused_rope_kv_calls(); }, what,
             backend()->fuse_rope_kv());
+      }
+}
+
+// MLA's latent-row prologue on V2-Lite's shapes (16 heads of [q_nope 128 | q_pe 64], rows [c 512 |
+// k_pe 64]): one kernel against rms_norm, rope and kv_write, interleaved (V2) and rotate_half
+// (V3 without rope_interleave) pairs, YaRN's attention factor, a padding token (slot -1), every
+// latent cache dtype.
+TEST(CudaFused, MlaKvPrologueEqualsNormRopeKvWrite) {
+  const int n_head = 16, dim = 512, rot = 64, nope = 128, bs = 16, n_blocks = 8;
+  const int64_t lat = dim + rot, ld = lat + 8, q_ld = int64_t{n_head} * (nope + rot), n_slots = int64_t{n_blocks} * bs;
+  for (DType cache_t : {DType::kBF16, DType::kF8E4M3, DType::kF32})
+    for (bool interleaved : {true, false})
+      for (int64_t n_tok : {1, 3}) {
+        const std::string what = std::string("mla_kv_prologue cache=") + dtype_name(cache_t) +
+                                 (interleaved ? " interleaved" : " rotate_half") + " n_tokens=" + std::to_string(n_tok);
+        std::mt19937 rng(static_cast<unsigned>(n_tok * 3 + interleaved));
+        Tensor kva(DType::kBF16, n_tok * ld), q(DType::kBF16, n_tok * q_ld), w(DType::kBF16, dim), cache(cache_t, n_slots * lat);
+        kva.fill_uniform(rng, -4, 4);
+        q.fill_uniform(rng, -4, 4);
+        w.fill_uniform(rng, 0.5f, 1.5f);
+        std::fill(cache.host.begin(), cache.host.end(), uint8_t{0x11});
+        std::vector<int32_t> pos, slots;
+        for (int64_t t = 0; t < n_tok; ++t) {
+          pos.push_back(static_cast<int32_t>(129 + 977 * t));
+          slots.push_back(t == 1 ? -1 : static_cast<int32_t>((37 * t + 5) % n_slots));
+        }
+        std::vector<float> inv(static_cast<size_t>(rot / 2));
+        for (int i = 0; i < rot / 2; ++i) inv[static_cast<size_t>(i)] = std::pow(1e4f, -2.f * i / rot);
+        DevInts di;
+        w.to_device();
+        auto* row = static_cast<uint8_t*>(kva.dev);
+        const ops::MlaKvPrologueParams p{
+            .norm = {.x = row, .residual = nullptr, .y = row, .weight = w.dev, .act_dtype = DType::kBF16,
+                     .weight_dtype = DType::kBF16, .rows = n_tok, .dim = dim, .ld_x = ld, .ld_res = ld, .ld_y = ld,
+                     .eps = 1e-6f},
+            .rope = {.q = static_cast<uint8_t*>(q.dev) + 2 * nope, .k = row + 2 * dim, .act_dtype = DType::kBF16,
+                     .positions = di(pos), .inv_freq = di.floats(inv), .n_tokens = n_tok, .ld_q = q_ld, .ld_k = ld,
+                     .n_head = n_head, .n_head_kv = 1, .head_dim = nope + rot, .rotary_dim = rot,
+                     .attention_factor = interleaved ? 1.f : 1.2f, .interleaved = interleaved},
+            .kv = {.cache = {.k_cache = cache.dev, .v_cache = cache.dev, .cache_dtype = cache_t, .n_blocks = n_blocks,
+                             .block_size = bs, .n_head_kv = 1, .head_dim = static_cast<int32_t>(lat),
+                             .k_scale = cache_t == DType::kF8E4M3 ? 0.05f : 1.f,
+                             .v_scale = cache_t == DType::kF8E4M3 ? 0.05f : 1.f},
+                   .k = row, .v = row, .act_dtype = DType::kBF16, .ld_k = ld, .ld_v = ld, .slot_mapping = di(slots),
+                   .n_tokens = n_tok}};
+        EXPECT_TRUE(mla_kv_prologue_fusable(p)) << what;
+        expect_fused_equals_sequence(
+            {&kva, &q, &cache}, [&] { return backend()->mla_kv_prologue(p); },
+            [](bool on) { backend()->set_fuse_mla_prologue(on); }, [] { return backend()->fused_mla_prologue_calls(); },
+            what, backend()->fuse_mla_prologue());
       }
 }
 

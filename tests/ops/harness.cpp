@@ -556,11 +556,14 @@ void OpCases::moe_experts() {
 
 // Batched matmuls with strided operands (MLA's per-head projections): heads interleaved in one
 // row as the family lays them out, odd k (scalar loads) and k of 8 (vector loads), m from decode
-// sizes to past the batched GEMV's limit, bf16 and f32 weights.
+// sizes to past the batched GEMV's limit, bf16 and f32 weights. The last three reach the CUDA
+// GEMV's wider variants: over 4K rows in all (several rows a warp, n not a multiple of them),
+// k past 256 with a tail (two chunks in flight), and both.
 void OpCases::batched_matmul() {
   struct Case { int64_t batch, n, k; DType wt; };
-  for (const Case c : {Case{3, 5, 7, DType::kBF16}, Case{4, 24, 64, DType::kBF16}, Case{2, 9, 40, DType::kF32}})
-    for (int64_t m : {1, 3, 17}) {
+  for (const Case c : {Case{3, 5, 7, DType::kBF16}, Case{4, 24, 64, DType::kBF16}, Case{2, 9, 40, DType::kF32},
+                       Case{9, 501, 200, DType::kBF16}, Case{3, 37, 520, DType::kBF16}, Case{10, 450, 264, DType::kBF16}})
+    for (int64_t m : {1, 3, 5, 17}) {
       const std::string what = "batched_matmul batch=" + std::to_string(c.batch) + " n=" + std::to_string(c.n) + " k=" +
                                std::to_string(c.k) + " m=" + std::to_string(m) + " w=" + dtype_name(c.wt);
       // x: [m, batch * k] (+ padding), y: [m, batch * n] (+ padding); w: [batch, n, k].

@@ -280,4 +280,103 @@ void OpCases::silu_mul_matmul() {
   run_case(9, 13, 136, DType::kBF16, false, true);
 }
 
+// MLA's latent-row prologue as DeepSeek lays it out (model/deepseek.cpp): kv rows [c | k_pe] (c
+// normalized in place, k_pe rotated in place, the row written to a latent cache whose k_cache is
+// v_cache, one kv head), q heads of [q_nope | q_pe] (q_pe rotated); V2-Lite's widths (c 512,
+// rope 64, nope 128, 16 heads) and small ones (c 24, rope 8, 3 heads), interleaved and
+// rotate_half pairs, attention_factor, odd token counts with a padding token (slot -1), row gaps,
+// every KV cache dtype; c of 20 (not a multiple of 8) and a separate norm output run as the plain
+// sequence. The rows and q must match ref::rms_norm then ref::rope (within the activation
+// tolerance); the cache must equal, exactly, ref::kv_write of the rows the backend left.
+void OpCases::mla_kv_prologue() {
+  int variant = 0;
+  std::uniform_int_distribution<int32_t> pos_dist(0, 40000);
+  struct Dims {
+    int32_t dim, rot, nope, n_head;
+  };
+  for (DType cache_t : {DType::kF32, DType::kBF16, DType::kF8E4M3, DType::kI8})
+    for (Dims d : {Dims{512, 64, 128, 16}, Dims{24, 8, 4, 3}, Dims{20, 4, 6, 3}})
+      for (int32_t n_tokens : {1, 5})
+        for (bool separate_y : {false, true}) {
+          if (separate_y && (d.dim != 24 || n_tokens == 1)) continue;
+          const bool interleaved = variant % 2 == 0, int8 = cache_t == DType::kI8, fp8 = cache_t == DType::kF8E4M3;
+          const float factor = variant % 3 == 2 ? 1.25f : 1.0f;
+          const int64_t lat = d.dim + d.rot, qk = d.nope + d.rot, q_w = int64_t{d.n_head} * qk;
+          const int64_t gap = variant++ % 2 ? 8 : 0;
+          const int32_t block_size = 4, n_blocks = 5;
+          const std::string what = "mla_kv_prologue cache=" + tag(cache_t) + " dim=" + std::to_string(d.dim) +
+                                   " rotary_dim=" + std::to_string(d.rot) + " n_head=" + std::to_string(d.n_head) +
+                                   " n_tokens=" + std::to_string(n_tokens) + " gap=" + std::to_string(gap) +
+                                   (interleaved ? " interleaved" : "") + (separate_y ? " separate y" : "");
+          HostMat kva(act(), n_tokens, lat, lat + gap), q(act(), n_tokens, q_w, q_w + gap), wn(act(), 1, d.dim, d.dim);
+          HostMat y2(act(), n_tokens, d.dim, d.dim);
+          kva.fill_random(rng_, 2.0f);
+          q.fill_random(rng_, 1.0f);
+          wn.fill_random(rng_, 1.5f);
+          y2.fill_random(rng_, 1.0f);
+          const int64_t n_slots = int64_t{n_blocks} * block_size;
+          HostMat cache(cache_t, n_slots, lat, lat);
+          cache.fill_random(rng_, int8 ? 100.0f : 1.0f);
+          HostMat ks(DType::kF32, n_slots, 1, 1), vs = ks;
+          ks.fill_random(rng_, 1.0f);
+          vs.fill_random(rng_, 1.0f);
+          std::vector<int32_t> slots(static_cast<size_t>(n_slots)), pos(static_cast<size_t>(n_tokens));
+          std::iota(slots.begin(), slots.end(), 0);
+          std::shuffle(slots.begin(), slots.end(), rng_);
+          slots.resize(static_cast<size_t>(n_tokens));
+          if (n_tokens > 1) slots[2] = -1;  // a padding token: normalized and rotated, not written
+          for (auto& v : pos) v = pos_dist(rng_);
+          const std::vector<float> inv_freq = rope_inv_freq(d.rot);
+          auto dkva = upload(kva), dq = upload(q), dwn = upload(wn), dy2 = upload(y2), dcache = upload(cache),
+               dks = upload(ks), dvs = upload(vs), dslots = upload(slots), dpos = upload(pos), dfreq = upload(inv_freq);
+          auto at = [&](void* base, int64_t col) { return static_cast<uint8_t*>(base) + dtype_bytes(act(), col); };
+          ops::MlaKvPrologueParams p{
+              .norm = {.x = dkva->ptr(), .residual = nullptr, .y = separate_y ? dy2->ptr() : dkva->ptr(),
+                       .weight = dwn->ptr(), .act_dtype = act(), .weight_dtype = act(), .rows = n_tokens, .dim = d.dim,
+                       .ld_x = kva.ld, .ld_res = kva.ld, .ld_y = separate_y ? y2.ld : kva.ld, .eps = 1e-6f},
+              .rope = {.q = at(dq->ptr(), d.nope), .k = at(dkva->ptr(), d.dim), .act_dtype = act(),
+                       .positions = static_cast<const int32_t*>(dpos->ptr()),
+                       .inv_freq = static_cast<const float*>(dfreq->ptr()), .n_tokens = n_tokens, .ld_q = q.ld,
+                       .ld_k = kva.ld, .n_head = d.n_head, .n_head_kv = 1, .head_dim = static_cast<int32_t>(qk),
+                       .rotary_dim = d.rot, .attention_factor = factor, .interleaved = interleaved},
+              .kv = {.cache = {.k_cache = dcache->ptr(), .v_cache = dcache->ptr(), .cache_dtype = cache_t,
+                               .n_blocks = n_blocks, .block_size = block_size, .n_head_kv = 1,
+                               .head_dim = static_cast<int32_t>(lat),
+                               .k_scales = int8 ? static_cast<float*>(dks->ptr()) : nullptr,
+                               .v_scales = int8 ? static_cast<float*>(dvs->ptr()) : nullptr,
+                               .k_scale = fp8 ? 0.25f : 1.0f, .v_scale = fp8 ? 0.25f : 1.0f},
+                     .k = dkva->ptr(), .v = dkva->ptr(), .act_dtype = act(), .ld_k = kva.ld, .ld_v = kva.ld,
+                     .slot_mapping = static_cast<const int32_t*>(dslots->ptr()), .n_tokens = n_tokens}};
+          if (!ran(backend()->mla_kv_prologue(p), ops::OpKind::kMlaKvPrologue, "cache=" + tag(cache_t), what)) continue;
+          HostMat got_kva = download(*dkva, kva), got_q = download(*dq, q), got_y2 = download(*dy2, y2);
+          HostMat got_cache = download(*dcache, cache), got_ks = download(*dks, ks), got_vs = download(*dvs, vs);
+          // Rows, q (and the separate norm output) against the reference norm and rope.
+          HostMat want_kva = kva, want_q = q, want_y2 = y2;
+          ops::RmsNormParams nr = p.norm;
+          nr.x = want_kva.data(), nr.y = separate_y ? want_y2.data() : want_kva.data(), nr.weight = wn.data();
+          ops::ref::rms_norm(nr);
+          ops::RopeParams r = p.rope;
+          r.q = at(want_q.data(), d.nope), r.k = at(want_kva.data(), d.dim), r.positions = pos.data(),
+          r.inv_freq = inv_freq.data();
+          ops::ref::rope(r);
+          EXPECT_TRUE(compare_mats(got_kva, want_kva, kva, act_tol(), what + " (kv rows)"));
+          EXPECT_TRUE(compare_mats(got_q, want_q, q, act_tol(), what + " (q)"));
+          EXPECT_TRUE(compare_mats(got_y2, want_y2, y2, act_tol(), what + " (separate norm output)"));
+          // The cache: ref::kv_write of the rows as the backend left them.
+          HostMat want_cache = cache, want_ks = ks, want_vs = vs;
+          ops::KvWriteParams w = p.kv;
+          w.cache.k_cache = w.cache.v_cache = want_cache.data();
+          if (int8) w.cache.k_scales = static_cast<float*>(want_ks.data()), w.cache.v_scales = static_cast<float*>(want_vs.data());
+          w.k = w.v = got_kva.data();
+          w.slot_mapping = slots.data();
+          ops::ref::kv_write(w);
+          EXPECT_TRUE(compare_mats(got_cache, want_cache, cache, 0.0, what + " (cache)"));
+          EXPECT_TRUE(compare_mats(got_ks, want_ks, ks, 0.0, what + " (k scales)"));
+          EXPECT_TRUE(compare_mats(got_vs, want_vs, vs, 0.0, what + " (v scales)"));
+          for (auto* b : {dkva.get(), dq.get(), dwn.get(), dy2.get(), dcache.get(), dks.get(), dvs.get(), dslots.get(),
+                          dpos.get(), dfreq.get()})
+            EXPECT_TRUE(b->check_guards(what));
+        }
+}
+
 }  // namespace frugal::testing

@@ -110,11 +110,12 @@ TEST(OpList, EveryOpHasAUniqueName) {
     EXPECT_TRUE(names.insert(n).second) << n;
   }
   // 12 required ops (moe_route, scale_rows, moe_experts, batched_matmul for DeepSeek), sample, and
-  // the fused rope_kv_write, matmul_silu_mul and silu_mul_matmul
-  EXPECT_EQ(names.size(), 16u);
+  // the fused rope_kv_write, matmul_silu_mul, silu_mul_matmul and mla_kv_prologue
+  EXPECT_EQ(names.size(), 17u);
   EXPECT_TRUE(op_is_required(OpKind::kMatmul));
   EXPECT_FALSE(op_is_required(OpKind::kSample));
   EXPECT_TRUE(op_is_required(OpKind::kRopeKvWrite));  // every backend has it (the default runs the sequence)
+  EXPECT_TRUE(op_is_required(OpKind::kMlaKvPrologue));
 }
 
 }  // namespace

@@ -50,6 +50,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   set_pdl_enabled(major >= 9 && !(pdl_env && std::strcmp(pdl_env, "0") == 0));
   const char* fuse_rope_kv_env = std::getenv("FRUGAL_FUSE_ROPE_KV");
   b->fuse_rope_kv_ = !(fuse_rope_kv_env && std::strcmp(fuse_rope_kv_env, "0") == 0);
+  const char* fuse_mla_env = std::getenv("FRUGAL_FUSE_MLA_PROLOGUE");
+  b->fuse_mla_prologue_ = !(fuse_mla_env && std::strcmp(fuse_mla_env, "0") == 0);
   // Off unless FRUGAL_FUSE_SILU=1: measured no faster at batch 1 on the H200 (2026-12-03, 7B:
   // bf16 236.3 tok/s fused against 237.3 unfused, int4 347.9 against 347.8).
   const char* fuse_silu_env = std::getenv("FRUGAL_FUSE_SILU");
@@ -488,6 +490,17 @@ Status CudaBackend::rope_kv_write(const ops::RopeKvWriteParams& p) {
   return Status::ok();
 }
 
+// One kernel for DeepSeek's layout (mla_kv_prologue_fusable), unless FRUGAL_FUSE_MLA_PROLOGUE=0
+// or set_fuse_mla_prologue(false); else rms_norm, rope, kv_write. Both give the same bits.
+Status CudaBackend::mla_kv_prologue(const ops::MlaKvPrologueParams& p) {
+  if (!fuse_mla_prologue_ || !mla_kv_prologue_fusable(p)) return ops::Backend::mla_kv_prologue(p);  // the sequence
+  FRUGAL_RETURN_IF_ERROR(check_rope(p.rope));
+  FRUGAL_RETURN_IF_ERROR(check_kv_write(p.kv));
+  FRUGAL_RETURN_IF_ERROR(check_launch(launch_mla_kv_prologue(p, stream_), "mla_kv_prologue"));
+  ++fused_mla_prologue_calls_;
+  return Status::ok();
+}
+
 Status CudaBackend::kv_write(const ops::KvWriteParams& p) {
   FRUGAL_RETURN_IF_ERROR(check_kv_write(p));
   return check_launch(launch_kv_write(p, stream_), "kv_write");
@@ -511,7 +524,7 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     if (size_t bytes = mla_decode_scratch_bytes(p, splits); bytes > 0) {
       FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
     }
-    return check_launch(launch_mla_decode(p, splits, partials, stream_), "mla_decode");
+    return check_launch(launch_mla_decode(p, splits, partials, decode_counters_, stream_), "mla_decode");
   }
   if (decode && attention_decode_supported(p)) {
     const int n_splits = attention_decode_splits(p, n_sms_);

@@ -44,6 +44,7 @@ class CudaBackend final : public ops::Backend {
   Status rope_kv_write(const ops::RopeKvWriteParams& p) override;  // fused where rope_kv_write_fusable
   Status matmul_silu_mul(const ops::MatmulSiluMulParams& p) override;  // a GEMV's silu epilogue where it can
   Status silu_mul_matmul(const ops::SiluMulMatmulParams& p) override;  // silu_mul in W8A8's activation quantization
+  Status mla_kv_prologue(const ops::MlaKvPrologueParams& p) override;  // one kernel where mla_kv_prologue_fusable
 
   bool supports_sample() const override { return true; }
   Status sample(const SampleParams& p) override;
@@ -84,6 +85,8 @@ class CudaBackend final : public ops::Backend {
   // FRUGAL_FUSE_ROPE_KV=0) and matmul_silu_mul (the GEMVs' silu epilogue; off unless
   // FRUGAL_FUSE_SILU=1: measured no faster). Off, each runs as its sequence of ops (A/B runs, tests). A captured
   // graph keeps the kernels it was captured with. The counts say how often a fused kernel ran.
+  // mla_kv_prologue (MLA's norm, rope and latent cache write) likewise, on unless
+  // FRUGAL_FUSE_MLA_PROLOGUE=0.
   void set_fuse_rope_kv(bool on) { fuse_rope_kv_ = on; }
   bool fuse_rope_kv() const { return fuse_rope_kv_; }
   int64_t fused_rope_kv_calls() const { return fused_rope_kv_calls_; }
@@ -94,6 +97,9 @@ class CudaBackend final : public ops::Backend {
   // FRUGAL_FUSE_SILU_QUANT=0).
   void set_fuse_silu_quant(bool on) { fuse_silu_quant_ = on; }
   int64_t fused_silu_quant_calls() const { return fused_silu_quant_calls_; }
+  void set_fuse_mla_prologue(bool on) { fuse_mla_prologue_ = on; }
+  bool fuse_mla_prologue() const { return fuse_mla_prologue_; }
+  int64_t fused_mla_prologue_calls() const { return fused_mla_prologue_calls_; }
 
  private:
   CudaBackend() = default;
@@ -122,8 +128,10 @@ class CudaBackend final : public ops::Backend {
   bool fuse_silu_mul_ = true;
   bool fuse_silu_quant_ = true;
   int64_t fused_silu_quant_calls_ = 0;
+  bool fuse_mla_prologue_ = true;
   int64_t fused_rope_kv_calls_ = 0;
   int64_t fused_silu_mul_calls_ = 0;
+  int64_t fused_mla_prologue_calls_ = 0;
   std::string w8a8_fallback_;
   bool capturing_ = false;
   cudaStream_t stream_ = nullptr;

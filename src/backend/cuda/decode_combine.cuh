@@ -6,7 +6,8 @@
 // for the max and the sum), so its result does not depend on which block finished last: the same
 // inputs give the same bits on every run. The counters live in memory the backend zeroes once;
 // the merging block resets its counter to 0, so every launch finds them zero (stream order and
-// griddepcontrol.wait keep launches apart). Included only by .cu files.
+// griddepcontrol.wait keep launches apart). The MLA kernels (mla.cu) take the same tickets.
+// Included only by .cu files.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,6 +20,21 @@
 
 namespace frugal::cuda {
 
+// Called by all threads of a split block after its partial rows are written: whether this block
+// took the last of its (token, head unit)'s n_splits tickets. That block alone returns true (in
+// every thread), sees the other blocks' rows (read them with __ldcg) and has reset the counter.
+__device__ __forceinline__ bool take_last_split_ticket(uint32_t* counter, int n_splits) {
+  __shared__ int s_last;
+  __threadfence();  // this thread's partial rows are visible device-wide before the ticket
+  __syncthreads();
+  if (threadIdx.x == 0) s_last = atomicAdd(counter, 1u) == static_cast<uint32_t>(n_splits - 1);
+  __syncthreads();
+  if (!s_last) return false;
+  __threadfence();  // the other blocks' rows (made visible before their tickets) are read after this
+  if (threadIdx.x == 0) *counter = 0u;
+  return true;
+}
+
 // Called by all threads of every block of a split launch, after the block's partial rows of
 // token t (rows h0 .. h0 + n_h of [n_tokens, n_head, n_splits, D] part_o and part_ml; an empty
 // split writes only (-inf, 0) pairs) are written. smem: at least n_h * (n_splits + 1) floats the
@@ -28,14 +44,7 @@ __device__ __forceinline__ void fused_combine(const ops::AttentionParams& p, int
                                               const float2* part_ml, uint32_t* counter, int t, int h0, int n_h,
                                               float* smem) {
   constexpr int kW = kThreads / 32, kC = D / 4, kBatch = 8;
-  __shared__ int s_last;
-  __threadfence();  // this thread's partial rows are visible device-wide before the ticket
-  __syncthreads();
-  if (threadIdx.x == 0) s_last = atomicAdd(counter, 1u) == static_cast<uint32_t>(n_splits - 1);
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();  // the other blocks' rows (made visible before their tickets) are read below
-  if (threadIdx.x == 0) *counter = 0u;
+  if (!take_last_split_ticket(counter, n_splits)) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float* wts = smem;                // [n_h][n_splits]: the splits' weights
   float* sum = smem + n_h * n_splits;  // [n_h]

@@ -29,6 +29,11 @@ cudaError_t launch_kv_write(const ops::KvWriteParams& p, cudaStream_t stream);
 // for bit to launch_rope then launch_kv_write; rope_kv_write_fusable says whether p is such.
 bool rope_kv_write_fusable(const ops::RopeKvWriteParams& p);
 cudaError_t launch_rope_kv_write(const ops::RopeKvWriteParams& p, cudaStream_t stream);
+// MLA's latent-row prologue (mla_prologue.cu): rms_norm, rope and kv_write of the fused op
+// mla_kv_prologue in one kernel for the model's layout (mla_kv_prologue_fusable), bit for bit
+// the three launches.
+bool mla_kv_prologue_fusable(const ops::MlaKvPrologueParams& p);
+cudaError_t launch_mla_kv_prologue(const ops::MlaKvPrologueParams& p, cudaStream_t stream);
 // DeepSeek MoE routing and router-weight row scaling (moe.cu).
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream);
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream);
@@ -75,10 +80,30 @@ cudaError_t prepare_moe_experts();
 // mla_decode_scratch_bytes(p, splits) bytes of partials when splits > 1.
 inline constexpr int kBatchedGemvMaxM = 16;
 cudaError_t launch_batched_gemv(const ops::BatchedMatmulParams& p, cudaStream_t stream);
+// The batched GEMV's variant (A/B runs; read from FRUGAL_BATCHED_GEMV at first use, set between
+// launches by tests and benchmarks): 1 (default) two 16-byte chunks of a row in flight a lane
+// for k > 256 and 2-4 rows a warp past ~4K rows in all, 0 (FRUGAL_BATCHED_GEMV=orig) one row a
+// warp, one chunk at a time. The same bits either way.
+int batched_gemv_mode();
+void set_batched_gemv_mode(int mode);
 bool mla_decode_supported(const ops::AttentionParams& p);
 int mla_decode_splits(const ops::AttentionParams& p, int n_sms);
 size_t mla_decode_scratch_bytes(const ops::AttentionParams& p, int splits);
-cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, cudaStream_t stream);
+// counters: kDecodeCounters zeroed words (the backend's decode counters; left zero) or nullptr.
+// With them (and mla_decode_fuses_combine) the last split block of each (token, group of 16
+// heads) merges the splits, the same bits as the combine kernel that runs otherwise.
+cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, uint32_t* counters,
+                              cudaStream_t stream);
+// Whether launch_mla_decode(p, splits, _, counters) merges in its last blocks: splits > 1,
+// counters non-null, n_tokens x head groups <= kDecodeCounters, and by mla_merge_mode():
+// kAuto (default) while a merging block's partial rows (splits x min(n_head, 16) x head_dim
+// floats) are at most kMlaFusedMergeMaxBytes, kFused always (FRUGAL_MLA_FUSED_COMBINE=always),
+// kCombineKernel never (=0). Process-wide; tests and benchmarks set it between launches.
+enum class MlaMerge : int { kCombineKernel = 0, kAuto = 1, kFused = 2 };
+inline constexpr int64_t kMlaFusedMergeMaxBytes = 256 << 10;
+bool mla_decode_fuses_combine(const ops::AttentionParams& p, int splits, const uint32_t* counters);
+MlaMerge mla_merge_mode();
+void set_mla_merge_mode(MlaMerge m);
 // The MLA kernel's tensor-core variant (mma.sync, head_dim 576, bf16): mla_decode_splits /
 // launch_mla_decode take it whenever mla_decode_mma_applies(p); on unless FRUGAL_MLA_MMA=0 or
 // set_mla_mma_enabled(false) (the CUDA-core kernel stays the A/B baseline for tests and benchmarks).

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/common.cuh"
 #include "core/dtype.h"
 #include "ops/params.h"
 
@@ -101,6 +102,29 @@ __device__ __forceinline__ void kv8_to_float(typename KvElemTraits<E>::Vec8 v, f
     for (int i = 0; i < 2; ++i)
 #pragma unroll
       for (int b = 0; b < 4; ++b) f[4 * i + b] = static_cast<float>(static_cast<int8_t>((w[i] >> (8 * b)) & 0xffu));
+  }
+}
+
+// Elements i, i + 1 (i even) of a cache as kv_write stores them; `scale` is the row's int8 scale
+// or the layer's fp8 scale. Values are already rounded to the activation dtype (the fused
+// writers, rope_kv_write.cu and mla_prologue.cu, keep them in registers).
+__device__ __forceinline__ void store_cache2(DType t, void* cache, int64_t i, float2 v, float scale) {
+  switch (t) {
+    case DType::kBF16:
+      *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(cache) + i) = __floats2bfloat162_rn(v.x, v.y);
+      return;
+    case DType::kF8E4M3:
+      *reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(cache) + i) =
+          static_cast<uint16_t>(kv_fp8_code_dev(v.x, scale) | kv_fp8_code_dev(v.y, scale) << 8);
+      return;
+    case DType::kI8:
+      *reinterpret_cast<uint16_t*>(static_cast<int8_t*>(cache) + i) = static_cast<uint16_t>(
+          static_cast<uint8_t>(kv_int8_code_dev(v.x, scale)) | static_cast<uint8_t>(kv_int8_code_dev(v.y, scale)) << 8);
+      return;
+    default:
+      store_f(t, cache, i, v.x);
+      store_f(t, cache, i + 1, v.y);
+      return;
   }
 }
 

@@ -4,7 +4,8 @@
 //  - attention over the latent cache: one shared KV head whose K and V are the same
 //    [kv_lora_rank + rope] row (MQA with K == V, head_dim up to 640), every query head of a
 //    group of 16 against each cache row loaded once into shared memory, split over the context
-//    for small batches (f32 partials combined by a second kernel). One block per query token,
+//    for small batches (f32 partials merged by the last block of each (token, head group) to
+//    finish, or by a second kernel). One block per query token,
 //    so decode tokens and prefill chunks (each token causal over its own prefix) take the same
 //    kernel; the generic attention kernel, one block per (token, head) re-reading every 576-wide
 //    row, was 7 ms a layer for a 512-token V2-Lite prefill. At head_dim 576 the same blocks run
@@ -13,8 +14,10 @@
 //    its bandwidth bound).
 #include <cstdint>
 #include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/decode_combine.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 
@@ -23,76 +26,132 @@ namespace {
 
 constexpr int kWarps = 8;
 
-// One warp per (batch b, output o): w[b][o, :] against x[b][i, :] for every i < m (m <= kMaxM),
-// f32 accumulation in a fixed order (lane-strided, then a butterfly).
-template <int kMaxM>
+// One warp per kRows consecutive outputs o of batch entry b: w[b][o, :] against x[b][i, :] for
+// every i < m (m <= kMaxM), f32 accumulation in a fixed order (each lane its 8-wide chunks in
+// order of k, then a butterfly). The bf16 path issues kU chunks of each of its rows (16-byte
+// streamed loads) before using any: at V2-Lite's batch 1 the W_UV projection (16 x 128 rows of
+// 512) had one 512-byte load a warp in flight (2048 warps, ~8 KB an SM against the ~30 KB an SM
+// that keeps HBM busy), and the W_abs one (16 x 576 rows of 192) 9,216 one-row warps, more than
+// one wave of blocks. kRows and kU change how many bytes fly at once, not the order of any sum:
+// every variant gives the same bits.
+template <int kMaxM, int kRows, int kU>
 __global__ void __launch_bounds__(kWarps * 32) batched_gemv_kernel(ops::BatchedMatmulParams p) {
   pdl_wait();
   const int64_t b = blockIdx.y;
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kRows;
   const int lane = threadIdx.x % 32;
-  if (o >= p.n) return;
+  if (o0 >= p.n) return;
   const uint8_t* wbase = static_cast<const uint8_t*>(p.w);
-  const int64_t w_off = b * p.stride_w + o * p.k;
   const int64_t x_off = b * p.stride_x;
-  float acc[kMaxM];
+  float acc[kRows][kMaxM];
 #pragma unroll
-  for (int i = 0; i < kMaxM; ++i) acc[i] = 0.f;
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int i = 0; i < kMaxM; ++i) acc[r][i] = 0.f;
   const bool vec = p.w_dtype == DType::kBF16 && p.x_dtype == DType::kBF16 && p.k % 8 == 0 && p.ld_x % 8 == 0 &&
                    p.stride_x % 8 == 0 && p.stride_w % 8 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
   if (vec) {
-    const auto* w = reinterpret_cast<const __nv_bfloat16*>(wbase) + w_off;
+    const __nv_bfloat16* w[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)  // rows past n read row n - 1 (never stored)
+      w[r] = reinterpret_cast<const __nv_bfloat16*>(wbase) + b * p.stride_w + min(o0 + r, p.n - 1) * p.k;
     const auto* x = static_cast<const __nv_bfloat16*>(p.x) + x_off;
-    for (int64_t j = lane * 8; j < p.k; j += 32 * 8) {
-      const uint4 wv = __ldg(reinterpret_cast<const uint4*>(w + j));
-      const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv);
-      float wf[8];
+    for (int64_t j0 = lane * 8; j0 < p.k; j0 += 32 * 8 * kU) {
+      uint4 wv[kU][kRows];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float2 f = __bfloat1622float2(w2[q]);
-        wf[2 * q] = f.x;
-        wf[2 * q + 1] = f.y;
-      }
+      for (int u = 0; u < kU; ++u)
 #pragma unroll
-      for (int i = 0; i < kMaxM; ++i) {
-        if (i >= p.m) break;
-        const uint4 xv = *reinterpret_cast<const uint4*>(x + i * p.ld_x + j);
-        const auto* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+        for (int r = 0; r < kRows; ++r)
+          wv[u][r] = j0 + 256 * u < p.k ? load_stream16(w[r] + j0 + 256 * u) : make_uint4(0, 0, 0, 0);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const float2 f = __bfloat1622float2(x2[q]);
-          acc[i] += wf[2 * q] * f.x + wf[2 * q + 1] * f.y;
+      for (int u = 0; u < kU; ++u) {
+        const int64_t j = j0 + 256 * u;
+        if (j >= p.k) break;
+#pragma unroll
+        for (int i = 0; i < kMaxM; ++i) {
+          if (i >= p.m) break;
+          const uint4 xv = *reinterpret_cast<const uint4*>(x + i * p.ld_x + j);
+          const auto* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) {
+            const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv[u][r]);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const float2 wf = __bfloat1622float2(w2[q]), f = __bfloat1622float2(x2[q]);
+              acc[r][i] += wf.x * f.x + wf.y * f.y;
+            }
+          }
         }
       }
     }
   } else {
-    for (int64_t j = lane; j < p.k; j += 32) {
-      const float wf = load_f(p.w_dtype, wbase, w_off + j);
 #pragma unroll
-      for (int i = 0; i < kMaxM; ++i) {
-        if (i >= p.m) break;
-        acc[i] += wf * load_f(p.x_dtype, p.x, x_off + i * p.ld_x + j);
+    for (int r = 0; r < kRows; ++r) {
+      if (o0 + r >= p.n) break;
+      const int64_t w_off = b * p.stride_w + (o0 + r) * p.k;
+      for (int64_t j = lane; j < p.k; j += 32) {
+        const float wf = load_f(p.w_dtype, wbase, w_off + j);
+#pragma unroll
+        for (int i = 0; i < kMaxM; ++i) {
+          if (i >= p.m) break;
+          acc[r][i] += wf * load_f(p.x_dtype, p.x, x_off + i * p.ld_x + j);
+        }
       }
     }
   }
 #pragma unroll
-  for (int i = 0; i < kMaxM; ++i) {
-    if (i >= p.m) break;
-    float v = acc[i];
+  for (int r = 0; r < kRows; ++r) {
+    if (o0 + r >= p.n) break;
 #pragma unroll
-    for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-    if (lane == 0) store_f(p.y_dtype, p.y, b * p.stride_y + i * p.ld_y + o, v);
+    for (int i = 0; i < kMaxM; ++i) {
+      if (i >= p.m) break;
+      float v = acc[r][i];
+#pragma unroll
+      for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+      if (lane == 0) store_f(p.y_dtype, p.y, b * p.stride_y + i * p.ld_y + o0 + r, v);
+    }
   }
 }
 
+// -1: unset (read FRUGAL_BATCHED_GEMV on first use), 0: one row a warp and one chunk in flight
+// a lane (the kernel before 2026-12-04, for A/B runs), 1: the default below.
+int g_batched_gemv_mode = -1;
+
 }  // namespace
+
+int batched_gemv_mode() {
+  if (g_batched_gemv_mode < 0) {
+    const char* e = std::getenv("FRUGAL_BATCHED_GEMV");
+    g_batched_gemv_mode = (e != nullptr && std::string_view(e) == "orig") ? 0 : 1;
+  }
+  return g_batched_gemv_mode;
+}
+
+void set_batched_gemv_mode(int mode) { g_batched_gemv_mode = mode; }
+
+// kRows rows a warp at m <= 4, at most 2 above (kMaxM = 16 accumulators a row: 4 rows were 128
+// registers, 2 blocks an SM).
+template <int kRows, int kU>
+cudaError_t launch_batched_gemv_as(const ops::BatchedMatmulParams& p, cudaStream_t stream) {
+  constexpr int kRowsLarge = kRows < 2 ? kRows : 2;
+  const int rows = p.m <= 4 ? kRows : kRowsLarge;
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.n, kWarps * rows)), static_cast<unsigned>(p.batch));
+  if (p.m <= 4) return launch_kernel(batched_gemv_kernel<4, kRows, kU>, grid, kWarps * 32, 0, stream, p);
+  return launch_kernel(batched_gemv_kernel<kBatchedGemvMaxM, kRowsLarge, kU>, grid, kWarps * 32, 0, stream, p);
+}
 
 cudaError_t launch_batched_gemv(const ops::BatchedMatmulParams& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0 || p.batch == 0) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>((p.n + kWarps - 1) / kWarps), static_cast<unsigned>(p.batch));
-  if (p.m <= 4) return launch_kernel(batched_gemv_kernel<4>, grid, kWarps * 32, 0, stream, p);
-  return launch_kernel(batched_gemv_kernel<kBatchedGemvMaxM>, grid, kWarps * 32, 0, stream, p);
+  if (batched_gemv_mode() == 0) return launch_batched_gemv_as<1, 1>(p, stream);
+  // Two chunks of a row in flight where a row has more than a warp's one (k > 256: W_UV's 512;
+  // 2,048 warps of 1 KB each at V2-Lite's 16 x 128 rows), and several rows a warp once one row a
+  // warp would take more than ~4K warps: W_abs's 16 x 576 rows of 192 were 9,216 one-row warps,
+  // 1.5 waves at 6 blocks of 8 warps an SM; 4 rows a warp (80 registers, 3 blocks an SM) are
+  // 2,304 warps in one wave with 1.5 KB each in flight.
+  const bool many_rows = p.n * p.batch > 4096, two_chunks = p.k > 256;
+  if (many_rows) return two_chunks ? launch_batched_gemv_as<2, 2>(p, stream) : launch_batched_gemv_as<4, 1>(p, stream);
+  return two_chunks ? launch_batched_gemv_as<1, 2>(p, stream) : launch_batched_gemv_as<1, 1>(p, stream);
 }
 
 namespace {
@@ -104,7 +163,109 @@ constexpr int kLdS = kMaxD + 8;
 constexpr int kVecCols = kMaxD / 8 / kKC;  // 8-wide column groups per thread (16 threads per head)
 constexpr int kMaxSplits = 64;
 
-// partials: [n_tokens, n_head, splits] of (m, l) and [n_tokens, n_head, splits, D] of acc.
+// partials: [n_tokens, n_head, splits, D] of unnormalized f32 outputs (acc, first: 16-byte
+// aligned for the merge's float4 reads), then [n_tokens, n_head, splits] of (m, l) pairs (m in
+// natural log units). unit = (t * n_head + h) * splits + split.
+__device__ __forceinline__ float* part_acc(float* partials, int64_t unit, int D) { return partials + unit * D; }
+__device__ __forceinline__ float* part_ml(float* partials, const ops::AttentionParams& p, int splits, int64_t unit) {
+  return partials + int64_t{p.n_tokens} * p.n_head * splits * p.cache.head_dim + 2 * unit;
+}
+
+// The merge of one (token, head)'s splits, shared by the combine kernel and the decode kernels'
+// last blocks so both give the same bits: the weights (one warp): wt[s] = exp(m_s - max m), 0 for
+// an empty split (m_s = -inf) or one that underflows; returns 1 / sum_s l_s wt[s] (0 if none).
+// The max and the sum run lane-strided then as one xor tree, in a fixed order.
+__device__ __forceinline__ float split_weights(const float* ml, int splits, float* wt) {
+  const int lane = threadIdx.x & 31;
+  float m = -INFINITY;
+  for (int s = lane; s < splits; s += 32) m = fmaxf(m, __ldcg(ml + 2 * s));
+  m = warp_max(m);
+  float l = 0.f;
+  for (int s = lane; s < splits; s += 32) {
+    const float ms = __ldcg(ml + 2 * s);
+    const float w = ms == -INFINITY ? 0.f : __expf(ms - m);
+    wt[s] = w;
+    l = fmaf(__ldcg(ml + 2 * s + 1), w, l);
+  }
+  l = warp_sum(l);
+  return l > 0.f ? 1.f / l : 0.f;
+}
+
+// out[t, h0 + r, :] = inv[r] * sum_s wt[r][s] acc[t, h0 + r, s, :] for r < nh, by the block's
+// kThreads threads: each output value an fma chain over the splits in split order (splits of
+// weight 0 skipped, their rows never read: an empty split writes none). A thread takes kG
+// 4-wide column groups at once with kS splits of each in flight (24 16-byte loads a thread of a
+// 128-thread block): one block merging 16 heads of 576 (V2-Lite's decode) is three L2 round
+// trips at 4 splits, not one per column. The 256-thread CUDA-core kernel takes 8 (2 groups):
+// more would raise its registers past 80 (3 blocks an SM) for all of its loop.
+template <int kThreads>
+__device__ __forceinline__ void merge_split_rows(const ops::AttentionParams& p, int splits, float* partials, int t,
+                                                 int h0, int nh, const float* wt, const float* inv) {
+  constexpr int kS = 4, kG = kThreads >= 256 ? 2 : 6;
+  const int D = p.cache.head_dim, C = D / 4, n = nh * C;
+  const int64_t u0 = (int64_t{t} * p.n_head + h0) * splits;
+  const float4* acc4 = reinterpret_cast<const float4*>(part_acc(partials, u0, D));
+  for (int i0 = threadIdx.x; i0 < n; i0 += kThreads * kG) {
+    float4 a[kG];
+#pragma unroll
+    for (int g = 0; g < kG; ++g) a[g] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < splits; s0 += kS) {
+      float4 v[kG][kS];
+      float w[kG][kS];
+#pragma unroll
+      for (int g = 0; g < kG; ++g) {
+        const int i = i0 + g * kThreads, r = i / C, c = i % C;
+#pragma unroll
+        for (int b = 0; b < kS; ++b) {
+          const int s = s0 + b;
+          w[g][b] = i < n && s < splits ? wt[r * splits + s] : 0.f;
+          v[g][b] = w[g][b] != 0.f ? __ldcg(acc4 + (int64_t{r} * splits + s) * C + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < kG; ++g)
+#pragma unroll
+        for (int b = 0; b < kS; ++b) {
+          if (w[g][b] == 0.f) continue;
+          a[g].x = fmaf(v[g][b].x, w[g][b], a[g].x);
+          a[g].y = fmaf(v[g][b].y, w[g][b], a[g].y);
+          a[g].z = fmaf(v[g][b].z, w[g][b], a[g].z);
+          a[g].w = fmaf(v[g][b].w, w[g][b], a[g].w);
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+      const int i = i0 + g * kThreads, r = i / C, c = i % C;
+      if (i >= n) break;
+      const float iv = inv[r];
+      auto* out = static_cast<__nv_bfloat16*>(p.out) + int64_t{t} * p.ld_out + int64_t{h0 + r} * D + 4 * c;
+      out[0] = __float2bfloat16(a[g].x * iv);
+      out[1] = __float2bfloat16(a[g].y * iv);
+      out[2] = __float2bfloat16(a[g].z * iv);
+      out[3] = __float2bfloat16(a[g].w * iv);
+    }
+  }
+}
+
+// Called by every thread of a split block once its partial rows (heads h0 .. h0 + nh of token t)
+// are written: with counters (the fused combine), the last block of the (token, head group) to
+// finish merges all splits into out (decode_combine.cuh's tickets; it resets the counter, so
+// graph replays find it zero). smem: kHB * (kMaxSplits + 1) floats the block no longer uses.
+template <int kThreads>
+__device__ __forceinline__ void finish_split(const ops::AttentionParams& p, int splits, float* partials,
+                                            uint32_t* counters, int t, int h0, int nh, float* smem) {
+  if (counters == nullptr || !take_last_split_ticket(counters + int64_t{t} * gridDim.y + blockIdx.y, splits)) return;
+  float* wt = smem;                  // [nh][splits]
+  float* inv = smem + kHB * kMaxSplits;  // [nh]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int r = warp; r < nh; r += kThreads / 32) {
+    const float iv = split_weights(part_ml(partials, p, splits, (int64_t{t} * p.n_head + h0 + r) * splits), splits,
+                                   wt + r * splits);
+    if (lane == 0) inv[r] = iv;
+  }
+  __syncthreads();
+  merge_split_rows<kThreads>(p, splits, partials, t, h0, nh, wt, inv);
+}
 
 // The sequence token t belongs to (q_start is [n_seqs + 1] prefix sums).
 __device__ __forceinline__ int seq_of_token(const int32_t* q_start, int n_seqs, int t) {
@@ -129,7 +290,8 @@ __device__ __forceinline__ KeyRange key_range(const ops::AttentionParams& p, int
   return {seq, lo, min(ctx, lo + chunk)};
 }
 
-__global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionParams p, int splits, float* partials) {
+__global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionParams p, int splits, float* partials,
+                                                               uint32_t* counters) {
   pdl_wait();
   __shared__ __align__(16) __nv_bfloat16 qs[kHB][kLdS];
   __shared__ __align__(16) __nv_bfloat16 kv[kKC][kLdS];
@@ -224,9 +386,9 @@ __global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionPar
       for (int q = 0; q < 8; ++q) acc[i][q] = a[q];
     }
   }
-  if (ah >= nh) return;
   const int h = h0 + ah;
   if (splits == 1) {
+    if (ah >= nh) return;
     const float inv = l_run > 0.f ? 1.f / l_run : 0.f;
     auto* out = static_cast<__nv_bfloat16*>(p.out) + int64_t{t} * p.ld_out + int64_t{h} * D;
 #pragma unroll
@@ -238,54 +400,40 @@ __global__ void __launch_bounds__(kHB * kKC) mla_decode_kernel(ops::AttentionPar
     }
     return;
   }
-  const int64_t unit = (int64_t{t} * p.n_head + h) * splits + split;
-  float* ml = partials + 2 * unit;
-  float* pa = partials + int64_t{2} * p.n_tokens * p.n_head * splits + unit * D;
-  if (ac == 0) { ml[0] = m_run; ml[1] = l_run; }
+  if (ah < nh) {
+    const int64_t unit = (int64_t{t} * p.n_head + h) * splits + split;
+    float* ml = part_ml(partials, p, splits, unit);
+    float* pa = part_acc(partials, unit, D);
+    if (ac == 0) { ml[0] = m_run; ml[1] = l_run; }
 #pragma unroll
-  for (int i = 0; i < kVecCols; ++i) {
-    const int cg = ac + kKC * i;
-    if (cg >= DV) break;
+    for (int i = 0; i < kVecCols; ++i) {
+      const int cg = ac + kKC * i;
+      if (cg >= DV) break;
 #pragma unroll
-    for (int q = 0; q < 8; ++q) pa[cg * 8 + q] = acc[i][q];
+      for (int q = 0; q < 8; ++q) pa[cg * 8 + q] = acc[i][q];
+    }
   }
+  // The merge's weights reuse the key rows (kKC x kLdS bf16 = 20 KB; after the ticket's barrier
+  // no thread reads them).
+  static_assert(sizeof(kv) >= sizeof(float) * kHB * (kMaxSplits + 1), "merge weights fit in kv");
+  finish_split<kHB * kKC>(p, splits, partials, counters, t, h0, nh, reinterpret_cast<float*>(&kv[0][0]));
 }
 
-// grid (n_tokens, n_head): the splits' (m, l) pairs are read in parallel into shared memory and
-// turned into weights once; then every thread merges its dims over the splits in split order.
-__global__ void mla_combine_kernel(ops::AttentionParams p, int splits, const float* partials) {
+// The separate combine (no counters, or FRUGAL_MLA_FUSED_COMBINE=0): grid (n_tokens, n_head),
+// one head a block, the same merge as the decode kernels' last blocks (split_weights,
+// merge_split_rows), so either way gives the same bits.
+constexpr int kCombineThreads = 128;
+__global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(ops::AttentionParams p, int splits, float* partials) {
   pdl_wait();
   __shared__ float wt[kMaxSplits];
   __shared__ float inv_s;
-  const int t = blockIdx.x, h = blockIdx.y, D = p.cache.head_dim;
-  const int64_t u0 = (int64_t{t} * p.n_head + h) * splits;
-  const float* ml = partials + 2 * u0;
-  const float* pa = partials + int64_t{2} * p.n_tokens * p.n_head * splits + u0 * D;
+  const int t = blockIdx.x, h = blockIdx.y;
   if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    float m = -INFINITY;
-    for (int s = lane; s < splits; s += 32) m = fmaxf(m, ml[2 * s]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    float l = 0.f;
-    for (int s = lane; s < splits; s += 32) {
-      const float w = ml[2 * s] == -INFINITY ? 0.f : __expf(ml[2 * s] - m);
-      wt[s] = w;
-      l += ml[2 * s + 1] * w;
-    }
-    l = warp_sum(l);
-    if (lane == 0) inv_s = l > 0.f ? 1.f / l : 0.f;
+    const float iv = split_weights(part_ml(partials, p, splits, (int64_t{t} * p.n_head + h) * splits), splits, wt);
+    if (threadIdx.x == 0) inv_s = iv;
   }
   __syncthreads();
-  const float inv = inv_s;
-  auto* out = static_cast<__nv_bfloat16*>(p.out) + int64_t{t} * p.ld_out + int64_t{h} * D;
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float a = 0.f;
-#pragma unroll 8
-    for (int s = 0; s < splits; ++s)
-      if (wt[s] != 0.f) a += pa[int64_t{s} * D + d] * wt[s];
-    out[d] = __float2bfloat16(a * inv);
-  }
+  merge_split_rows<kCombineThreads>(p, splits, partials, t, h, 1, wt, &inv_s);
 }
 
 // ---- MLA decode attention on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulators) ----
@@ -302,7 +450,7 @@ __global__ void mla_combine_kernel(ops::AttentionParams p, int splits, const flo
 //   online softmax in registers (log2 units), identical in every warp;
 //   O += P V: P's accumulator fragments are the A operand (as attention_decode_mma.cu), V the
 //     same rows (their first 576 values, ldmatrix.trans), each warp its own 18 column tiles.
-// Two barriers a tile. The partials and the combine are the CUDA-core kernel's (m in natural
+// Two barriers a tile. The partials and the merge are the CUDA-core kernel's (m in natural
 // log units), so either kernel's splits merge the same way.
 constexpr int kMmaD = 576;                               // kv_lora_rank 512 + rope 64 (V2, V2-Lite, V3)
 constexpr int kMmaWarps = 4;
@@ -319,7 +467,8 @@ constexpr int kMmaSmem = kMmaStages * kMmaStageBytes + kMmaWarps * kMmaSTiles * 
 static_assert(kMmaD % (16 * kMmaWarps) == 0 && kMmaKeys == 8 * kMmaWarps && 8 * kMmaPieces % 32 == 0,
               "each warp: 16-dim k steps of its own, 8 keys of a tile to gather in whole 32-lane copies");
 
-__global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::AttentionParams p, int splits, float* partials) {
+__global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::AttentionParams p, int splits, float* partials,
+                                                                         uint32_t* counters) {
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   float4* sred = reinterpret_cast<float4*>(smem + kMmaStages * kMmaStageBytes);  // [warp][S tile][lane]
@@ -329,11 +478,13 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
   const KeyRange kr = key_range(p, t, splits, split, kMmaKeys);
   const int lo = kr.lo, hi = kr.hi, nh = min(kHB, p.n_head - h0);
   const int64_t unit0 = (int64_t{t} * p.n_head + h0) * splits + split;  // partials of head h0 + row: + row * splits
-  if (lo >= hi) {  // an empty split (block-uniform): weight 0 in the combine, its o rows are never read
+  if (lo >= hi) {  // an empty split (block-uniform): weight 0 in the merge, its o rows are never read
     if (threadIdx.x < nh) {
-      partials[2 * (unit0 + int64_t{threadIdx.x} * splits)] = -INFINITY;
-      partials[2 * (unit0 + int64_t{threadIdx.x} * splits) + 1] = 0.f;
+      float* ml = part_ml(partials, p, splits, unit0 + int64_t{threadIdx.x} * splits);
+      ml[0] = -INFINITY;
+      ml[1] = 0.f;
     }
+    finish_split<kMmaThreads>(p, splits, partials, counters, t, h0, nh, reinterpret_cast<float*>(smem));
     return;
   }
   const int bs = p.cache.block_size;
@@ -491,18 +642,24 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
         *reinterpret_cast<__nv_bfloat162*>(out + 8 * v) = __floats2bfloat162_rn(o[v][2 * r] * inv, o[v][2 * r + 1] * inv);
     } else {
       if (warp == 0 && tq == 0) {
-        partials[2 * unit] = m_run[r] * 0.6931471805599453f;  // natural log units, as the CUDA-core kernel
-        partials[2 * unit + 1] = l_run[r];
+        float* ml = part_ml(partials, p, splits, unit);
+        ml[0] = m_run[r] * 0.6931471805599453f;  // natural log units, as the CUDA-core kernel
+        ml[1] = l_run[r];
       }
-      float* pa = partials + int64_t{2} * p.n_tokens * p.n_head * splits + unit * kMmaD + warp * kMmaOTiles * 8 + 2 * tq;
+      float* pa = part_acc(partials, unit, kMmaD) + warp * kMmaOTiles * 8 + 2 * tq;
 #pragma unroll
       for (int v = 0; v < kMmaOTiles; ++v) *reinterpret_cast<float2*>(pa + 8 * v) = make_float2(o[v][2 * r], o[v][2 * r + 1]);
     }
   }
+  // The merge's weights reuse the stages (the ticket's barrier comes after every warp's last
+  // ldmatrix; no copy is in flight).
+  if (splits > 1) finish_split<kMmaThreads>(p, splits, partials, counters, t, h0, nh, reinterpret_cast<float*>(smem));
 }
 
 // -1: unset (read FRUGAL_MLA_MMA on first use), 0 off, 1 on (as g_mma_mode of attention_decode_mma.cu).
 int g_mla_mma_mode = -1;
+// -1: unset (read FRUGAL_MLA_FUSED_COMBINE on first use), else MlaMerge.
+int g_mla_fused_mode = -1;
 
 int mla_mma_blocks_per_sm() { return cached_blocks_per_sm<mla_decode_mma_kernel>(kMmaThreads, kMmaSmem, 1); }
 
@@ -525,6 +682,28 @@ bool mla_mma_enabled() {
 }
 
 void set_mla_mma_enabled(bool on) { g_mla_mma_mode = on ? 1 : 0; }
+
+MlaMerge mla_merge_mode() {
+  if (g_mla_fused_mode < 0) {
+    const char* e = std::getenv("FRUGAL_MLA_FUSED_COMBINE");
+    const std::string_view v = e != nullptr ? e : "";
+    g_mla_fused_mode = static_cast<int>(v == "0" ? MlaMerge::kCombineKernel : v == "always" ? MlaMerge::kFused : MlaMerge::kAuto);
+  }
+  return static_cast<MlaMerge>(g_mla_fused_mode);
+}
+
+void set_mla_merge_mode(MlaMerge m) { g_mla_fused_mode = static_cast<int>(m); }
+
+bool mla_decode_fuses_combine(const ops::AttentionParams& p, int splits, const uint32_t* counters) {
+  // One block reads a group's every partial row: past kMlaFusedMergeMaxBytes (7 splits of 16
+  // heads at 576) the combine kernel, one block a head, spreads that over more SMs (the GQA
+  // decode's fused merge measured slower than its combine kernel for that reason).
+  const int64_t merge_bytes = int64_t{splits} * (p.n_head < kHB ? p.n_head : kHB) * p.cache.head_dim * 4;
+  const MlaMerge mode = mla_merge_mode();
+  const bool want = mode == MlaMerge::kFused || (mode == MlaMerge::kAuto && merge_bytes <= kMlaFusedMergeMaxBytes);
+  return want && counters != nullptr && splits > 1 && splits <= kMaxSplits &&
+         int64_t{p.n_tokens} * ((p.n_head + kHB - 1) / kHB) <= kDecodeCounters;
+}
 
 bool mla_decode_mma_applies(const ops::AttentionParams& p) {
   // Output rows are written as bf16 pairs.
@@ -564,23 +743,28 @@ int mla_decode_splits(const ops::AttentionParams& p, int n_sms) {
 }
 
 size_t mla_decode_scratch_bytes(const ops::AttentionParams& p, int splits) {
+  // The fused combine's counters are not here: the scratch is shared by other ops and never
+  // zeroed; they are the caller's zeroed kDecodeCounters words (launch_mla_decode).
   if (splits <= 1) return 0;
   return sizeof(float) * static_cast<size_t>(p.n_tokens) * p.n_head * splits * (2 + p.cache.head_dim);
 }
 
-cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, cudaStream_t stream) {
+cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, uint32_t* counters,
+                              cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>((p.n_head + kHB - 1) / kHB), static_cast<unsigned>(splits));
+  uint32_t* fused = mla_decode_fuses_combine(p, splits, counters) ? counters : nullptr;
+  auto* part = static_cast<float*>(partials);
   cudaError_t err;
   if (mla_decode_mma_applies(p)) {
     if (err = raise_dynamic_smem_once<mla_decode_mma_kernel>(kMmaSmem); err != cudaSuccess) return err;
-    err = launch_kernel(mla_decode_mma_kernel, grid, kMmaThreads, kMmaSmem, stream, p, splits, static_cast<float*>(partials));
+    err = launch_kernel(mla_decode_mma_kernel, grid, kMmaThreads, kMmaSmem, stream, p, splits, part, fused);
   } else {
-    err = launch_kernel(mla_decode_kernel, grid, kHB * kKC, 0, stream, p, splits, static_cast<float*>(partials));
+    err = launch_kernel(mla_decode_kernel, grid, kHB * kKC, 0, stream, p, splits, part, fused);
   }
-  if (err != cudaSuccess || splits == 1) return err;
-  return launch_kernel(mla_combine_kernel, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)), 128, 0,
-                       stream, p, splits, static_cast<const float*>(partials));
+  if (err != cudaSuccess || splits == 1 || fused != nullptr) return err;
+  return launch_kernel(mla_combine_kernel, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)),
+                       kCombineThreads, 0, stream, p, splits, part);
 }
 
 }  // namespace frugal::cuda

@@ -39,27 +39,7 @@ __device__ __forceinline__ float2 round2(float2 v) {
 }
 __device__ __forceinline__ float abs_max(float m, float2 v) { return fmaxf(m, fmaxf(fabsf(v.x), fabsf(v.y))); }
 
-// Elements i, i + 1 of a cache row as kv_write stores them; `scale` is the row's int8 scale or
-// the layer's fp8 scale. Values are already bf16-exact.
-__device__ __forceinline__ void store_cache2(DType t, void* cache, int64_t i, float2 v, float scale) {
-  switch (t) {
-    case DType::kBF16: store2(static_cast<__nv_bfloat16*>(cache) + i, v); return;
-    case DType::kF8E4M3:
-      *reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(cache) + i) =
-          static_cast<uint16_t>(kv_fp8_code_dev(v.x, scale) | kv_fp8_code_dev(v.y, scale) << 8);
-      return;
-    case DType::kI8:
-      *reinterpret_cast<uint16_t*>(static_cast<int8_t*>(cache) + i) = static_cast<uint16_t>(
-          static_cast<uint8_t>(kv_int8_code_dev(v.x, scale)) | static_cast<uint8_t>(kv_int8_code_dev(v.y, scale)) << 8);
-      return;
-    default:
-      store_f(t, cache, i, v.x);
-      store_f(t, cache, i + 1, v.y);
-      return;
-  }
-}
-
-// Row `row` of token `tok`: q heads, then k heads, then v heads.
+// Row `row` of token `tok`: q heads, then k heads, then v heads (store_cache2: kv_quant.cuh).
 __device__ __forceinline__ void rope_kv_row(const ops::RopeKvWriteParams& p, int64_t tok, int row, int lane,
                                             const float* sc) {
   const ops::RopeParams& r = p.rope;
