@@ -96,9 +96,9 @@ cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* p
                               cudaStream_t stream);
 // Whether launch_mla_decode(p, splits, _, counters) merges in its last blocks: splits > 1,
 // counters non-null, n_tokens x head groups <= kDecodeCounters, and by mla_merge_mode():
-// kAuto (default) while a merging block's partial rows (splits x min(n_head, 16) x head_dim
-// floats) are at most kMlaFusedMergeMaxBytes, kFused always (FRUGAL_MLA_FUSED_COMBINE=always),
-// kCombineKernel never (=0). Process-wide; tests and benchmarks set it between launches.
+// kAuto (FRUGAL_MLA_FUSED_COMBINE=auto) while a merging block's partial rows (splits x
+// min(n_head, 16) x head_dim floats) are at most kMlaFusedMergeMaxBytes, kFused always (=always),
+// kCombineKernel never (the default: measured faster, see mla_merge_mode). Process-wide; tests and benchmarks set it between launches.
 enum class MlaMerge : int { kCombineKernel = 0, kAuto = 1, kFused = 2 };
 inline constexpr int64_t kMlaFusedMergeMaxBytes = 256 << 10;
 bool mla_decode_fuses_combine(const ops::AttentionParams& p, int splits, const uint32_t* counters);

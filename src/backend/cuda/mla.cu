@@ -687,7 +687,13 @@ MlaMerge mla_merge_mode() {
   if (g_mla_fused_mode < 0) {
     const char* e = std::getenv("FRUGAL_MLA_FUSED_COMBINE");
     const std::string_view v = e != nullptr ? e : "";
-    g_mla_fused_mode = static_cast<int>(v == "0" ? MlaMerge::kCombineKernel : v == "always" ? MlaMerge::kFused : MlaMerge::kAuto);
+    // The combine kernel unless asked for: the last-block merge measured slower end to end (H200,
+    // V2-Lite batch 1: 379.8 tok/s with it (auto) against 405.5 with the combine kernel,
+    // docs/perf/2026-12-04-session36.md). FRUGAL_MLA_FUSED_COMBINE=auto: the merge up to
+    // kMlaFusedMergeMaxBytes; =always (or 1): at every size.
+    g_mla_fused_mode = static_cast<int>(v == "auto"                ? MlaMerge::kAuto
+                                        : v == "always" || v == "1" ? MlaMerge::kFused
+                                                                    : MlaMerge::kCombineKernel);
   }
   return static_cast<MlaMerge>(g_mla_fused_mode);
 }
