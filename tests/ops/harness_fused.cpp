@@ -22,6 +22,25 @@ std::vector<float> rope_inv_freq(int32_t rotary_dim) {
   return f;
 }
 
+// FP8 weights [n, k] with per-channel scales over random e4m3 codes (|v| < 2, never NaN), and
+// their dequantized values (what the reference multiplies).
+quant::QuantWeight random_fp8_weight(std::mt19937& rng, int64_t n, int64_t k, std::vector<float>* deq) {
+  quant::QuantWeight qw = quant::make_quant_weight(quant::CodeKind::kF8, n, k, (k + 31) / 32 * 32, 1);
+  qw.name = "harness";
+  qw.spec.source = quant::SourceFormat::kFp8Block;
+  std::uniform_int_distribution<int> code(0, 0xfe);
+  for (int64_t o = 0; o < n; ++o)
+    for (int64_t j = 0; j < k; ++j) {
+      int c = 0;
+      do c = code(rng) & 0xbf; while ((c & 0x7f) == 0x7f);
+      quant::set_code(qw, o, j, c);
+    }
+  std::uniform_real_distribution<float> s(0.1f, 0.3f);
+  for (float& v : qw.scale) v = s(rng);
+  *deq = quant::dequantize(qw);
+  return qw;
+}
+
 }  // namespace
 
 // Rows [q | k | v] per token as the fused qkv projection writes them (kv.k is rope.k), every KV
@@ -138,25 +157,9 @@ void OpCases::matmul_silu_mul() {
     g2.fill_random(rng_, 4.0f);
     u2.fill_random(rng_, 1.0f);
     out0.fill_random(rng_, 1.0f);
-    // FP8 weights: per-channel scales over random e4m3 codes (|v| < 2, never NaN); the reference
-    // multiplies the dequantized values.
     quant::QuantWeight qw;
     std::vector<float> w_deq;
-    if (fp8) {
-      qw = quant::make_quant_weight(quant::CodeKind::kF8, n, k, (k + 31) / 32 * 32, 1);
-      qw.name = "harness";
-      qw.spec.source = quant::SourceFormat::kFp8Block;
-      std::uniform_int_distribution<int> code(0, 0xfe);
-      for (int64_t o = 0; o < n; ++o)
-        for (int64_t j = 0; j < k; ++j) {
-          int c = 0;
-          do c = code(rng_) & 0xbf; while ((c & 0x7f) == 0x7f);
-          quant::set_code(qw, o, j, c);
-        }
-      std::uniform_real_distribution<float> s(0.1f, 0.3f);
-      for (float& v : qw.scale) v = s(rng_);
-      w_deq = quant::dequantize(qw);
-    }
+    if (fp8) qw = random_fp8_weight(rng_, n, k, &w_deq);
     auto dx = upload(x), dw = fp8 ? upload(qw.q) : upload(w), db = upload(bias), dy = upload(y0), dg2 = upload(g2),
          du2 = upload(u2), dout = upload(out0);
     auto ds = upload(fp8 ? qw.scale : std::vector<float>{0.f});
@@ -225,21 +228,7 @@ void OpCases::silu_mul_matmul() {
     y0.fill_random(rng_, 1.0f);
     quant::QuantWeight qw;
     std::vector<float> w_deq;
-    if (fp8) {  // per-channel scales over random e4m3 codes (|v| < 2, never NaN)
-      qw = quant::make_quant_weight(quant::CodeKind::kF8, n, dim, (dim + 31) / 32 * 32, 1);
-      qw.name = "harness";
-      qw.spec.source = quant::SourceFormat::kFp8Block;
-      std::uniform_int_distribution<int> code(0, 0xfe);
-      for (int64_t o = 0; o < n; ++o)
-        for (int64_t j = 0; j < dim; ++j) {
-          int c = 0;
-          do c = code(rng_) & 0xbf; while ((c & 0x7f) == 0x7f);
-          quant::set_code(qw, o, j, c);
-        }
-      std::uniform_real_distribution<float> s(0.1f, 0.3f);
-      for (float& v : qw.scale) v = s(rng_);
-      w_deq = quant::dequantize(qw);
-    }
+    if (fp8) qw = random_fp8_weight(rng_, n, dim, &w_deq);
     auto dgu = upload(gu), dh = upload(h0), dx2 = upload(x2), dw = fp8 ? upload(qw.q) : upload(w), db = upload(bias),
          dy = upload(y0);
     auto ds = upload(fp8 ? qw.scale : std::vector<float>{0.f});
