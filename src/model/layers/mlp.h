@@ -27,9 +27,10 @@ inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t
   const ops::MatmulParams down{.x = up_buf, .x_dtype = act, .ld_x = inter, .w = w.down.weight, .bias = w.down.bias,
                                .bias_dtype = w.down.bias_dtype, .y = residual, .y_dtype = act, .ld_y = hidden, .m = n,
                                .n = hidden, .k = inter, .accumulate = accumulate};
-  if (w.gate_up && w.down.weight.format.scheme != ops::WeightScheme::kDense) {
-    // A quantized down projection may quantize its input itself (FP8 W8A8): silu_mul goes with
-    // it (silu_mul_matmul), so a backend can quantize silu(gate) * up without writing the product.
+  if (w.gate_up && w.down.weight.format.scheme == ops::WeightScheme::kFp8) {
+    // An FP8 down projection may quantize its input itself (W8A8): silu_mul goes with it
+    // (silu_mul_matmul), so a backend can quantize silu(gate) * up without writing the product.
+    // Other formats keep silu_mul with gate_up (matmul_silu_mul: a GEMV's epilogue can take it).
     FRUGAL_RETURN_IF_ERROR(b->matmul(ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = hidden, .w = w.gate_up->weight,
         .bias = w.gate_up->bias, .bias_dtype = w.gate_up->bias_dtype, .y = gate_buf, .y_dtype = act, .ld_y = 2 * inter,
         .m = n, .n = 2 * inter, .k = hidden, .accumulate = false}));
