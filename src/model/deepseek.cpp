@@ -22,9 +22,10 @@
 // RoPE is the interleaved form (pairs (2i, 2i + 1)) on the qk_rope part only: transformers'
 // DeepSeek-V2 complex-number rope and V3 with rope_interleave (its default).
 //
-// MoE: the router (mlp.gate, f32 logits) feeds the moe_route op (each token's top_k experts
-// and weights); the moe_experts op then runs each token through only its chosen experts, the
-// tokens grouped by expert (a grouped GEMM on CUDA, per-expert matmuls on the CPU), and the
+// MoE: the router (mlp.gate, f32 logits) feeds the routing (each token's top_k experts and
+// weights), the two as one fused op, matmul_moe_route (CUDA may route in the router's kernel);
+// the moe_experts op then runs each token through only its chosen experts, the tokens grouped by
+// expert (a grouped GEMM on CUDA, per-expert matmuls on the CPU), and the
 // shared experts, and sums them into the residual in k order, the shared experts last (one op,
 // so a backend may fuse them: CUDA's batch-1/2 decode path runs the whole block in two kernels);
 // without the grouped op the shared experts are a plain gated MLP. An
@@ -417,20 +418,23 @@ class DeepseekFamily final : public ForwardFamily {
   Status moe(ops::Backend* be, DType act, const MoeWeights& w, int64_t n) const {
     const MoeConfig& m = config_.moe;
     const int64_t hidden = config_.hidden_size, E = m.n_routed_experts;
-    FRUGAL_RETURN_IF_ERROR(be->matmul(ops::MatmulParams{
-        .x = ws_.xn, .x_dtype = act, .ld_x = hidden, .w = w.router.weight, .bias = nullptr, .bias_dtype = DType::kF32,
-        .y = ws_.rlogits, .y_dtype = DType::kF32, .ld_y = E, .m = n, .n = E, .k = hidden, .accumulate = false}));
     const ops::MoeTopk method = m.topk_method == "noaux_tc"               ? ops::MoeTopk::kNoauxTc
                                 : m.topk_method == "group_limited_greedy" ? ops::MoeTopk::kGroupLimitedGreedy
                                                                           : ops::MoeTopk::kGreedy;
-    FRUGAL_RETURN_IF_ERROR(be->moe_route(ops::MoeRouteParams{
-        .logits = ws_.rlogits, .ld_logits = E, .bias = w.router_bias, .bias_dtype = w.router_bias_dtype,
-        .n_tokens = n, .n_experts = static_cast<int32_t>(E), .top_k = static_cast<int32_t>(m.num_experts_per_tok),
-        .n_group = method == ops::MoeTopk::kGreedy ? 1 : static_cast<int32_t>(m.n_group),
-        .topk_group = method == ops::MoeTopk::kGreedy ? 1 : static_cast<int32_t>(m.topk_group),
-        .scoring = m.scoring_func == "sigmoid" ? ops::MoeScoring::kSigmoid : ops::MoeScoring::kSoftmax,
-        .method = method, .norm_topk_prob = norm_topk_prob(), .routed_scaling_factor = static_cast<float>(m.routed_scaling_factor),
-        .topk_idx = ws_.ridx, .topk_weight = ws_.rw, .dense_weight = ws_.rdense}));
+    // The router's f32 logits, then the routing over them: one fused op (a backend may route in
+    // the matmul's kernel).
+    FRUGAL_RETURN_IF_ERROR(be->matmul_moe_route(ops::MatmulMoeRouteParams{
+        .mm = {.x = ws_.xn, .x_dtype = act, .ld_x = hidden, .w = w.router.weight, .bias = nullptr,
+               .bias_dtype = DType::kF32, .y = ws_.rlogits, .y_dtype = DType::kF32, .ld_y = E, .m = n, .n = E, .k = hidden,
+               .accumulate = false},
+        .route = {.logits = ws_.rlogits, .ld_logits = E, .bias = w.router_bias, .bias_dtype = w.router_bias_dtype,
+                  .n_tokens = n, .n_experts = static_cast<int32_t>(E), .top_k = static_cast<int32_t>(m.num_experts_per_tok),
+                  .n_group = method == ops::MoeTopk::kGreedy ? 1 : static_cast<int32_t>(m.n_group),
+                  .topk_group = method == ops::MoeTopk::kGreedy ? 1 : static_cast<int32_t>(m.topk_group),
+                  .scoring = m.scoring_func == "sigmoid" ? ops::MoeScoring::kSigmoid : ops::MoeScoring::kSoftmax,
+                  .method = method, .norm_topk_prob = norm_topk_prob(),
+                  .routed_scaling_factor = static_cast<float>(m.routed_scaling_factor), .topk_idx = ws_.ridx,
+                  .topk_weight = ws_.rw, .dense_weight = ws_.rdense}}));
     if (w.grouped) {
       const auto* views = w.views.as<ops::WeightView>();
       FRUGAL_RETURN_IF_ERROR(be->moe_experts(ops::MoeExpertsParams{

@@ -49,6 +49,11 @@ Status Backend::mla_kv_prologue(const MlaKvPrologueParams& p) {
   return kv_write(p.kv);
 }
 
+Status Backend::matmul_moe_route(const MatmulMoeRouteParams& p) {
+  FRUGAL_RETURN_IF_ERROR(matmul(p.mm));
+  return moe_route(p.route);
+}
+
 Result<DeviceBuffer> DeviceBuffer::create(Backend* backend, size_t nbytes) {
   DeviceBuffer b;
   FRUGAL_ASSIGN_OR_RETURN(b.ptr_, backend->alloc(nbytes));

@@ -36,7 +36,8 @@
   X(RopeKvWrite, rope_kv_write)         \
   X(MatmulSiluMul, matmul_silu_mul)     \
   X(SiluMulMatmul, silu_mul_matmul)     \
-  X(MlaKvPrologue, mla_kv_prologue)
+  X(MlaKvPrologue, mla_kv_prologue)     \
+  X(MatmulMoeRoute, matmul_moe_route)
 
 #define FRUGAL_ALL_OPS(X) FRUGAL_OPS(X) FRUGAL_OPTIONAL_OPS(X) FRUGAL_FUSED_OPS(X)
 

@@ -244,6 +244,16 @@ struct MoeRouteParams {
   float* dense_weight;
 };
 
+// matmul(mm) then moe_route(route) (fused op, ops/op_list.h): DeepSeekMoE's router. In the model
+// mm writes the f32 router logits that route reads (mm.y == route.logits, y_dtype f32, ld_y ==
+// route.ld_logits, mm.m == route.n_tokens, mm.n == route.n_experts, no bias, no accumulate); a
+// backend may then route in the matmul's kernel. mm.y holds the logits afterwards either way.
+// Any other Params run as the sequence.
+struct MatmulMoeRouteParams {
+  MatmulParams mm;
+  MoeRouteParams route;
+};
+
 // x[t, j] *= scale[t * ld_scale] for t < rows, j < dim (x in act_dtype, row stride ld_x; scale
 // f32): a routed expert's output weighted by the router (dense_weight's column of the expert).
 struct ScaleRowsParams {

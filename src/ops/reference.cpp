@@ -214,6 +214,11 @@ void mla_kv_prologue(const MlaKvPrologueParams& p) {
   kv_write(p.kv);
 }
 
+void matmul_moe_route(const MatmulMoeRouteParams& p) {
+  matmul(p.mm);
+  moe_route(p.route);
+}
+
 void attention(const AttentionParams& p) {
   const auto& c = p.cache;
   const int group = p.n_head / c.n_head_kv;

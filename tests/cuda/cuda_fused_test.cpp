@@ -1,6 +1,7 @@
 // The CUDA backend's fused ops (ops/op_list.h FRUGAL_FUSED_OPS) against the same op run as its
 // sequence of kernels (CudaBackend::set_fuse_*(false)), bit for bit, eagerly and replayed from a
-// captured graph, on 7B decode shapes (28 q heads, 4 kv heads of 128; the MLP's k). The op harness
+// captured graph, on 7B decode shapes (28 q heads, 4 kv heads of 128; the MLP's k) and DeepSeek's
+// (MLA's latent row, the MoE router). The op harness
 // (cuda_harness_test) checks both paths against ops::ref on odd shapes; this test checks the
 // fused kernels really ran (the backend's counters) and equal what the unfused kernels give.
 #include <gtest/gtest.h>
@@ -200,6 +201,55 @@ TEST(CudaFused, MatmulSiluMulEqualsMatmulThenSiluMul) {
           [](bool on) { backend()->set_fuse_silu_mul(on); }, [] { return backend()->fused_silu_mul_calls(); }, what,
           backend()->fuse_silu_mul());
     }
+}
+
+// DeepSeekMoE's router GEMV and its routing in one cluster kernel against matmul then
+// moe_route: V2-Lite (64 experts, softmax, greedy top-6 over 2048), V2 (160, group-limited
+// greedy over 5120) and V3 (256, sigmoid with a score bias, noaux_tc in 8 groups, over 7168), at
+// 1 token (dense m >= 2 may measure cuBLASLt faster: not fused; the harness covers it). Logits,
+// choices, weights and the dense weights must be equal bit for bit.
+TEST(CudaFused, MatmulMoeRouteEqualsMatmulThenRoute) {
+  struct Case {
+    const char* name;
+    int64_t k;
+    int32_t n_experts, top_k, n_group, topk_group;
+    ops::MoeScoring scoring;
+    ops::MoeTopk method;
+    bool bias, norm;
+    float scale;
+  };
+  const Case cases[] = {
+      {"v2-lite", 2048, 64, 6, 1, 1, ops::MoeScoring::kSoftmax, ops::MoeTopk::kGreedy, false, false, 1.0f},
+      {"v2", 5120, 160, 6, 8, 3, ops::MoeScoring::kSoftmax, ops::MoeTopk::kGroupLimitedGreedy, false, false, 16.0f},
+      {"v3", 7168, 256, 8, 8, 4, ops::MoeScoring::kSigmoid, ops::MoeTopk::kNoauxTc, true, true, 2.5f}};
+  for (const Case& c : cases) {
+    const std::string what = std::string("matmul_moe_route ") + c.name;
+    std::mt19937 rng(static_cast<unsigned>(c.k));
+    const int64_t m = 1, E = c.n_experts, K = c.top_k;
+    Tensor x(DType::kBF16, m * c.k), w(DType::kBF16, E * c.k), bias(DType::kF32, E), logits(DType::kF32, m * E);
+    Tensor idx(DType::kI32, m * K), wt(DType::kF32, m * K), dense(DType::kF32, m * E);
+    x.fill_uniform(rng, -1, 1);
+    w.fill_uniform(rng, -0.05f, 0.05f);
+    bias.fill_uniform(rng, -0.01f, 0.01f);
+    for (Tensor* t : {&logits, &wt, &dense}) t->fill_nan();
+    std::fill(idx.host.begin(), idx.host.end(), uint8_t{0xff});
+    w.to_device();
+    bias.to_device();
+    const ops::MatmulMoeRouteParams p{
+        .mm = {.x = x.dev, .x_dtype = DType::kBF16, .ld_x = c.k, .w = ops::dense_weight(w.dev, DType::kBF16),
+               .bias = nullptr, .bias_dtype = DType::kF32, .y = logits.dev, .y_dtype = DType::kF32, .ld_y = E, .m = m,
+               .n = E, .k = c.k, .accumulate = false},
+        .route = {.logits = static_cast<const float*>(logits.dev), .ld_logits = E, .bias = c.bias ? bias.dev : nullptr,
+                  .bias_dtype = DType::kF32, .n_tokens = m, .n_experts = c.n_experts, .top_k = c.top_k,
+                  .n_group = c.n_group, .topk_group = c.topk_group, .scoring = c.scoring, .method = c.method,
+                  .norm_topk_prob = c.norm, .routed_scaling_factor = c.scale, .topk_idx = static_cast<int32_t*>(idx.dev),
+                  .topk_weight = static_cast<float*>(wt.dev), .dense_weight = static_cast<float*>(dense.dev)}};
+    EXPECT_TRUE(matmul_moe_route_fusable(p)) << what;
+    expect_fused_equals_sequence(
+        {&x, &logits, &idx, &wt, &dense}, [&] { return backend()->matmul_moe_route(p); },
+        [](bool on) { backend()->set_fuse_route(on); }, [] { return backend()->fused_route_calls(); }, what,
+        backend()->fuse_route());
+  }
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ struct PathRun {
   MoeMma mma;
   int tiny;  // moe_tiny_pairs (0: off)
   MoePath path;
+  bool early = false;  // set_moe_tiny_early: the tiny kernels' shared-expert loads before the PDL wait
 };
 
 // The shared experts' weights: gate_up [2 S, hidden] (gate rows, then up), down [hidden, S],
@@ -176,6 +177,7 @@ void check_moe(int64_t n_tok, int32_t top_k, int32_t n_routed, int32_t first, in
     set_moe_stream(run.stream);
     set_moe_mma(run.mma);
     set_moe_tiny_pairs(run.tiny);
+    set_moe_tiny_early(run.early ? 1 : 0);
     EXPECT_EQ(moe_experts_path(p), run.path) << what << ": ran " << moe_path_name(moe_experts_path(p));
     // The tiny path fuses dense bf16 shared experts only; the others run as the backend's ops.
     EXPECT_EQ(moe_experts_fuses_shared(p),
@@ -184,6 +186,7 @@ void check_moe(int64_t n_tok, int32_t top_k, int32_t n_routed, int32_t first, in
     set_moe_stream(stream_was);
     set_moe_mma(mma_was);
     set_moe_tiny_pairs(-1);
+    set_moe_tiny_early(-1);
     ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
     expect_close(out, want, tol_for(DType::kBF16), what);
     std::vector<uint8_t> scratch_host;
@@ -196,12 +199,13 @@ void check_moe(int64_t n_tok, int32_t top_k, int32_t n_routed, int32_t first, in
 const Shape kShapes[] = {{256, 192, 128, 256}, {200, 136, 72, 200}, {37, 21, 19, 42}};
 
 const PathRun kTiny{MoeStream::kDecode, MoeMma::kOff, 64, MoePath::kTiny};
+const PathRun kTinyEarly{MoeStream::kDecode, MoeMma::kOff, 64, MoePath::kTiny, true};
 const PathRun kGemv{MoeStream::kDecode, MoeMma::kOff, 0, MoePath::kGemv};
 const PathRun kStreamAll{MoeStream::kAll, MoeMma::kOff, 0, MoePath::kStream};
 
 // Decode-sized steps: 1..3 tokens, top_k 1..8 of 10 experts (up to 24 pairs: the tiny path
-// asked for up to 64), on the tiny path, the GEMVs and the streaming kernels, with and without
-// shared experts.
+// asked for up to 64), on the tiny path (its shared-expert loads after and before the PDL wait),
+// the GEMVs and the streaming kernels, with and without shared experts.
 TEST(CudaMoe, SharedExpertsDecodePaths) {
   for (const Shape& s : kShapes)
     for (int32_t top_k = 1; top_k <= 8; ++top_k)
@@ -210,7 +214,7 @@ TEST(CudaMoe, SharedExpertsDecodePaths) {
           // Every path once per shape and mode; the tiny path at every size.
           const bool all = (top_k + n_tok) % 3 == 0;
           check_moe(n_tok, top_k, 10, 0, 10, s, mode,
-                    all ? std::vector<PathRun>{kTiny, kGemv, kStreamAll} : std::vector<PathRun>{kTiny});
+                    all ? std::vector<PathRun>{kTiny, kTinyEarly, kGemv, kStreamAll} : std::vector<PathRun>{kTiny, kTinyEarly});
         }
 }
 
@@ -220,7 +224,7 @@ TEST(CudaMoe, SharedExpertsDecodePaths) {
 TEST(CudaMoe, SharedExpertsMisalignedAndQuantized) {
   for (Shared mode : {Shared::kMisaligned, Shared::kInt8})
     for (int64_t n_tok : {1, 2})
-      check_moe(n_tok, 6, 10, 0, 10, kShapes[1], mode, {kTiny, kGemv, kStreamAll});
+      check_moe(n_tok, 6, 10, 0, 10, kShapes[1], mode, {kTiny, kTinyEarly, kGemv, kStreamAll});
 }
 
 // The default bound: batch 1 and 2 at top-6 and top-8 take the tiny path without any switch,
@@ -250,7 +254,7 @@ TEST(CudaMoe, SharedExpertsGroupedPaths) {
 TEST(CudaMoe, SharedExpertsSubset) {
   for (const Shape& s : kShapes)
     for (int64_t n_tok = 1; n_tok <= 3; ++n_tok)
-      check_moe(n_tok, 6, 10, 3, 4, s, Shared::kViews, {kTiny, kGemv, kStreamAll});
+      check_moe(n_tok, 6, 10, 3, 4, s, Shared::kViews, {kTiny, kTinyEarly, kGemv, kStreamAll});
 }
 
 }  // namespace

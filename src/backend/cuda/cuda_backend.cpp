@@ -56,6 +56,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   // bf16 236.3 tok/s fused against 237.3 unfused, int4 347.9 against 347.8).
   const char* fuse_silu_env = std::getenv("FRUGAL_FUSE_SILU");
   b->fuse_silu_mul_ = fuse_silu_env && std::strcmp(fuse_silu_env, "1") == 0;
+  const char* fuse_route_env = std::getenv("FRUGAL_FUSE_ROUTE");
+  b->fuse_route_ = fuse_route_env && std::strcmp(fuse_route_env, "1") == 0;
   const char* fuse_silu_quant_env = std::getenv("FRUGAL_FUSE_SILU_QUANT");
   b->fuse_silu_quant_ = !(fuse_silu_quant_env && std::strcmp(fuse_silu_quant_env, "0") == 0);
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "stream"));
@@ -637,14 +639,39 @@ Status CudaBackend::silu_mul_matmul(const ops::SiluMulMatmulParams& p) {
   return ops::Backend::silu_mul_matmul(p);  // the sequence
 }
 
-Status CudaBackend::moe_route(const ops::MoeRouteParams& p) {
+namespace {
+Status check_route(const ops::MoeRouteParams& p) {
   if (p.n_experts <= 0 || p.n_experts > ops::kMoeMaxExperts || p.top_k <= 0 || p.top_k > p.n_experts ||
       p.top_k > ops::kMoeMaxTopK || p.n_group <= 0 || p.n_experts % p.n_group != 0 || p.topk_group <= 0 ||
       p.topk_group > p.n_group)
     return invalid_argument("cuda moe_route: n_experts " + std::to_string(p.n_experts) + ", top_k " +
                             std::to_string(p.top_k) + ", n_group " + std::to_string(p.n_group) + ", topk_group " +
                             std::to_string(p.topk_group) + " out of range");
+  return Status::ok();
+}
+}  // namespace
+
+Status CudaBackend::moe_route(const ops::MoeRouteParams& p) {
+  FRUGAL_RETURN_IF_ERROR(check_route(p));
   return check_launch(launch_moe_route(p, stream_), "moe_route");
+}
+
+// One cluster kernel (sm_90) where the router's matmul takes the GEMV (dense_takes_gemv, so the
+// logits are the GEMV's bits) and the Params have the model's data flow
+// (matmul_moe_route_fusable), with FRUGAL_FUSE_ROUTE=1 or set_fuse_route(true); else matmul then
+// moe_route.
+Status CudaBackend::matmul_moe_route(const ops::MatmulMoeRouteParams& p) {
+  if (fuse_route_ && cc_major_ >= 9 && p.mm.m > 0 && matmul_moe_route_fusable(p)) {
+    FRUGAL_RETURN_IF_ERROR(check_matmul(p.mm));
+    FRUGAL_RETURN_IF_ERROR(check_route(p.route));
+    FRUGAL_ASSIGN_OR_RETURN(const bool gemv, dense_takes_gemv(p.mm));
+    if (gemv) {
+      FRUGAL_RETURN_IF_ERROR(check_launch(launch_matmul_moe_route(p, stream_), "matmul_moe_route"));
+      ++fused_route_calls_;
+      return Status::ok();
+    }
+  }
+  return ops::Backend::matmul_moe_route(p);  // the sequence
 }
 
 // Decode-sized m: one batched GEMV launch; larger m: one strided-batched cuBLASLt matmul for all

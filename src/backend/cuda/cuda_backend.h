@@ -44,7 +44,8 @@ class CudaBackend final : public ops::Backend {
   Status rope_kv_write(const ops::RopeKvWriteParams& p) override;  // fused where rope_kv_write_fusable
   Status matmul_silu_mul(const ops::MatmulSiluMulParams& p) override;  // a GEMV's silu epilogue where it can
   Status silu_mul_matmul(const ops::SiluMulMatmulParams& p) override;  // silu_mul in W8A8's activation quantization
-  Status mla_kv_prologue(const ops::MlaKvPrologueParams& p) override;  // one kernel where mla_kv_prologue_fusable
+  Status mla_kv_prologue(const ops::MlaKvPrologueParams& p) override;
+  Status matmul_moe_route(const ops::MatmulMoeRouteParams& p) override;  // one kernel where matmul_moe_route_fusable  // one kernel where mla_kv_prologue_fusable
 
   bool supports_sample() const override { return true; }
   Status sample(const SampleParams& p) override;
@@ -100,6 +101,11 @@ class CudaBackend final : public ops::Backend {
   void set_fuse_mla_prologue(bool on) { fuse_mla_prologue_ = on; }
   bool fuse_mla_prologue() const { return fuse_mla_prologue_; }
   int64_t fused_mla_prologue_calls() const { return fused_mla_prologue_calls_; }
+  // matmul_moe_route (DeepSeekMoE's router GEMV and its routing) in one cluster kernel, sm_90,
+  // where the matmul runs the GEMV; off unless FRUGAL_FUSE_ROUTE=1 until measured on the H200.
+  void set_fuse_route(bool on) { fuse_route_ = on; }
+  bool fuse_route() const { return fuse_route_; }
+  int64_t fused_route_calls() const { return fused_route_calls_; }
 
  private:
   CudaBackend() = default;
@@ -132,6 +138,8 @@ class CudaBackend final : public ops::Backend {
   int64_t fused_rope_kv_calls_ = 0;
   int64_t fused_silu_mul_calls_ = 0;
   int64_t fused_mla_prologue_calls_ = 0;
+  bool fuse_route_ = false;
+  int64_t fused_route_calls_ = 0;
   std::string w8a8_fallback_;
   bool capturing_ = false;
   cudaStream_t stream_ = nullptr;

@@ -36,6 +36,11 @@ bool mla_kv_prologue_fusable(const ops::MlaKvPrologueParams& p);
 cudaError_t launch_mla_kv_prologue(const ops::MlaKvPrologueParams& p, cudaStream_t stream);
 // DeepSeek MoE routing and router-weight row scaling (moe.cu).
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream);
+// matmul_moe_route in one launch (moe.cu): a cluster of 8 CTAs computes the router logits with
+// the GEMV's arithmetic (bit-equal to launch_gemv, which the shape must take: gemv_supported, m <=
+// kGemvMaxM, unsplit) and CTA 0 routes from its shared memory. sm_90+ only (thread-block clusters).
+bool matmul_moe_route_fusable(const ops::MatmulMoeRouteParams& p);
+cudaError_t launch_matmul_moe_route(const ops::MatmulMoeRouteParams& p, cudaStream_t stream);
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream);
 // Routed experts over tokens grouped by expert, bf16 (moe_experts.cu, moe_stream.cu). The path
 // goes by rows per routed expert on average (moe_experts_path; moe_experts.cu says more): GEMVs
@@ -65,6 +70,11 @@ void set_moe_stream_u(int u);
 inline constexpr int kMoeTinyPairs = 16;
 int moe_tiny_pairs();
 void set_moe_tiny_pairs(int pairs);
+// Whether the tiny path's kernels load their first round of shared-expert weights before the PDL
+// wait (moe_tiny.cu): FRUGAL_MOE_TINY_EARLY=1, off by default until measured on the H200 (read
+// once; set_moe_tiny_early(0 | 1) overrides it, a negative value goes back to the variable).
+bool moe_tiny_early();
+void set_moe_tiny_early(int on);
 enum class MoePath { kTiny, kGemv, kStream, kMma, kWmma16, kWmma64 };
 // Whether launch_moe_experts computes p's shared experts too (the tiny path, dense bf16 ones).
 bool moe_experts_fuses_shared(const ops::MoeExpertsParams& p);

@@ -1,4 +1,5 @@
-// DeepSeek MoE routing and per-row scaling (ops::MoeRouteParams, ops::ScaleRowsParams).
+// DeepSeek MoE routing and per-row scaling (ops::MoeRouteParams, ops::ScaleRowsParams), and the
+// router's matmul with its routing in one kernel (ops::MatmulMoeRouteParams).
 // Routing is one warp per token (n_experts <= kMoeMaxExperts, top_k <= kMoeMaxTopK), in fp32,
 // with the reference's selection and tie rule (lower id); the softmax sums lane-strided.
 #include <cstdint>
@@ -32,20 +33,12 @@ __device__ int warp_arg_max_untaken(const float* v, int n, const bool* taken) {
   return bi;
 }
 
-// One warp per token; its scores, choices and flags live in shared memory.
-__global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(ops::MoeRouteParams p) {
-  pdl_wait();
-  __shared__ float score_s[kRouteWarps][ops::kMoeMaxExperts], choice_s[kRouteWarps][ops::kMoeMaxExperts];
-  __shared__ float group_s[kRouteWarps][ops::kMoeMaxExperts];
-  __shared__ bool taken_s[kRouteWarps][ops::kMoeMaxExperts], kept_s[kRouteWarps][ops::kMoeMaxExperts];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
-  if (t >= p.n_tokens) return;
+// Routes token t from its f32 logits l (global or shared memory) with the warp: scores, choices
+// and flags in the warp's shared arrays ([kMoeMaxExperts] each); lane 0 writes the outputs.
+__device__ void route_token(const ops::MoeRouteParams& p, int64_t t, const float* l, float* score, float* choice,
+                            float* group, bool* taken, bool* kept) {
+  const int lane = threadIdx.x & 31;
   const int E = p.n_experts, K = p.top_k;
-  float* score = score_s[warp];
-  float* choice = choice_s[warp];
-  bool* taken = taken_s[warp];
-  const float* l = p.logits + t * p.ld_logits;
   if (p.scoring == ops::MoeScoring::kSoftmax) {
     float mx = -INFINITY;
     for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
@@ -65,8 +58,6 @@ __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(ops::MoeRou
   __syncwarp();
   if (p.method != ops::MoeTopk::kGreedy) {
     const int G = p.n_group, per = E / G;
-    float* group = group_s[warp];
-    bool* kept = kept_s[warp];
     for (int g = lane; g < G; g += 32) {
       const float* c = choice + g * per;
       float a = -INFINITY, b = -INFINITY;  // the largest and second largest of the group
@@ -107,6 +98,129 @@ __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(ops::MoeRou
   }
 }
 
+// A warp's routing arrays in shared memory.
+struct RouteScratch {
+  float score[kRouteWarps][ops::kMoeMaxExperts], choice[kRouteWarps][ops::kMoeMaxExperts];
+  float group[kRouteWarps][ops::kMoeMaxExperts];
+  bool taken[kRouteWarps][ops::kMoeMaxExperts], kept[kRouteWarps][ops::kMoeMaxExperts];
+};
+
+// One warp per token.
+__global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(ops::MoeRouteParams p) {
+  pdl_wait();
+  __shared__ RouteScratch rs;
+  const int warp = threadIdx.x >> 5;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
+  if (t >= p.n_tokens) return;
+  route_token(p, t, p.logits + t * p.ld_logits, rs.score[warp], rs.choice[warp], rs.group[warp], rs.taken[warp],
+              rs.kept[warp]);
+}
+
+// matmul_moe_route in one launch: a cluster of kRouterCtas CTAs (sm_90) computes the router's
+// logits, warp gw of the cluster owning rows gw, gw + 32, ... with the GEMV's arithmetic (gemv.cu
+// at m <= 8 on a shape it does not split: each lane sums the 8-wide dot products of its chunks
+// lane, lane + 32, ... in order, then the warp's butterfly), so the logits equal the matmul's bit
+// for bit. Each logit goes to y and into CTA 0's shared memory; after the cluster barrier CTA 0's
+// warps route the tokens from there with moe_route_kernel's code. The first kRouterPreRows rows
+// of every warp load their first kRouterU chunks a lane before the PDL wait (weights: no kernel
+// writes them), under the norm kernel before it.
+constexpr int kRouterCtas = 8;
+constexpr int kRouterWarps = kRouteWarps;
+constexpr int kRouterMaxTokens = static_cast<int>(kGemvMaxM);
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // the kernel's body (sm_90+)
+constexpr int kRouterU = 8;
+constexpr int kRouterPreRows = 2;
+
+__device__ __forceinline__ float dot_bf16x8_f(uint4 w, uint4 x) {  // gemv.cu's dot8: w * x in element order from 0
+  const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(&w);
+  const auto* x2 = reinterpret_cast<const __nv_bfloat162*>(&x);
+  float s = 0.f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float2 a = __bfloat1622float2(w2[q]), b = __bfloat1622float2(x2[q]);
+    s = fmaf(a.x, b.x, s);
+    s = fmaf(a.y, b.y, s);
+  }
+  return s;
+}
+#endif
+
+__global__ void __launch_bounds__(kRouterWarps * 32) matmul_moe_route_kernel(ops::MatmulMoeRouteParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __shared__ float logits_s[kRouterMaxTokens * ops::kMoeMaxExperts];  // CTA 0's: the cluster's logits
+  __shared__ RouteScratch rs;
+  const ops::MatmulParams& mm = p.mm;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  constexpr int kAll = kRouterCtas * kRouterWarps;
+  const int gw = static_cast<int>(rank) * kRouterWarps + warp;
+  const int E = p.route.n_experts, M = static_cast<int>(mm.m);
+  const int64_t chunks = mm.k / 8;
+  const auto* w = static_cast<const __nv_bfloat16*>(mm.w.data);
+  const auto* x = static_cast<const __nv_bfloat16*>(mm.x);
+  auto load_first = [&](uint4 (&v)[kRouterU], int e) {
+    const __nv_bfloat16* wr = w + static_cast<int64_t>(e < E ? e : 0) * mm.k;
+#pragma unroll
+    for (int u = 0; u < kRouterU; ++u) {
+      const int64_t c = lane + 32 * u;
+      v[u] = e < E && c < chunks ? load_stream16(wr + c * 8) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  uint4 pre[kRouterPreRows][kRouterU];
+#pragma unroll
+  for (int i = 0; i < kRouterPreRows; ++i) load_first(pre[i], gw + kAll * i);
+  pdl_wait();
+  uint32_t logits0;  // logits_s in CTA 0, as a shared::cluster address
+  asm volatile("mapa.shared::cluster.u32 %0, %1, 0;" : "=r"(logits0) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(logits_s))));
+  auto row = [&](int e, const uint4 (&first)[kRouterU]) {
+    const __nv_bfloat16* wr = w + static_cast<int64_t>(e) * mm.k;
+    float acc[kRouterMaxTokens] = {};
+    for (int64_t base = lane; base < chunks; base += 32 * kRouterU) {
+      uint4 wv[kRouterU];
+#pragma unroll
+      for (int u = 0; u < kRouterU; ++u) {
+        const int64_t c = base + 32 * u;
+        wv[u] = base == lane ? first[u] : c < chunks ? load_stream16(wr + c * 8) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kRouterU; ++u) {
+        const int64_t c = base + 32 * u;
+        if (c >= chunks) break;
+#pragma unroll
+        for (int m = 0; m < kRouterMaxTokens; ++m)
+          if (m < M) acc[m] += dot_bf16x8_f(wv[u], __ldg(reinterpret_cast<const uint4*>(x + m * mm.ld_x + c * 8)));
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < kRouterMaxTokens; ++m) {
+      if (m >= M) break;
+      const float tot = warp_sum(acc[m]);
+      if (lane == m) {
+        static_cast<float*>(mm.y)[m * mm.ld_y + e] = tot;
+        asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(logits0 + 4u * static_cast<uint32_t>(m * E + e)), "f"(tot) : "memory");
+      }
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < kRouterPreRows; ++i)
+    if (gw + kAll * i < E) row(gw + kAll * i, pre[i]);
+  for (int e = gw + kAll * kRouterPreRows; e < E; e += kAll) {
+    uint4 first[kRouterU];
+    load_first(first, e);
+    row(e, first);
+  }
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  if (rank != 0) return;
+  for (int t = warp; t < M; t += kRouterWarps) {
+    route_token(p.route, t, logits_s + t * E, rs.score[warp], rs.choice[warp], rs.group[warp], rs.taken[warp], rs.kept[warp]);
+    __syncwarp();  // lane 0's reads of this token's arrays before the next token's writes
+  }
+#else
+  __trap();  // launched only on sm_90+ (launch_matmul_moe_route)
+#endif
+}
+
 __global__ void scale_rows_kernel(ops::ScaleRowsParams p) {
   pdl_wait();
   const int64_t total = p.rows * p.dim;
@@ -122,6 +236,31 @@ cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream) 
   if (p.n_tokens == 0) return cudaSuccess;
   return launch_kernel(moe_route_kernel, static_cast<unsigned>((p.n_tokens + kRouteWarps - 1) / kRouteWarps),
                        kRouteWarps * 32, 0, stream, p);
+}
+
+bool matmul_moe_route_fusable(const ops::MatmulMoeRouteParams& p) {
+  const ops::MatmulParams& mm = p.mm;
+  const ops::MoeRouteParams& r = p.route;
+  return gemv_supported(mm) && mm.m <= kRouterMaxTokens && mm.m == r.n_tokens && mm.n == r.n_experts &&
+         r.n_experts <= ops::kMoeMaxExperts && mm.y == r.logits && mm.ld_y == r.ld_logits && mm.y_dtype == DType::kF32 &&
+         mm.bias == nullptr && !mm.accumulate && gemv_split_k(mm.n, mm.k) == 1;
+}
+
+cudaError_t launch_matmul_moe_route(const ops::MatmulMoeRouteParams& p, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(kRouterCtas);
+  cfg.blockDim = dim3(kRouterWarps * 32);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kRouterCtas;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 2 : 1;
+  return cudaLaunchKernelEx(&cfg, matmul_moe_route_kernel, p);
 }
 
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream) {

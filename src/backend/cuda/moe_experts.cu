@@ -38,6 +38,7 @@
 // shared experts run after the combine as the backend's own ops (cuda_backend.cpp).
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include <mma.h>
@@ -483,6 +484,7 @@ int g_moe_mma = -1;
 int g_moe_stream = -1;
 // The same for FRUGAL_MOE_TINY (pairs; 0: off).
 int g_moe_tiny = -1;
+int g_moe_tiny_early = -1;  // set_moe_tiny_early; -1: FRUGAL_MOE_TINY_EARLY
 
 // The dynamic shared-memory limit, and all of the SM's L1 as shared memory (a hint: two blocks of
 // kMmaSmem fit only in the largest carveout; the kernels' loads bypass L1 anyway).
@@ -585,6 +587,16 @@ int moe_tiny_pairs() {
 }
 
 void set_moe_tiny_pairs(int pairs) { g_moe_tiny = pairs; }
+
+bool moe_tiny_early() {
+  static const bool env = [] {
+    const char* e = std::getenv("FRUGAL_MOE_TINY_EARLY");
+    return e != nullptr && std::strcmp(e, "1") == 0;
+  }();
+  return g_moe_tiny_early >= 0 ? g_moe_tiny_early > 0 : env;
+}
+
+void set_moe_tiny_early(int on) { g_moe_tiny_early = on; }
 
 // Up to moe_tiny_pairs() (token, expert) pairs, the tiny path (every pair counts, a rank's or
 // not: its kernels' grids cover them all); above, by rows per expert on average, over the

@@ -17,9 +17,13 @@
 // Each pair reads its expert's rows itself: two tokens on one expert read it twice (the GEMV
 // tiles would read it once), the price of no permutation; moe_experts_path bounds the pairs.
 // Rows that are not 16-byte aligned (or K not a multiple of 8) take lane-strided scalar loads.
+// With moe_tiny_early() (FRUGAL_MOE_TINY_EARLY=1) both kernels ask L2 for their shared-expert rows
+// before the PDL wait (cp.async.bulk.prefetch.L2, sm_90): the rows that depend on no earlier
+// kernel start streaming while the route (for 1.) or gate_up (for 2.) still runs.
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
 #include "backend/cuda/moe_layout.cuh"
 
 namespace frugal::cuda::moe {
@@ -31,16 +35,52 @@ constexpr int kDownU = 8;      // 16-byte chunks of down rows in flight a lane
 
 __device__ __forceinline__ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
+// Asks L2 for `bytes` (a multiple of 16) from 16-byte aligned `ptr` with one bulk prefetch
+// (sm_90; nothing before): no registers, and the loads that follow hit L2.
+__device__ __forceinline__ void prefetch_l2(const void* ptr, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_wait_if(bool wait) {
+  if (wait) pdl_wait();
+}
+
 // grid: ceil((pairs * inter + n_tokens * shared_inter) / kTinyWarps) blocks; shared_inter is 0
-// here when the shared experts are not fused.
+// here when the shared experts are not fused. kEarly: the shared experts' warps come first (the
+// lowest blocks, resident first) and lane 0 of each asks L2 for the warp's whole gate and up rows
+// before the PDL wait (weights, which no kernel writes; the routed warps need the route's topk_idx
+// and wait first), so the shared experts' stream starts under the route kernel. Otherwise the
+// routed warps come first.
+template <bool kEarly>
 __global__ void __launch_bounds__(kTinyWarps * 32) moe_tiny_gate_up_kernel(ops::MoeExpertsParams p, Layout l) {
-  pdl_wait();
   const int lane = threadIdx.x & 31;
-  const int64_t w = static_cast<int64_t>(blockIdx.x) * kTinyWarps + (threadIdx.x >> 5);
-  const int64_t routed = p.n_tokens * p.top_k * p.inter, K = p.hidden;
+  const int64_t wi = static_cast<int64_t>(blockIdx.x) * kTinyWarps + (threadIdx.x >> 5);
+  const int64_t shared_warps = p.n_tokens * p.shared_inter, routed_warps = p.n_tokens * p.top_k * p.inter, K = p.hidden;
+  // Warp wi's place: shared warp ws (ws >= 0) or routed warp w (w >= 0).
+  const int64_t ws = kEarly ? (wi < shared_warps ? wi : -1) : (wi >= routed_warps ? wi - routed_warps : -1);
+  const int64_t w = ws >= 0 ? -1 : kEarly ? wi - shared_warps : wi;
   const bf16 *wg, *wu, *x;
   bf16* dst;
-  if (w < routed) {
+  bool vec = false;
+  if (ws >= 0) {
+    pdl_wait_if(!kEarly);
+    if (ws >= shared_warps) return;
+    const int64_t t = ws / p.shared_inter, j = ws - t * p.shared_inter;
+    wg = static_cast<const bf16*>(p.shared_gate.data) + j * K;
+    wu = static_cast<const bf16*>(p.shared_up.data) + j * K;
+    x = static_cast<const bf16*>(p.x) + t * p.ld_x;
+    dst = reinterpret_cast<bf16*>(l.y) + t * p.shared_inter + j;
+    vec = K % 8 == 0 && aligned16(x) && aligned16(wg) && aligned16(wu);
+    if (kEarly && vec && lane == 0 && K * 2 < (int64_t{1} << 31)) {
+      prefetch_l2(wg, static_cast<uint32_t>(K * 2));
+      prefetch_l2(wu, static_cast<uint32_t>(K * 2));
+    }
+    pdl_wait_if(kEarly);
+  } else {
+    pdl_wait();
+    if (w >= routed_warps) return;
     const int64_t pair = w / p.inter, j = w - pair * p.inter;
     const int e = local_expert(p, pair);
     if (e < 0) return;  // the whole warp: another rank's pair
@@ -48,17 +88,10 @@ __global__ void __launch_bounds__(kTinyWarps * 32) moe_tiny_gate_up_kernel(ops::
     wu = static_cast<const bf16*>(p.up[e].data) + j * K;
     x = static_cast<const bf16*>(p.x) + pair / p.top_k * p.ld_x;
     dst = l.h + pair * p.inter + j;
-  } else {
-    const int64_t s = w - routed;
-    if (s >= p.n_tokens * p.shared_inter) return;
-    const int64_t t = s / p.shared_inter, j = s - t * p.shared_inter;
-    wg = static_cast<const bf16*>(p.shared_gate.data) + j * K;
-    wu = static_cast<const bf16*>(p.shared_up.data) + j * K;
-    x = static_cast<const bf16*>(p.x) + t * p.ld_x;
-    dst = reinterpret_cast<bf16*>(l.y) + t * p.shared_inter + j;
+    vec = K % 8 == 0 && aligned16(x) && aligned16(wg) && aligned16(wu);
   }
   float g = 0.f, u = 0.f;
-  if (K % 8 == 0 && aligned16(x) && aligned16(wg) && aligned16(wu)) {
+  if (vec) {
     const int64_t chunks = K / 8;
     for (int64_t base = lane; base < chunks; base += 32 * kGateUpU) {
       uint4 gv[kGateUpU], uv[kGateUpU];
@@ -92,16 +125,27 @@ __global__ void __launch_bounds__(kTinyWarps * 32) moe_tiny_gate_up_kernel(ops::
 // grid: ceil(n_tokens * hidden / kTinyWarps) blocks; `shared`: the shared experts are fused.
 // Segment s of a warp's row: the s-th local pair of the token (k order; inter values) or, last,
 // the shared experts (shared_inter values), each a (down row, h row, weight) in shared memory.
+// kEarly: lane 0 asks L2 for the whole shared down row before the PDL wait (weights only; the h
+// rows and the pairs come after it).
+template <bool kEarly>
 __global__ void __launch_bounds__(kTinyWarps * 32) moe_tiny_down_kernel(ops::MoeExpertsParams p, Layout l, bool shared) {
-  pdl_wait();
   constexpr int kSegs = ops::kMoeMaxTopK + 1;
   __shared__ const bf16* seg_w[kTinyWarps][kSegs];
   __shared__ const bf16* seg_h[kTinyWarps][kSegs];
   __shared__ float seg_k[kTinyWarps][kSegs];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t w = static_cast<int64_t>(blockIdx.x) * kTinyWarps + warp;
-  if (w >= p.n_tokens * p.hidden) return;  // the whole warp
+  if (w >= p.n_tokens * p.hidden) {  // the whole warp
+    pdl_wait();
+    return;
+  }
   const int64_t t = w / p.hidden, i = w - t * p.hidden;
+  if constexpr (kEarly) {
+    const bf16* sw = shared ? static_cast<const bf16*>(p.shared_down.data) + i * p.shared_inter : nullptr;
+    if (shared && lane == 0 && p.shared_inter % 8 == 0 && aligned16(sw) && p.shared_inter * 2 < (int64_t{1} << 31))
+      prefetch_l2(sw, static_cast<uint32_t>(p.shared_inter * 2));
+  }
+  pdl_wait();
   const int e = lane < p.top_k ? local_expert(p, t * p.top_k + lane) : -1;
   const unsigned local = __ballot_sync(0xffffffffu, e >= 0);
   const int n_routed = __popc(local), n_seg = n_routed + (shared ? 1 : 0);
@@ -175,11 +219,17 @@ cudaError_t launch_tiny(const ops::MoeExpertsParams& p, const Layout& l, cudaStr
   ops::MoeExpertsParams q = p;
   if (!moe_tiny_fuses_shared(p)) q.shared_inter = 0;  // the backend adds them after (its own ops)
   const int64_t gate_up_warps = q.n_tokens * q.top_k * q.inter + q.n_tokens * q.shared_inter;
-  const cudaError_t err = launch_kernel(moe_tiny_gate_up_kernel, static_cast<unsigned>(ceil_div(gate_up_warps, kTinyWarps)),
-                                        kTinyWarps * 32, 0, stream, q, l);
+  const unsigned gate_up_blocks = static_cast<unsigned>(ceil_div(gate_up_warps, kTinyWarps));
+  const unsigned down_blocks = static_cast<unsigned>(ceil_div(q.n_tokens * q.hidden, kTinyWarps));
+  const bool shared = q.has_shared();
+  if (moe_tiny_early()) {
+    const cudaError_t err = launch_kernel(moe_tiny_gate_up_kernel<true>, gate_up_blocks, kTinyWarps * 32, 0, stream, q, l);
+    if (err != cudaSuccess) return err;
+    return launch_kernel(moe_tiny_down_kernel<true>, down_blocks, kTinyWarps * 32, 0, stream, q, l, shared);
+  }
+  const cudaError_t err = launch_kernel(moe_tiny_gate_up_kernel<false>, gate_up_blocks, kTinyWarps * 32, 0, stream, q, l);
   if (err != cudaSuccess) return err;
-  return launch_kernel(moe_tiny_down_kernel, static_cast<unsigned>(ceil_div(q.n_tokens * q.hidden, kTinyWarps)),
-                       kTinyWarps * 32, 0, stream, q, l, q.has_shared());
+  return launch_kernel(moe_tiny_down_kernel<false>, down_blocks, kTinyWarps * 32, 0, stream, q, l, shared);
 }
 
 }  // namespace frugal::cuda::moe
