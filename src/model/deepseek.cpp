@@ -267,10 +267,14 @@ class DeepseekFamily final : public ForwardFamily {
     for (size_t i = 0; i < layers_.size(); ++i) {
       const DeepseekLayer& l = layers_[i];
       const std::string blk = "blk." + std::to_string(i);
-      // x += mla(rms_norm(x))
-      FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, l.attn_norm, act, ws_.resid, ws_.xn, n, eps));
+      // x += mla(rms_norm(x)). Without tensor parallelism (whose other ranks zero the stream
+      // before the block) the norm runs inside mla, as one fused op with the q / kv_a projection
+      // where the two are one matmul.
+      const ops::RmsNormParams attn_norm = layers::rms_norm_params(l.attn_norm, act, ws_.resid, ws_.xn, n, eps);
+      const bool norm_in_mla = !comm_ && l.attn.q_kva.has_value();
+      if (!norm_in_mla) FRUGAL_RETURN_IF_ERROR(be->rms_norm(attn_norm));
       FRUGAL_RETURN_IF_ERROR(begin_partial(be, act, n));
-      FRUGAL_RETURN_IF_ERROR(mla(be, act, l.attn, step.in, kv.layer(static_cast<int32_t>(i)), n));
+      FRUGAL_RETURN_IF_ERROR(mla(be, act, l.attn, step.in, kv.layer(static_cast<int32_t>(i)), n, norm_in_mla ? &attn_norm : nullptr));
       FRUGAL_RETURN_IF_ERROR(end_partial(act, n));
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap(blk + ".attn_out", ws_.resid, n, hidden));
       // x += mlp(rms_norm(x)) or moe(rms_norm(x))
@@ -351,9 +355,10 @@ class DeepseekFamily final : public ForwardFamily {
     return buf;
   }
 
-  // residual += o_proj(MLA(xn)), absorbed (see the top of the file).
+  // residual += o_proj(MLA(xn)), absorbed (see the top of the file). With `norm` (whose y is xn;
+  // a.q_kva set) xn = rms_norm(residual) runs here, fused with the q / kv_a projection.
   Status mla(ops::Backend* be, DType act, const MlaWeights& a, const layers::StepInputs& in,
-             const ops::KvCacheLayer& cache, int64_t n) const {
+             const ops::KvCacheLayer& cache, int64_t n, const ops::RmsNormParams* norm) const {
     const int64_t hidden = config_.hidden_size, lat = rank_ + rope_, cat_ld = H_ * lat;
     // q (or q_a) into qbuf and [c | k_pe] = kv_a(x): fused, both in qbuf's rows [q | c | k_pe].
     const int64_t qout = a.q ? H_ * qk_ : a.q_a->out;
@@ -363,8 +368,10 @@ class DeepseekFamily final : public ForwardFamily {
     if (a.q_kva) {
       q_ld = kva_ld = qout + lat;
       kva = static_cast<uint8_t*>(qbuf) + dtype_bytes(act, qout);
-      FRUGAL_RETURN_IF_ERROR(layers::linear(be, *a.q_kva, act, ws_.xn, hidden, qbuf, q_ld, n, false));
+      if (norm) FRUGAL_RETURN_IF_ERROR(layers::norm_linear(be, *norm, *a.q_kva, act, qbuf, q_ld, false));
+      else FRUGAL_RETURN_IF_ERROR(layers::linear(be, *a.q_kva, act, ws_.xn, hidden, qbuf, q_ld, n, false));
     } else {
+      if (norm) FRUGAL_RETURN_IF_ERROR(be->rms_norm(*norm));
       FRUGAL_RETURN_IF_ERROR(layers::linear(be, a.q ? *a.q : *a.q_a, act, ws_.xn, hidden, qbuf, q_ld, n, false));
       FRUGAL_RETURN_IF_ERROR(layers::linear(be, a.kv_a, act, ws_.xn, hidden, kva, kva_ld, n, false));
     }

@@ -143,10 +143,10 @@ class LlamaFamily final : public ForwardFamily {
       layers::GqaShape shape = shape_;
       shape.sliding_window = l.sliding_window;
       shape.sink_tokens = l.sliding_window > 0 ? static_cast<int32_t>(config_.attention_sink_tokens) : 0;
-      // x += attn(rms_norm(x))
-      FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, l.attn_norm, act, ws_.resid, ws_.xn, n, eps));
+      // x += attn(rms_norm(x)): the norm with the qkv projection (one fused op)
+      const ops::RmsNormParams attn_norm = layers::rms_norm_params(l.attn_norm, act, ws_.resid, ws_.xn, n, eps);
       FRUGAL_RETURN_IF_ERROR(layers::gqa_attention(be, act, l.attn, shape, step.in, kv.layer(static_cast<int32_t>(i)),
-                                                   ws_.xn, ws_.resid, scratch));
+                                                   ws_.xn, ws_.resid, scratch, &attn_norm));
       if (comm_) FRUGAL_RETURN_IF_ERROR(comm_->all_reduce_sum(ws_.resid, n * hidden, act));
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap("blk." + std::to_string(i) + ".attn_out", ws_.resid, n, hidden));
       // x += mlp(rms_norm(x))

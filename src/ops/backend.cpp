@@ -54,6 +54,11 @@ Status Backend::matmul_moe_route(const MatmulMoeRouteParams& p) {
   return moe_route(p.route);
 }
 
+Status Backend::rms_norm_matmul(const RmsNormMatmulParams& p) {
+  FRUGAL_RETURN_IF_ERROR(rms_norm(p.norm));
+  return matmul(p.mm);
+}
+
 Result<DeviceBuffer> DeviceBuffer::create(Backend* backend, size_t nbytes) {
   DeviceBuffer b;
   FRUGAL_ASSIGN_OR_RETURN(b.ptr_, backend->alloc(nbytes));

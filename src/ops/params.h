@@ -244,6 +244,16 @@ struct MoeRouteParams {
   float* dense_weight;
 };
 
+// rms_norm(norm) then matmul(mm) (fused op, ops/op_list.h): a block's input norm and its first
+// projection (the fused qkv, or MLA's fused q / kv_a). In the model mm.x is norm.y (x_dtype
+// norm.act_dtype, ld_x norm.ld_y, k norm.dim), no residual, and norm.y does not overlap norm.x; a
+// backend may then normalize inside the matmul's kernel. norm.y is written either way (later ops
+// may read it). Any other Params run as the sequence.
+struct RmsNormMatmulParams {
+  RmsNormParams norm;
+  MatmulParams mm;
+};
+
 // matmul(mm) then moe_route(route) (fused op, ops/op_list.h): DeepSeekMoE's router. In the model
 // mm writes the f32 router logits that route reads (mm.y == route.logits, y_dtype f32, ld_y ==
 // route.ld_logits, mm.m == route.n_tokens, mm.n == route.n_experts, no bias, no accumulate); a

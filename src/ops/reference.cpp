@@ -219,6 +219,11 @@ void matmul_moe_route(const MatmulMoeRouteParams& p) {
   moe_route(p.route);
 }
 
+void rms_norm_matmul(const RmsNormMatmulParams& p) {
+  rms_norm(p.norm);
+  matmul(p.mm);
+}
+
 void attention(const AttentionParams& p) {
   const auto& c = p.cache;
   const int group = p.n_head / c.n_head_kv;

@@ -1,7 +1,7 @@
 // The CUDA backend's fused ops (ops/op_list.h FRUGAL_FUSED_OPS) against the same op run as its
 // sequence of kernels (CudaBackend::set_fuse_*(false)), bit for bit, eagerly and replayed from a
 // captured graph, on 7B decode shapes (28 q heads, 4 kv heads of 128; the MLP's k) and DeepSeek's
-// (MLA's latent row, the MoE router). The op harness
+// (MLA's latent row, the MoE router, the input norm in the q / kv_a projection). The op harness
 // (cuda_harness_test) checks both paths against ops::ref on odd shapes; this test checks the
 // fused kernels really ran (the backend's counters) and equal what the unfused kernels give.
 #include <gtest/gtest.h>
@@ -249,6 +249,45 @@ TEST(CudaFused, MatmulMoeRouteEqualsMatmulThenRoute) {
         {&x, &logits, &idx, &wt, &dense}, [&] { return backend()->matmul_moe_route(p); },
         [](bool on) { backend()->set_fuse_route(on); }, [] { return backend()->fused_route_calls(); }, what,
         backend()->fuse_route());
+  }
+}
+
+// A block's input norm in its first projection's GEMV at m = 1 against rms_norm then matmul: the
+// 7B fused qkv (3584 -> 4608, bias), V2-Lite's fused q / kv_a (2048 -> 3648), a small odd n, and
+// a 4096-wide norm (four vectors a thread; 3584: the fourth for half the threads; 136: 17
+// vectors, one partial virtual warp).
+// norm.y and mm.y must be equal bit for bit.
+TEST(CudaFused, RmsNormMatmulEqualsNormThenMatmul) {
+  struct Case {
+    const char* name;
+    int64_t dim, n;
+    bool bias;
+  };
+  const Case cases[] = {{"7b-qkv", 3584, 4608, true}, {"v2-lite-q-kva", 2048, 3648, false}, {"small", 136, 13, false},
+                        {"wide", 4096, 1000, false}};
+  for (const Case& c : cases) {
+    const std::string what = std::string("rms_norm_matmul ") + c.name;
+    std::mt19937 rng(static_cast<unsigned>(c.dim + c.n));
+    Tensor x(DType::kBF16, c.dim), nw(DType::kBF16, c.dim), xn(DType::kBF16, c.dim), w(DType::kBF16, c.n * c.dim);
+    Tensor bias(DType::kBF16, c.n), y(DType::kBF16, c.n);
+    x.fill_uniform(rng, -4, 4);
+    nw.fill_uniform(rng, 0.5f, 1.5f);
+    w.fill_uniform(rng, -0.05f, 0.05f);
+    bias.fill_uniform(rng, -1, 1);
+    xn.fill_nan();
+    y.fill_nan();
+    for (Tensor* t : {&nw, &w, &bias}) t->to_device();
+    const ops::RmsNormMatmulParams p{
+        .norm = {.x = x.dev, .residual = nullptr, .y = xn.dev, .weight = nw.dev, .act_dtype = DType::kBF16,
+                 .weight_dtype = DType::kBF16, .rows = 1, .dim = c.dim, .ld_x = c.dim, .ld_res = c.dim, .ld_y = c.dim,
+                 .eps = 1e-6f},
+        .mm = {.x = xn.dev, .x_dtype = DType::kBF16, .ld_x = c.dim, .w = ops::dense_weight(w.dev, DType::kBF16),
+               .bias = c.bias ? bias.dev : nullptr, .bias_dtype = DType::kBF16, .y = y.dev, .y_dtype = DType::kBF16,
+               .ld_y = c.n, .m = 1, .n = c.n, .k = c.dim, .accumulate = false}};
+    EXPECT_TRUE(rms_norm_gemv_fusable(p)) << what;
+    expect_fused_equals_sequence(
+        {&x, &xn, &y}, [&] { return backend()->rms_norm_matmul(p); }, [](bool on) { backend()->set_fuse_norm(on); },
+        [] { return backend()->fused_norm_calls(); }, what, backend()->fuse_norm());
   }
 }
 

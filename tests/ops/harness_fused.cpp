@@ -456,4 +456,55 @@ void OpCases::matmul_moe_route() {
 }
 
 
+// A block's input norm and its first projection: mm.x is norm.y (what a backend may fuse: the
+// norm in the matmul's prologue), 1..9 rows with row gaps, dims a GEMV takes (multiples of 8 up to
+// 4096, where CUDA's fused GEMV applies at one row) and odd ones, bias and accumulate, every dense
+// float weight dtype; "separate": mm.x is another buffer (the sequence as written). norm.y (which
+// later ops read) and mm.y must match ref::rms_norm then ref::matmul.
+void OpCases::rms_norm_matmul() {
+  int variant = 0;
+  auto run_case = [&](int64_t m, int64_t dim, int64_t n, DType wt, bool separate) {
+    const bool has_bias = variant % 3 == 1, accumulate = variant % 4 == 2;
+    const int64_t gap = variant % 2 ? 8 : 0;
+    ++variant;
+    const std::string what = "rms_norm_matmul m=" + std::to_string(m) + " dim=" + std::to_string(dim) + " n=" +
+                             std::to_string(n) + " w=" + tag(wt) + (has_bias ? " bias" : "") + (accumulate ? " accumulate" : "") +
+                             (separate ? " separate" : "") + " gap=" + std::to_string(gap);
+    HostMat x(act(), m, dim, dim + gap), xn0(act(), m, dim, dim + gap), other(act(), m, dim, dim), nw(act(), 1, dim, dim);
+    HostMat w(wt, n, dim, dim), bias(act(), 1, n, n), y0(act(), m, n, n + gap);
+    x.fill_random(rng_, 2.0f);
+    xn0.fill_random(rng_, 1.0f);
+    other.fill_random(rng_, 1.0f);
+    nw.fill_random(rng_, 1.5f);
+    w.fill_random(rng_, 0.5f);
+    bias.fill_random(rng_, 1.0f);
+    y0.fill_random(rng_, 1.0f);
+    auto dx = upload(x), dxn = upload(xn0), dother = upload(other), dnw = upload(nw), dw = upload(w), db = upload(bias),
+         dy = upload(y0);
+    ops::RmsNormMatmulParams p{
+        .norm = {.x = dx->ptr(), .residual = nullptr, .y = dxn->ptr(), .weight = dnw->ptr(), .act_dtype = act(),
+                 .weight_dtype = act(), .rows = m, .dim = dim, .ld_x = x.ld, .ld_res = x.ld, .ld_y = xn0.ld, .eps = 1e-6f},
+        .mm = {.x = separate ? dother->ptr() : dxn->ptr(), .x_dtype = act(), .ld_x = separate ? other.ld : xn0.ld,
+               .w = ops::dense_weight(dw->ptr(), wt), .bias = has_bias ? db->ptr() : nullptr, .bias_dtype = act(),
+               .y = dy->ptr(), .y_dtype = act(), .ld_y = y0.ld, .m = m, .n = n, .k = dim, .accumulate = accumulate}};
+    if (!ran(backend()->rms_norm_matmul(p), ops::OpKind::kRmsNormMatmul, "w=" + tag(wt), what)) return;
+    HostMat got_xn = download(*dxn, xn0), got_y = download(*dy, y0), want_xn = xn0, want_y = y0;
+    ops::RmsNormMatmulParams r = p;
+    r.norm.x = x.data(), r.norm.y = want_xn.data(), r.norm.weight = nw.data();
+    r.mm.x = separate ? other.data() : want_xn.data(), r.mm.w = ops::dense_weight(w.data(), wt);
+    r.mm.bias = has_bias ? bias.data() : nullptr, r.mm.y = want_y.data();
+    ops::ref::rms_norm_matmul(r);
+    EXPECT_TRUE(compare_mats(got_xn, want_xn, xn0, act_tol(), what + " (norm.y)"));
+    EXPECT_TRUE(compare_mats(got_y, want_y, y0, act_tol(), what + " (mm.y)"));
+    for (auto* b : {dx.get(), dxn.get(), dother.get(), dnw.get(), dw.get(), db.get(), dy.get()}) EXPECT_TRUE(b->check_guards(what));
+  };
+  for (int64_t m : {1, 3, 9})
+    for (int64_t dim : {64, 136, 2048, 4096})
+      for (int64_t n : {13, 200}) run_case(m, dim, n, act(), false);
+  for (DType wt : {DType::kF32, DType::kBF16, DType::kF16}) run_case(1, 136, 64, wt, false);
+  run_case(1, 67, 13, act(), false);
+  run_case(2, 5, 7, act(), false);
+  run_case(1, 2048, 64, act(), true);
+}
+
 }  // namespace frugal::testing

@@ -56,6 +56,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   // bf16 236.3 tok/s fused against 237.3 unfused, int4 347.9 against 347.8).
   const char* fuse_silu_env = std::getenv("FRUGAL_FUSE_SILU");
   b->fuse_silu_mul_ = fuse_silu_env && std::strcmp(fuse_silu_env, "1") == 0;
+  const char* fuse_norm_env = std::getenv("FRUGAL_FUSE_NORM");
+  b->fuse_norm_ = fuse_norm_env && std::strcmp(fuse_norm_env, "1") == 0;
   const char* fuse_route_env = std::getenv("FRUGAL_FUSE_ROUTE");
   b->fuse_route_ = fuse_route_env && std::strcmp(fuse_route_env, "1") == 0;
   const char* fuse_silu_quant_env = std::getenv("FRUGAL_FUSE_SILU_QUANT");
@@ -672,6 +674,18 @@ Status CudaBackend::matmul_moe_route(const ops::MatmulMoeRouteParams& p) {
     }
   }
   return ops::Backend::matmul_moe_route(p);  // the sequence
+}
+
+// One GEMV with the norm in its prologue (rms_norm_gemv_fusable: m = 1, the GEMV's early-load
+// shape) with FRUGAL_FUSE_NORM=1 or set_fuse_norm(true); else rms_norm then matmul. The same bits.
+Status CudaBackend::rms_norm_matmul(const ops::RmsNormMatmulParams& p) {
+  if (fuse_norm_ && rms_norm_gemv_fusable(p)) {
+    FRUGAL_RETURN_IF_ERROR(check_matmul(p.mm));
+    FRUGAL_RETURN_IF_ERROR(check_launch(launch_rms_norm_gemv(p, stream_), "rms_norm_matmul"));
+    ++fused_norm_calls_;
+    return Status::ok();
+  }
+  return ops::Backend::rms_norm_matmul(p);  // the sequence
 }
 
 // Decode-sized m: one batched GEMV launch; larger m: one strided-batched cuBLASLt matmul for all

@@ -45,7 +45,8 @@ class CudaBackend final : public ops::Backend {
   Status matmul_silu_mul(const ops::MatmulSiluMulParams& p) override;  // a GEMV's silu epilogue where it can
   Status silu_mul_matmul(const ops::SiluMulMatmulParams& p) override;  // silu_mul in W8A8's activation quantization
   Status mla_kv_prologue(const ops::MlaKvPrologueParams& p) override;
-  Status matmul_moe_route(const ops::MatmulMoeRouteParams& p) override;  // one kernel where matmul_moe_route_fusable  // one kernel where mla_kv_prologue_fusable
+  Status matmul_moe_route(const ops::MatmulMoeRouteParams& p) override;  // one kernel where matmul_moe_route_fusable
+  Status rms_norm_matmul(const ops::RmsNormMatmulParams& p) override;    // one GEMV where rms_norm_gemv_fusable  // one kernel where mla_kv_prologue_fusable
 
   bool supports_sample() const override { return true; }
   Status sample(const SampleParams& p) override;
@@ -106,6 +107,11 @@ class CudaBackend final : public ops::Backend {
   void set_fuse_route(bool on) { fuse_route_ = on; }
   bool fuse_route() const { return fuse_route_; }
   int64_t fused_route_calls() const { return fused_route_calls_; }
+  // rms_norm_matmul at m = 1 as one GEMV with the norm in its prologue; off unless
+  // FRUGAL_FUSE_NORM=1 until measured on the H200.
+  void set_fuse_norm(bool on) { fuse_norm_ = on; }
+  bool fuse_norm() const { return fuse_norm_; }
+  int64_t fused_norm_calls() const { return fused_norm_calls_; }
 
  private:
   CudaBackend() = default;
@@ -140,6 +146,8 @@ class CudaBackend final : public ops::Backend {
   int64_t fused_mla_prologue_calls_ = 0;
   bool fuse_route_ = false;
   int64_t fused_route_calls_ = 0;
+  bool fuse_norm_ = false;
+  int64_t fused_norm_calls_ = 0;
   std::string w8a8_fallback_;
   bool capturing_ = false;
   cudaStream_t stream_ = nullptr;

@@ -147,6 +147,12 @@ bool gemv_supported(const ops::MatmulParams& p);
 // the weights must not be written by the kernel launched just before on the stream (they never
 // are: weights come from the host); x, bias and y are read after it.
 cudaError_t launch_gemv(const ops::MatmulParams& p, cudaStream_t stream, const SiluMulOut* silu = nullptr);
+// rms_norm_matmul at m = 1 in one GEMV (gemv.cu): every block normalizes the row into shared
+// memory in rms_norm_bf16_kernel's order (block 0 also writes norm.y), then the early-load GEMV
+// runs over it: the same bits as rms_norm then launch_gemv, one launch fewer. Fusable: bf16, no
+// residual, dim <= 4096, norm.y not overlapping norm.x, a shape the m = 1 GEMV does not split.
+bool rms_norm_gemv_fusable(const ops::RmsNormMatmulParams& p);
+cudaError_t launch_rms_norm_gemv(const ops::RmsNormMatmulParams& p, cudaStream_t stream);
 // Warps splitting each row's k for this shape (1, 2, 4; gemv.cu's split_k, the same for every m).
 int gemv_split_k(int64_t n, int64_t k);
 // A/B and test knobs, -1 = the default (env FRUGAL_GEMV_SPLITK, FRUGAL_GEMV_EARLY): `split` 0 | 1

@@ -8,7 +8,7 @@ namespace frugal::model::layers {
 
 Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaShape& shape,
                      const StepInputs& step, const ops::KvCacheLayer& cache, const void* x,
-                     void* residual, const GqaScratch& s) {
+                     void* residual, const GqaScratch& s, const ops::RmsNormParams* norm) {
   const int64_t n = step.n_tokens;
   const int64_t hidden = w.q.in;
   const int64_t q_dim = static_cast<int64_t>(shape.n_head) * shape.head_dim;
@@ -18,9 +18,11 @@ Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaS
   void* k = s.k;
   void* v = s.v;
   int64_t ld_q = q_dim, ld_kv = kv_dim;
+  if (norm && !w.qkv) FRUGAL_RETURN_IF_ERROR(b->rms_norm(*norm));
   if (w.qkv) {
     ld_q = ld_kv = q_dim + 2 * kv_dim;
-    FRUGAL_RETURN_IF_ERROR(linear(b, *w.qkv, act, x, hidden, s.q, ld_q, n, false));
+    if (norm) FRUGAL_RETURN_IF_ERROR(norm_linear(b, *norm, *w.qkv, act, s.q, ld_q, false));
+    else FRUGAL_RETURN_IF_ERROR(linear(b, *w.qkv, act, x, hidden, s.q, ld_q, n, false));
     k = static_cast<uint8_t*>(s.q) + dtype_bytes(act, q_dim);
     v = static_cast<uint8_t*>(s.q) + dtype_bytes(act, q_dim + kv_dim);
   } else {

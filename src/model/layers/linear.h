@@ -14,11 +14,25 @@ inline Status linear(ops::Backend* b, const Linear& l, DType act, const void* x,
                                      .ld_y = ld_y, .m = m, .n = l.out, .k = l.in, .accumulate = accumulate});
 }
 
-// y[rows, dim] = rms_norm(x) * weight (x and y contiguous).
+// The Params of y[rows, dim] = rms_norm(x) * weight (x and y contiguous).
+inline ops::RmsNormParams rms_norm_params(const Norm& n, DType act, const void* x, void* y, int64_t rows, double eps) {
+  return ops::RmsNormParams{.x = x, .residual = nullptr, .y = y, .weight = n.weight, .act_dtype = act,
+                            .weight_dtype = n.dtype, .rows = rows, .dim = n.dim, .ld_x = n.dim,
+                            .ld_res = n.dim, .ld_y = n.dim, .eps = static_cast<float>(eps)};
+}
+
 inline Status rms_norm(ops::Backend* b, const Norm& n, DType act, const void* x, void* y, int64_t rows, double eps) {
-  return b->rms_norm(ops::RmsNormParams{.x = x, .residual = nullptr, .y = y, .weight = n.weight, .act_dtype = act,
-                                        .weight_dtype = n.dtype, .rows = rows, .dim = n.dim, .ld_x = n.dim,
-                                        .ld_res = n.dim, .ld_y = n.dim, .eps = static_cast<float>(eps)});
+  return b->rms_norm(rms_norm_params(n, act, x, y, rows, eps));
+}
+
+// linear(l) over norm's output (x = norm.y, ld_x = norm.ld_y): rms_norm then linear as one fused
+// op (a backend may normalize in the matmul's kernel; norm.y is written either way).
+inline Status norm_linear(ops::Backend* b, const ops::RmsNormParams& norm, const Linear& l, DType act, void* y,
+                          int64_t ld_y, bool accumulate) {
+  return b->rms_norm_matmul(ops::RmsNormMatmulParams{
+      .norm = norm,
+      .mm = {.x = norm.y, .x_dtype = act, .ld_x = norm.ld_y, .w = l.weight, .bias = l.bias, .bias_dtype = l.bias_dtype,
+             .y = y, .y_dtype = act, .ld_y = ld_y, .m = norm.rows, .n = l.out, .k = l.in, .accumulate = accumulate}});
 }
 
 }  // namespace frugal::model::layers
