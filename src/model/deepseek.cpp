@@ -22,8 +22,9 @@
 // RoPE is the interleaved form (pairs (2i, 2i + 1)) on the qk_rope part only: transformers'
 // DeepSeek-V2 complex-number rope and V3 with rope_interleave (its default).
 //
-// MoE: the router (mlp.gate, f32 logits) feeds the routing (each token's top_k experts and
-// weights), the two as one fused op, matmul_moe_route (CUDA may route in the router's kernel);
+// MoE: the router (mlp.gate, f32 logits over the block's input norm) feeds the routing (each
+// token's top_k experts and weights): norm, router and routing are one fused op, moe_router
+// (CUDA may run the three in one kernel);
 // the moe_experts op then runs each token through only its chosen experts, the tokens grouped by
 // expert (a grouped GEMM on CUDA, per-expert matmuls on the CPU), and the
 // shared experts, and sums them into the residual in k order, the shared experts last (one op,
@@ -277,12 +278,16 @@ class DeepseekFamily final : public ForwardFamily {
       FRUGAL_RETURN_IF_ERROR(mla(be, act, l.attn, step.in, kv.layer(static_cast<int32_t>(i)), n, norm_in_mla ? &attn_norm : nullptr));
       FRUGAL_RETURN_IF_ERROR(end_partial(act, n));
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap(blk + ".attn_out", ws_.resid, n, hidden));
-      // x += mlp(rms_norm(x)) or moe(rms_norm(x))
-      FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, l.mlp_norm, act, ws_.resid, ws_.xn, n, eps));
-      FRUGAL_RETURN_IF_ERROR(begin_partial(be, act, n));
+      // x += mlp(rms_norm(x)) or moe(rms_norm(x)). A MoE block's norm runs with its router, one
+      // fused op (before tensor-parallel ranks other than 0 zero the stream).
+      const ops::RmsNormParams mlp_norm = layers::rms_norm_params(l.mlp_norm, act, ws_.resid, ws_.xn, n, eps);
       if (l.dense) {
+        FRUGAL_RETURN_IF_ERROR(be->rms_norm(mlp_norm));
+        FRUGAL_RETURN_IF_ERROR(begin_partial(be, act, n));
         FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, *l.dense, n, ws_.xn, ws_.resid, ws_.gate, ws_.up));
       } else {
+        FRUGAL_RETURN_IF_ERROR(router(be, act, *l.moe, n, mlp_norm));
+        FRUGAL_RETURN_IF_ERROR(begin_partial(be, act, n));
         FRUGAL_RETURN_IF_ERROR(moe(be, act, *l.moe, n));
         // The router's f32 logits and weights per expert (0 where not chosen), any act dtype.
         if (step.taps->enabled()) {
@@ -421,16 +426,16 @@ class DeepseekFamily final : public ForwardFamily {
     return layers::linear(be, a.o, act, ws_.attn, H_ * vdim_, ws_.resid, hidden, n, true);
   }
 
-  // residual += sum_e weight[t, e] expert_e(xn) + shared(xn).
-  Status moe(ops::Backend* be, DType act, const MoeWeights& w, int64_t n) const {
+  // xn = rms_norm(residual), the router's f32 logits over it, then the routing: one fused op
+  // (a backend may run the three in one kernel).
+  Status router(ops::Backend* be, DType act, const MoeWeights& w, int64_t n, const ops::RmsNormParams& norm) const {
     const MoeConfig& m = config_.moe;
     const int64_t hidden = config_.hidden_size, E = m.n_routed_experts;
     const ops::MoeTopk method = m.topk_method == "noaux_tc"               ? ops::MoeTopk::kNoauxTc
                                 : m.topk_method == "group_limited_greedy" ? ops::MoeTopk::kGroupLimitedGreedy
                                                                           : ops::MoeTopk::kGreedy;
-    // The router's f32 logits, then the routing over them: one fused op (a backend may route in
-    // the matmul's kernel).
-    FRUGAL_RETURN_IF_ERROR(be->matmul_moe_route(ops::MatmulMoeRouteParams{
+    return be->moe_router(ops::MoeRouterParams{
+        .norm = norm,
         .mm = {.x = ws_.xn, .x_dtype = act, .ld_x = hidden, .w = w.router.weight, .bias = nullptr,
                .bias_dtype = DType::kF32, .y = ws_.rlogits, .y_dtype = DType::kF32, .ld_y = E, .m = n, .n = E, .k = hidden,
                .accumulate = false},
@@ -441,7 +446,13 @@ class DeepseekFamily final : public ForwardFamily {
                   .scoring = m.scoring_func == "sigmoid" ? ops::MoeScoring::kSigmoid : ops::MoeScoring::kSoftmax,
                   .method = method, .norm_topk_prob = norm_topk_prob(),
                   .routed_scaling_factor = static_cast<float>(m.routed_scaling_factor), .topk_idx = ws_.ridx,
-                  .topk_weight = ws_.rw, .dense_weight = ws_.rdense}}));
+                  .topk_weight = ws_.rw, .dense_weight = ws_.rdense}});
+  }
+
+  // residual += sum_e weight[t, e] expert_e(xn) + shared(xn), over router()'s choices.
+  Status moe(ops::Backend* be, DType act, const MoeWeights& w, int64_t n) const {
+    const MoeConfig& m = config_.moe;
+    const int64_t hidden = config_.hidden_size, E = m.n_routed_experts;
     if (w.grouped) {
       const auto* views = w.views.as<ops::WeightView>();
       FRUGAL_RETURN_IF_ERROR(be->moe_experts(ops::MoeExpertsParams{

@@ -49,7 +49,8 @@ Status Backend::mla_kv_prologue(const MlaKvPrologueParams& p) {
   return kv_write(p.kv);
 }
 
-Status Backend::matmul_moe_route(const MatmulMoeRouteParams& p) {
+Status Backend::moe_router(const MoeRouterParams& p) {
+  FRUGAL_RETURN_IF_ERROR(rms_norm(p.norm));
   FRUGAL_RETURN_IF_ERROR(matmul(p.mm));
   return moe_route(p.route);
 }

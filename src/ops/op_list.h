@@ -37,7 +37,7 @@
   X(MatmulSiluMul, matmul_silu_mul)     \
   X(SiluMulMatmul, silu_mul_matmul)     \
   X(MlaKvPrologue, mla_kv_prologue)     \
-  X(MatmulMoeRoute, matmul_moe_route)   \
+  X(MoeRouter, moe_router)              \
   X(RmsNormMatmul, rms_norm_matmul)
 
 #define FRUGAL_ALL_OPS(X) FRUGAL_OPS(X) FRUGAL_OPTIONAL_OPS(X) FRUGAL_FUSED_OPS(X)

@@ -254,12 +254,15 @@ struct RmsNormMatmulParams {
   MatmulParams mm;
 };
 
-// matmul(mm) then moe_route(route) (fused op, ops/op_list.h): DeepSeekMoE's router. In the model
-// mm writes the f32 router logits that route reads (mm.y == route.logits, y_dtype f32, ld_y ==
-// route.ld_logits, mm.m == route.n_tokens, mm.n == route.n_experts, no bias, no accumulate); a
-// backend may then route in the matmul's kernel. mm.y holds the logits afterwards either way.
-// Any other Params run as the sequence.
-struct MatmulMoeRouteParams {
+// rms_norm(norm), matmul(mm), then moe_route(route) (fused op, ops/op_list.h): DeepSeekMoE's
+// router over the block's input norm. In the model mm.x is norm.y (ld_x norm.ld_y, k norm.dim; no
+// residual, norm.y apart from norm.x) and mm writes the f32 logits route reads (mm.y ==
+// route.logits, y_dtype f32, ld_y == route.ld_logits, mm.m == route.n_tokens == norm.rows, mm.n ==
+// route.n_experts, no bias, no accumulate); a backend may then run all three in one kernel.
+// norm.y (the experts' input) and mm.y (the logits) are written either way. Any other Params
+// run as the sequence.
+struct MoeRouterParams {
+  RmsNormParams norm;
   MatmulParams mm;
   MoeRouteParams route;
 };

@@ -214,7 +214,8 @@ void mla_kv_prologue(const MlaKvPrologueParams& p) {
   kv_write(p.kv);
 }
 
-void matmul_moe_route(const MatmulMoeRouteParams& p) {
+void moe_router(const MoeRouterParams& p) {
+  rms_norm(p.norm);
   matmul(p.mm);
   moe_route(p.route);
 }

@@ -203,12 +203,13 @@ TEST(CudaFused, MatmulSiluMulEqualsMatmulThenSiluMul) {
     }
 }
 
-// DeepSeekMoE's router GEMV and its routing in one cluster kernel against matmul then
-// moe_route: V2-Lite (64 experts, softmax, greedy top-6 over 2048), V2 (160, group-limited
-// greedy over 5120) and V3 (256, sigmoid with a score bias, noaux_tc in 8 groups, over 7168), at
-// 1 token (dense m >= 2 may measure cuBLASLt faster: not fused; the harness covers it). Logits,
-// choices, weights and the dense weights must be equal bit for bit.
-TEST(CudaFused, MatmulMoeRouteEqualsMatmulThenRoute) {
+// DeepSeekMoE's input norm, router GEMV and routing in one cluster kernel against rms_norm,
+// matmul, moe_route: V2-Lite (64 experts, softmax, greedy top-6 over 2048: the norm inside the
+// kernel), V2 (160, group-limited greedy over 5120) and V3 (256, sigmoid with a score bias,
+// noaux_tc in 8 groups, over 7168; both wider than the fused norm takes: its own kernel first), at
+// 1 token (dense m >= 2 may measure cuBLASLt faster: not fused; the harness covers it). The norm's
+// output, logits, choices, weights and the dense weights must be equal bit for bit.
+TEST(CudaFused, MoeRouterEqualsNormMatmulRoute) {
   struct Case {
     const char* name;
     int64_t k;
@@ -223,20 +224,26 @@ TEST(CudaFused, MatmulMoeRouteEqualsMatmulThenRoute) {
       {"v2", 5120, 160, 6, 8, 3, ops::MoeScoring::kSoftmax, ops::MoeTopk::kGroupLimitedGreedy, false, false, 16.0f},
       {"v3", 7168, 256, 8, 8, 4, ops::MoeScoring::kSigmoid, ops::MoeTopk::kNoauxTc, true, true, 2.5f}};
   for (const Case& c : cases) {
-    const std::string what = std::string("matmul_moe_route ") + c.name;
+    const std::string what = std::string("moe_router ") + c.name;
     std::mt19937 rng(static_cast<unsigned>(c.k));
     const int64_t m = 1, E = c.n_experts, K = c.top_k;
-    Tensor x(DType::kBF16, m * c.k), w(DType::kBF16, E * c.k), bias(DType::kF32, E), logits(DType::kF32, m * E);
+    Tensor x(DType::kBF16, m * c.k), xn(DType::kBF16, m * c.k), nw(DType::kBF16, c.k), w(DType::kBF16, E * c.k);
+    Tensor bias(DType::kF32, E), logits(DType::kF32, m * E);
     Tensor idx(DType::kI32, m * K), wt(DType::kF32, m * K), dense(DType::kF32, m * E);
-    x.fill_uniform(rng, -1, 1);
+    x.fill_uniform(rng, -4, 4);
+    nw.fill_uniform(rng, 0.5f, 1.5f);
+    xn.fill_nan();
     w.fill_uniform(rng, -0.05f, 0.05f);
     bias.fill_uniform(rng, -0.01f, 0.01f);
     for (Tensor* t : {&logits, &wt, &dense}) t->fill_nan();
     std::fill(idx.host.begin(), idx.host.end(), uint8_t{0xff});
     w.to_device();
+    nw.to_device();
     bias.to_device();
-    const ops::MatmulMoeRouteParams p{
-        .mm = {.x = x.dev, .x_dtype = DType::kBF16, .ld_x = c.k, .w = ops::dense_weight(w.dev, DType::kBF16),
+    const ops::MoeRouterParams p{
+        .norm = {.x = x.dev, .residual = nullptr, .y = xn.dev, .weight = nw.dev, .act_dtype = DType::kBF16,
+                 .weight_dtype = DType::kBF16, .rows = m, .dim = c.k, .ld_x = c.k, .ld_res = c.k, .ld_y = c.k, .eps = 1e-6f},
+        .mm = {.x = xn.dev, .x_dtype = DType::kBF16, .ld_x = c.k, .w = ops::dense_weight(w.dev, DType::kBF16),
                .bias = nullptr, .bias_dtype = DType::kF32, .y = logits.dev, .y_dtype = DType::kF32, .ld_y = E, .m = m,
                .n = E, .k = c.k, .accumulate = false},
         .route = {.logits = static_cast<const float*>(logits.dev), .ld_logits = E, .bias = c.bias ? bias.dev : nullptr,
@@ -244,9 +251,10 @@ TEST(CudaFused, MatmulMoeRouteEqualsMatmulThenRoute) {
                   .n_group = c.n_group, .topk_group = c.topk_group, .scoring = c.scoring, .method = c.method,
                   .norm_topk_prob = c.norm, .routed_scaling_factor = c.scale, .topk_idx = static_cast<int32_t*>(idx.dev),
                   .topk_weight = static_cast<float*>(wt.dev), .dense_weight = static_cast<float*>(dense.dev)}};
-    EXPECT_TRUE(matmul_moe_route_fusable(p)) << what;
+    EXPECT_TRUE(moe_router_fusable(p)) << what;
+    EXPECT_EQ(moe_router_norm_fusable(p), c.k <= 4096) << what;
     expect_fused_equals_sequence(
-        {&x, &logits, &idx, &wt, &dense}, [&] { return backend()->matmul_moe_route(p); },
+        {&x, &xn, &logits, &idx, &wt, &dense}, [&] { return backend()->moe_router(p); },
         [](bool on) { backend()->set_fuse_route(on); }, [] { return backend()->fused_route_calls(); }, what,
         backend()->fuse_route());
   }

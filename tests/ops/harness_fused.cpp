@@ -369,14 +369,15 @@ void OpCases::mla_kv_prologue() {
         }
 }
 
-// DeepSeekMoE's router: f32 logits from the act-dtype hidden rows and the router weights, then
-// routing, every method of moe_route (V2-Lite, V2 and V3 shapes and an odd small one), 1..9
-// tokens, a row gap in x and in the logits. The logits are built far apart: x[t] = a_t v and
-// router row e = s_e c v for a random sign vector v, s_e a shuffled ladder of bf16-exact values, so
+// DeepSeekMoE's router: the input norm of the act-dtype hidden rows, f32 logits from it and the
+// router weights, then routing, every method of moe_route (V2-Lite, V2 and V3 shapes and an odd
+// small one), 1..9 tokens, a row gap in x, in the norm's output and in the logits. The logits are
+// built far apart: x[t] = a_t v for a random sign vector v (so rms_norm(x[t]) = sign(a_t) g v for
+// the norm weight g = 2) and router row e = s_e c v, s_e a shuffled ladder of bf16-exact values, so
 // no two experts of a token are within rounding (s_e c is exact in bf16: steps of c / 256) and the
-// choices must equal the reference's exactly; logits to act_tol, weights to 1e-4 of the scale. "separate": route reads another
-// buffer than mm.y (the sequence as written).
-void OpCases::matmul_moe_route() {
+// choices must equal the reference's exactly; the norm's output and the logits to act_tol, weights
+// to 1e-4 of the scale. "separate": route reads another buffer than mm.y (the sequence as written).
+void OpCases::moe_router() {
   struct Case { ops::MoeScoring scoring; ops::MoeTopk method; int32_t n_experts, top_k, n_group, topk_group; bool bias, norm; float scale; int64_t k; };
   const Case cases[] = {
       {ops::MoeScoring::kSoftmax, ops::MoeTopk::kGreedy, 64, 6, 1, 1, false, false, 1.0f, 2048},
@@ -388,7 +389,7 @@ void OpCases::matmul_moe_route() {
   auto run_case = [&](const Case& c, int64_t m, DType wt, bool separate) {
     const int64_t E = c.n_experts, K = c.top_k, k = c.k, x_gap = variant % 2 ? 8 : 0, l_gap = variant % 3 == 1 ? 3 : 0;
     ++variant;
-    const std::string what = "matmul_moe_route experts=" + std::to_string(E) + " top_k=" + std::to_string(K) +
+    const std::string what = "moe_router experts=" + std::to_string(E) + " top_k=" + std::to_string(K) +
                              " groups=" + std::to_string(c.n_group) + " k=" + std::to_string(k) + " m=" + std::to_string(m) +
                              " w=" + tag(wt) + (separate ? " separate" : "");
     std::vector<float> v(static_cast<size_t>(k));
@@ -398,7 +399,10 @@ void OpCases::matmul_moe_route() {
     std::shuffle(perm.begin(), perm.end(), rng_);
     // c: the power of two nearest 4 / k, so s_e c is exact in bf16 and the logits lie within about [-5, 5].
     const float c_scale = std::exp2(-std::round(std::log2(static_cast<float>(k) / 4.0f)));
-    HostMat x(act(), m, k, k + x_gap), w(wt, E, k, k), y0(DType::kF32, m, E, E + l_gap), other(DType::kF32, m, E, E + l_gap);
+    HostMat x(act(), m, k, k + x_gap), xn0(act(), m, k, k + 2 * x_gap), nw(act(), 1, k, k), w(wt, E, k, k);
+    HostMat y0(DType::kF32, m, E, E + l_gap), other(DType::kF32, m, E, E + l_gap);
+    xn0.fill_random(rng_, 1.0f);
+    for (int64_t j = 0; j < k; ++j) nw.set(0, j, 2.0f);
     std::uniform_real_distribution<float> a_dist(0.5f, 1.5f);
     for (int64_t t = 0; t < m; ++t) {
       const float a = (t % 2 ? -1.0f : 1.0f) * a_dist(rng_);
@@ -415,10 +419,12 @@ void OpCases::matmul_moe_route() {
     for (int64_t e = 0; e < E; ++e) bias[static_cast<size_t>(e)] = 0.001f * static_cast<float>(e % 7);
     std::vector<int32_t> idx0(static_cast<size_t>(m * K), -1);
     std::vector<float> w0(static_cast<size_t>(m * K), -1.0f), dense0(static_cast<size_t>(m * E), -1.0f);
-    auto dx = upload(x), dw = upload(w), dy = upload(y0), dother = upload(other), db = upload(bias), di = upload(idx0),
-         dwt = upload(w0), dd = upload(dense0);
-    ops::MatmulMoeRouteParams p{
-        .mm = {.x = dx->ptr(), .x_dtype = act(), .ld_x = x.ld, .w = ops::dense_weight(dw->ptr(), wt), .bias = nullptr,
+    auto dx = upload(x), dxn = upload(xn0), dnw = upload(nw), dw = upload(w), dy = upload(y0), dother = upload(other),
+         db = upload(bias), di = upload(idx0), dwt = upload(w0), dd = upload(dense0);
+    ops::MoeRouterParams p{
+        .norm = {.x = dx->ptr(), .residual = nullptr, .y = dxn->ptr(), .weight = dnw->ptr(), .act_dtype = act(),
+                 .weight_dtype = act(), .rows = m, .dim = k, .ld_x = x.ld, .ld_res = x.ld, .ld_y = xn0.ld, .eps = 1e-6f},
+        .mm = {.x = dxn->ptr(), .x_dtype = act(), .ld_x = xn0.ld, .w = ops::dense_weight(dw->ptr(), wt), .bias = nullptr,
                .bias_dtype = DType::kF32, .y = dy->ptr(), .y_dtype = DType::kF32, .ld_y = y0.ld, .m = m, .n = E, .k = k,
                .accumulate = false},
         .route = {.logits = static_cast<const float*>(separate ? dother->ptr() : dy->ptr()), .ld_logits = y0.ld,
@@ -427,25 +433,27 @@ void OpCases::matmul_moe_route() {
                   .method = c.method, .norm_topk_prob = c.norm, .routed_scaling_factor = c.scale,
                   .topk_idx = static_cast<int32_t*>(di->ptr()), .topk_weight = static_cast<float*>(dwt->ptr()),
                   .dense_weight = static_cast<float*>(dd->ptr())}};
-    if (!ran(backend()->matmul_moe_route(p), ops::OpKind::kMatmulMoeRoute, "w=" + tag(wt), what)) return;
-    HostMat got_y = download(*dy, y0), want_y = y0;
+    if (!ran(backend()->moe_router(p), ops::OpKind::kMoeRouter, "w=" + tag(wt), what)) return;
+    HostMat got_y = download(*dy, y0), want_y = y0, got_xn = download(*dxn, xn0), want_xn = xn0;
     std::vector<int32_t> got_idx(idx0.size()), want_idx = idx0;
     std::vector<float> got_w(w0.size()), got_d(dense0.size()), want_w = w0, want_d = dense0;
     auto bytes_of = [](const GuardedBuffer& b, void* dst, size_t n) { const auto bytes = b.download(); std::memcpy(dst, bytes.data(), n); };
     bytes_of(*di, got_idx.data(), got_idx.size() * sizeof(int32_t));
     bytes_of(*dwt, got_w.data(), got_w.size() * sizeof(float));
     bytes_of(*dd, got_d.data(), got_d.size() * sizeof(float));
-    ops::MatmulMoeRouteParams r = p;
-    r.mm.x = x.data(), r.mm.w = ops::dense_weight(w.data(), wt), r.mm.y = want_y.data();
+    ops::MoeRouterParams r = p;
+    r.norm.x = x.data(), r.norm.y = want_xn.data(), r.norm.weight = nw.data();
+    r.mm.x = want_xn.data(), r.mm.w = ops::dense_weight(w.data(), wt), r.mm.y = want_y.data();
     r.route.logits = static_cast<const float*>(separate ? other.data() : want_y.data());
     r.route.bias = c.bias ? bias.data() : nullptr, r.route.topk_idx = want_idx.data();
     r.route.topk_weight = want_w.data(), r.route.dense_weight = want_d.data();
-    ops::ref::matmul_moe_route(r);
-    EXPECT_TRUE(compare_mats(got_y, want_y, y0, act_tol(), what));
+    ops::ref::moe_router(r);
+    EXPECT_TRUE(compare_mats(got_xn, want_xn, xn0, act_tol(), what + " (norm.y)"));
+    EXPECT_TRUE(compare_mats(got_y, want_y, y0, act_tol(), what + " (logits)"));
     EXPECT_EQ(got_idx, want_idx) << what;
     for (size_t i = 0; i < got_w.size(); ++i) EXPECT_NEAR(got_w[i], want_w[i], 1e-4 * c.scale) << what << " weight " << i;
     for (size_t i = 0; i < got_d.size(); ++i) EXPECT_NEAR(got_d[i], want_d[i], 1e-4 * c.scale) << what << " dense " << i;
-    for (auto* b : {dx.get(), dw.get(), dy.get(), dother.get(), db.get(), di.get(), dwt.get(), dd.get()})
+    for (auto* b : {dx.get(), dxn.get(), dnw.get(), dw.get(), dy.get(), dother.get(), db.get(), di.get(), dwt.get(), dd.get()})
       EXPECT_TRUE(b->check_guards(what));
   };
   for (const Case& c : cases)

@@ -659,21 +659,23 @@ Status CudaBackend::moe_route(const ops::MoeRouteParams& p) {
 }
 
 // One cluster kernel (sm_90) where the router's matmul takes the GEMV (dense_takes_gemv, so the
-// logits are the GEMV's bits) and the Params have the model's data flow
-// (matmul_moe_route_fusable), with FRUGAL_FUSE_ROUTE=1 or set_fuse_route(true); else matmul then
-// moe_route.
-Status CudaBackend::matmul_moe_route(const ops::MatmulMoeRouteParams& p) {
-  if (fuse_route_ && cc_major_ >= 9 && p.mm.m > 0 && matmul_moe_route_fusable(p)) {
+// logits are the GEMV's bits) and the Params have the model's data flow (moe_router_fusable),
+// with FRUGAL_FUSE_ROUTE=1 or set_fuse_route(true): the norm inside it where
+// moe_router_norm_fusable, else rms_norm's kernel first. Otherwise the three ops.
+Status CudaBackend::moe_router(const ops::MoeRouterParams& p) {
+  if (fuse_route_ && cc_major_ >= 9 && p.mm.m > 0 && moe_router_fusable(p)) {
     FRUGAL_RETURN_IF_ERROR(check_matmul(p.mm));
     FRUGAL_RETURN_IF_ERROR(check_route(p.route));
     FRUGAL_ASSIGN_OR_RETURN(const bool gemv, dense_takes_gemv(p.mm));
     if (gemv) {
-      FRUGAL_RETURN_IF_ERROR(check_launch(launch_matmul_moe_route(p, stream_), "matmul_moe_route"));
+      const bool with_norm = moe_router_norm_fusable(p);
+      if (!with_norm) FRUGAL_RETURN_IF_ERROR(rms_norm(p.norm));
+      FRUGAL_RETURN_IF_ERROR(check_launch(launch_moe_router(p, with_norm, stream_), "moe_router"));
       ++fused_route_calls_;
       return Status::ok();
     }
   }
-  return ops::Backend::matmul_moe_route(p);  // the sequence
+  return ops::Backend::moe_router(p);  // the sequence
 }
 
 // One GEMV with the norm in its prologue (rms_norm_gemv_fusable: m = 1, the GEMV's early-load

@@ -45,7 +45,7 @@ class CudaBackend final : public ops::Backend {
   Status matmul_silu_mul(const ops::MatmulSiluMulParams& p) override;  // a GEMV's silu epilogue where it can
   Status silu_mul_matmul(const ops::SiluMulMatmulParams& p) override;  // silu_mul in W8A8's activation quantization
   Status mla_kv_prologue(const ops::MlaKvPrologueParams& p) override;
-  Status matmul_moe_route(const ops::MatmulMoeRouteParams& p) override;  // one kernel where matmul_moe_route_fusable
+  Status moe_router(const ops::MoeRouterParams& p) override;  // one kernel where moe_router_fusable
   Status rms_norm_matmul(const ops::RmsNormMatmulParams& p) override;    // one GEMV where rms_norm_gemv_fusable  // one kernel where mla_kv_prologue_fusable
 
   bool supports_sample() const override { return true; }
@@ -102,8 +102,9 @@ class CudaBackend final : public ops::Backend {
   void set_fuse_mla_prologue(bool on) { fuse_mla_prologue_ = on; }
   bool fuse_mla_prologue() const { return fuse_mla_prologue_; }
   int64_t fused_mla_prologue_calls() const { return fused_mla_prologue_calls_; }
-  // matmul_moe_route (DeepSeekMoE's router GEMV and its routing) in one cluster kernel, sm_90,
-  // where the matmul runs the GEMV; off unless FRUGAL_FUSE_ROUTE=1 until measured on the H200.
+  // moe_router (DeepSeekMoE's input norm, router GEMV and routing) in one cluster kernel, sm_90,
+  // where the matmul runs the GEMV (the norm as its own kernel before it where that part does not
+  // fuse); off unless FRUGAL_FUSE_ROUTE=1 until measured on the H200.
   void set_fuse_route(bool on) { fuse_route_ = on; }
   bool fuse_route() const { return fuse_route_; }
   int64_t fused_route_calls() const { return fused_route_calls_; }

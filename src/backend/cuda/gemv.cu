@@ -13,6 +13,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/norm_prologue.cuh"
 
 namespace frugal::cuda {
 namespace {
@@ -84,75 +85,6 @@ __device__ __forceinline__ void dot_round_smem(float (&acc)[R][1], const uint4 (
   }
 }
 
-// rms_norm_matmul's norm, computed in the GEMV's prologue (kNorm): y = rms_norm(x) * w of one
-// row of dim <= 8 * kNormMaxVec values, every block for itself into shared memory, block 0 also
-// to y. Its sum of squares has rms_norm_bf16_kernel's partition and order at the block size that
-// kernel would launch with (ceil(dim / 256) warps of one 8-wide vector a thread, block_sum):
-// thread t of the GEMV's block plays that kernel's threads t, t + 128, ... (its "virtual warps"
-// warp, warp + 4, ...), so the normalized row is the same bits rms_norm writes.
-struct GemvNorm {
-  const __nv_bfloat16* x = nullptr;
-  __nv_bfloat16* y = nullptr;
-  const __nv_bfloat16* w = nullptr;
-  int dim = 0;
-  float eps = 0.f;
-};
-constexpr int kNormMaxVec = 512;                  // dim <= 4096
-constexpr int kNormV = kNormMaxVec / (kWarps * 32);  // vectors a thread
-
-__device__ __forceinline__ uint4 pack_bf16x8(const float (&f)[8]) {
-  uint4 u;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
-#pragma unroll
-  for (int e = 0; e < 4; ++e) h[e] = __floats2bfloat162_rn(f[2 * e], f[2 * e + 1]);
-  return u;
-}
-
-// After pdl_wait: the block's normalized row into xs. The raw row goes through xs itself (its
-// sum of squares on the way), so only the reduction's partial sums stay in registers, next to the
-// weight round the GEMV loaded before the wait.
-__device__ __forceinline__ void norm_prologue(const GemvNorm& nrm, uint4* xs, float* red) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int nvec = nrm.dim / 8, vwarps = nvec > 32 ? (nvec + 31) / 32 : 1;
-  float ss[kNormV];
-#pragma unroll
-  for (int j = 0; j < kNormV; ++j) {
-    const int vt = tid + kWarps * 32 * j;
-    ss[j] = 0.f;
-    if (vt < nvec) {
-      const uint4 v = __ldg(reinterpret_cast<const uint4*>(nrm.x + vt * 8));
-      xs[vt] = v;
-      float f[8];
-      bf16x8_to_float(v, f);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) ss[j] += f[e] * f[e];
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < kNormV; ++j) {
-    const float t = warp_sum(ss[j]);
-    const int vw = warp + kWarps * j;
-    if (lane == 0 && vw < vwarps) red[vw] = t;
-  }
-  __syncthreads();
-  const float tot = warp_sum(lane < vwarps ? red[lane] : 0.f);
-  const float inv = rsqrtf(tot / static_cast<float>(nrm.dim) + nrm.eps);
-#pragma unroll
-  for (int j = 0; j < kNormV; ++j) {
-    const int vt = tid + kWarps * 32 * j;
-    if (vt >= nvec) continue;
-    float f[8], wf[8], o[8];
-    bf16x8_to_float(xs[vt], f);
-    bf16x8_to_float(__ldg(reinterpret_cast<const uint4*>(nrm.w + vt * 8)), wf);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) o[e] = f[e] * inv * wf[e];
-    const uint4 packed = pack_bf16x8(o);
-    xs[vt] = packed;
-    if (blockIdx.x == 0) *reinterpret_cast<uint4*>(nrm.y + vt * 8) = packed;
-  }
-  __syncthreads();
-}
-
 // kSilu: R == 2, the warp's rows are channel c's gate (c) and up (c + n / 2).
 // S: warps that split each row's k (1, 2 or 4; a block of kWarps warps owns kWarps / S row
 // groups). Split s takes the s-th contiguous range of chunks (whole rounds of 32 chunks, only
@@ -174,11 +106,11 @@ template <int M, int U, int S, bool kNorm = false>
 constexpr int kMinBlocks = kNorm ? 9 : M == 1 && U <= 4 && S > 1 ? 16 : 0;  // 0: no minimum
 
 // kNorm (rms_norm_matmul, m = 1 on the early-load path): x is the norm's output, computed by
-// norm_prologue from nrm after the wait; every warp stays for its barriers (rows past n are
-// clamped, loaded and never stored).
+// norm_prologue (norm_prologue.cuh; block 0 also writes it to nrm.y) after the wait; every warp
+// stays for its barriers (rows past n are clamped, loaded and never stored).
 template <int M, int R, int U, bool kSilu, int S, bool kEarly, bool kNorm = false>
 __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<M, U, S, kNorm>)) gemv_kernel(ops::MatmulParams p, SiluMulOut silu,
-                                                                                          GemvNorm nrm) {
+                                                                                          RowNorm nrm) {
   static_assert(!kSilu || R == 2, "the silu epilogue pairs a gate row with its up row");
   static_assert(!kNorm || (M == 1 && S == 1 && kEarly && !kSilu), "the fused norm: m = 1, early loads, unsplit");
   static_assert(S == 1 || S == 2 || S == 4, "a block's warps split k 1, 2 or 4 ways");
@@ -239,7 +171,7 @@ __global__ void __launch_bounds__(kWarps * 32, (kMinBlocks<M, U, S, kNorm>)) gem
       __shared__ float red[32];
       xs = xs_buf;
       pdl_wait();
-      norm_prologue(nrm, xs, red);
+      norm_prologue<kWarps * 32>(nrm, xs, red, blockIdx.x == 0);
     } else {
       pdl_wait();
     }
@@ -367,10 +299,10 @@ cudaError_t launch_split(const ops::MatmulParams& p, const SiluMulOut& silu, int
   const auto grid = [&](int groups) { return static_cast<unsigned>(ceil_div(units, groups)); };
   if constexpr (!kSilu) {
     if (s == 2)
-      return launch_kernel(gemv_kernel<M, R, U, false, 2, kEarly>, grid(kWarps / 2), kWarps * 32, 0, stream, p, silu, GemvNorm{});
-    if (s == 4) return launch_kernel(gemv_kernel<M, R, U, false, 4, kEarly>, grid(1), kWarps * 32, 0, stream, p, silu, GemvNorm{});
+      return launch_kernel(gemv_kernel<M, R, U, false, 2, kEarly>, grid(kWarps / 2), kWarps * 32, 0, stream, p, silu, RowNorm{});
+    if (s == 4) return launch_kernel(gemv_kernel<M, R, U, false, 4, kEarly>, grid(1), kWarps * 32, 0, stream, p, silu, RowNorm{});
   }
-  return launch_kernel(gemv_kernel<M, R, U, kSilu, 1, kEarly>, grid(kWarps), kWarps * 32, 0, stream, p, silu, GemvNorm{});
+  return launch_kernel(gemv_kernel<M, R, U, kSilu, 1, kEarly>, grid(kWarps), kWarps * 32, 0, stream, p, silu, RowNorm{});
 }
 
 template <int M>
@@ -466,7 +398,7 @@ bool rms_norm_gemv_fusable(const ops::RmsNormMatmulParams& p) {
 
 cudaError_t launch_rms_norm_gemv(const ops::RmsNormMatmulParams& p, cudaStream_t stream) {
   if (p.mm.n == 0) return cudaSuccess;
-  const GemvNorm nrm{.x = static_cast<const __nv_bfloat16*>(p.norm.x), .y = static_cast<__nv_bfloat16*>(p.norm.y),
+  const RowNorm nrm{.x = static_cast<const __nv_bfloat16*>(p.norm.x), .y = static_cast<__nv_bfloat16*>(p.norm.y),
                      .w = static_cast<const __nv_bfloat16*>(p.norm.weight), .dim = static_cast<int>(p.norm.dim),
                      .eps = p.norm.eps};
   return launch_kernel(gemv_kernel<1, 1, 8, false, 1, true, true>, static_cast<unsigned>(ceil_div(p.mm.n, kWarps)), kWarps * 32,

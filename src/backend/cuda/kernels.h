@@ -36,11 +36,15 @@ bool mla_kv_prologue_fusable(const ops::MlaKvPrologueParams& p);
 cudaError_t launch_mla_kv_prologue(const ops::MlaKvPrologueParams& p, cudaStream_t stream);
 // DeepSeek MoE routing and router-weight row scaling (moe.cu).
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream);
-// matmul_moe_route in one launch (moe.cu): a cluster of 8 CTAs computes the router logits with
-// the GEMV's arithmetic (bit-equal to launch_gemv, which the shape must take: gemv_supported, m <=
-// kGemvMaxM, unsplit) and CTA 0 routes from its shared memory. sm_90+ only (thread-block clusters).
-bool matmul_moe_route_fusable(const ops::MatmulMoeRouteParams& p);
-cudaError_t launch_matmul_moe_route(const ops::MatmulMoeRouteParams& p, cudaStream_t stream);
+// moe_router in one launch (moe.cu): a cluster of 8 CTAs computes the router logits with the
+// GEMV's arithmetic (bit-equal to launch_gemv, which the shape must take: gemv_supported, m <=
+// kGemvMaxM, unsplit; moe_router_fusable) and CTA 0 routes from its shared memory; with_norm
+// (moe_router_norm_fusable: bf16, no residual, rows * dim <= 4096) the input norm runs in it too,
+// with rms_norm's bits. sm_90+ only (thread-block clusters). Without the norm the caller runs
+// rms_norm first.
+bool moe_router_fusable(const ops::MoeRouterParams& p);
+bool moe_router_norm_fusable(const ops::MoeRouterParams& p);
+cudaError_t launch_moe_router(const ops::MoeRouterParams& p, bool with_norm, cudaStream_t stream);
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream);
 // Routed experts over tokens grouped by expert, bf16 (moe_experts.cu, moe_stream.cu). The path
 // goes by rows per routed expert on average (moe_experts_path; moe_experts.cu says more): GEMVs

@@ -1,11 +1,12 @@
 // DeepSeek MoE routing and per-row scaling (ops::MoeRouteParams, ops::ScaleRowsParams), and the
-// router's matmul with its routing in one kernel (ops::MatmulMoeRouteParams).
+// router (its input norm, its matmul and the routing) in one kernel (ops::MoeRouterParams).
 // Routing is one warp per token (n_experts <= kMoeMaxExperts, top_k <= kMoeMaxTopK), in fp32,
 // with the reference's selection and tie rule (lower id); the softmax sums lane-strided.
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/norm_prologue.cuh"
 
 namespace frugal::cuda {
 namespace {
@@ -116,20 +117,23 @@ __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(ops::MoeRou
               rs.kept[warp]);
 }
 
-// matmul_moe_route in one launch: a cluster of kRouterCtas CTAs (sm_90) computes the router's
-// logits, warp gw of the cluster owning rows gw, gw + 32, ... with the GEMV's arithmetic (gemv.cu
-// at m <= 8 on a shape it does not split: each lane sums the 8-wide dot products of its chunks
-// lane, lane + 32, ... in order, then the warp's butterfly), so the logits equal the matmul's bit
-// for bit. Each logit goes to y and into CTA 0's shared memory; after the cluster barrier CTA 0's
+// moe_router in one launch: a cluster of kRouterCtas CTAs (sm_90) computes the router's logits,
+// warp gw of the cluster owning rows gw, gw + 32, ... with the GEMV's arithmetic (gemv.cu at m <=
+// 8 on a shape it does not split: each lane sums the 8-wide dot products of its chunks lane,
+// lane + 32, ... in order, then the warp's butterfly), so the logits equal the matmul's bit for
+// bit. Each logit goes to y and into CTA 0's shared memory; after the cluster barrier CTA 0's
 // warps route the tokens from there with moe_route_kernel's code. The first kRouterPreRows rows
 // of every warp load their first kRouterU chunks a lane before the PDL wait (weights: no kernel
-// writes them), under the norm kernel before it.
+// writes them). kNorm: the norm before the router runs here too, every CTA normalizing the
+// tokens' rows into its shared memory (norm_prologue.cuh: rms_norm's bits; CTA 0 writes norm.y,
+// which the experts read next); that memory is CTA 0's routing scratch after the barrier.
 constexpr int kRouterCtas = 8;
 constexpr int kRouterWarps = kRouteWarps;
 constexpr int kRouterMaxTokens = static_cast<int>(kGemvMaxM);
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // the kernel's body (sm_90+)
 constexpr int kRouterU = 8;
 constexpr int kRouterPreRows = 2;
+static_assert(sizeof(RouteScratch) >= kNormMaxVec * sizeof(uint4), "the normalized rows fit the routing scratch");
 
 __device__ __forceinline__ float dot_bf16x8_f(uint4 w, uint4 x) {  // gemv.cu's dot8: w * x in element order from 0
   const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(&w);
@@ -145,10 +149,14 @@ __device__ __forceinline__ float dot_bf16x8_f(uint4 w, uint4 x) {  // gemv.cu's 
 }
 #endif
 
-__global__ void __launch_bounds__(kRouterWarps * 32) matmul_moe_route_kernel(ops::MatmulMoeRouteParams p) {
+template <bool kNorm>
+__global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeRouterParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   __shared__ float logits_s[kRouterMaxTokens * ops::kMoeMaxExperts];  // CTA 0's: the cluster's logits
-  __shared__ RouteScratch rs;
+  __shared__ __align__(16) unsigned char scratch[sizeof(RouteScratch)];  // the normalized rows, then the routing
+  __shared__ float red[32];
+  auto& rs = *reinterpret_cast<RouteScratch*>(scratch);
+  auto* xs = reinterpret_cast<uint4*>(scratch);
   const ops::MatmulParams& mm = p.mm;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   uint32_t rank;
@@ -171,6 +179,19 @@ __global__ void __launch_bounds__(kRouterWarps * 32) matmul_moe_route_kernel(ops
 #pragma unroll
   for (int i = 0; i < kRouterPreRows; ++i) load_first(pre[i], gw + kAll * i);
   pdl_wait();
+  if constexpr (kNorm) {
+    const ops::RmsNormParams& n = p.norm;
+    for (int m = 0; m < M; ++m)
+      norm_prologue<kRouterWarps * 32>(
+          RowNorm{.x = static_cast<const __nv_bfloat16*>(n.x) + m * n.ld_x, .y = static_cast<__nv_bfloat16*>(n.y) + m * n.ld_y,
+                  .w = static_cast<const __nv_bfloat16*>(n.weight), .dim = static_cast<int>(n.dim), .eps = n.eps},
+          xs + m * chunks, red, rank == 0);
+  }
+  // Token m's chunk c of x: the normalized row in shared memory, or mm.x.
+  auto x_chunk = [&](int m, int64_t c) {
+    if constexpr (kNorm) return xs[m * chunks + c];
+    else return __ldg(reinterpret_cast<const uint4*>(x + m * mm.ld_x + c * 8));
+  };
   uint32_t logits0;  // logits_s in CTA 0, as a shared::cluster address
   asm volatile("mapa.shared::cluster.u32 %0, %1, 0;" : "=r"(logits0) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(logits_s))));
   auto row = [&](int e, const uint4 (&first)[kRouterU]) {
@@ -189,7 +210,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) matmul_moe_route_kernel(ops
         if (c >= chunks) break;
 #pragma unroll
         for (int m = 0; m < kRouterMaxTokens; ++m)
-          if (m < M) acc[m] += dot_bf16x8_f(wv[u], __ldg(reinterpret_cast<const uint4*>(x + m * mm.ld_x + c * 8)));
+          if (m < M) acc[m] += dot_bf16x8_f(wv[u], x_chunk(m, c));
       }
     }
 #pragma unroll
@@ -210,6 +231,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) matmul_moe_route_kernel(ops
     load_first(first, e);
     row(e, first);
   }
+  // Every CTA's logits are in CTA 0 (and CTA 0's warps are done with the normalized rows).
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
   if (rank != 0) return;
   for (int t = warp; t < M; t += kRouterWarps) {
@@ -217,7 +239,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) matmul_moe_route_kernel(ops
     __syncwarp();  // lane 0's reads of this token's arrays before the next token's writes
   }
 #else
-  __trap();  // launched only on sm_90+ (launch_matmul_moe_route)
+  __trap();  // launched only on sm_90+ (launch_moe_router)
 #endif
 }
 
@@ -238,7 +260,7 @@ cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream) 
                        kRouteWarps * 32, 0, stream, p);
 }
 
-bool matmul_moe_route_fusable(const ops::MatmulMoeRouteParams& p) {
+bool moe_router_fusable(const ops::MoeRouterParams& p) {
   const ops::MatmulParams& mm = p.mm;
   const ops::MoeRouteParams& r = p.route;
   return gemv_supported(mm) && mm.m <= kRouterMaxTokens && mm.m == r.n_tokens && mm.n == r.n_experts &&
@@ -246,7 +268,21 @@ bool matmul_moe_route_fusable(const ops::MatmulMoeRouteParams& p) {
          mm.bias == nullptr && !mm.accumulate && gemv_split_k(mm.n, mm.k) == 1;
 }
 
-cudaError_t launch_matmul_moe_route(const ops::MatmulMoeRouteParams& p, cudaStream_t stream) {
+bool moe_router_norm_fusable(const ops::MoeRouterParams& p) {
+  const ops::RmsNormParams& n = p.norm;
+  const ops::MatmulParams& mm = p.mm;
+  const auto* xb = static_cast<const uint8_t*>(n.x);
+  const auto* yb = static_cast<const uint8_t*>(n.y);
+  const auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  // The rows' last bytes: the two ranges [x, x + rows * ld_x) and [y, ...) must not meet.
+  const int64_t xspan = ((n.rows - 1) * n.ld_x + n.dim) * 2, yspan = ((n.rows - 1) * n.ld_y + n.dim) * 2;
+  return moe_router_fusable(p) && n.rows == mm.m && n.act_dtype == DType::kBF16 && n.weight_dtype == DType::kBF16 &&
+         n.residual == nullptr && n.dim == mm.k && n.dim % 8 == 0 && n.rows * n.dim <= 8 * kNormMaxVec && mm.x == n.y &&
+         mm.ld_x == n.ld_y && n.ld_x % 8 == 0 && n.ld_y % 8 == 0 && a16(n.x) && a16(n.y) && a16(n.weight) &&
+         (xb + xspan <= yb || yb + yspan <= xb);
+}
+
+cudaError_t launch_moe_router(const ops::MoeRouterParams& p, bool with_norm, cudaStream_t stream) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(kRouterCtas);
   cfg.blockDim = dim3(kRouterWarps * 32);
@@ -260,7 +296,7 @@ cudaError_t launch_matmul_moe_route(const ops::MatmulMoeRouteParams& p, cudaStre
   attr[1].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl_enabled() ? 2 : 1;
-  return cudaLaunchKernelEx(&cfg, matmul_moe_route_kernel, p);
+  return with_norm ? cudaLaunchKernelEx(&cfg, moe_router_kernel<true>, p) : cudaLaunchKernelEx(&cfg, moe_router_kernel<false>, p);
 }
 
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream) {
