@@ -6,6 +6,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/moe_layout.cuh"
 #include "backend/cuda/norm_prologue.cuh"
 
 namespace frugal::cuda {
@@ -134,19 +135,6 @@ constexpr int kRouterMaxTokens = static_cast<int>(kGemvMaxM);
 constexpr int kRouterU = 8;
 constexpr int kRouterPreRows = 2;
 static_assert(sizeof(RouteScratch) >= kNormMaxVec * sizeof(uint4), "the normalized rows fit the routing scratch");
-
-__device__ __forceinline__ float dot_bf16x8_f(uint4 w, uint4 x) {  // gemv.cu's dot8: w * x in element order from 0
-  const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(&w);
-  const auto* x2 = reinterpret_cast<const __nv_bfloat162*>(&x);
-  float s = 0.f;
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const float2 a = __bfloat1622float2(w2[q]), b = __bfloat1622float2(x2[q]);
-    s = fmaf(a.x, b.x, s);
-    s = fmaf(a.y, b.y, s);
-  }
-  return s;
-}
 #endif
 
 template <bool kNorm>
@@ -210,7 +198,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeR
         if (c >= chunks) break;
 #pragma unroll
         for (int m = 0; m < kRouterMaxTokens; ++m)
-          if (m < M) acc[m] += dot_bf16x8_f(wv[u], x_chunk(m, c));
+          if (m < M) acc[m] += moe::dot_bf16x8(wv[u], x_chunk(m, c));  // gemv.cu's dot8: w * x in element order
       }
     }
 #pragma unroll
