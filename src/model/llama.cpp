@@ -149,9 +149,10 @@ class LlamaFamily final : public ForwardFamily {
                                                    ws_.xn, ws_.resid, scratch, &attn_norm));
       if (comm_) FRUGAL_RETURN_IF_ERROR(comm_->all_reduce_sum(ws_.resid, n * hidden, act));
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap("blk." + std::to_string(i) + ".attn_out", ws_.resid, n, hidden));
-      // x += mlp(rms_norm(x))
-      FRUGAL_RETURN_IF_ERROR(layers::rms_norm(be, l.mlp_norm, act, ws_.resid, ws_.xn, n, eps));
-      FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, l.mlp, n, ws_.xn, ws_.resid, ws_.gate, ws_.up, !comm_ || layout_.rank == 0));
+      // x += mlp(rms_norm(x)): the norm inside the MLP (with FP8 gate_up weights, one fused op)
+      const ops::RmsNormParams mlp_norm = layers::rms_norm_params(l.mlp_norm, act, ws_.resid, ws_.xn, n, eps);
+      FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, l.mlp, n, ws_.xn, ws_.resid, ws_.gate, ws_.up, !comm_ || layout_.rank == 0,
+                                               &mlp_norm));
       if (comm_) FRUGAL_RETURN_IF_ERROR(comm_->all_reduce_sum(ws_.resid, n * hidden, act));
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap("blk." + std::to_string(i) + ".out", ws_.resid, n, hidden));
     }

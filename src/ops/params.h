@@ -247,8 +247,9 @@ struct MoeRouteParams {
 // rms_norm(norm) then matmul(mm) (fused op, ops/op_list.h): a block's input norm and its first
 // projection (the fused qkv, or MLA's fused q / kv_a). In the model mm.x is norm.y (x_dtype
 // norm.act_dtype, ld_x norm.ld_y, k norm.dim), no residual, and norm.y does not overlap norm.x; a
-// backend may then normalize inside the matmul's kernel. norm.y is written either way (later ops
-// may read it). Any other Params run as the sequence.
+// backend may then normalize inside the matmul's kernel (its GEMV, or its FP8 activation
+// quantization). norm.y is scratch: its contents afterwards are unspecified (no later op may read
+// it); mm.y is the result. Any other Params run as the sequence.
 struct RmsNormMatmulParams {
   RmsNormParams norm;
   MatmulParams mm;

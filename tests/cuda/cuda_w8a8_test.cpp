@@ -235,5 +235,74 @@ TEST(CudaW8a8, SiluMulMatmulEqualsSequence) {
       }
 }
 
+// rms_norm_matmul (a block's input norm, then its first projection) with FP8 weights: with the
+// fusion on, the norm runs inside the W8A8 activation quantization and its bf16 output is never
+// written; mm.y must equal, bit for bit, rms_norm then the W8A8 matmul (the sequence), since the
+// fused kernel normalizes in rms_norm_bf16_kernel's order and rounds to bf16 before quantizing.
+// 9, 13 and 130 tokens: W8A8 for the first 8 / 12 / 128, the weight-only GEMV over the norm's rows
+// for the rest (the fused path normalizes those into norm.y); 64 and 2048 (prefill); per-tensor,
+// per-channel and 128-block scales; the 7B width (3584) and a 4096 one.
+TEST(CudaW8a8, RmsNormMatmulEqualsSequence) {
+  std::mt19937 rng(37);
+  for (auto [gk, gn] : {std::pair<int32_t, int32_t>{0, 0}, {0, 1}, {128, 128}})
+    for (int64_t m : {9, 13, 64, 130, 2048})
+      for (int64_t dim : {3584, 4096}) {
+        const int64_t n = 272, ld_x = dim + 8, ld_y = n + 8;
+        const std::string what = "rms_norm_matmul m=" + std::to_string(m) + " n=" + std::to_string(n) + " dim=" +
+                                 std::to_string(dim) + " scales " + std::to_string(gk) + "x" + std::to_string(gn);
+        ops::WeightFormat f;
+        f.scheme = ops::WeightScheme::kFp8;
+        f.dtype = DType::kF8E4M3;
+        f.group_k = gk;
+        f.group_n = gn;
+        const int64_t row_bytes = ops::weight_row_bytes(f, dim);
+        std::vector<uint8_t> codes(static_cast<size_t>(n * row_bytes));
+        std::uniform_int_distribution<int> byte(0, 255);
+        for (auto& b : codes)
+          do b = static_cast<uint8_t>(byte(rng)); while ((b & 0x7f) == 0x7f);
+        std::vector<float> scales(static_cast<size_t>(ops::weight_scale_rows(f, n) * ops::weight_groups_k(f, dim)));
+        std::uniform_real_distribution<float> sd(0.5f / 256, 1.5f / 256);
+        for (float& v : scales) v = sd(rng);
+        Tensor x(DType::kBF16, m * ld_x), nw(DType::kBF16, dim), xn(DType::kBF16, m * ld_x), y(DType::kBF16, m * ld_y);
+        x.fill_uniform(rng, -4.f, 4.f);
+        nw.fill_uniform(rng, 0.5f, 1.5f);
+        y.fill_uniform(rng, -1.f, 1.f);
+        for (auto* t : {&x, &nw, &xn, &y}) t->to_device();
+        DevInts keep;
+        void* dcodes = backend()->alloc(codes.size() + 16).value();
+        keep.ptrs.push_back(dcodes);
+        ASSERT_TRUE(backend()->upload(dcodes, codes.data(), codes.size()).is_ok());
+        const ops::WeightView w{.data = dcodes, .format = f, .scales = keep.floats(scales)};
+        const ops::RmsNormMatmulParams p{
+            .norm = {.x = x.dev, .residual = nullptr, .y = xn.dev, .weight = nw.dev, .act_dtype = DType::kBF16,
+                     .weight_dtype = DType::kBF16, .rows = m, .dim = dim, .ld_x = ld_x, .ld_res = ld_x, .ld_y = ld_x,
+                     .eps = 1e-6f},
+            .mm = {xn.dev, DType::kBF16, ld_x, w, nullptr, DType::kBF16, y.dev, DType::kBF16, ld_y, m, n, dim, true}};
+        std::vector<uint8_t> fused, seq;
+        const bool was = backend()->fuse_norm();
+        backend()->set_fuse_norm(true);
+        const int64_t calls = backend()->fused_norm_quant_calls();
+        const Status st_fused = backend()->rms_norm_matmul(p);
+        backend()->set_fuse_norm(false);
+        ASSERT_TRUE(st_fused.is_ok()) << what << ": " << st_fused.to_string();
+        EXPECT_EQ(backend()->fused_norm_quant_calls(), calls + 1) << what << ": the fused quantization did not run";
+        y.from_device(&fused, what);
+        y.to_device();  // y0 again
+        const Status st = backend()->rms_norm_matmul(p);
+        backend()->set_fuse_norm(was);
+        ASSERT_TRUE(st.is_ok()) << what;
+        y.from_device(&seq, what);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < m * ld_y; ++i)
+          if (fused[static_cast<size_t>(2 * i)] != seq[static_cast<size_t>(2 * i)] ||
+              fused[static_cast<size_t>(2 * i + 1)] != seq[static_cast<size_t>(2 * i + 1)])
+            if (bad++ < 5)
+              ADD_FAILURE() << what << " at [" << i / ld_y << ", " << i % ld_y << "]: fused "
+                            << ops::ref::load(DType::kBF16, fused.data(), i) << ", sequence "
+                            << ops::ref::load(DType::kBF16, seq.data(), i);
+        EXPECT_EQ(bad, 0) << what;
+      }
+}
+
 }  // namespace
 }  // namespace frugal::cuda::testing

@@ -308,7 +308,8 @@ Status CudaBackend::quant_gemv_or_gemm(const ops::MatmulParams& p) {
 // the rows), DeepSeek-V3's 128 x 128 blocks one per token and 128 inputs. x is quantized into the
 // scratch (codes, then scales, then the weight's scales when they need a copy); kUnsupported
 // for every other case, which takes the dequantizing path.
-Status CudaBackend::matmul_w8a8(const ops::MatmulParams& p, const ops::SiluMulParams* silu) {
+Status CudaBackend::matmul_w8a8(const ops::MatmulParams& p, const ops::SiluMulParams* silu,
+                                const ops::RmsNormParams* norm) {
   static const bool off = [] {
     const char* e = std::getenv("FRUGAL_FP8_W8A8");
     return e && std::strcmp(e, "0") == 0;
@@ -335,7 +336,16 @@ Status CudaBackend::matmul_w8a8(const ops::MatmulParams& p, const ops::SiluMulPa
     tail.m = p.m - m4;
     tail.x = static_cast<const char*>(p.x) + dtype_bytes(p.x_dtype, m4 * p.ld_x);
     tail.y = static_cast<char*>(p.y) + dtype_bytes(p.y_dtype, m4 * p.ld_y);
-    FRUGAL_RETURN_IF_ERROR(matmul_w8a8(head, silu));
+    ops::RmsNormParams head_norm{}, tail_norm{};
+    if (norm) {
+      head_norm = tail_norm = *norm;
+      head_norm.rows = m4;
+      tail_norm.rows = p.m - m4;
+      tail_norm.x = static_cast<const char*>(norm->x) + dtype_bytes(norm->act_dtype, m4 * norm->ld_x);
+      tail_norm.y = static_cast<char*>(norm->y) + dtype_bytes(norm->act_dtype, m4 * norm->ld_y);
+    }
+    FRUGAL_RETURN_IF_ERROR(matmul_w8a8(head, silu, norm ? &head_norm : nullptr));
+    if (norm) FRUGAL_RETURN_IF_ERROR(rms_norm(tail_norm));  // the tail's normalized rows, for the GEMV
     if (silu) {  // the tail's product rows, for the GEMV
       ops::SiluMulParams t = *silu;
       t.gate = static_cast<const char*>(t.gate) + dtype_bytes(t.act_dtype, m4 * t.ld_gate);
@@ -364,6 +374,10 @@ Status CudaBackend::matmul_w8a8(const ops::MatmulParams& p, const ops::SiluMulPa
     const cudaError_t e = launch_quantize_fp8_silu(f, p.m, p.k, k_pad, block, xq, sx, ld_sx, stream_);
     if (e == cudaErrorNotSupported) return unsupported("w8a8: silu_mul cannot be fused into this quantization");
     FRUGAL_RETURN_IF_ERROR(check_launch(e, "quantize_fp8_silu"));
+  } else if (norm) {
+    const cudaError_t e = launch_quantize_fp8_norm(*norm, k_pad, block, xq, sx, ld_sx, stream_);
+    if (e == cudaErrorNotSupported) return unsupported("w8a8: rms_norm cannot be fused into this quantization");
+    FRUGAL_RETURN_IF_ERROR(check_launch(e, "quantize_fp8_norm"));
   } else {
     FRUGAL_RETURN_IF_ERROR(check_launch(
         launch_quantize_fp8_act(p.x, p.x_dtype, p.ld_x, p.m, p.k, k_pad, block, xq, sx, ld_sx, stream_), "quantize_fp8"));
@@ -678,14 +692,31 @@ Status CudaBackend::moe_router(const ops::MoeRouterParams& p) {
   return ops::Backend::moe_router(p);  // the sequence
 }
 
-// One GEMV with the norm in its prologue (rms_norm_gemv_fusable: m = 1, the GEMV's early-load
-// shape) with FRUGAL_FUSE_NORM=1 or set_fuse_norm(true); else rms_norm then matmul. The same bits.
+// With FRUGAL_FUSE_NORM=1 or set_fuse_norm(true): one GEMV with the norm in its prologue
+// (rms_norm_gemv_fusable: m = 1, the GEMV's early-load shape), or, where the matmul runs FP8 W8A8
+// (FP8 weights past the weight-only GEMV's tokens, as matmul_quant decides), the norm inside the
+// activation quantization (norm.y unwritten but for a tail the GEMV takes). Else rms_norm then
+// matmul. The same bits either way.
 Status CudaBackend::rms_norm_matmul(const ops::RmsNormMatmulParams& p) {
+  const ops::RmsNormParams& n = p.norm;
+  const ops::MatmulParams& mm = p.mm;
   if (fuse_norm_ && rms_norm_gemv_fusable(p)) {
-    FRUGAL_RETURN_IF_ERROR(check_matmul(p.mm));
+    FRUGAL_RETURN_IF_ERROR(check_matmul(mm));
     FRUGAL_RETURN_IF_ERROR(check_launch(launch_rms_norm_gemv(p, stream_), "rms_norm_matmul"));
     ++fused_norm_calls_;
     return Status::ok();
+  }
+  const bool reads_norm = mm.x == n.y && mm.x_dtype == n.act_dtype && mm.ld_x == n.ld_y && mm.k == n.dim &&
+                          mm.m == n.rows && mm.m > 0 && mm.n > 0 && n.residual == nullptr;
+  if (fuse_norm_ && reads_norm && mm.w.format.scheme == ops::WeightScheme::kFp8 && mm.m > quant_gemv_max_m(mm) &&
+      !quant_path_forced("ref") && !quant_path_forced("lt") && !quant_path_forced("gemv") &&
+      is_float_act(n.act_dtype) && is_float_act(n.weight_dtype)) {
+    FRUGAL_RETURN_IF_ERROR(check_matmul(mm));
+    Status st = matmul_w8a8(mm, nullptr, &n);
+    if (st.code() != ErrorCode::kUnsupported) {
+      if (st) ++fused_norm_quant_calls_;
+      return st;
+    }
   }
   return ops::Backend::rms_norm_matmul(p);  // the sequence
 }

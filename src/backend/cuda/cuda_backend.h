@@ -108,19 +108,24 @@ class CudaBackend final : public ops::Backend {
   void set_fuse_route(bool on) { fuse_route_ = on; }
   bool fuse_route() const { return fuse_route_; }
   int64_t fused_route_calls() const { return fused_route_calls_; }
-  // rms_norm_matmul at m = 1 as one GEMV with the norm in its prologue; off unless
-  // FRUGAL_FUSE_NORM=1 until measured on the H200.
+  // rms_norm_matmul at m = 1 as one GEMV with the norm in its prologue, and over FP8 W8A8 weights
+  // with the norm in the activation quantization; off unless FRUGAL_FUSE_NORM=1 until measured on
+  // the H200. The counts: GEMV launches, W8A8 quantizations.
   void set_fuse_norm(bool on) { fuse_norm_ = on; }
   bool fuse_norm() const { return fuse_norm_; }
   int64_t fused_norm_calls() const { return fused_norm_calls_; }
+  int64_t fused_norm_quant_calls() const { return fused_norm_quant_calls_; }
 
  private:
   CudaBackend() = default;
   Status check_launch(cudaError_t e, const char* op);
   Status matmul_dense(const ops::MatmulParams& p);
   Status matmul_quant(const ops::MatmulParams& p);
-  // silu: x is silu(silu->gate) * silu->up (x itself unwritten), quantized in one kernel.
-  Status matmul_w8a8(const ops::MatmulParams& p, const ops::SiluMulParams* silu = nullptr);
+  // silu: x is silu(silu->gate) * silu->up (x itself unwritten), quantized in one kernel; norm:
+  // x is rms_norm(norm) (likewise; rows past the last multiple of 4 are normalized into norm.y
+  // for the weight-only GEMV).
+  Status matmul_w8a8(const ops::MatmulParams& p, const ops::SiluMulParams* silu = nullptr,
+                     const ops::RmsNormParams* norm = nullptr);
   Status quant_gemv_or_gemm(const ops::MatmulParams& p);
   // matmul_dense runs the GEMV (not cuBLASLt); matmul_quant runs quant_gemv_or_gemm first.
   Result<bool> dense_takes_gemv(const ops::MatmulParams& p);
@@ -149,6 +154,7 @@ class CudaBackend final : public ops::Backend {
   int64_t fused_route_calls_ = 0;
   bool fuse_norm_ = false;
   int64_t fused_norm_calls_ = 0;
+  int64_t fused_norm_quant_calls_ = 0;
   std::string w8a8_fallback_;
   bool capturing_ = false;
   cudaStream_t stream_ = nullptr;

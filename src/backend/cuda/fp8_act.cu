@@ -8,6 +8,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/norm_prologue.cuh"
 
 namespace frugal::cuda {
 namespace {
@@ -175,6 +176,50 @@ __global__ void quantize_fp8_per_128_vec_kernel(Src src, int64_t m, int64_t k, i
   if (lane == 0) xs[b * ld_s + t] = amax / kE4m3Max;
 }
 
+// rms_norm then the FP8 quantization of its bf16 output (rms_norm_matmul's W8A8 path), one block
+// per token row: the row normalized into shared memory with rms_norm's bits (norm_prologue.cuh,
+// rows of up to 4096), then the per-token or per-128 amax, scale and E4M3 codes the kernels above
+// write for that bf16 row. The normalized row itself is never written.
+constexpr int kNormQuantThreads = 128;
+__global__ void __launch_bounds__(kNormQuantThreads) quantize_fp8_norm_kernel(RowNorm norm, int64_t ld_x, int64_t k, int64_t k_pad,
+                                                                               bool per_128, uint8_t* xq, float* xs, int64_t ld_s) {
+  __shared__ uint4 row[kNormMaxVec];
+  __shared__ float red[32];
+  const int64_t t = blockIdx.x;
+  pdl_wait();
+  RowNorm n = norm;
+  n.x = norm.x + t * ld_x;
+  norm_prologue<kNormQuantThreads>(n, row, red, false);
+  const int nv = static_cast<int>(k / 8);
+  if (!per_128) {
+    float amax = 0.f;
+    for (int j = threadIdx.x; j < nv; j += kNormQuantThreads) amax = fmaxf(amax, amax_bf16x8(row[j]));
+    amax = block_max(amax, red);
+    const float inv = amax > 0.f ? kE4m3Max / amax : 0.f;
+    auto* out = reinterpret_cast<uint2*>(xq + t * k_pad);
+    for (int j = threadIdx.x; j < nv; j += kNormQuantThreads) out[j] = e4m3x8(row[j], inv);
+    for (int64_t j = k + threadIdx.x; j < k_pad; j += kNormQuantThreads) xq[t * k_pad + j] = 0;
+    if (threadIdx.x == 0) xs[t] = amax / kE4m3Max;
+    return;
+  }
+  // Per 128 inputs: thread b takes block b's 16 vectors (zeros past k, as the vector kernel loads).
+  const int64_t kb = ceil_div(k_pad, 128);
+  for (int64_t b = threadIdx.x; b < kb; b += kNormQuantThreads) {
+    float amax = 0.f;
+    for (int i = 0; i < 16; ++i) {
+      const int64_t j8 = b * 16 + i;
+      if (j8 < nv) amax = fmaxf(amax, amax_bf16x8(row[j8]));
+    }
+    const float inv = amax > 0.f ? kE4m3Max / amax : 0.f;
+    for (int i = 0; i < 16; ++i) {
+      const int64_t j8 = b * 16 + i;
+      if (j8 * 8 < k_pad)
+        *reinterpret_cast<uint2*>(xq + t * k_pad + j8 * 8) = e4m3x8(j8 < nv ? row[j8] : make_uint4(0, 0, 0, 0), inv);
+    }
+    xs[b * ld_s + t] = amax / kE4m3Max;
+  }
+}
+
 // The weight's scales for cuBLASLt: per tensor -> one per output row; 128 x 128 blocks with a
 // k-block count that is not a multiple of 4 -> rows padded to a multiple of 4.
 __global__ void fp8_weight_scales_kernel(const float* s, int64_t rows, int64_t cols, int64_t ld_out, bool broadcast,
@@ -235,6 +280,21 @@ cudaError_t launch_quantize_fp8_silu(const FusedSiluQuant& f, int64_t m, int64_t
   if (k % 8 != 0 || k_pad % 8 != 0 || !vec_rows(f.gate, f.ld_gate) || !vec_rows(f.up, f.ld_up)) return cudaErrorNotSupported;
   const SiluSource src{static_cast<const __nv_bfloat16*>(f.gate), static_cast<const __nv_bfloat16*>(f.up), f.ld_gate, f.ld_up};
   return launch_quantize_vec(src, m, k, k_pad, per_128, xq, xs, ld_s, stream);
+}
+
+cudaError_t launch_quantize_fp8_norm(const ops::RmsNormParams& n, int64_t k_pad, bool per_128, uint8_t* xq, float* xs,
+                                     int64_t ld_s, cudaStream_t stream) {
+  if (n.rows == 0) return cudaSuccess;
+  // What rms_norm runs with rms_norm_bf16_kernel at one vector a thread, on rows the norm prologue holds.
+  const auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (n.act_dtype != DType::kBF16 || n.weight_dtype != DType::kBF16 || n.residual != nullptr || n.dim % 8 != 0 ||
+      n.dim > 8 * kNormMaxVec || k_pad % 8 != 0 || k_pad < n.dim || n.ld_x % 8 != 0 || n.ld_y % 8 != 0 || !a16(n.x) ||
+      !a16(n.y) || !a16(n.weight) || n.rows > 0x7fffffff)
+    return cudaErrorNotSupported;
+  const RowNorm norm{.x = static_cast<const __nv_bfloat16*>(n.x), .y = nullptr,
+                     .w = static_cast<const __nv_bfloat16*>(n.weight), .dim = static_cast<int>(n.dim), .eps = n.eps};
+  return launch_kernel(quantize_fp8_norm_kernel, static_cast<unsigned>(n.rows), kNormQuantThreads, 0, stream, norm, n.ld_x,
+                       n.dim, k_pad, per_128, xq, xs, ld_s);
 }
 
 cudaError_t launch_fp8_weight_scales(const float* s, int64_t rows, int64_t cols, int64_t ld_out, bool broadcast,

@@ -239,6 +239,11 @@ struct FusedSiluQuant {
 };
 cudaError_t launch_quantize_fp8_silu(const FusedSiluQuant& f, int64_t m, int64_t k, int64_t k_pad, bool per_128,
                                      uint8_t* xq, float* xs, int64_t ld_s, cudaStream_t stream);
+// The same from rms_norm(n) (rms_norm_matmul): the codes and scales of the norm's bf16 output,
+// which is never written. bf16, no residual, rows of at most 4096, 16-byte aligned rows with
+// k_pad >= n.dim; cudaErrorNotSupported otherwise (nothing launched).
+cudaError_t launch_quantize_fp8_norm(const ops::RmsNormParams& n, int64_t k_pad, bool per_128, uint8_t* xq, float* xs,
+                                     int64_t ld_s, cudaStream_t stream);
 // out [rows][ld_out] = s [rows][cols] zero-padded to ld_out columns, or s[0] everywhere (broadcast).
 cudaError_t launch_fp8_weight_scales(const float* s, int64_t rows, int64_t cols, int64_t ld_out, bool broadcast,
                                      float* out, cudaStream_t stream);

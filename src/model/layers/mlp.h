@@ -20,9 +20,16 @@ struct MlpWeights {
 // or with gate_up both side by side), up_buf [n, inter] (up, or the product with gate_up;
 // without gate_up the product is written over gate_buf). accumulate false: residual is
 // overwritten with down's output (a tensor-parallel rank's partial sum, before its all-reduce).
+// With `norm` (whose y is x) the block's input norm runs here too: with FP8 gate_up and down
+// weights as one fused op with the gate_up projection (rms_norm_matmul: a backend may normalize
+// inside its W8A8 activation quantization), otherwise first.
 inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t n, const void* x,
-                        void* residual, void* gate_buf, void* up_buf, bool accumulate = true) {
+                        void* residual, void* gate_buf, void* up_buf, bool accumulate = true,
+                        const ops::RmsNormParams* norm = nullptr) {
   const int64_t hidden = w.gate.in, inter = w.gate.out;
+  const bool fp8_gate_up = w.gate_up && w.gate_up->weight.format.scheme == ops::WeightScheme::kFp8;
+  const bool norm_with_gate_up = norm && fp8_gate_up && w.down.weight.format.scheme == ops::WeightScheme::kFp8;
+  if (norm && !norm_with_gate_up) FRUGAL_RETURN_IF_ERROR(b->rms_norm(*norm));
   const void* prod = gate_buf;
   const ops::MatmulParams down{.x = up_buf, .x_dtype = act, .ld_x = inter, .w = w.down.weight, .bias = w.down.bias,
                                .bias_dtype = w.down.bias_dtype, .y = residual, .y_dtype = act, .ld_y = hidden, .m = n,
@@ -31,9 +38,11 @@ inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t
     // An FP8 down projection may quantize its input itself (W8A8): silu_mul goes with it
     // (silu_mul_matmul), so a backend can quantize silu(gate) * up without writing the product.
     // Other formats keep silu_mul with gate_up (matmul_silu_mul: a GEMV's epilogue can take it).
-    FRUGAL_RETURN_IF_ERROR(b->matmul(ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = hidden, .w = w.gate_up->weight,
+    const ops::MatmulParams gate_up{.x = x, .x_dtype = act, .ld_x = hidden, .w = w.gate_up->weight,
         .bias = w.gate_up->bias, .bias_dtype = w.gate_up->bias_dtype, .y = gate_buf, .y_dtype = act, .ld_y = 2 * inter,
-        .m = n, .n = 2 * inter, .k = hidden, .accumulate = false}));
+        .m = n, .n = 2 * inter, .k = hidden, .accumulate = false};
+    if (norm_with_gate_up) FRUGAL_RETURN_IF_ERROR(b->rms_norm_matmul(ops::RmsNormMatmulParams{.norm = *norm, .mm = gate_up}));
+    else FRUGAL_RETURN_IF_ERROR(b->matmul(gate_up));  // the norm (if any) ran above
     return b->silu_mul_matmul(ops::SiluMulMatmulParams{
         .act = {.gate = gate_buf, .up = static_cast<uint8_t*>(gate_buf) + dtype_bytes(act, inter), .out = up_buf,
                 .act_dtype = act, .n_tokens = n, .dim = inter, .ld_gate = 2 * inter, .ld_up = 2 * inter, .ld_out = inter},
