@@ -1,5 +1,10 @@
 // The shared op harness (tests/ops) on the CUDA backend: every op against ops::ref on odd
-// shapes, strided rows, guard bytes and NaN sentinels, in the backend's bf16 activations.
+// shapes, strided rows, guard bytes and NaN sentinels, in the backend's bf16 activations; once
+// with the backend's default switches and once with every fused kernel on.
 #include "harness.h"
 
 FRUGAL_INSTANTIATE_OP_HARNESS(Cuda, "cuda");
+// The same with every fused kernel switched on (rope_kv_write, the GEMV's silu epilogue, the FP8
+// silu and norm quantizations, mla_kv_prologue, moe_router, rms_norm_matmul), including those off
+// by default until measured: each fused path against the oracle on the harness's odd shapes.
+FRUGAL_INSTANTIATE_OP_HARNESS(CudaAllFused, "cuda_fused");

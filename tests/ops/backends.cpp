@@ -13,10 +13,20 @@ Result<std::unique_ptr<ops::Backend>> make_backend_by_name(const std::string& na
   if (name == "cpu") return make_cpu_backend();
 #ifdef FRUGAL_WITH_CUDA
   if (name == "cuda") return make_cuda_backend(0);
+  if (name == "cuda_fused") {  // every fused kernel on, those off by default until measured too
+    FRUGAL_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b, cuda::CudaBackend::create(0));
+    b->set_fuse_rope_kv(true);
+    b->set_fuse_silu_mul(true);
+    b->set_fuse_silu_quant(true);
+    b->set_fuse_mla_prologue(true);
+    b->set_fuse_route(true);
+    b->set_fuse_norm(true);
+    return std::unique_ptr<ops::Backend>(std::move(b));
+  }
 #endif
   return not_found("backend '" + name + "' is not built in (known: ref, cpu" +
 #ifdef FRUGAL_WITH_CUDA
-                   std::string(", cuda") +
+                   std::string(", cuda, cuda_fused") +
 #else
                    std::string() +
 #endif
