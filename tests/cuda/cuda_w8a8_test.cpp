@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <cuda_fp8.h>
@@ -172,6 +173,48 @@ TEST(CudaW8a8, Fp8WeightsFp8Activations) {
   check_w8a8({128, 128, 99, 256, 512, true, true, false, false}, rng);  // unaligned rows: the fallback
 }
 
+// Random FP8 weights [n, k] in format f (no NaN codes; scales around 1 / 256) on the device.
+struct DeviceFp8Weight {
+  DevInts keep;
+  ops::WeightView view;
+  DeviceFp8Weight(const ops::WeightFormat& f, int64_t n, int64_t k, std::mt19937& rng) {
+    std::vector<uint8_t> codes(static_cast<size_t>(n * ops::weight_row_bytes(f, k)));
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (auto& b : codes)
+      do b = static_cast<uint8_t>(byte(rng)); while ((b & 0x7f) == 0x7f);
+    std::vector<float> scales(static_cast<size_t>(ops::weight_scale_rows(f, n) * ops::weight_groups_k(f, k)));
+    std::uniform_real_distribution<float> sd(0.5f / 256, 1.5f / 256);
+    for (float& v : scales) v = sd(rng);
+    void* dcodes = backend()->alloc(codes.size() + 16).value();
+    keep.ptrs.push_back(dcodes);
+    EXPECT_TRUE(backend()->upload(dcodes, codes.data(), codes.size()).is_ok());
+    view = ops::WeightView{.data = dcodes, .format = f, .scales = keep.floats(scales)};
+  }
+};
+
+ops::WeightFormat fp8_format(int32_t group_k, int32_t group_n) {
+  ops::WeightFormat f;
+  f.scheme = ops::WeightScheme::kFp8;
+  f.dtype = DType::kF8E4M3;
+  f.group_k = group_k;
+  f.group_n = group_n;
+  return f;
+}
+
+// Two bf16 outputs [m][ld_y] equal bit for bit (the first few differences named).
+void expect_same_bf16(const std::vector<uint8_t>& fused, const std::vector<uint8_t>& seq, int64_t m, int64_t ld_y,
+                      const std::string& what) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m * ld_y; ++i)
+    if (fused[static_cast<size_t>(2 * i)] != seq[static_cast<size_t>(2 * i)] ||
+        fused[static_cast<size_t>(2 * i + 1)] != seq[static_cast<size_t>(2 * i + 1)])
+      if (bad++ < 5)
+        ADD_FAILURE() << what << " at [" << i / ld_y << ", " << i % ld_y << "]: fused "
+                      << ops::ref::load(DType::kBF16, fused.data(), i) << ", sequence "
+                      << ops::ref::load(DType::kBF16, seq.data(), i);
+  EXPECT_EQ(bad, 0) << what;
+}
+
 // silu_mul_matmul (SwiGLU's down projection over silu(gate) * up) with FP8 weights: the fused
 // path quantizes the product in one kernel without writing it; its output must equal, bit for
 // bit, silu_mul then the W8A8 matmul (the sequence, checked against the oracle above), since the
@@ -186,32 +229,15 @@ TEST(CudaW8a8, SiluMulMatmulEqualsSequence) {
         const int64_t n = 272, ld_gu = 2 * dim + 8, ld_y = n + 8;
         const std::string what = "silu_mul_matmul m=" + std::to_string(m) + " n=" + std::to_string(n) + " dim=" +
                                  std::to_string(dim) + " scales " + std::to_string(gk) + "x" + std::to_string(gn);
-        ops::WeightFormat f;
-        f.scheme = ops::WeightScheme::kFp8;
-        f.dtype = DType::kF8E4M3;
-        f.group_k = gk;
-        f.group_n = gn;
-        const int64_t row_bytes = ops::weight_row_bytes(f, dim);
-        std::vector<uint8_t> codes(static_cast<size_t>(n * row_bytes));
-        std::uniform_int_distribution<int> byte(0, 255);
-        for (auto& b : codes)
-          do b = static_cast<uint8_t>(byte(rng)); while ((b & 0x7f) == 0x7f);
-        std::vector<float> scales(static_cast<size_t>(ops::weight_scale_rows(f, n) * ops::weight_groups_k(f, dim)));
-        std::uniform_real_distribution<float> sd(0.5f / 256, 1.5f / 256);
-        for (float& v : scales) v = sd(rng);
+        const DeviceFp8Weight w(fp8_format(gk, gn), n, dim, rng);
         Tensor gu(DType::kBF16, m * ld_gu), h(DType::kBF16, m * dim), y(DType::kBF16, m * ld_y);
         gu.fill_uniform(rng, -4.f, 4.f);
         y.fill_uniform(rng, -1.f, 1.f);
         for (auto* t : {&gu, &h, &y}) t->to_device();
-        DevInts keep;
-        void* dcodes = backend()->alloc(codes.size() + 16).value();
-        keep.ptrs.push_back(dcodes);
-        ASSERT_TRUE(backend()->upload(dcodes, codes.data(), codes.size()).is_ok());
-        const ops::WeightView w{.data = dcodes, .format = f, .scales = keep.floats(scales)};
         const ops::SiluMulMatmulParams p{
             .act = {.gate = gu.dev, .up = static_cast<uint8_t*>(gu.dev) + 2 * dim, .out = h.dev, .act_dtype = DType::kBF16,
                     .n_tokens = m, .dim = dim, .ld_gate = ld_gu, .ld_up = ld_gu, .ld_out = dim},
-            .mm = {h.dev, DType::kBF16, dim, w, nullptr, DType::kBF16, y.dev, DType::kBF16, ld_y, m, n, dim, true}};
+            .mm = {h.dev, DType::kBF16, dim, w.view, nullptr, DType::kBF16, y.dev, DType::kBF16, ld_y, m, n, dim, true}};
         std::vector<uint8_t> fused, seq;
         const int64_t calls = backend()->fused_silu_quant_calls();
         ASSERT_TRUE(backend()->silu_mul_matmul(p).is_ok()) << what;
@@ -223,15 +249,7 @@ TEST(CudaW8a8, SiluMulMatmulEqualsSequence) {
         backend()->set_fuse_silu_quant(true);
         ASSERT_TRUE(st.is_ok()) << what;
         y.from_device(&seq, what);
-        int64_t bad = 0;
-        for (int64_t i = 0; i < m * ld_y; ++i)
-          if (fused[static_cast<size_t>(2 * i)] != seq[static_cast<size_t>(2 * i)] ||
-              fused[static_cast<size_t>(2 * i + 1)] != seq[static_cast<size_t>(2 * i + 1)])
-            if (bad++ < 5)
-              ADD_FAILURE() << what << " at [" << i / ld_y << ", " << i % ld_y << "]: fused "
-                            << ops::ref::load(DType::kBF16, fused.data(), i) << ", sequence "
-                            << ops::ref::load(DType::kBF16, seq.data(), i);
-        EXPECT_EQ(bad, 0) << what;
+        expect_same_bf16(fused, seq, m, ld_y, what);
       }
 }
 
@@ -250,34 +268,17 @@ TEST(CudaW8a8, RmsNormMatmulEqualsSequence) {
         const int64_t n = 272, ld_x = dim + 8, ld_y = n + 8;
         const std::string what = "rms_norm_matmul m=" + std::to_string(m) + " n=" + std::to_string(n) + " dim=" +
                                  std::to_string(dim) + " scales " + std::to_string(gk) + "x" + std::to_string(gn);
-        ops::WeightFormat f;
-        f.scheme = ops::WeightScheme::kFp8;
-        f.dtype = DType::kF8E4M3;
-        f.group_k = gk;
-        f.group_n = gn;
-        const int64_t row_bytes = ops::weight_row_bytes(f, dim);
-        std::vector<uint8_t> codes(static_cast<size_t>(n * row_bytes));
-        std::uniform_int_distribution<int> byte(0, 255);
-        for (auto& b : codes)
-          do b = static_cast<uint8_t>(byte(rng)); while ((b & 0x7f) == 0x7f);
-        std::vector<float> scales(static_cast<size_t>(ops::weight_scale_rows(f, n) * ops::weight_groups_k(f, dim)));
-        std::uniform_real_distribution<float> sd(0.5f / 256, 1.5f / 256);
-        for (float& v : scales) v = sd(rng);
+        const DeviceFp8Weight w(fp8_format(gk, gn), n, dim, rng);
         Tensor x(DType::kBF16, m * ld_x), nw(DType::kBF16, dim), xn(DType::kBF16, m * ld_x), y(DType::kBF16, m * ld_y);
         x.fill_uniform(rng, -4.f, 4.f);
         nw.fill_uniform(rng, 0.5f, 1.5f);
         y.fill_uniform(rng, -1.f, 1.f);
         for (auto* t : {&x, &nw, &xn, &y}) t->to_device();
-        DevInts keep;
-        void* dcodes = backend()->alloc(codes.size() + 16).value();
-        keep.ptrs.push_back(dcodes);
-        ASSERT_TRUE(backend()->upload(dcodes, codes.data(), codes.size()).is_ok());
-        const ops::WeightView w{.data = dcodes, .format = f, .scales = keep.floats(scales)};
         const ops::RmsNormMatmulParams p{
             .norm = {.x = x.dev, .residual = nullptr, .y = xn.dev, .weight = nw.dev, .act_dtype = DType::kBF16,
                      .weight_dtype = DType::kBF16, .rows = m, .dim = dim, .ld_x = ld_x, .ld_res = ld_x, .ld_y = ld_x,
                      .eps = 1e-6f},
-            .mm = {xn.dev, DType::kBF16, ld_x, w, nullptr, DType::kBF16, y.dev, DType::kBF16, ld_y, m, n, dim, true}};
+            .mm = {xn.dev, DType::kBF16, ld_x, w.view, nullptr, DType::kBF16, y.dev, DType::kBF16, ld_y, m, n, dim, true}};
         std::vector<uint8_t> fused, seq;
         const bool was = backend()->fuse_norm();
         backend()->set_fuse_norm(true);
@@ -292,15 +293,7 @@ TEST(CudaW8a8, RmsNormMatmulEqualsSequence) {
         backend()->set_fuse_norm(was);
         ASSERT_TRUE(st.is_ok()) << what;
         y.from_device(&seq, what);
-        int64_t bad = 0;
-        for (int64_t i = 0; i < m * ld_y; ++i)
-          if (fused[static_cast<size_t>(2 * i)] != seq[static_cast<size_t>(2 * i)] ||
-              fused[static_cast<size_t>(2 * i + 1)] != seq[static_cast<size_t>(2 * i + 1)])
-            if (bad++ < 5)
-              ADD_FAILURE() << what << " at [" << i / ld_y << ", " << i % ld_y << "]: fused "
-                            << ops::ref::load(DType::kBF16, fused.data(), i) << ", sequence "
-                            << ops::ref::load(DType::kBF16, seq.data(), i);
-        EXPECT_EQ(bad, 0) << what;
+        expect_same_bf16(fused, seq, m, ld_y, what);
       }
 }
 

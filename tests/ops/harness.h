@@ -71,6 +71,14 @@ class GuardedBuffer {
 ::testing::AssertionResult compare_flat(DType t, const void* got, const void* want, int64_t n, double tol,
                                         const std::string& what);
 
+// CUDA's FP8 W8A8 path rounds x to E4M3 per token (or per token and 128 inputs): each x_j moves by
+// at most |x_j| / 16, or (subnormal) amax(its token) / 448 / 1024. Expects every
+// |got - want| <= sum_j |w[o, j]| (|x[i, j]| / 16 + amax_i / 448 / 1024) (plus f32 and activation
+// rounding), and the row gaps of got equal to those of gaps. w: [n, k] row-major, the weight the
+// reference multiplied.
+void expect_within_fp8_act_bound(const HostMat& got, const HostMat& want, const HostMat& gaps, const HostMat& x,
+                                 const std::vector<float>& w, double act_tol, const std::string& what);
+
 // Which harness cases a backend is expected to run (tests/ops/harness_support.cpp). A case is
 // named by its op and a variant string naming what decides support: "w=dense bf16" (matmul),
 // "w=f16" (rms_norm), "table=f16" (embedding), "cache=bf16" (kv_write, attention), "" (others).

@@ -42,6 +42,37 @@ quant::QuantWeight random_fp8_weight(std::mt19937& rng, int64_t n, int64_t k, st
   return qw;
 }
 
+// A fused case's weight operand on the device: w itself, or (fp8) random FP8 codes [w.rows,
+// w.cols] with per-channel scales in w's place. `ref` is what the reference multiplies (w, or the
+// FP8 weight dequantized to f32); `ok` is false when the FP8 view could not be built (recorded).
+struct CaseWeight {
+  quant::QuantWeight qw;
+  std::vector<float> deq;
+  std::unique_ptr<GuardedBuffer> data, scales;
+  ops::WeightView view, ref;
+  bool ok = true;
+};
+
+CaseWeight case_weight(OpCases& c, const HostMat& w, bool fp8) {
+  CaseWeight cw;
+  if (fp8) cw.qw = random_fp8_weight(c.rng(), w.rows, w.cols, &cw.deq);
+  cw.data = fp8 ? c.upload(cw.qw.q) : c.upload(w);
+  cw.scales = c.upload(fp8 ? cw.qw.scale : std::vector<float>{0.f});
+  cw.view = ops::dense_weight(cw.data->ptr(), w.dtype);
+  cw.ref = fp8 ? ops::dense_weight(cw.deq.data(), DType::kF32) : ops::dense_weight(w.data(), w.dtype);
+  if (fp8) {
+    Result<ops::WeightView> host_view = quant::weight_view_of(cw.qw);
+    cw.ok = host_view.is_ok();
+    EXPECT_TRUE(cw.ok) << host_view.status().to_string();
+    if (cw.ok) {
+      cw.view = *host_view;
+      cw.view.data = cw.data->ptr();
+      cw.view.scales = cw.scales->ptr();
+    }
+  }
+  return cw;
+}
+
 }  // namespace
 
 // Rows [q | k | v] per token as the fused qkv projection writes them (kv.k is rope.k), every KV
@@ -158,20 +189,10 @@ void OpCases::matmul_silu_mul() {
     g2.fill_random(rng_, 4.0f);
     u2.fill_random(rng_, 1.0f);
     out0.fill_random(rng_, 1.0f);
-    quant::QuantWeight qw;
-    std::vector<float> w_deq;
-    if (fp8) qw = random_fp8_weight(rng_, n, k, &w_deq);
-    auto dx = upload(x), dw = fp8 ? upload(qw.q) : upload(w), db = upload(bias), dy = upload(y0), dg2 = upload(g2),
-         du2 = upload(u2), dout = upload(out0);
-    auto ds = upload(fp8 ? qw.scale : std::vector<float>{0.f});
-    ops::WeightView wv = ops::dense_weight(dw->ptr(), wt);
-    if (fp8) {
-      Result<ops::WeightView> host_view = quant::weight_view_of(qw);
-      ASSERT_TRUE(host_view.is_ok()) << host_view.status().to_string();
-      wv = *host_view;
-      wv.data = dw->ptr();
-      wv.scales = ds->ptr();
-    }
+    const CaseWeight cw = case_weight(*this, w, fp8);
+    if (!cw.ok) return;
+    const ops::WeightView& wv = cw.view;
+    auto dx = upload(x), db = upload(bias), dy = upload(y0), dg2 = upload(g2), du2 = upload(u2), dout = upload(out0);
     auto y_at = [&](void* base, int64_t col) { return static_cast<uint8_t*>(base) + dtype_bytes(act(), col); };
     ops::MatmulSiluMulParams p{
         .mm = {.x = dx->ptr(), .x_dtype = act(), .ld_x = x.ld, .w = wv, .bias = has_bias ? db->ptr() : nullptr,
@@ -185,13 +206,13 @@ void OpCases::matmul_silu_mul() {
     HostMat got = download(*dout, out0), want_y = y0, want = out0;
     ops::MatmulSiluMulParams r = p;
     r.mm.x = x.data(), r.mm.bias = has_bias ? bias.data() : nullptr;
-    r.mm.w = fp8 ? ops::dense_weight(w_deq.data(), DType::kF32) : ops::dense_weight(w.data(), wt);
+    r.mm.w = cw.ref;
     r.mm.y = want_y.data();
     r.act.gate = separate ? g2.data() : want_y.data(), r.act.up = separate ? u2.data() : y_at(want_y.data(), half);
     r.act.out = want.data();
     ops::ref::matmul_silu_mul(r);
     EXPECT_TRUE(compare_mats(got, want, out0, act_tol(), what));
-    for (auto* b : {dx.get(), dw.get(), db.get(), dy.get(), dg2.get(), du2.get(), dout.get(), ds.get()})
+    for (auto* b : {dx.get(), cw.data.get(), db.get(), dy.get(), dg2.get(), du2.get(), dout.get(), cw.scales.get()})
       EXPECT_TRUE(b->check_guards(what));
   };
   for (DType wt : {DType::kF32, DType::kBF16, DType::kF16})
@@ -227,20 +248,10 @@ void OpCases::silu_mul_matmul() {
     w.fill_random(rng_, 0.5f);
     bias.fill_random(rng_, 1.0f);
     y0.fill_random(rng_, 1.0f);
-    quant::QuantWeight qw;
-    std::vector<float> w_deq;
-    if (fp8) qw = random_fp8_weight(rng_, n, dim, &w_deq);
-    auto dgu = upload(gu), dh = upload(h0), dx2 = upload(x2), dw = fp8 ? upload(qw.q) : upload(w), db = upload(bias),
-         dy = upload(y0);
-    auto ds = upload(fp8 ? qw.scale : std::vector<float>{0.f});
-    ops::WeightView wv = ops::dense_weight(dw->ptr(), wt);
-    if (fp8) {
-      Result<ops::WeightView> host_view = quant::weight_view_of(qw);
-      ASSERT_TRUE(host_view.is_ok()) << host_view.status().to_string();
-      wv = *host_view;
-      wv.data = dw->ptr();
-      wv.scales = ds->ptr();
-    }
+    const CaseWeight cw = case_weight(*this, w, fp8);
+    if (!cw.ok) return;
+    const ops::WeightView& wv = cw.view;
+    auto dgu = upload(gu), dh = upload(h0), dx2 = upload(x2), db = upload(bias), dy = upload(y0);
     auto at = [&](void* base, int64_t col) { return static_cast<uint8_t*>(base) + dtype_bytes(act(), col); };
     ops::SiluMulMatmulParams p{
         .act = {.gate = dgu->ptr(), .up = at(dgu->ptr(), dim), .out = dh->ptr(), .act_dtype = act(), .n_tokens = m,
@@ -254,11 +265,12 @@ void OpCases::silu_mul_matmul() {
     ops::SiluMulMatmulParams r = p;
     r.act.gate = gu.data(), r.act.up = at(gu.data(), dim), r.act.out = want_h.data();
     r.mm.x = separate ? x2.data() : want_h.data(), r.mm.bias = has_bias ? bias.data() : nullptr;
-    r.mm.w = fp8 ? ops::dense_weight(w_deq.data(), DType::kF32) : ops::dense_weight(w.data(), wt);
+    r.mm.w = cw.ref;
     r.mm.y = want.data();
     ops::ref::silu_mul_matmul(r);
     EXPECT_TRUE(compare_mats(got, want, y0, act_tol(), what));
-    for (auto* b : {dgu.get(), dh.get(), dx2.get(), dw.get(), db.get(), dy.get(), ds.get()}) EXPECT_TRUE(b->check_guards(what));
+    for (auto* b : {dgu.get(), dh.get(), dx2.get(), cw.data.get(), db.get(), dy.get(), cw.scales.get()})
+      EXPECT_TRUE(b->check_guards(what));
   };
   for (DType wt : {DType::kF32, DType::kBF16, DType::kF16})
     for (int64_t m : {1, 3, 9, 33})
@@ -488,20 +500,10 @@ void OpCases::rms_norm_matmul() {
     w.fill_random(rng_, 0.5f);
     bias.fill_random(rng_, 1.0f);
     y0.fill_random(rng_, 1.0f);
-    quant::QuantWeight qw;
-    std::vector<float> w_deq;
-    if (fp8) qw = random_fp8_weight(rng_, n, dim, &w_deq);
-    auto dx = upload(x), dxn = upload(xn0), dother = upload(other), dnw = upload(nw), dw = fp8 ? upload(qw.q) : upload(w),
-         db = upload(bias), dy = upload(y0);
-    auto ds = upload(fp8 ? qw.scale : std::vector<float>{0.f});
-    ops::WeightView wv = ops::dense_weight(dw->ptr(), wt);
-    if (fp8) {
-      Result<ops::WeightView> host_view = quant::weight_view_of(qw);
-      ASSERT_TRUE(host_view.is_ok()) << host_view.status().to_string();
-      wv = *host_view;
-      wv.data = dw->ptr();
-      wv.scales = ds->ptr();
-    }
+    const CaseWeight cw = case_weight(*this, w, fp8);
+    if (!cw.ok) return;
+    const ops::WeightView& wv = cw.view;
+    auto dx = upload(x), dxn = upload(xn0), dother = upload(other), dnw = upload(nw), db = upload(bias), dy = upload(y0);
     ops::RmsNormMatmulParams p{
         .norm = {.x = dx->ptr(), .residual = nullptr, .y = dxn->ptr(), .weight = dnw->ptr(), .act_dtype = act(),
                  .weight_dtype = act(), .rows = m, .dim = dim, .ld_x = x.ld, .ld_res = x.ld, .ld_y = xn0.ld, .eps = 1e-6f},
@@ -514,30 +516,18 @@ void OpCases::rms_norm_matmul() {
     ops::RmsNormMatmulParams r = p;
     r.norm.x = x.data(), r.norm.y = want_xn.data(), r.norm.weight = nw.data();
     r.mm.x = separate ? other.data() : want_xn.data();
-    r.mm.w = fp8 ? ops::dense_weight(w_deq.data(), DType::kF32) : ops::dense_weight(w.data(), wt);
+    r.mm.w = cw.ref;
     r.mm.bias = has_bias ? bias.data() : nullptr, r.mm.y = want_y.data();
     ops::ref::rms_norm_matmul(r);
     // CUDA runs FP8 weights past 8 tokens as W8A8: the normalized x rounded to E4M3 per token, each
     // x_j moved by at most |x_j| / 16 (or, subnormal, amax / 448 / 1024); the bound of the matmul's
     // own W8A8 cases (harness_quant.cpp) over the reference's normalized rows.
     if (fp8 && m > 8 && backend()->name() == "cuda") {
-      EXPECT_TRUE(compare_mats(got_y, want_y, y0, 1e30, what));  // gaps untouched, values finite
-      for (int64_t i = 0; i < m; ++i) {
-        double amax = 0;
-        for (int64_t j = 0; j < dim; ++j) amax = std::max(amax, std::fabs(static_cast<double>(want_xn.get(i, j))));
-        for (int64_t o = 0; o < n; ++o) {
-          double bound = 0;
-          for (int64_t j = 0; j < dim; ++j)
-            bound += std::fabs(w_deq[static_cast<size_t>(o * dim + j)]) *
-                     (std::fabs(static_cast<double>(want_xn.get(i, j))) / 16 + amax / 448 / 1024);
-          bound = bound * 1.001 + act_tol() * (1 + std::fabs(want_y.get(i, o)));
-          EXPECT_LE(std::fabs(got_y.get(i, o) - want_y.get(i, o)), bound) << what << " at [" << i << ", " << o << "]";
-        }
-      }
+      expect_within_fp8_act_bound(got_y, want_y, y0, want_xn, cw.deq, act_tol(), what);
     } else {
       EXPECT_TRUE(compare_mats(got_y, want_y, y0, act_tol(), what + " (mm.y)"));
     }
-    for (auto* b : {dx.get(), dxn.get(), dother.get(), dnw.get(), dw.get(), db.get(), dy.get(), ds.get()})
+    for (auto* b : {dx.get(), dxn.get(), dother.get(), dnw.get(), cw.data.get(), db.get(), dy.get(), cw.scales.get()})
       EXPECT_TRUE(b->check_guards(what));
   };
   for (int64_t m : {1, 3, 9})

@@ -1,4 +1,5 @@
 // Buffers, random inputs and comparisons for the op harness.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -111,6 +112,23 @@ double rms_of(const HostMat& m) {
   std::memcpy(g.data(), got, g.bytes.size());
   std::memcpy(w.data(), want, w.bytes.size());
   return compare_mats(g, w, w, tol, what);
+}
+
+void expect_within_fp8_act_bound(const HostMat& got, const HostMat& want, const HostMat& gaps, const HostMat& x,
+                                 const std::vector<float>& w, double act_tol, const std::string& what) {
+  EXPECT_TRUE(compare_mats(got, want, gaps, 1e30, what));  // gaps untouched, values finite
+  const int64_t m = want.rows, n = want.cols, k = x.cols;
+  for (int64_t i = 0; i < m; ++i) {
+    double amax = 0;
+    for (int64_t j = 0; j < k; ++j) amax = std::max(amax, std::fabs(static_cast<double>(x.get(i, j))));
+    for (int64_t o = 0; o < n; ++o) {
+      double bound = 0;
+      for (int64_t j = 0; j < k; ++j)
+        bound += std::fabs(w[static_cast<size_t>(o * k + j)]) * (std::fabs(static_cast<double>(x.get(i, j))) / 16 + amax / 448 / 1024);
+      bound = bound * 1.001 + act_tol * (1 + std::fabs(want.get(i, o)));
+      EXPECT_LE(std::fabs(got.get(i, o) - want.get(i, o)), bound) << what << " at [" << i << ", " << o << "]";
+    }
+  }
 }
 
 void OpHarness::SetUp() {
