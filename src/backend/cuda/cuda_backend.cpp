@@ -247,6 +247,13 @@ int64_t CudaBackend::quant_gemv_max_m(const ops::MatmulParams& p) const {
   return p.w.format.scheme != ops::WeightScheme::kFp8 ? kQuantGemvMaxM : fp8_gemv_max_m_ >= 0 ? fp8_gemv_max_m_ : kFp8GemvMaxM;
 }
 
+// Whether matmul_quant would try W8A8 for p first (FP8 weights past the weight-only GEMV's
+// tokens, no other path forced): where a fused op may fold its step into the activation quantization.
+bool CudaBackend::matmul_goes_w8a8(const ops::MatmulParams& p) const {
+  return p.w.format.scheme == ops::WeightScheme::kFp8 && p.m > quant_gemv_max_m(p) && !quant_path_forced("ref") &&
+         !quant_path_forced("lt") && !quant_path_forced("gemv");
+}
+
 bool CudaBackend::quant_gemv_first(const ops::MatmulParams& p) const {
   return quant_gemv_ok(p) && (p.m <= quant_gemv_max_m(p) || quant_path_forced("gemv"));
 }
@@ -643,8 +650,7 @@ Status CudaBackend::silu_mul_matmul(const ops::SiluMulMatmulParams& p) {
   const ops::SiluMulParams& a = p.act;
   const bool reads_product = mm.x == a.out && mm.x_dtype == DType::kBF16 && a.act_dtype == DType::kBF16 &&
                              mm.ld_x == a.ld_out && mm.k == a.dim && mm.m == a.n_tokens && mm.m > 0 && mm.n > 0;
-  if (fuse_silu_quant_ && reads_product && mm.w.format.scheme == ops::WeightScheme::kFp8 &&
-      mm.m > quant_gemv_max_m(mm) && !quant_path_forced("ref") && !quant_path_forced("lt") && !quant_path_forced("gemv")) {
+  if (fuse_silu_quant_ && reads_product && matmul_goes_w8a8(mm)) {
     FRUGAL_RETURN_IF_ERROR(check_matmul(mm));
     Status st = matmul_w8a8(mm, &a);
     if (st.code() != ErrorCode::kUnsupported) {
@@ -708,9 +714,7 @@ Status CudaBackend::rms_norm_matmul(const ops::RmsNormMatmulParams& p) {
   }
   const bool reads_norm = mm.x == n.y && mm.x_dtype == n.act_dtype && mm.ld_x == n.ld_y && mm.k == n.dim &&
                           mm.m == n.rows && mm.m > 0 && mm.n > 0 && n.residual == nullptr;
-  if (fuse_norm_ && reads_norm && mm.w.format.scheme == ops::WeightScheme::kFp8 && mm.m > quant_gemv_max_m(mm) &&
-      !quant_path_forced("ref") && !quant_path_forced("lt") && !quant_path_forced("gemv") &&
-      is_float_act(n.act_dtype) && is_float_act(n.weight_dtype)) {
+  if (fuse_norm_ && reads_norm && matmul_goes_w8a8(mm) && is_float_act(n.act_dtype) && is_float_act(n.weight_dtype)) {
     FRUGAL_RETURN_IF_ERROR(check_matmul(mm));
     Status st = matmul_w8a8(mm, nullptr, &n);
     if (st.code() != ErrorCode::kUnsupported) {

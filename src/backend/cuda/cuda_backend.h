@@ -132,6 +132,7 @@ class CudaBackend final : public ops::Backend {
   bool quant_gemv_ok(const ops::MatmulParams& p) const;
   int64_t quant_gemv_max_m(const ops::MatmulParams& p) const;
   bool quant_gemv_first(const ops::MatmulParams& p) const;
+  bool matmul_goes_w8a8(const ops::MatmulParams& p) const;
   Status run_lt(const ops::MatmulParams& p);
   Result<bool> small_m_prefers_lt(const ops::MatmulParams& p);
   Result<void*> scratch(size_t nbytes);
