@@ -144,10 +144,13 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       struct GemmKernel { QuantGemmKernel kernel; const char* name; std::vector<GemmTune> tunes; };
       const GemmKernel gemm_kernels[] = {
           {QuantGemmKernel::kPipe, "pipe", {{0, 0, ""}, {8, 1, " w8r1"}, {8, 2, " w8r2"}}},
-          {QuantGemmKernel::kQuad, "quad", {{0, 0, ""}, {4, 1, " w4r1"}, {8, 1, " w8r1"}, {4, 2, " w4r2"}}}};
+          {QuantGemmKernel::kQuad, "quad", {{0, 0, ""}, {4, 1, " w4r1"}, {8, 1, " w8r1"}, {4, 2, " w4r2"}}},
+          // slab: (quads in flight, row tiles a warp): (2, 1) / (4, 1) up to 16 tokens, (1, 2) / (2, 1) above
+          {QuantGemmKernel::kSlab, "slab", {{0, 0, ""}, {4, 1, " u4r1"}, {2, 1, " u2r1"}}}};
       for (const GemmKernel& gk : gemm_kernels) {
         set_quant_gemm_kernel(gk.kernel);
-        for (int64_t m : {9, 16, 33, 64}) {
+        for (int64_t m : {4, 9, 16, 33, 64}) {
+          if (m < 9 && gk.kernel != QuantGemmKernel::kSlab) continue;  // the others start at 9 tokens
           for (const GemmTune& t : gk.tunes) {
             for (bool split : {true, false}) {
               if (!split && t.w != 0 && !s.odd) continue;
@@ -158,7 +161,8 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           }
         }
         if (s.odd) continue;  // checked, not timed
-        for (int64_t m : {9, 16, 32, 64}) {
+        for (int64_t m : {1, 4, 8, 9, 16, 32, 64}) {
+          if (m < 9 && gk.kernel != QuantGemmKernel::kSlab) continue;  // against the GEMV rows below
           for (const GemmTune& t : gk.tunes) {
             set_quant_gemm_tuning(t.w, t.r);
             ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};

@@ -1,9 +1,11 @@
-// The quantized GEMMs called directly (launch_quant_gemm, both kernels: the pipelined one of
-// quant_gemm_pipe.cu and the first, one-quad one of quant_gemv.cu), in every block shape, split
-// as the backend splits them and in one split (what a capture without scratch runs), against
+// The quantized GEMMs called directly (launch_quant_gemm, all three kernels: the pipelined one of
+// quant_gemm_pipe.cu, the first, one-quad one of quant_gemv.cu and the slab one of
+// quant_gemm_slab.cu), in every block shape, split as the backend splits them and in one split
+// (what a capture without scratch runs; the slab GEMM then runs the GEMV where the whole k does
+// not fit its shared memory), against
 // ops::ref::matmul on the weight dequantized on the host (quant::dequantize, double precision):
 // int4 g128 with and without zero points, int8 per channel with and without, fp8 128 x 128
-// blocks; m 9 / 16 / 33 / 64 (2, 2, 8 and 8 token tiles); odd n (a partial row tile and block)
+// blocks; m 9 / 16 / 33 / 64 (2, 2, 8 and 8 token tiles; the slab GEMM also 5: 1 tile); odd n (a partial row tile and block)
 // and k (a partial last quad), strided x and y, bias, accumulation into y.
 #include <gtest/gtest.h>
 
@@ -60,7 +62,8 @@ quant::QuantWeight random_weight(const QFormat& f, int64_t n, int64_t k, std::mt
 struct Kernel {
   QuantGemmKernel kernel;
   const char* name;
-  std::vector<std::pair<int, int>> shapes;  // (warps, row tiles); (0, 0): the default
+  std::vector<std::pair<int, int>> shapes;  // (warps, row tiles); slab: (quads in flight, row tiles); (0, 0): the default
+  std::vector<std::pair<int, int>> limits = {{0, 0}};  // slab: set_quant_slab_limits(blocks, smem KB); (0, 0): the default
 };
 
 TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
@@ -69,8 +72,11 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
                              {"int8 channel", quant::CodeKind::kQ8, 0, 1, false},
                              {"int8 channel zeros", quant::CodeKind::kQ8, 0, 1, true},
                              {"fp8 128x128", quant::CodeKind::kF8, 128, 128, false}};
+  // The slab GEMM also with one row band (every warp walks several row groups, storing each)
+  // and with 8 KB slices (a quad or two each: many slices and partials).
   const Kernel kernels[] = {{QuantGemmKernel::kPipe, "pipe", {{0, 0}, {8, 1}, {8, 2}}},
-                            {QuantGemmKernel::kQuad, "quad", {{0, 0}, {4, 1}, {8, 1}, {4, 2}}}};
+                            {QuantGemmKernel::kQuad, "quad", {{0, 0}, {4, 1}, {8, 1}, {4, 2}}},
+                            {QuantGemmKernel::kSlab, "slab", {{0, 0}, {4, 1}, {2, 1}}, {{0, 0}, {1, 0}, {1, 8}, {0, 8}}}};
   // n 300: one partial 128-row block (and a partial 16-row tile); k 1416: 12 int4 quads, the last
   // with one chunk of 4 (22 8-bit quads, the last with 2); n 2050 x k 4352: many units per block.
   const std::pair<int64_t, int64_t> nks[] = {{300, 1416}, {2050, 4352}};
@@ -90,7 +96,7 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
       dv.data = codes.dev;
       dv.scales = dev.floats(w.scale);
       dv.zeros = w.offset.empty() ? nullptr : dev.floats(w.offset);
-      for (int64_t m : {9, 16, 33, 64}) {
+      for (int64_t m : {5, 9, 16, 33, 64}) {
         const bool bias = variant % 2 == 0, accumulate = variant % 3 == 1;
         ++variant;
         const int64_t ld_x = k + 8, ld_y = n + 3;
@@ -109,39 +115,45 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
           for (int64_t j = 0; j < n; ++j) mask[static_cast<size_t>(i * ld_y + j)] = true;
         for (const Kernel& kn : kernels)
           for (auto [wp, rt] : kn.shapes)
-            for (bool split : {true, false}) {
-              set_quant_gemm_kernel(kn.kernel);
-              set_quant_gemm_tuning(wp, rt);
-              Tensor y(DType::kBF16, m * ld_y);
-              y.host = y0.host;
-              y.to_device();
-              ops::MatmulParams p{x.dev, DType::kBF16, ld_x, dv, bias ? b.dev : nullptr, DType::kBF16, y.dev,
-                                  DType::kBF16, ld_y, m, n, k, accumulate};
-              ASSERT_TRUE(quant_gemv_supported(p));
-              const int splits = split ? quant_gemm_splits(p, backend()->n_sms()) : 1;
-              const size_t bytes = quant_gemm_scratch_bytes(p, splits);
-              void* partials = bytes ? backend()->alloc(bytes).value() : nullptr;
-              ASSERT_EQ(launch_quant_gemm(p, splits, partials, backend()->stream()), cudaSuccess);
-              ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
-              if (partials) backend()->free(partials);
-              const std::string what = std::string(kn.name) + " w" + std::to_string(wp) + "r" + std::to_string(rt) + " " +
-                                       f.name + " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" +
-                                       std::to_string(k) + " splits=" + std::to_string(splits) + (bias ? " bias" : "") +
-                                       (accumulate ? " accumulate" : "");
-              expect_close(y, want, 2e-2f, what, mask);
-              // Outside the m x n outputs (the ld_y gaps) y is untouched.
-              std::vector<uint8_t> got;
-              y.from_device(&got, what);
-              for (int64_t i = 0; i < m; ++i)
-                for (int64_t j = n; j < ld_y; ++j)
-                  ASSERT_EQ(ops::ref::load(DType::kBF16, got.data(), i * ld_y + j),
-                            ops::ref::load(DType::kBF16, y0.host.data(), i * ld_y + j))
-                      << what << ": gap written at [" << i << ", " << j << "]";
-            }
+            for (auto [blocks, smem_kb] : kn.limits)
+              for (bool split : {true, false}) {
+                if (m < 9 && kn.kernel != QuantGemmKernel::kSlab) continue;  // the others start at 9 tokens
+                set_quant_gemm_kernel(kn.kernel);
+                set_quant_gemm_tuning(wp, rt);
+                set_quant_slab_limits(blocks, smem_kb);
+                Tensor y(DType::kBF16, m * ld_y);
+                y.host = y0.host;
+                y.to_device();
+                ops::MatmulParams p{x.dev, DType::kBF16, ld_x, dv, bias ? b.dev : nullptr, DType::kBF16, y.dev,
+                                    DType::kBF16, ld_y, m, n, k, accumulate};
+                ASSERT_TRUE(quant_gemv_supported(p));
+                const int splits = split ? quant_gemm_splits(p, backend()->n_sms()) : 1;
+                const size_t bytes = quant_gemm_scratch_bytes(p, splits);
+                void* partials = bytes ? backend()->alloc(bytes).value() : nullptr;
+                ASSERT_EQ(launch_quant_gemm(p, splits, partials, backend()->stream()), cudaSuccess);
+                ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
+                if (partials) backend()->free(partials);
+                const std::string limits =
+                    blocks || smem_kb ? " blocks " + std::to_string(blocks) + " smem " + std::to_string(smem_kb) + "KB" : "";
+                const std::string what = std::string(kn.name) + " w" + std::to_string(wp) + "r" + std::to_string(rt) + limits + " " +
+                                         f.name + " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" +
+                                         std::to_string(k) + " splits=" + std::to_string(splits) + (bias ? " bias" : "") +
+                                         (accumulate ? " accumulate" : "");
+                expect_close(y, want, 2e-2f, what, mask);
+                // Outside the m x n outputs (the ld_y gaps) y is untouched.
+                std::vector<uint8_t> got;
+                y.from_device(&got, what);
+                for (int64_t i = 0; i < m; ++i)
+                  for (int64_t j = n; j < ld_y; ++j)
+                    ASSERT_EQ(ops::ref::load(DType::kBF16, got.data(), i * ld_y + j),
+                              ops::ref::load(DType::kBF16, y0.host.data(), i * ld_y + j))
+                        << what << ": gap written at [" << i << ", " << j << "]";
+              }
       }
     }
   set_quant_gemm_kernel(QuantGemmKernel::kDefault);
   set_quant_gemm_tuning(0, 0);
+  set_quant_slab_limits(0, 0);
 }
 
 }  // namespace

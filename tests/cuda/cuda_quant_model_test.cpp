@@ -1,7 +1,7 @@
 // Quantized checkpoints on CUDA (issue 16): every tests/data/quant fixture loads onto the GPU
 // (codes, scales, offsets and permutations uploaded into the weight arena) and runs through the
-// CUDA quantized paths (for the 24-token prompt where the format allows: the pipelined GEMM of
-// quant_gemm_pipe.cu, and again the one-quad GEMM and the tensor-core GEMV of quant_gemv.cu;
+// CUDA quantized paths (for the 24-token prompt where the format allows: the default, and again
+// the one-quad GEMM and the tensor-core GEMV of quant_gemv.cu and the slab GEMM of quant_gemm_slab.cu;
 // FP8 W8A8 for FP8 weights and again through the GEMV; else dequantize + cuBLASLt) with bf16
 // activations; its
 // teacher-forced logits match transformers' fp32 logits on the dequantized weights within a
@@ -52,14 +52,20 @@ class CudaQuantFixture : public ::testing::TestWithParam<std::string> {};
 constexpr double kFp8ActTol = 6e-2;
 
 // Which quantized kernel the 24-token prompt takes where the format allows (int4 / int8 without
-// act order): the default (the pipelined GEMM from 9 tokens), the first one-quad GEMM, or the GEMV.
-enum class Prompt { kDefault, kQuadGemm, kGemv };
+// act order): the default (the GEMV below kQuantGemmMinM tokens), the first one-quad GEMM, the
+// GEMV, or the slab GEMM.
+enum class Prompt { kDefault, kQuadGemm, kGemv, kSlabGemm };
 
 void check_fixture(const std::string& name, int64_t fp8_gemv_max_m, Prompt prompt = Prompt::kDefault) {
   const std::string what = name + (fp8_gemv_max_m < 0 ? "" : " (fp8 GEMV up to m " + std::to_string(fp8_gemv_max_m) + ")") +
-                           (prompt == Prompt::kQuadGemm ? " (one-quad GEMM)" : prompt == Prompt::kGemv ? " (GEMV)" : "");
-  cuda::set_quant_gemm_kernel(prompt == Prompt::kQuadGemm ? cuda::QuantGemmKernel::kQuad : cuda::QuantGemmKernel::kDefault);
-  cuda::set_quant_gemm_min_m(prompt == Prompt::kQuadGemm ? 9 : prompt == Prompt::kGemv ? 0 : -1);
+                           (prompt == Prompt::kQuadGemm ? " (one-quad GEMM)"
+                            : prompt == Prompt::kGemv   ? " (GEMV)"
+                            : prompt == Prompt::kSlabGemm ? " (slab GEMM)"
+                                                          : "");
+  cuda::set_quant_gemm_kernel(prompt == Prompt::kQuadGemm   ? cuda::QuantGemmKernel::kQuad
+                              : prompt == Prompt::kSlabGemm ? cuda::QuantGemmKernel::kSlab
+                                                            : cuda::QuantGemmKernel::kDefault);
+  cuda::set_quant_gemm_min_m(prompt == Prompt::kQuadGemm || prompt == Prompt::kSlabGemm ? 9 : prompt == Prompt::kGemv ? 0 : -1);
   struct Reset {
     ~Reset() {
       cuda::set_quant_gemm_kernel(cuda::QuantGemmKernel::kDefault);
@@ -102,10 +108,11 @@ TEST_P(CudaQuantFixture, LogitsWithinBf16OfTransformers) {
   check_fixture(GetParam(), -1);
   // FP8 fixtures again through the weight-only GEMV with bf16 activations (the decode path).
   if (GetParam().rfind("fp8", 0) == 0) check_fixture(GetParam(), 64);
-  // int4 / int8 fixtures again through the first (one-quad) GEMM and through the GEMV alone.
+  // int4 / int8 fixtures again through the first (one-quad) GEMM, the GEMV alone and the slab GEMM.
   if (GetParam().rfind("fp8", 0) != 0 && GetParam() != "nf4" && GetParam().find("descact") == std::string::npos) {
     check_fixture(GetParam(), -1, Prompt::kQuadGemm);
     check_fixture(GetParam(), -1, Prompt::kGemv);
+    check_fixture(GetParam(), -1, Prompt::kSlabGemm);
   }
 }
 

@@ -184,7 +184,7 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
 // meanwhile) and warps per row tile (4 | 8); 0 = the default rule.
 void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 // The quantized GEMM for quant_gemm_min_m() <= m <= kQuantGemvMaxM, same formats as the GEMV,
-// in two kernels (quant_gemm_kernel()):
+// in three kernels (quant_gemm_kernel()):
 //  - kPipe (quant_gemm_pipe.cu, kept for A/B: measured slower, see below): codes, x slab and scales of each quad staged in
 //    shared memory by a 4-5 stage cp.async pipeline, W warps x R row tiles of 16 rows sharing
 //    the x slab, the sums of x for int4's bias and zero points computed once per block; the
@@ -193,9 +193,19 @@ void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 //    tile, no partials) or the number of blocks.
 //  - kQuad (quant_gemv.cu, the default): one quad in flight per block,
 //    double-buffered; k split over grid.z; quant_gemm_splits returns the splits of k.
+//  - kSlab (quant_gemm_slab.cu; not yet measured, so not the default): a block stages the x of a
+//    whole k slice in shared memory once, then its 8 warps stream the codes of many row groups
+//    over it U quads deep with no further barrier; k slices over grid.z (quant_gemm_splits
+//    returns them), f32 partials added in slice order. One split runs the GEMV where the
+//    whole k does not fit. set_quant_gemm_tuning(u, r) / FRUGAL_QGEMM_W=u, FRUGAL_QGEMM_R=r
+//    pick quads per warp iteration and row tiles per warp: (2, 1) or (4, 1) up to 16 tokens,
+//    (1, 2) or (2, 1) above (the first of each the default); FRUGAL_QSLAB_SMEM_KB caps a slice.
+//    set_quant_slab_limits(blocks, smem_kb) (tests, benchmarks; 0: the default) sizes the grid
+//    for `blocks` resident blocks instead of the occupancy (1: one row band, every warp many
+//    row groups) and caps a slice's shared memory (8: a quad or two per slice, many slices).
 // Either way quant_gemm_scratch_bytes(p, splits) bytes of device memory hold the partials when
 // splits > 1, and launch_quant_gemm(p, 1, nullptr) needs none (what a capture without scratch
-// runs). FRUGAL_QGEMM_KERNEL=quad|pipe or set_quant_gemm_kernel picks the kernel;
+// runs). FRUGAL_QGEMM_KERNEL=quad|pipe|slab or set_quant_gemm_kernel picks the kernel;
 // FRUGAL_QGEMM_MIN_M (0: never) or set_quant_gemm_min_m (-1: back to the default) the threshold;
 // FRUGAL_QGEMM_W=4|8, FRUGAL_QGEMM_R=1|2 or set_quant_gemm_tuning(warps, row_tiles) (0: the
 // default) the block shape (kQuad: 4 x 1, 8 x 1, 4 x 2; kPipe: 4 x 2, 8 x 1, 8 x 2);
@@ -209,7 +219,9 @@ void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 // quad costs more than the deeper pipeline saves.
 constexpr int64_t kQuantGemmMinM = 33;
 constexpr int64_t kQuantGemmPipeMinM = 9;
-enum class QuantGemmKernel { kDefault, kQuad, kPipe };
+constexpr int64_t kQuantGemmSlabMinM = 9;
+enum class QuantGemmKernel { kDefault, kQuad, kPipe, kSlab };
+void set_quant_slab_limits(int blocks, int smem_kb);
 QuantGemmKernel quant_gemm_kernel();
 void set_quant_gemm_kernel(QuantGemmKernel k);  // kDefault: FRUGAL_QGEMM_KERNEL, else kQuad
 int64_t quant_gemm_min_m();
@@ -218,8 +230,8 @@ void set_quant_gemm_tuning(int warps, int row_tiles);
 int quant_gemm_splits(const ops::MatmulParams& p, int n_sms);
 size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits);
 cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
-// Raises the kPipe kernels' shared-memory limits and caches their occupancy outside any
-// capture; the backend calls it once at creation.
+// Raises the kPipe (or kSlab) kernels' shared-memory limits and caches their occupancy outside
+// any capture; the backend calls it once at creation.
 cudaError_t prepare_quant_gemm();
 // Dequantizes an n x k quantized weight into dense bf16 [n][k] in the original input order
 // (act order undone): the large-m path feeds it to cuBLASLt.

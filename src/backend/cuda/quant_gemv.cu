@@ -527,7 +527,9 @@ void set_quant_gemm_kernel(QuantGemmKernel k) { g_gemm_kernel = k; }
 QuantGemmKernel quant_gemm_kernel() {
   static const QuantGemmKernel env = [] {
     const char* e = std::getenv("FRUGAL_QGEMM_KERNEL");
-    return e && std::strcmp(e, "pipe") == 0 ? QuantGemmKernel::kPipe : QuantGemmKernel::kQuad;
+    if (e && std::strcmp(e, "pipe") == 0) return QuantGemmKernel::kPipe;
+    if (e && std::strcmp(e, "slab") == 0) return QuantGemmKernel::kSlab;
+    return QuantGemmKernel::kQuad;
   }();
   return g_gemm_kernel != QuantGemmKernel::kDefault ? g_gemm_kernel : env;
 }
@@ -541,19 +543,26 @@ int64_t quant_gemm_min_m() {
   }();
   const int m = g_gemm_min_m >= 0 ? g_gemm_min_m : env;
   if (m >= 0) return m == 0 ? INT64_MAX : m;
-  return quant_gemm_kernel() == QuantGemmKernel::kQuad ? kQuantGemmMinM : kQuantGemmPipeMinM;
+  switch (quant_gemm_kernel()) {
+    case QuantGemmKernel::kPipe: return kQuantGemmPipeMinM;
+    case QuantGemmKernel::kSlab: return kQuantGemmSlabMinM;
+    default: return kQuantGemmMinM;
+  }
 }
 
 // Only when the pipelined kernel is the configured one (its launches raise their own limits
 // otherwise, once each).
 cudaError_t prepare_quant_gemm() {
-  return quant_gemm_kernel() == QuantGemmKernel::kPipe ? prepare_quant_gemm_pipe() : cudaSuccess;
+  if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return prepare_quant_gemm_pipe();
+  if (quant_gemm_kernel() == QuantGemmKernel::kSlab) return prepare_quant_gemm_slab();
+  return cudaSuccess;
 }
 
 // The first GEMM: splits of k, enough blocks for two per SM, at least 4 quads per split, no
 // empty split. The pipelined one: quant_gemm_pipe_splits.
 int quant_gemm_splits(const ops::MatmulParams& p, int n_sms) {
   if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return quant_gemm_pipe_splits(p, n_sms);
+  if (quant_gemm_kernel() == QuantGemmKernel::kSlab) return quant_gemm_slab_splits(p, n_sms);
   const GemmShape s = gemm_shape(p);
   const int64_t blocks = s.gx * s.gy, target = 2 * static_cast<int64_t>(n_sms);
   int64_t ks = std::clamp<int64_t>(ceil_div(target, blocks), 1, std::max(1, s.n_quads / 4));
@@ -563,12 +572,14 @@ int quant_gemm_splits(const ops::MatmulParams& p, int n_sms) {
 
 size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits) {
   if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return quant_gemm_pipe_scratch_bytes(p, splits);
+  if (quant_gemm_kernel() == QuantGemmKernel::kSlab) return quant_gemm_slab_scratch_bytes(p, splits);
   return splits > 1 ? static_cast<size_t>(splits) * static_cast<size_t>(p.m * p.n) * sizeof(float) : 0;
 }
 
 cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream) {
   if (p.m * p.n == 0) return cudaSuccess;
   if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return launch_quant_gemm_pipe(p, splits, partials, stream);
+  if (quant_gemm_kernel() == QuantGemmKernel::kSlab) return launch_quant_gemm_slab(p, splits, partials, stream);
   const GemmShape s = gemm_shape(p);
   if (splits < 1 || (splits > 1 && partials == nullptr)) return cudaErrorInvalidValue;
   const int qps = static_cast<int>(ceil_div(s.n_quads, splits));
@@ -587,9 +598,13 @@ cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* part
     default: break;
   }
   if (err != cudaSuccess || splits == 1) return err;
+  return launch_quant_gemm_reduce(p, static_cast<const float*>(partials), splits, stream);
+}
+
+cudaError_t launch_quant_gemm_reduce(const ops::MatmulParams& p, const float* partials, int splits, cudaStream_t stream) {
   const int64_t total = p.m * p.n;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(total, 256), 132 * 8));
-  return launch_kernel(quant_gemm_reduce_kernel, blocks, 256, 0, stream, p, static_cast<const float*>(partials), splits);
+  return launch_kernel(quant_gemm_reduce_kernel, blocks, 256, 0, stream, p, partials, splits);
 }
 
 }  // namespace frugal::cuda

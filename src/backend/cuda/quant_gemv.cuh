@@ -199,4 +199,16 @@ size_t quant_gemm_pipe_scratch_bytes(const ops::MatmulParams& p, int splits);
 cudaError_t launch_quant_gemm_pipe(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
 cudaError_t prepare_quant_gemm_pipe();
 
+// The slab GEMM (quant_gemm_slab.cu) behind launch_quant_gemm & co. when quant_gemm_kernel() is
+// kSlab; `splits` is the number of k slices (1: the whole k in one, or the GEMV where one slice
+// does not fit the shared memory).
+int quant_gemm_slab_splits(const ops::MatmulParams& p, int n_sms);
+size_t quant_gemm_slab_scratch_bytes(const ops::MatmulParams& p, int splits);
+cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
+cudaError_t prepare_quant_gemm_slab();
+
+// y = the sum of `splits` f32 partials [splits][m][n] in split order (+ bias, + y when
+// accumulating): the second kernel of the split GEMMs (quant_gemv.cu).
+cudaError_t launch_quant_gemm_reduce(const ops::MatmulParams& p, const float* partials, int splits, cudaStream_t stream);
+
 }  // namespace frugal::cuda
