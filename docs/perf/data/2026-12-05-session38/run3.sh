@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Session 38, device call 3 of 3: the 7B lines.
+#  - issue 18.3: int4 g128 decode at 16 and 64 sequences (512-token prompts) with the slab GEMM
+#    from 9 tokens (FRUGAL_QGEMM_KERNEL=slab FRUGAL_QGEMM_MIN_M=9) against the default (GEMV to
+#    32 tokens, one-quad GEMM from 33) and bf16 at the same concurrency;
+#  - issue 18.2: bf16 batch 1 with and without session 37's fused norm (FRUGAL_FUSE_NORM=1);
+#  - issue 18.4: FP8 per-channel 2048 prefill and 1000 x 128/128 with and without it (the norm
+#    inside the W8A8 activation quantization).
+source docs/perf/data/2026-12-05-session38/lib.sh
+S=$OUT/s3.txt
+build
+SLAB="FRUGAL_QGEMM_KERNEL=slab FRUGAL_QGEMM_MIN_M=9"
+CONC=(--prefill-lens 0 --batches 16,64 --decode-prompt-len 512 --decode-tokens 128 --reps 2 --warmup 1 --max-num-seqs 64)
+e2e q7b_int4_conc_slab /tmp/q7b "$SLAB" "${CONC[@]}" --precision int4
+e2e q7b_int4_conc_base /tmp/q7b "FRUGAL_X=1" "${CONC[@]}" --precision int4
+e2e q7b_bf16_conc /tmp/q7b "FRUGAL_X=1" "${CONC[@]}"
+B1=(--prefill-lens 0 --batches 1 --decode-prompt-len 128 --decode-tokens 256 --reps 2)
+e2e q7b_b1_base /tmp/q7b "FRUGAL_X=1" "${B1[@]}"
+e2e q7b_b1_norm /tmp/q7b "FRUGAL_FUSE_NORM=1" "${B1[@]}"
+P2K=(--prefill-lens 2048 --reps 3 --warmup 1 --batches 0 --precision fp8-channel)
+e2e q7b_p2k_base /tmp/q7b "FRUGAL_X=1" "${P2K[@]}"
+e2e q7b_p2k_norm /tmp/q7b "FRUGAL_FUSE_NORM=1" "${P2K[@]}"
+TP=(--prefill-lens 0 --batches 0 --num-prompts 1000 --input-len 128 --output-len 128 --max-num-seqs 256 --max-num-batched-tokens 8192 --throughput-reps 1)
+e2e q7b_tp_fp8_norm /tmp/q7b "FRUGAL_FUSE_NORM=1" "${TP[@]}" --precision fp8-channel
+e2e q7b_tp_fp8_base /tmp/q7b "FRUGAL_X=1" "${TP[@]}" --precision fp8-channel
+finish 3
