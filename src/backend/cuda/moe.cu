@@ -166,6 +166,9 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeR
   uint4 pre[kRouterPreRows][kRouterU];
 #pragma unroll
   for (int i = 0; i < kRouterPreRows; ++i) load_first(pre[i], gw + kAll * i);
+  // CTA 0's shared memory may be written only once every CTA of the cluster runs (the CUDA
+  // guide's rule for distributed shared memory): arrive now, wait before the first remote store.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   pdl_wait();
   if constexpr (kNorm) {
     const ops::RmsNormParams& n = p.norm;
@@ -182,6 +185,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeR
   };
   uint32_t logits0;  // logits_s in CTA 0, as a shared::cluster address
   asm volatile("mapa.shared::cluster.u32 %0, %1, 0;" : "=r"(logits0) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(logits_s))));
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every CTA of the cluster has started
   auto row = [&](int e, const uint4 (&first)[kRouterU]) {
     const __nv_bfloat16* wr = w + static_cast<int64_t>(e) * mm.k;
     float acc[kRouterMaxTokens] = {};
