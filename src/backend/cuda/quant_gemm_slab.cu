@@ -110,7 +110,10 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
   const int64_t g_first = static_cast<int64_t>(blockIdx.x) * sa.groups_per_block + warp;
   const int64_t g_end = min(n_groups, static_cast<int64_t>(blockIdx.x + 1) * sa.groups_per_block);
   const int my_groups = g_first < g_end ? static_cast<int>((g_end - g_first + W - 1) / W) : 0;
-  const int units = ks > 0 ? my_groups * ks : 0;  // this warp's (group, quad) units, group-major
+  // This warp's (group, quad) units, group-major, in batches of U quads of one group (a group's
+  // last batch may be shorter), so a batch never straddles two groups' accumulators.
+  const int batches_per_group = ks > 0 ? (ks + U - 1) / U : 0;
+  const int n_batches = my_groups * batches_per_group;
   const uint8_t* codes = static_cast<const uint8_t*>(p.w.data);
   const float* scales = static_cast<const float*>(p.w.scales);
   const float* zeros = static_cast<const float*>(p.w.zeros);
@@ -122,27 +125,32 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
     return row < p.n ? row : p.n - 1;
   };
 
-  // The load cursor: the group and slice quad of the next unit whose codes are requested.
+  // The load cursor: the group and slice quad of the next batch whose codes are requested.
   int64_t lg = g_first;
   int lq = 0, loaded = 0;
-  auto load_next = [&](uint4 (&va)[R], uint4 (&vb)[R]) {
-    const int chunk = (qb + lq) * 4 + q;
-    const bool in = loaded < units && chunk < n_chunks;
+  auto load_batch = [&](uint4 (&va)[U][R], uint4 (&vb)[U][R]) {
+    const bool live = loaded < n_batches;
+    const int len = min(U, ks - lq);
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      va[r] = in ? load_stream16(codes + row_of(lg, r, 0) * a.row_bytes + chunk * 16) : make_uint4(0, 0, 0, 0);
-      vb[r] = in ? load_stream16(codes + row_of(lg, r, 1) * a.row_bytes + chunk * 16) : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < U; ++u) {
+      const int chunk = (qb + lq + u) * 4 + q;
+      const bool in = live && u < len && chunk < n_chunks;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        va[u][r] = in ? load_stream16(codes + row_of(lg, r, 0) * a.row_bytes + chunk * 16) : make_uint4(0, 0, 0, 0);
+        vb[u][r] = in ? load_stream16(codes + row_of(lg, r, 1) * a.row_bytes + chunk * 16) : make_uint4(0, 0, 0, 0);
+      }
     }
     ++loaded;
-    if (++lq == ks) {
+    lq += len;
+    if (lq == ks) {
       lq = 0;
       lg += W;
     }
   };
 
   uint4 va[U][R], vb[U][R];
-#pragma unroll
-  for (int u = 0; u < U; ++u) load_next(va[u], vb[u]);  // before the wait: the codes need no earlier kernel
+  load_batch(va, vb);  // before the wait: the codes need no earlier kernel
   pdl_wait();
 
   // The slice's x, every token of the pass, once for the whole block.
@@ -218,18 +226,19 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
           }
         }
   };
-  if (units > 0) set_group(cg);
+  if (n_batches > 0) set_group(cg);
 
-  for (int base = 0; base < units; base += U) {
+  for (int b = 0; b < n_batches; ++b) {
     uint4 na[U][R], nb[U][R];
-#pragma unroll
-    for (int u = 0; u < U; ++u) load_next(na[u], nb[u]);  // the next iteration's units (zeros past the last)
+    load_batch(na, nb);  // the next batch's codes (zeros past the last)
+    const int len = min(U, ks - cq);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      if (base + u >= units) break;  // warp-uniform
+      if (u >= len) break;  // warp-uniform
       uint32_t A[R][S][4];  // {row a lo, row b lo, row a hi, row b hi} per tile and step
       float sc_a[R], sc_b[R], of_a[R], of_b[R];
-      const uint32_t g = quad_group(a, static_cast<uint32_t>(qb + cq));
+      const int ql = cq + u;  // the unit's quad in the slice
+      const uint32_t g = quad_group(a, static_cast<uint32_t>(qb + ql));
 #pragma unroll
       for (int r = 0; r < R; ++r) {
 #pragma unroll
@@ -246,7 +255,7 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
           of_b[r] -= 128.f * sc_b[r];
         }
       }
-      const uint4* xq = slab + cq * TOK * UT;
+      const uint4* xq = slab + ql * TOK * UT;
 #pragma unroll
       for (int t = 0; t < MT; ++t) {
         if (t > 0 && m0 + 8 * t >= p.m) break;  // warp-uniform: the tile is past m
@@ -257,19 +266,20 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
         quad_tile_mmas<K>(A, xw, part);
         float x0 = 0.f, x1 = 0.f;
         if constexpr (kNeedX) {
-          const float2 xs = *reinterpret_cast<const float2*>(sums + (cq * MT + t) * 8 + 2 * q);
+          const float2 xs = *reinterpret_cast<const float2*>(sums + (ql * MT + t) * 8 + 2 * q);
           x0 = xs.x;
           x1 = xs.y;
         }
 #pragma unroll
         for (int r = 0; r < R; ++r) fold_quad<kNeedX>(acc[r][t], part[r], sc_a[r], sc_b[r], of_a[r], of_b[r], x0, x1, x0, x1);
       }
-      if (++cq == ks) {  // the group's slice is done
-        store_group(cg);
-        cq = 0;
-        cg += W;
-        if (base + u + 1 < units) set_group(cg);
-      }
+    }
+    cq += len;
+    if (cq == ks) {  // the group's slice is done
+      store_group(cg);
+      cq = 0;
+      cg += W;
+      if (b + 1 < n_batches) set_group(cg);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u)

@@ -4,6 +4,7 @@
 #    from 9 tokens (FRUGAL_QGEMM_KERNEL=slab FRUGAL_QGEMM_MIN_M=9) against the default (GEMV to
 #    32 tokens, one-quad GEMM from 33) and bf16 at the same concurrency;
 #  - issue 18.2: bf16 batch 1 with and without session 37's fused norm (FRUGAL_FUSE_NORM=1);
+#    int4 / int8 / fp8 batch 1 through the slab GEMM from one token against the GEMV;
 #  - issue 18.4: FP8 per-channel 2048 prefill and 1000 x 128/128 with and without it (the norm
 #    inside the W8A8 activation quantization).
 source docs/perf/data/2026-12-05-session38/lib.sh
@@ -17,6 +18,14 @@ e2e q7b_bf16_conc /tmp/q7b "FRUGAL_X=1" "${CONC[@]}"
 B1=(--prefill-lens 0 --batches 1 --decode-prompt-len 128 --decode-tokens 256 --reps 2)
 e2e q7b_b1_base /tmp/q7b "FRUGAL_X=1" "${B1[@]}"
 e2e q7b_b1_norm /tmp/q7b "FRUGAL_FUSE_NORM=1" "${B1[@]}"
+# issue 18.2: the quantized batch 1 through the slab GEMM (FRUGAL_QGEMM_MIN_M=1) against the GEMV
+SLAB1="FRUGAL_QGEMM_KERNEL=slab FRUGAL_QGEMM_MIN_M=1"
+e2e q7b_int4_b1_base /tmp/q7b "FRUGAL_X=1" "${B1[@]}" --precision int4
+e2e q7b_int4_b1_slab /tmp/q7b "$SLAB1" "${B1[@]}" --precision int4
+e2e q7b_int8_b1_base /tmp/q7b "FRUGAL_X=1" "${B1[@]}" --precision int8
+e2e q7b_int8_b1_slab /tmp/q7b "$SLAB1" "${B1[@]}" --precision int8
+e2e q7b_fp8_b1_base /tmp/q7b "FRUGAL_X=1" "${B1[@]}" --precision fp8-channel
+e2e q7b_fp8_b1_slab /tmp/q7b "$SLAB1" "${B1[@]}" --precision fp8-channel
 P2K=(--prefill-lens 2048 --reps 3 --warmup 1 --batches 0 --precision fp8-channel)
 e2e q7b_p2k_base /tmp/q7b "FRUGAL_X=1" "${P2K[@]}"
 e2e q7b_p2k_norm /tmp/q7b "FRUGAL_FUSE_NORM=1" "${P2K[@]}"
