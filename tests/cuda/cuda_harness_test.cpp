@@ -8,3 +8,6 @@ FRUGAL_INSTANTIATE_OP_HARNESS(Cuda, "cuda");
 // silu and norm quantizations, mla_kv_prologue, moe_router, rms_norm_matmul), including those off
 // by default until measured: each fused path against the oracle on the harness's odd shapes.
 FRUGAL_INSTANTIATE_OP_HARNESS(CudaAllFused, "cuda_fused");
+// The quantized matmuls the GEMVs take (int4 / int8 / fp8 without act order) at every m up to
+// kQuantGemvMaxM through the slab GEMM (off by default until measured), on the same odd shapes.
+FRUGAL_INSTANTIATE_OP_HARNESS(CudaSlab, "cuda_slab");

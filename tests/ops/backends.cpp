@@ -23,10 +23,15 @@ Result<std::unique_ptr<ops::Backend>> make_backend_by_name(const std::string& na
     b->set_fuse_norm(true);
     return std::unique_ptr<ops::Backend>(std::move(b));
   }
+  if (name == "cuda_slab") {  // every quantized matmul the GEMVs take at any m through the slab GEMM
+    FRUGAL_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b, cuda::CudaBackend::create(0));
+    b->set_quant_gemm(cuda::QuantGemmKernel::kSlab, 1);
+    return std::unique_ptr<ops::Backend>(std::move(b));
+  }
 #endif
   return not_found("backend '" + name + "' is not built in (known: ref, cpu" +
 #ifdef FRUGAL_WITH_CUDA
-                   std::string(", cuda, cuda_fused") +
+                   std::string(", cuda, cuda_fused, cuda_slab") +
 #else
                    std::string() +
 #endif

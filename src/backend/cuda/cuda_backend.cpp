@@ -296,18 +296,25 @@ Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
 // block and shared by its row tiles) from there, with k split over blocks when the rows alone
 // do not fill the GPU. Its partials live in the scratch, grown by the eager step before a
 // capture; a capture that finds it too small runs one split (one block per tile).
+void CudaBackend::set_quant_gemm(QuantGemmKernel kernel, int min_m) {
+  quant_gemm_kernel_ = kernel;
+  quant_gemm_min_m_ = min_m;
+  if (kernel == QuantGemmKernel::kSlab) (void)prepare_quant_gemm_slab();
+}
+
 Status CudaBackend::quant_gemv_or_gemm(const ops::MatmulParams& p) {
-  if (p.m < quant_gemm_min_m()) return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
-  int splits = quant_gemm_splits(p, n_sms_);
+  if (p.m < quant_gemm_min_m(quant_gemm_kernel_, quant_gemm_min_m_))
+    return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
+  int splits = quant_gemm_splits(p, n_sms_, quant_gemm_kernel_);
   void* partials = nullptr;
-  if (const size_t bytes = quant_gemm_scratch_bytes(p, splits); bytes > 0) {
+  if (const size_t bytes = quant_gemm_scratch_bytes(p, splits, quant_gemm_kernel_); bytes > 0) {
     if (capturing_ && bytes > scratch_bytes_) {
       splits = 1;
     } else {
       FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
     }
   }
-  return check_launch(launch_quant_gemm(p, splits, partials, stream_), "quant_gemm");
+  return check_launch(launch_quant_gemm(p, splits, partials, stream_, quant_gemm_kernel_), "quant_gemm");
 }
 
 // FP8 weights x FP8 activations (W8A8). The weight's scales decide the activation scales:
@@ -630,7 +637,7 @@ Status CudaBackend::matmul_silu_mul(const ops::MatmulSiluMulParams& p) {
     if (mm.w.format.scheme == ops::WeightScheme::kDense) {
       FRUGAL_ASSIGN_OR_RETURN(const bool gemv, dense_takes_gemv(mm));
       if (gemv) e = launch_gemv(mm, stream_, &out);
-    } else if (mm.m <= 8 && mm.m < quant_gemm_min_m() && quant_gemv_first(mm)) {
+    } else if (mm.m <= 8 && mm.m < quant_gemm_min_m(quant_gemm_kernel_, quant_gemm_min_m_) && quant_gemv_first(mm)) {
       e = launch_quant_gemv(mm, stream_, &out);
     }
     if (e != cudaErrorNotReady) {

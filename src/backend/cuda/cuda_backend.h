@@ -13,6 +13,7 @@
 #include <tuple>
 #include <string>
 
+#include "backend/cuda/kernels.h"
 #include "backend/cuda/sampling.h"
 #include "core/status.h"
 #include "ops/backend.h"
@@ -115,6 +116,10 @@ class CudaBackend final : public ops::Backend {
   bool fuse_norm() const { return fuse_norm_; }
   int64_t fused_norm_calls() const { return fused_norm_calls_; }
   int64_t fused_norm_quant_calls() const { return fused_norm_quant_calls_; }
+  // This backend's quantized GEMM kernel and its first m (kernels.h; kDefault / -1: the
+  // process-wide choice, FRUGAL_QGEMM_KERNEL / FRUGAL_QGEMM_MIN_M; min_m 0: never the GEMM, 1:
+  // every m up to kQuantGemvMaxM). Call outside a capture (the slab kernels' limits are raised here).
+  void set_quant_gemm(QuantGemmKernel kernel, int min_m);
 
  private:
   CudaBackend() = default;
@@ -156,6 +161,8 @@ class CudaBackend final : public ops::Backend {
   bool fuse_norm_ = false;
   int64_t fused_norm_calls_ = 0;
   int64_t fused_norm_quant_calls_ = 0;
+  QuantGemmKernel quant_gemm_kernel_ = QuantGemmKernel::kDefault;
+  int quant_gemm_min_m_ = -1;
   std::string w8a8_fallback_;
   bool capturing_ = false;
   cudaStream_t stream_ = nullptr;

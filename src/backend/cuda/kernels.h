@@ -220,19 +220,24 @@ void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 constexpr int64_t kQuantGemmMinM = 33;
 constexpr int64_t kQuantGemmPipeMinM = 9;
 constexpr int64_t kQuantGemmSlabMinM = 9;
+// `over` (a backend's own choice, CudaBackend::set_quant_gemm; kDefault: none) wins over the
+// process-wide set_quant_gemm_kernel / FRUGAL_QGEMM_KERNEL, and `over_min_m` (>= 0) over
+// set_quant_gemm_min_m / FRUGAL_QGEMM_MIN_M.
 enum class QuantGemmKernel { kDefault, kQuad, kPipe, kSlab };
 void set_quant_slab_limits(int blocks, int smem_kb);
-QuantGemmKernel quant_gemm_kernel();
+QuantGemmKernel quant_gemm_kernel(QuantGemmKernel over = QuantGemmKernel::kDefault);
 void set_quant_gemm_kernel(QuantGemmKernel k);  // kDefault: FRUGAL_QGEMM_KERNEL, else kQuad
-int64_t quant_gemm_min_m();
+int64_t quant_gemm_min_m(QuantGemmKernel over = QuantGemmKernel::kDefault, int over_min_m = -1);
 void set_quant_gemm_min_m(int m);
 void set_quant_gemm_tuning(int warps, int row_tiles);
-int quant_gemm_splits(const ops::MatmulParams& p, int n_sms);
-size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits);
-cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
+int quant_gemm_splits(const ops::MatmulParams& p, int n_sms, QuantGemmKernel over = QuantGemmKernel::kDefault);
+size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits, QuantGemmKernel over = QuantGemmKernel::kDefault);
+cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
+                              QuantGemmKernel over = QuantGemmKernel::kDefault);
 // Raises the kPipe (or kSlab) kernels' shared-memory limits and caches their occupancy outside
 // any capture; the backend calls it once at creation.
 cudaError_t prepare_quant_gemm();
+cudaError_t prepare_quant_gemm_slab();  // the same for the slab GEMM alone
 // Dequantizes an n x k quantized weight into dense bf16 [n][k] in the original input order
 // (act order undone): the large-m path feeds it to cuBLASLt.
 cudaError_t launch_dequant_bf16(const ops::WeightView& w, int64_t n, int64_t k, void* out, cudaStream_t stream);

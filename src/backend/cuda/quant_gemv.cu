@@ -524,7 +524,8 @@ void set_quant_gemm_tuning(int warps, int row_tiles) {
 
 void set_quant_gemm_kernel(QuantGemmKernel k) { g_gemm_kernel = k; }
 
-QuantGemmKernel quant_gemm_kernel() {
+QuantGemmKernel quant_gemm_kernel(QuantGemmKernel over) {
+  if (over != QuantGemmKernel::kDefault) return over;
   static const QuantGemmKernel env = [] {
     const char* e = std::getenv("FRUGAL_QGEMM_KERNEL");
     if (e && std::strcmp(e, "pipe") == 0) return QuantGemmKernel::kPipe;
@@ -536,14 +537,14 @@ QuantGemmKernel quant_gemm_kernel() {
 
 void set_quant_gemm_min_m(int m) { g_gemm_min_m = m; }
 
-int64_t quant_gemm_min_m() {
+int64_t quant_gemm_min_m(QuantGemmKernel over, int over_min_m) {
   static const int env = [] {
     const char* e = std::getenv("FRUGAL_QGEMM_MIN_M");
     return e ? std::atoi(e) : -1;
   }();
-  const int m = g_gemm_min_m >= 0 ? g_gemm_min_m : env;
+  const int m = over_min_m >= 0 ? over_min_m : g_gemm_min_m >= 0 ? g_gemm_min_m : env;
   if (m >= 0) return m == 0 ? INT64_MAX : m;
-  switch (quant_gemm_kernel()) {
+  switch (quant_gemm_kernel(over)) {
     case QuantGemmKernel::kPipe: return kQuantGemmPipeMinM;
     case QuantGemmKernel::kSlab: return kQuantGemmSlabMinM;
     default: return kQuantGemmMinM;
@@ -560,9 +561,9 @@ cudaError_t prepare_quant_gemm() {
 
 // The first GEMM: splits of k, enough blocks for two per SM, at least 4 quads per split, no
 // empty split. The pipelined one: quant_gemm_pipe_splits.
-int quant_gemm_splits(const ops::MatmulParams& p, int n_sms) {
-  if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return quant_gemm_pipe_splits(p, n_sms);
-  if (quant_gemm_kernel() == QuantGemmKernel::kSlab) return quant_gemm_slab_splits(p, n_sms);
+int quant_gemm_splits(const ops::MatmulParams& p, int n_sms, QuantGemmKernel over) {
+  if (quant_gemm_kernel(over) == QuantGemmKernel::kPipe) return quant_gemm_pipe_splits(p, n_sms);
+  if (quant_gemm_kernel(over) == QuantGemmKernel::kSlab) return quant_gemm_slab_splits(p, n_sms);
   const GemmShape s = gemm_shape(p);
   const int64_t blocks = s.gx * s.gy, target = 2 * static_cast<int64_t>(n_sms);
   int64_t ks = std::clamp<int64_t>(ceil_div(target, blocks), 1, std::max(1, s.n_quads / 4));
@@ -570,16 +571,17 @@ int quant_gemm_splits(const ops::MatmulParams& p, int n_sms) {
   return static_cast<int>(ceil_div(s.n_quads, qps));
 }
 
-size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits) {
-  if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return quant_gemm_pipe_scratch_bytes(p, splits);
-  if (quant_gemm_kernel() == QuantGemmKernel::kSlab) return quant_gemm_slab_scratch_bytes(p, splits);
+size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits, QuantGemmKernel over) {
+  if (quant_gemm_kernel(over) == QuantGemmKernel::kPipe) return quant_gemm_pipe_scratch_bytes(p, splits);
+  if (quant_gemm_kernel(over) == QuantGemmKernel::kSlab) return quant_gemm_slab_scratch_bytes(p, splits);
   return splits > 1 ? static_cast<size_t>(splits) * static_cast<size_t>(p.m * p.n) * sizeof(float) : 0;
 }
 
-cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream) {
+cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
+                              QuantGemmKernel over) {
   if (p.m * p.n == 0) return cudaSuccess;
-  if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return launch_quant_gemm_pipe(p, splits, partials, stream);
-  if (quant_gemm_kernel() == QuantGemmKernel::kSlab) return launch_quant_gemm_slab(p, splits, partials, stream);
+  if (quant_gemm_kernel(over) == QuantGemmKernel::kPipe) return launch_quant_gemm_pipe(p, splits, partials, stream);
+  if (quant_gemm_kernel(over) == QuantGemmKernel::kSlab) return launch_quant_gemm_slab(p, splits, partials, stream);
   const GemmShape s = gemm_shape(p);
   if (splits < 1 || (splits > 1 && partials == nullptr)) return cudaErrorInvalidValue;
   const int qps = static_cast<int>(ceil_div(s.n_quads, splits));

@@ -205,7 +205,6 @@ cudaError_t prepare_quant_gemm_pipe();
 int quant_gemm_slab_splits(const ops::MatmulParams& p, int n_sms);
 size_t quant_gemm_slab_scratch_bytes(const ops::MatmulParams& p, int splits);
 cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
-cudaError_t prepare_quant_gemm_slab();
 
 // y = the sum of `splits` f32 partials [splits][m][n] in split order (+ bias, + y when
 // accumulating): the second kernel of the split GEMMs (quant_gemv.cu).
