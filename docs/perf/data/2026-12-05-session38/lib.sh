@@ -1,10 +1,11 @@
 # Shared by run1..3.sh of session 38 (sourced). Each run writes its summary to $OUT/s<N>.txt and its
-# logs to $OUT/logs<N>.tgz; e2e() skips what would run past STOP seconds ("no time").
+# logs to $OUT/logs<N>.tgz; e2e() skips what would run past STOP seconds ("no time"; 480 by default,
+# so three calls and their start-up fit the session's 30 device minutes).
 set -uo pipefail
 START=$SECONDS
 export OUT=${OUT:-/tmp/out}
 L=/tmp/logs; mkdir -p $L
-STOP=${STOP:-570}
+STOP=${STOP:-480}
 left() { echo $((STOP - (SECONDS-START))); }
 build() {
   bash scripts/gpu/check.sh build >$L/build.log 2>&1

@@ -1,24 +1,15 @@
 #!/usr/bin/env bash
-# Session 38, device call 3 of 3: the 7B lines.
-#  - issue 18.3: int4 g128 decode at 16 and 64 sequences (512-token prompts) with the slab GEMM
-#    from 9 tokens (FRUGAL_QGEMM_KERNEL=slab FRUGAL_QGEMM_MIN_M=9) against the default (GEMV to
-#    32 tokens, one-quad GEMM from 33) and bf16 at the same concurrency;
+# Session 38, device call 3 of 3: the other 7B lines.
 #  - issue 18.2: bf16 batch 1 with and without session 37's fused norm (FRUGAL_FUSE_NORM=1);
 #    int4 / int8 / fp8 batch 1 through the slab GEMM from one token against the GEMV;
-#  - issue 18.4: FP8 per-channel 2048 prefill and 1000 x 128/128 with and without it (the norm
-#    inside the W8A8 activation quantization).
+#  - issue 18.4: FP8 per-channel 2048 prefill and 1000 x 128/128 with and without the fused norm
+#    (the norm inside the W8A8 activation quantization).
 source docs/perf/data/2026-12-05-session38/lib.sh
 S=$OUT/s3.txt
 build
-SLAB="FRUGAL_QGEMM_KERNEL=slab FRUGAL_QGEMM_MIN_M=9"
-CONC=(--prefill-lens 0 --batches 16,64 --decode-prompt-len 512 --decode-tokens 128 --reps 2 --warmup 1 --max-num-seqs 64)
-e2e q7b_int4_conc_slab /tmp/q7b "$SLAB" "${CONC[@]}" --precision int4
-e2e q7b_int4_conc_base /tmp/q7b "FRUGAL_X=1" "${CONC[@]}" --precision int4
-e2e q7b_bf16_conc /tmp/q7b "FRUGAL_X=1" "${CONC[@]}"
 B1=(--prefill-lens 0 --batches 1 --decode-prompt-len 128 --decode-tokens 256 --reps 2)
 e2e q7b_b1_base /tmp/q7b "FRUGAL_X=1" "${B1[@]}"
 e2e q7b_b1_norm /tmp/q7b "FRUGAL_FUSE_NORM=1" "${B1[@]}"
-# issue 18.2: the quantized batch 1 through the slab GEMM (FRUGAL_QGEMM_MIN_M=1) against the GEMV
 SLAB1="FRUGAL_QGEMM_KERNEL=slab FRUGAL_QGEMM_MIN_M=1"
 e2e q7b_int4_b1_base /tmp/q7b "FRUGAL_X=1" "${B1[@]}" --precision int4
 e2e q7b_int4_b1_slab /tmp/q7b "$SLAB1" "${B1[@]}" --precision int4
