@@ -591,7 +591,7 @@ void set_moe_tiny_pairs(int pairs) { g_moe_tiny = pairs; }
 bool moe_tiny_early() {
   static const bool env = [] {
     const char* e = std::getenv("FRUGAL_MOE_TINY_EARLY");
-    return e != nullptr && std::strcmp(e, "1") == 0;
+    return e == nullptr || std::strcmp(e, "0") != 0;
   }();
   return g_moe_tiny_early >= 0 ? g_moe_tiny_early > 0 : env;
 }

@@ -17,7 +17,7 @@
 // Each pair reads its expert's rows itself: two tokens on one expert read it twice (the GEMV
 // tiles would read it once), the price of no permutation; moe_experts_path bounds the pairs.
 // Rows that are not 16-byte aligned (or K not a multiple of 8) take lane-strided scalar loads.
-// With moe_tiny_early() (FRUGAL_MOE_TINY_EARLY=1) both kernels ask L2 for their shared-expert rows
+// With moe_tiny_early() (the default; FRUGAL_MOE_TINY_EARLY=0 off) both kernels ask L2 for their shared-expert rows
 // before the PDL wait (cp.async.bulk.prefetch.L2, sm_90): the rows that depend on no earlier
 // kernel start streaming while the route (for 1.) or gate_up (for 2.) still runs.
 #include <cstdint>

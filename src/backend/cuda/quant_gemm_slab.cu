@@ -316,12 +316,15 @@ struct OpArgs {
 template <QKind K, int R, int U, int MT, bool kOffsets>
 cudaError_t run_k(Op op, const OpArgs& o) {
   constexpr auto kernel = quant_gemm_slab_kernel<K, kSlabWarps, R, U, MT, kOffsets>;
+  // The limit first: raise_dynamic_smem_once keeps its first value per kernel, and
+  // cached_blocks_per_sm (asked with no shared memory) would otherwise set it to 0.
+  const cudaError_t raised = raise_dynamic_smem_once<kernel>(slab_smem_max());
   if (op == Op::kBlocksPerSm) {
-    // Registers and warps alone (shared memory is accounted for by the caller); raises the limit.
+    // Registers and warps alone (shared memory is accounted for by the caller).
     *o.out = cached_blocks_per_sm<kernel>(kSlabWarps * 32, 0, 1);
-    return raise_dynamic_smem_once<kernel>(slab_smem_max());
+    return raised;
   }
-  if (const cudaError_t e = raise_dynamic_smem_once<kernel>(slab_smem_max()); e != cudaSuccess) return e;
+  if (raised != cudaSuccess) return raised;
   return launch_kernel(kernel, o.grid, dim3(kSlabWarps * 32), o.smem, o.stream, *o.sa);
 }
 template <QKind K, int MT, bool kOffsets>
