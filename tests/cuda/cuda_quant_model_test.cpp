@@ -52,8 +52,8 @@ class CudaQuantFixture : public ::testing::TestWithParam<std::string> {};
 constexpr double kFp8ActTol = 6e-2;
 
 // Which quantized kernel the 24-token prompt takes where the format allows (int4 / int8 without
-// act order): the default (the GEMV below kQuantGemmMinM tokens), the first one-quad GEMM, the
-// GEMV, or the slab GEMM.
+// act order): the default (the slab GEMM from 9 tokens), the first one-quad GEMM, the GEMV, or
+// the slab GEMM asked for by name.
 enum class Prompt { kDefault, kQuadGemm, kGemv, kSlabGemm };
 
 void check_fixture(const std::string& name, int64_t fp8_gemv_max_m, Prompt prompt = Prompt::kDefault) {

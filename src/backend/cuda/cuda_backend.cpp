@@ -223,8 +223,8 @@ Status CudaBackend::matmul(const ops::MatmulParams& p) {
   return unsupported("cuda matmul: no kernels for weight format '" + ops::weight_format_name(p.w.format) + "'");
 }
 
-// Quantized weights: the tensor-core GEMV below quant_gemm_min_m() tokens (9 with the pipelined
-// GEMM, 33 with the one-quad one) and the tensor-core GEMM from there to kQuantGemvMaxM (one pass
+// Quantized weights: the tensor-core GEMV below quant_gemm_min_m() tokens (9 with the slab GEMM,
+// the default, and the pipelined one; 33 with the one-quad one) and the tensor-core GEMM from there to kQuantGemvMaxM (one pass
 // over the codes; quant_gemv_or_gemm); above kFp8GemvMaxM, FP8 weights with per-tensor, per-channel or 128 x
 // 128 block scales run W8A8 (activations quantized to FP8, cuBLASLt's FP8 GEMM; sm_90); other
 // formats (or where that is unsupported) are dequantized to bf16 in the scratch and multiplied

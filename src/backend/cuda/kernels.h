@@ -192,9 +192,12 @@ void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 //    blocks split the (row block, quad) units evenly (stream-K), tiles shared by two blocks go
 //    to f32 partials added by a second kernel. quant_gemm_splits returns 1 (one block per
 //    tile, no partials) or the number of blocks.
-//  - kQuad (quant_gemv.cu, the default): one quad in flight per block,
+//  - kQuad (quant_gemv.cu, kept for A/B): one quad in flight per block,
 //    double-buffered; k split over grid.z; quant_gemm_splits returns the splits of k.
-//  - kSlab (quant_gemm_slab.cu; not yet measured, so not the default): a block stages the x of a
+//  - kSlab (quant_gemm_slab.cu, the default from 9 tokens: int4 gate 18944 x 3584 at m 16 / 32 /
+//    64 32.9 / 45.8 / 72.0 us against the GEMV's 39.1 / 64.3 / 100.6 and the one-quad GEMM's 99.6
+//    at 64; 7B int4 decode at 16 / 64 sequences 3,324 / 6,662 tok/s against 2,821 / 5,328; H200,
+//    2026-12-05; at m <= 8 the GEMV stays, 21.1 against 22.1 us at m 1): a block stages the x of a
 //    whole k slice in shared memory once, then its 8 warps stream the codes of many row groups
 //    over it U quads deep with no further barrier; k slices over grid.z (quant_gemm_splits
 //    returns them), f32 partials added in slice order. One split runs the GEMV where the
@@ -206,7 +209,7 @@ void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 //    row groups) and caps a slice's shared memory (8: a quad or two per slice, many slices).
 // Either way quant_gemm_scratch_bytes(p, splits) bytes of device memory hold the partials when
 // splits > 1, and launch_quant_gemm(p, 1, nullptr) needs none (what a capture without scratch
-// runs). FRUGAL_QGEMM_KERNEL=quad|pipe|slab or set_quant_gemm_kernel picks the kernel;
+// runs). FRUGAL_QGEMM_KERNEL=slab|quad|pipe or set_quant_gemm_kernel picks the kernel;
 // FRUGAL_QGEMM_MIN_M (0: never) or set_quant_gemm_min_m (-1: back to the default) the threshold;
 // FRUGAL_QGEMM_W=4|8, FRUGAL_QGEMM_R=1|2 or set_quant_gemm_tuning(warps, row_tiles) (0: the
 // default) the block shape (kQuad: 4 x 1, 8 x 1, 4 x 2; kPipe: 4 x 2, 8 x 1, 8 x 2);
@@ -227,7 +230,7 @@ constexpr int64_t kQuantGemmSlabMinM = 9;
 enum class QuantGemmKernel { kDefault, kQuad, kPipe, kSlab };
 void set_quant_slab_limits(int blocks, int smem_kb);
 QuantGemmKernel quant_gemm_kernel(QuantGemmKernel over = QuantGemmKernel::kDefault);
-void set_quant_gemm_kernel(QuantGemmKernel k);  // kDefault: FRUGAL_QGEMM_KERNEL, else kQuad
+void set_quant_gemm_kernel(QuantGemmKernel k);  // kDefault: FRUGAL_QGEMM_KERNEL, else kSlab
 int64_t quant_gemm_min_m(QuantGemmKernel over = QuantGemmKernel::kDefault, int over_min_m = -1);
 void set_quant_gemm_min_m(int m);
 void set_quant_gemm_tuning(int warps, int row_tiles);
