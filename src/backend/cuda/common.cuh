@@ -141,7 +141,9 @@ template <auto Kernel>
 int cached_blocks_per_sm(int threads, size_t smem, int fallback) {
   static const int n = [&] {
     int b = 0;
-    if (raise_dynamic_smem_once<Kernel>(smem) != cudaSuccess ||
+    // Only a limit above the default needs raising; asking with less would latch a smaller limit
+    // into raise_dynamic_smem_once for the kernel's later launches.
+    if ((smem > 48 * 1024 && raise_dynamic_smem_once<Kernel>(smem) != cudaSuccess) ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, threads, smem) != cudaSuccess || b < 1)
       b = fallback;
     return b;

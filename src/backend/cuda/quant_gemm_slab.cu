@@ -199,13 +199,7 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
   };
   const bool split = gridDim.z > 1;
   float* part_out = split ? sa.partials + static_cast<int64_t>(blockIdx.z) * p.m * p.n : nullptr;
-  float acc[R][MT][4];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int t = 0; t < MT; ++t)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[r][t][i] = 0.f;
+  float acc[R][MT][4] = {};
   // c0, c1: row g, tokens 2q, 2q + 1 of the tile; c2, c3: row g + 8. Then zeroed for the next group.
   auto store_group = [&](int64_t group) {
 #pragma unroll
@@ -316,8 +310,6 @@ struct OpArgs {
 template <QKind K, int R, int U, int MT, bool kOffsets>
 cudaError_t run_k(Op op, const OpArgs& o) {
   constexpr auto kernel = quant_gemm_slab_kernel<K, kSlabWarps, R, U, MT, kOffsets>;
-  // The limit first: raise_dynamic_smem_once keeps its first value per kernel, and
-  // cached_blocks_per_sm (asked with no shared memory) would otherwise set it to 0.
   const cudaError_t raised = raise_dynamic_smem_once<kernel>(slab_smem_max());
   if (op == Op::kBlocksPerSm) {
     // Registers and warps alone (shared memory is accounted for by the caller).
