@@ -126,6 +126,16 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
               [&](const ops::MatmulParams& p) { (void)launch_quant_gemv(p, b->stream()); });
       }
       set_quant_gemv_tuning(-1, -1);
+      // The bulk GEMV (sm_90) in its default shape and others (consumer warps, stages).
+      struct BulkCase { int64_t m; int w, stages; };
+      for (BulkCase c : {BulkCase{1, 0, 0}, BulkCase{8, 0, 0}, BulkCase{1, 4, 2}, BulkCase{1, 8, 6}, BulkCase{3, 8, 1}}) {
+        set_quant_gemv_kernel(QuantGemvKernel::kBulk);
+        set_quant_gemv_bulk_tuning(c.w, c.stages, 0);
+        check("bulk m=" + std::to_string(c.m) + " w" + std::to_string(c.w) + " s" + std::to_string(c.stages), c.m,
+              [&](const ops::MatmulParams& p) { (void)launch_quant_gemv(p, b->stream()); });
+      }
+      set_quant_gemv_kernel(QuantGemvKernel::kDefault);
+      set_quant_gemv_bulk_tuning(0, 0, 0);
       // The GEMMs (m >= 9), both kernels, against the same oracle, in each block shape, split as
       // the backend splits them (and in one split).
       size_t part_bytes = 0;
@@ -212,18 +222,47 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
         }
       }
       set_quant_gemv_tuning(-1, -1);
-      if (s.n == 18944) {  // with the silu epilogue (the rows' halves as gate and up): against the rows above
-        for (int64_t m : {1, 8}) {
+      // The bulk GEMV: its default shape at each m, and at m = 1 (consumer warps, stages, blocks an SM).
+      struct BulkTune { int w, stages, blocks; const char* name; };
+      set_quant_gemv_kernel(QuantGemvKernel::kBulk);
+      for (int64_t m : {1, 2, 4, 8}) {
+        for (BulkTune t : {BulkTune{0, 0, 0, ""}, BulkTune{4, 2, 0, " w4s2"}, BulkTune{4, 4, 0, " w4s4"},
+                           BulkTune{4, 6, 0, " w4s6"}, BulkTune{4, 4, 1, " w4s4b1"}, BulkTune{8, 2, 0, " w8s2"},
+                           BulkTune{8, 4, 0, " w8s4"}, BulkTune{8, 6, 0, " w8s6"}}) {
+          if (m != 1 && t.w != 0) continue;
+          set_quant_gemv_bulk_tuning(t.w, t.stages, t.blocks);
           ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
-          const SiluMulOut silu{.out = y, .ld_out = s.n / 2};
+          if (!quant_gemv_bulk_ok(p)) break;  // before sm_90
           Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
             p.w.data = codes[static_cast<size_t>(i % copies)];
-            (void)launch_quant_gemv(p, b->stream(), &silu);
+            (void)launch_quant_gemv(p, b->stream());
           });
-          const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n / 2);
+          const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
           const double gbs = bytes / (tm.median_us * 1e3);
-          table->add({"qgemv m=" + std::to_string(m) + " " + tag + " +silu epilogue", tm, gbs, "GB/s", 100 * gbs / ceiling});
+          table->add({"qgemv-bulk m=" + std::to_string(m) + " " + tag + t.name, tm, gbs, "GB/s", 100 * gbs / ceiling});
         }
+      }
+      set_quant_gemv_kernel(QuantGemvKernel::kDefault);
+      set_quant_gemv_bulk_tuning(0, 0, 0);
+      if (s.n == 18944) {  // with the silu epilogue (the rows' halves as gate and up): against the rows above
+        for (int64_t m : {1, 8}) {
+          for (QuantGemvKernel kern : {QuantGemvKernel::kTile, QuantGemvKernel::kBulk}) {
+            set_quant_gemv_kernel(kern);
+            ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+            const SiluMulOut silu{.out = y, .ld_out = s.n / 2};
+            const bool bulk = quant_gemv_bulk_ok(p);
+            if (kern == QuantGemvKernel::kBulk && !bulk) continue;
+            Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+              p.w.data = codes[static_cast<size_t>(i % copies)];
+              (void)launch_quant_gemv(p, b->stream(), &silu);
+            });
+            const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n / 2);
+            const double gbs = bytes / (tm.median_us * 1e3);
+            table->add({std::string(bulk ? "qgemv-bulk" : "qgemv") + " m=" + std::to_string(m) + " " + tag + " +silu epilogue", tm,
+                        gbs, "GB/s", 100 * gbs / ceiling});
+          }
+        }
+        set_quant_gemv_kernel(QuantGemvKernel::kDefault);
       }
       if (s.n == 18944) {  // large m: dequantize + cuBLASLt through the backend
         ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, max_m, s.n, s.k, false};

@@ -9,9 +9,12 @@
 // and k (a partial last quad), strided x and y, bias, accumulation into y.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/kernels.h"
@@ -59,6 +62,43 @@ quant::QuantWeight random_weight(const QFormat& f, int64_t n, int64_t k, std::mt
   return w;
 }
 
+// A random weight of format f on the device (codes, scales, zero points) and its dequantization
+// on the host in double precision (the oracle's weight).
+struct DeviceWeight {
+  explicit DeviceWeight(quant::QuantWeight qw) : w(std::move(qw)), codes(DType::kU8, static_cast<int64_t>(w.q.size())) {}
+  quant::QuantWeight w;
+  DevInts dev;
+  Tensor codes;
+  ops::WeightView view;
+  std::vector<float> deq;
+};
+
+std::unique_ptr<DeviceWeight> device_weight(const QFormat& f, int64_t n, int64_t k, std::mt19937& rng) {
+  auto d = std::make_unique<DeviceWeight>(random_weight(f, n, k, rng));
+  Result<ops::WeightView> view = quant::weight_view_of(d->w);
+  EXPECT_TRUE(view.is_ok()) << view.status().to_string();
+  if (!view.is_ok()) return nullptr;
+  d->deq = quant::dequantize(d->w);
+  std::memcpy(d->codes.host.data(), d->w.q.data(), d->w.q.size());
+  d->codes.to_device();
+  d->view = *view;
+  d->view.data = d->codes.dev;
+  d->view.scales = d->dev.floats(d->w.scale);
+  d->view.zeros = d->w.offset.empty() ? nullptr : d->dev.floats(d->w.offset);
+  return d;
+}
+
+// Columns [from, ld) of the m rows of bf16 `t` (row stride ld) still hold `before`'s values.
+void expect_untouched(const Tensor& t, const std::vector<uint8_t>& before, int64_t m, int64_t from, int64_t ld,
+                      const std::string& what) {
+  std::vector<uint8_t> got;
+  t.from_device(&got, what);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = from; j < ld; ++j)
+      ASSERT_EQ(ops::ref::load(DType::kBF16, got.data(), i * ld + j), ops::ref::load(DType::kBF16, before.data(), i * ld + j))
+          << what << ": written at [" << i << ", " << j << "]";
+}
+
 struct Kernel {
   QuantGemmKernel kernel;
   const char* name;
@@ -84,18 +124,10 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
   int variant = 0;
   for (const QFormat& f : formats)
     for (auto [n, k] : nks) {
-      quant::QuantWeight w = random_weight(f, n, k, rng);
-      Result<ops::WeightView> view = quant::weight_view_of(w);
-      ASSERT_TRUE(view.is_ok()) << view.status().to_string();
-      const std::vector<float> deq = quant::dequantize(w);
-      DevInts dev;
-      Tensor codes(DType::kU8, static_cast<int64_t>(w.q.size()));
-      std::memcpy(codes.host.data(), w.q.data(), w.q.size());
-      codes.to_device();
-      ops::WeightView dv = *view;
-      dv.data = codes.dev;
-      dv.scales = dev.floats(w.scale);
-      dv.zeros = w.offset.empty() ? nullptr : dev.floats(w.offset);
+      const std::unique_ptr<DeviceWeight> dw = device_weight(f, n, k, rng);
+      ASSERT_NE(dw, nullptr);
+      const std::vector<float>& deq = dw->deq;
+      const ops::WeightView& dv = dw->view;
       for (int64_t m : {5, 9, 16, 33, 64}) {
         const bool bias = variant % 2 == 0, accumulate = variant % 3 == 1;
         ++variant;
@@ -140,20 +172,109 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
                                          std::to_string(k) + " splits=" + std::to_string(splits) + (bias ? " bias" : "") +
                                          (accumulate ? " accumulate" : "");
                 expect_close(y, want, 2e-2f, what, mask);
-                // Outside the m x n outputs (the ld_y gaps) y is untouched.
-                std::vector<uint8_t> got;
-                y.from_device(&got, what);
-                for (int64_t i = 0; i < m; ++i)
-                  for (int64_t j = n; j < ld_y; ++j)
-                    ASSERT_EQ(ops::ref::load(DType::kBF16, got.data(), i * ld_y + j),
-                              ops::ref::load(DType::kBF16, y0.host.data(), i * ld_y + j))
-                        << what << ": gap written at [" << i << ", " << j << "]";
+                expect_untouched(y, y0.host, m, n, ld_y, what);  // the ld_y gaps
               }
       }
     }
   set_quant_gemm_kernel(QuantGemmKernel::kDefault);
   set_quant_gemm_tuning(0, 0);
   set_quant_slab_limits(0, 0);
+}
+
+// The GEMV at m <= 8 (launch_quant_gemv), both kernels: the tile GEMV and the bulk one of
+// quant_gemv_bulk.cu in its shapes (4 / 8 consumer warps, 1..4 ring stages, one block an SM so
+// that a block walks many row tiles and the ring wraps across them), plain (bias, accumulation
+// into y, strided x and y) and with the silu epilogue, against the same oracle: n 300 / 2050 /
+// 40 (partial 16-row tiles; 19 / 129 / 3 silu tiles), k 1416 (a partial last quad), 4352 and
+// 9480 (int4 rows of 5 ring segments, the last partial).
+TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
+  const QFormat formats[] = {{"int4 g128 zeros", quant::CodeKind::kQ4, 128, 1, true},
+                             {"int4 g128", quant::CodeKind::kQ4, 128, 1, false},
+                             {"int8 channel", quant::CodeKind::kQ8, 0, 1, false},
+                             {"int8 channel zeros", quant::CodeKind::kQ8, 0, 1, true},
+                             {"fp8 128x128", quant::CodeKind::kF8, 128, 128, false}};
+  struct Variant {
+    QuantGemvKernel kernel;
+    int warps, stages, blocks;  // the bulk kernel's shape (0: its default rule)
+  };
+  const Variant variants[] = {{QuantGemvKernel::kTile, 0, 0, 0},
+                              {QuantGemvKernel::kBulk, 0, 0, 0},
+                              {QuantGemvKernel::kBulk, 4, 1, 1},
+                              {QuantGemvKernel::kBulk, 8, 2, 1},
+                              {QuantGemvKernel::kBulk, 4, 3, 0}};
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  const std::pair<int64_t, int64_t> nks[] = {{300, 1416}, {2050, 4352}, {40, 9480}};
+  std::mt19937 rng(19);
+  int variant = 0;
+  for (const QFormat& f : formats)
+    for (auto [n, k] : nks) {
+      const std::unique_ptr<DeviceWeight> dw = device_weight(f, n, k, rng);
+      ASSERT_NE(dw, nullptr);
+      const std::vector<float>& deq = dw->deq;
+      const ops::WeightView& dv = dw->view;
+      for (int64_t m : {1, 3, 8})
+        for (bool silu : {false, true}) {
+          const bool bias = variant % 2 == 0, accumulate = !silu && variant % 3 == 1;
+          ++variant;
+          const int64_t ld_x = k + 8, ld_y = n + 3, half = n / 2, ld_out = half + 5;
+          Tensor x(DType::kBF16, m * ld_x), b(DType::kBF16, n), y0(DType::kBF16, m * ld_y);
+          x.fill_uniform(rng, -1, 1);
+          b.fill_uniform(rng, -1, 1);
+          y0.fill_uniform(rng, -1, 1);
+          x.to_device();
+          b.to_device();
+          std::vector<uint8_t> want = y0.host;
+          ops::MatmulParams r{x.host.data(), DType::kBF16, ld_x, ops::dense_weight(deq.data(), DType::kF32),
+                              bias ? b.host.data() : nullptr, DType::kBF16, want.data(), DType::kBF16, ld_y, m, n, k, accumulate};
+          ops::ref::matmul(r);
+          // silu: out[t][c] = silu(y[t][c]) * y[t][half + c], each rounded to bf16 first (as the kernels do).
+          Tensor out0(DType::kBF16, m * ld_out);
+          out0.fill_uniform(rng, -1, 1);
+          std::vector<uint8_t> want_out = out0.host;
+          std::vector<bool> mask(static_cast<size_t>(silu ? m * ld_out : m * ld_y));
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < (silu ? half : n); ++j) {
+              mask[static_cast<size_t>(i * (silu ? ld_out : ld_y) + j)] = true;
+              if (!silu) continue;
+              const float g = ops::ref::load(DType::kBF16, want.data(), i * ld_y + j);
+              const float u = ops::ref::load(DType::kBF16, want.data(), i * ld_y + half + j);
+              ops::ref::store(DType::kBF16, want_out.data(), i * ld_out + j, g / (1.f + std::exp(-g)) * u);
+            }
+          for (const Variant& v : variants) {
+            set_quant_gemv_kernel(v.kernel);
+            set_quant_gemv_bulk_tuning(v.warps, v.stages, v.blocks);
+            Tensor y(DType::kBF16, m * ld_y), out(DType::kBF16, m * ld_out);
+            y.host = y0.host;
+            y.to_device();
+            out.host = out0.host;
+            out.to_device();
+            ops::MatmulParams p{x.dev, DType::kBF16, ld_x, dv, bias ? b.dev : nullptr, DType::kBF16, y.dev,
+                                DType::kBF16, ld_y, m, n, k, accumulate};
+            ASSERT_TRUE(quant_gemv_supported(p));
+            const bool bulk = v.kernel == QuantGemvKernel::kBulk;
+            if (bulk && major < 9) continue;  // the bulk kernel is sm_90's
+            ASSERT_EQ(quant_gemv_bulk_ok(p), bulk) << "the kernel asked for is the one launched";
+            const SiluMulOut so{.out = out.dev, .ld_out = ld_out};
+            ASSERT_EQ(launch_quant_gemv(p, backend()->stream(), silu ? &so : nullptr), cudaSuccess);
+            ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
+            const std::string what = std::string(bulk ? "bulk" : "tile") + " w" + std::to_string(v.warps) + " stages " +
+                                     std::to_string(v.stages) + " blocks " + std::to_string(v.blocks) + " " + f.name +
+                                     " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                                     (silu ? " silu" : "") + (bias ? " bias" : "") + (accumulate ? " accumulate" : "");
+            if (silu) {
+              expect_close(out, want_out, 2e-2f, what, mask);
+              expect_untouched(y, y0.host, m, 0, ld_y, what);  // y is not written
+              expect_untouched(out, out0.host, m, half, ld_out, what);
+              continue;
+            }
+            expect_close(y, want, 2e-2f, what, mask);
+            expect_untouched(y, y0.host, m, n, ld_y, what);
+          }
+        }
+    }
+  set_quant_gemv_kernel(QuantGemvKernel::kDefault);
+  set_quant_gemv_bulk_tuning(0, 0, 0);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 // launch instead of hanging the GPU.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/prefill_tiles.cuh"
 #include "backend/cuda/wgmma.cuh"
@@ -50,52 +51,6 @@ constexpr int kFullK = 0, kFullV = 2, kEmptyK = 4, kEmptyV = 6;
 // Named barriers (0 is __syncthreads): 1 + c for consumer c's Q tile; 3 + c: consumer c's turn
 // to issue GEMMs (ping-pong).
 constexpr int kBarQ = 1, kBarTurn = 3;
-// A wait of 2^25 polls, each suspended at most kSuspendNs, is far past any real wait (the
-// longest is a whole tile's gather or GEMMs, microseconds).
-constexpr uint32_t kMaxPolls = 1u << 25, kSuspendNs = 1000;
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(bar) : "memory");
-}
-
-// Arrives on `bar` once all of this thread's earlier cp.async copies have landed; .noinc: the
-// arrival counts against the barrier's expected count (one per producer thread).
-__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-
-__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}"
-      : "=r"(done)
-      : "r"(bar), "r"(parity), "r"(kSuspendNs)
-      : "memory");
-  return done != 0;
-}
-
-// Out of line: a trap inlined into the consumers' code makes ptxas allocate it as if
-// setmaxnreg had not raised their registers (spills, and wgmma serialized: C7512).
-__device__ __noinline__ void trap_stuck_wait() { __trap(); }
-
-// Waits for the completion of the barrier's phase of this parity (acquire: the writes released
-// by its arrivals are visible after it).
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  if (mbar_try_wait(bar, parity)) return;
-  uint32_t polls = 0;
-  while (!mbar_try_wait(bar, parity))
-    if (++polls == kMaxPolls) trap_stuck_wait();
-}
-
-__device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
-__device__ __forceinline__ void named_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
-
 // Slot of key j in the paged cache, or -1 when j >= end (zero-filled). bs_shift: as in
 // attention_prefill.cu (log2 of a power-of-two block size, else -1).
 __device__ __forceinline__ int64_t key_slot(const int32_t* table, int j, int end, int bs, int bs_shift) {

@@ -184,6 +184,18 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
 // Benchmark knob at m <= 8: quads per warp iteration (1 | 2 | 4; the next iteration's are in flight
 // meanwhile) and warps per row tile (4 | 8); 0 = the default rule.
 void set_quant_gemv_tuning(int quads_per_iteration, int warps);
+// Which kernel runs the GEMV at m <= 8: kTile (quant_gemv.cu: codes in flight in registers, a
+// warp's quad or two) or kBulk (quant_gemv_bulk.cu, sm_90: a producer warp streams each row
+// tile through a shared-memory ring by TMA bulk copies, consumer warps do the same math).
+// FRUGAL_QGEMV_KERNEL=tile|bulk or set_quant_gemv_kernel (kDefault: back to the environment's,
+// else kTile); kBulk falls back to kTile before sm_90.
+enum class QuantGemvKernel { kDefault, kTile, kBulk };
+void set_quant_gemv_kernel(QuantGemvKernel k);
+// Whether launch_quant_gemv runs this call through the bulk kernel (asked for, m <= 8, sm_90+).
+bool quant_gemv_bulk_ok(const ops::MatmulParams& p);
+// The bulk GEMV's shape (0: the default rule): consumer warps (4 | 8), ring stages (1..8) and
+// resident blocks an SM at most; also FRUGAL_QBULK_W / FRUGAL_QBULK_STAGES / FRUGAL_QBULK_BLOCKS.
+void set_quant_gemv_bulk_tuning(int warps, int stages, int blocks_per_sm);
 // The quantized GEMM for quant_gemm_min_m() <= m <= kQuantGemvMaxM, same formats as the GEMV,
 // in three kernels (quant_gemm_kernel()):
 //  - kPipe (quant_gemm_pipe.cu, kept for A/B: measured slower, see below): codes, x slab and scales of each quad staged in

@@ -46,31 +46,7 @@ constexpr int kSlabWarps = 8;
 // slab_smem_max() takes the smaller of this and the device's).
 constexpr size_t kSlabSmemCap = 200 * 1024;
 
-// The current device's shared memory: the most a block may opt in to (capped at kSlabSmemCap)
-// and an SM's total, and its SMs, queried once per device.
-struct DeviceSmem {
-  size_t per_block = 48 * 1024, per_sm = 100 * 1024;
-  int sms = 1;
-};
-const DeviceSmem& device_smem() {
-  static DeviceSmem cache[64];
-  static bool done[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) dev = 0;
-  if (!done[dev]) {
-    int optin = 0, per_sm = 0, sms = 0;
-    DeviceSmem d;
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess && optin > 0)
-      d.per_block = std::min(kSlabSmemCap, static_cast<size_t>(optin));
-    if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess && per_sm > 0)
-      d.per_sm = static_cast<size_t>(per_sm);
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > 0) d.sms = sms;
-    cache[dev] = d;
-    done[dev] = true;
-  }
-  return cache[dev];
-}
-size_t slab_smem_max() { return device_smem().per_block; }
+size_t slab_smem_max() { return std::min(kSlabSmemCap, quant_device().smem_per_block); }
 
 struct QSlabArgs {
   QGemvArgs g;
@@ -393,7 +369,7 @@ SlabShape slab_shape(const ops::MatmulParams& p, int n_sms) {
     reg_per_sm = 1;
     (void)cudaGetLastError();  // the probe's own error, said again by the launch if it persists
   }
-  const size_t kSmPerSm = device_smem().per_sm, kReserved = 1024;  // per SM; the driver's per block
+  const size_t kSmPerSm = quant_device().smem_per_sm, kReserved = 1024;  // per SM; the driver's per block
   const size_t cap = static_cast<size_t>(std::clamp(smem_cap_kb(), 8, 200)) * 1024;
   const size_t budget = std::min({cap, slab_smem_max(), kSmPerSm / static_cast<size_t>(reg_per_sm) - kReserved});
   const int64_t q_max = std::max<int64_t>(1, static_cast<int64_t>(budget / per_quad));
@@ -488,7 +464,7 @@ size_t quant_gemm_slab_scratch_bytes(const ops::MatmulParams& p, int splits) {
 cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream) {
   if (p.m * p.n == 0) return cudaSuccess;
   if (splits < 1 || (splits > 1 && partials == nullptr)) return cudaErrorInvalidValue;
-  SlabShape s = slab_shape(p, device_smem().sms);
+  SlabShape s = slab_shape(p, quant_device().sms);
   if (splits != s.splits) {
     const int64_t n_quads = ceil_div(ops::quant_geometry(p.w.format, p.n, p.k).row_bytes / 16, 4);
     const size_t per_quad = s.smem / static_cast<size_t>(s.qps);

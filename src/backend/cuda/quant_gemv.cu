@@ -474,6 +474,26 @@ cudaError_t launch_gemm_mt(const QGemmArgs& ga, const GemmShape& s, dim3 grid, c
 
 }  // namespace
 
+const QuantDevice& quant_device() {
+  static QuantDevice cache[64];
+  static bool done[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) dev = 0;
+  if (!done[dev]) {
+    int v = 0;
+    QuantDevice d;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess) d.major = v;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0) d.sms = v;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess && v > 0)
+      d.smem_per_block = static_cast<size_t>(v);
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess && v > 0)
+      d.smem_per_sm = static_cast<size_t>(v);
+    cache[dev] = d;
+    done[dev] = true;
+  }
+  return cache[dev];
+}
+
 void set_quant_gemv_tuning(int quads_per_iteration, int warps) {
   g_tune_u = quads_per_iteration;
   g_tune_w = warps;
@@ -495,6 +515,7 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
   if (silu && (p.n % 2 != 0 || p.accumulate)) return cudaErrorInvalidValue;
   QGemvArgs a = gemv_args(p);
   if (silu) a.silu = *silu;
+  if (quant_gemv_bulk_ok(p)) return launch_quant_gemv_bulk(a, stream);
   const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
   switch (p.w.format.scheme) {
     case ops::WeightScheme::kInt4:

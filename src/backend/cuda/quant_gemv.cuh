@@ -206,6 +206,18 @@ int quant_gemm_slab_splits(const ops::MatmulParams& p, int n_sms);
 size_t quant_gemm_slab_scratch_bytes(const ops::MatmulParams& p, int splits);
 cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
 
+// The current device's limits the quantized kernels size their launches by (queried once per
+// device): compute capability major, SMs, the shared memory a block may opt in to and an SM's.
+struct QuantDevice {
+  int major = 0, sms = 1;
+  size_t smem_per_block = 48 * 1024, smem_per_sm = 100 * 1024;
+};
+const QuantDevice& quant_device();
+
+// The bulk GEMV's launch (quant_gemv_bulk.cu; launch_quant_gemv takes it where
+// quant_gemv_bulk_ok says so).
+cudaError_t launch_quant_gemv_bulk(const qmma::QGemvArgs& a, cudaStream_t stream);
+
 // y = the sum of `splits` f32 partials [splits][m][n] in split order (+ bias, + y when
 // accumulating): the second kernel of the split GEMMs (quant_gemv.cu).
 cudaError_t launch_quant_gemm_reduce(const ops::MatmulParams& p, const float* partials, int splits, cudaStream_t stream);
