@@ -161,6 +161,15 @@ TEST(CudaW8a8, ActivationQuantizationExact) {
 
 TEST(CudaW8a8, Fp8WeightsFp8Activations) {
   std::mt19937 rng(18);
+  // Per-tensor and per-channel scales with cuBLASLt's fast accumulation (the default) and without.
+  for (bool fast : {false, true}) {
+    backend()->set_fp8_fast_accum(fast);
+    for (auto [gk, gn] : {std::pair<int32_t, int32_t>{0, 0}, {0, 1}})
+      for (int64_t m : {13, 65, 256})
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{304, 512}, {272, 4480}})
+          check_w8a8({gk, gn, m, n, k, false, m == 65, true}, rng);
+  }
+  backend()->set_fp8_fast_accum(true);
   for (auto [gk, gn] : {std::pair<int32_t, int32_t>{0, 0}, {0, 1}, {128, 128}})
     for (int64_t m : {13, 16, 65, 97, 256})  // W8A8 from 9 tokens (kFp8GemvMaxM); 13 = 12 + a GEMV tail
       for (auto [n, k] : {std::pair<int64_t, int64_t>{304, 512}, {272, 4480}, {128, 384}, {257, 512}}) {

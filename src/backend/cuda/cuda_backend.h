@@ -80,6 +80,9 @@ class CudaBackend final : public ops::Backend {
   int64_t lt_batched_calls() const { return lt_batched_calls_; }
   // Why cuBLASLt last refused an FP8 W8A8 matmul (empty if it never did).
   const std::string& w8a8_fallback() const { return w8a8_fallback_; }
+  // The FP8 GEMMs' fast accumulation for per-tensor / per-channel scales (LtGemm; on by default,
+  // FRUGAL_FP8_FAST_ACCUM=0 off): tests run W8A8 both ways.
+  void set_fp8_fast_accum(bool on);
   // FP8 weights run the weight-only GEMV up to this many tokens, W8A8 above (kFp8GemvMaxM; tests
   // set kQuantGemvMaxM to compare the GEMV with bf16 activations against an oracle without
   // activation rounding).

@@ -1,6 +1,8 @@
 #include "backend/cuda/gemm_lt.h"
 
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -55,6 +57,8 @@ Result<std::unique_ptr<LtGemm>> LtGemm::create(size_t workspace_bytes) {
   if (cudaMalloc(&g->workspace_, workspace_bytes) != cudaSuccess)
     return resource_exhausted("cuBLASLt workspace of " + std::to_string(workspace_bytes) + " bytes");
   g->workspace_bytes_ = workspace_bytes;
+  const char* fast = std::getenv("FRUGAL_FP8_FAST_ACCUM");
+  g->fp8_fast_accum_ = !(fast && std::strcmp(fast, "0") == 0);
   return g;
 }
 
@@ -217,7 +221,8 @@ Status LtGemm::run_batched(const ops::BatchedMatmulParams& p, cudaStream_t strea
 }
 
 Result<LtGemm::Plan*> LtGemm::plan_fp8(const Fp8Gemm& g) {
-  const Fp8Key key{g.m, g.n, g.k, g.ld_w, g.ld_x, g.ld_y, static_cast<int>(g.scales), g.bias != nullptr, g.accumulate};
+  const Fp8Key key{g.m, g.n, g.k, g.ld_w, g.ld_x, g.ld_y, static_cast<int>(g.scales), g.bias != nullptr, g.accumulate,
+                   fp8_fast_accum_ && g.scales == Fp8Gemm::Scales::kRow};
   auto it = fp8_plans_.find(key);
   if (it != fp8_plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
@@ -231,6 +236,10 @@ Result<LtGemm::Plan*> LtGemm::plan_fp8(const Fp8Gemm& g) {
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)) !=
           CUBLAS_STATUS_SUCCESS)
     return unsupported("cuBLASLt: this version has no FP8 scale modes");
+  if (fp8_fast_accum_ && !block) {  // cuBLASLt 13 has no FP8 algorithm with it for block scales
+    const int8_t fast = 1;
+    FRUGAL_LT("fast accumulation", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+  }
   // The heuristic finds no algorithm for a scale mode whose pointer is unset: set this call's
   // (run_fp8 sets them again every call).
   FRUGAL_LT("a scale", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g.sw, sizeof(g.sw)));

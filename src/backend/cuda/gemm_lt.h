@@ -54,6 +54,15 @@ class LtGemm {
   Status run(const ops::MatmulParams& p, cudaStream_t stream);
   // kUnsupported when this cuBLASLt or GPU has no algorithm for it (the caller falls back).
   Status run_fp8(const Fp8Gemm& g, cudaStream_t stream);
+  // FP8 GEMMs with per-tensor / per-channel scales use Hopper's fast accumulation
+  // (CUBLASLT_MATMUL_DESC_FAST_ACCUM: the tensor cores' own accumulator over the whole k, not
+  // promoted to fp32 every few k steps), as vLLM's and TensorRT-LLM's FP8 GEMMs do: measured
+  // 7B 2048-token prefill +10% (docs/perf/2026-12-05-session39.md), within cuda_w8a8_test's bound.
+  // 128 x 128 block scales keep the promoted accumulation (cuBLASLt has no algorithm with it,
+  // and it is DeepSeek-V3's recipe). FRUGAL_FP8_FAST_ACCUM=0 or set_fp8_fast_accum(false) turns
+  // it off; plans of either kind are kept apart.
+  void set_fp8_fast_accum(bool on) { fp8_fast_accum_ = on; }
+  bool fp8_fast_accum() const { return fp8_fast_accum_; }
   // Whether run_batched() takes these dtypes and strides (x and w of one dtype, y that dtype or
   // f32, non-negative strides, batch within int32).
   static bool supports(const ops::BatchedMatmulParams& p);
@@ -76,8 +85,9 @@ class LtGemm {
   Status start_plan(Plan* plan, const cudaDataType_t* bias_t);
   bool pick_algo(Plan* plan, const Alignment& align);
   Result<Plan*> plan_for(const ops::MatmulParams& p);
-  // (m, n, k, ld_w, ld_x, ld_y, scales, bias, accumulate)
-  using Fp8Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, bool>;
+  // (m, n, k, ld_w, ld_x, ld_y, scales, bias, accumulate, fast accumulation)
+  using Fp8Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, bool, bool>;
+  bool fp8_fast_accum_ = false;
   Result<Plan*> plan_fp8(const Fp8Gemm& g);
   std::map<Fp8Key, std::unique_ptr<Plan>> fp8_plans_;
   // A batched plan holds the batch count and strides in its layouts, and its algorithm is picked
