@@ -188,7 +188,8 @@ void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 // warp's quad or two) or kBulk (quant_gemv_bulk.cu, sm_90: a producer warp streams each row
 // tile through a shared-memory ring by TMA bulk copies, consumer warps do the same math).
 // FRUGAL_QGEMV_KERNEL=tile|bulk or set_quant_gemv_kernel (kDefault: back to the environment's,
-// else kTile); kBulk falls back to kTile before sm_90.
+// else kTile); kBulk falls back to kTile before sm_90. Measured slower than kTile in every format
+// (H200, 2026-12-05, docs/perf/2026-12-05-session39.md): kept for A/B.
 enum class QuantGemvKernel { kDefault, kTile, kBulk };
 void set_quant_gemv_kernel(QuantGemvKernel k);
 // Whether launch_quant_gemv runs this call through the bulk kernel (asked for, m <= 8, sm_90+).
