@@ -88,6 +88,28 @@ std::unique_ptr<DeviceWeight> device_weight(const QFormat& f, int64_t n, int64_t
   return d;
 }
 
+// One case's inputs: x [m][k + 8], bias [n] and y0 [m][n + 3] random (x and the bias on the
+// device), and the oracle's y: ops::ref::matmul over the weight dequantized on the host (from y0
+// when accumulating).
+struct CaseInputs {
+  CaseInputs(const DeviceWeight& dw, int64_t m, bool bias, bool accumulate, std::mt19937& rng)
+      : ld_x(dw.w.k + 8), ld_y(dw.w.n + 3), x(DType::kBF16, m * ld_x), b(DType::kBF16, dw.w.n), y0(DType::kBF16, m * ld_y) {
+    x.fill_uniform(rng, -1, 1);
+    b.fill_uniform(rng, -1, 1);
+    y0.fill_uniform(rng, -1, 1);
+    x.to_device();
+    b.to_device();
+    want = y0.host;
+    ops::MatmulParams r{x.host.data(), DType::kBF16, ld_x, ops::dense_weight(dw.deq.data(), DType::kF32),
+                        bias ? b.host.data() : nullptr, DType::kBF16, want.data(), DType::kBF16, ld_y, m, dw.w.n, dw.w.k,
+                        accumulate};
+    ops::ref::matmul(r);
+  }
+  int64_t ld_x, ld_y;
+  Tensor x, b, y0;
+  std::vector<uint8_t> want;
+};
+
 // Columns [from, ld) of the m rows of bf16 `t` (row stride ld) still hold `before`'s values.
 void expect_untouched(const Tensor& t, const std::vector<uint8_t>& before, int64_t m, int64_t from, int64_t ld,
                       const std::string& what) {
@@ -126,22 +148,14 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
     for (auto [n, k] : nks) {
       const std::unique_ptr<DeviceWeight> dw = device_weight(f, n, k, rng);
       ASSERT_NE(dw, nullptr);
-      const std::vector<float>& deq = dw->deq;
       const ops::WeightView& dv = dw->view;
       for (int64_t m : {5, 9, 16, 33, 64}) {
         const bool bias = variant % 2 == 0, accumulate = variant % 3 == 1;
         ++variant;
-        const int64_t ld_x = k + 8, ld_y = n + 3;
-        Tensor x(DType::kBF16, m * ld_x), b(DType::kBF16, n), y0(DType::kBF16, m * ld_y);
-        x.fill_uniform(rng, -1, 1);
-        b.fill_uniform(rng, -1, 1);
-        y0.fill_uniform(rng, -1, 1);
-        x.to_device();
-        b.to_device();
-        std::vector<uint8_t> want = y0.host;
-        ops::MatmulParams r{x.host.data(), DType::kBF16, ld_x, ops::dense_weight(deq.data(), DType::kF32),
-                            bias ? b.host.data() : nullptr, DType::kBF16, want.data(), DType::kBF16, ld_y, m, n, k, accumulate};
-        ops::ref::matmul(r);
+        CaseInputs in(*dw, m, bias, accumulate, rng);
+        const int64_t ld_x = in.ld_x, ld_y = in.ld_y;
+        const Tensor &x = in.x, &b = in.b, &y0 = in.y0;
+        const std::vector<uint8_t>& want = in.want;
         std::vector<bool> mask(static_cast<size_t>(m * ld_y));
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) mask[static_cast<size_t>(i * ld_y + j)] = true;
@@ -211,23 +225,15 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
     for (auto [n, k] : nks) {
       const std::unique_ptr<DeviceWeight> dw = device_weight(f, n, k, rng);
       ASSERT_NE(dw, nullptr);
-      const std::vector<float>& deq = dw->deq;
       const ops::WeightView& dv = dw->view;
       for (int64_t m : {1, 3, 8})
         for (bool silu : {false, true}) {
           const bool bias = variant % 2 == 0, accumulate = !silu && variant % 3 == 1;
           ++variant;
-          const int64_t ld_x = k + 8, ld_y = n + 3, half = n / 2, ld_out = half + 5;
-          Tensor x(DType::kBF16, m * ld_x), b(DType::kBF16, n), y0(DType::kBF16, m * ld_y);
-          x.fill_uniform(rng, -1, 1);
-          b.fill_uniform(rng, -1, 1);
-          y0.fill_uniform(rng, -1, 1);
-          x.to_device();
-          b.to_device();
-          std::vector<uint8_t> want = y0.host;
-          ops::MatmulParams r{x.host.data(), DType::kBF16, ld_x, ops::dense_weight(deq.data(), DType::kF32),
-                              bias ? b.host.data() : nullptr, DType::kBF16, want.data(), DType::kBF16, ld_y, m, n, k, accumulate};
-          ops::ref::matmul(r);
+          CaseInputs in(*dw, m, bias, accumulate, rng);
+          const int64_t ld_x = in.ld_x, ld_y = in.ld_y, half = n / 2, ld_out = half + 5;
+          const Tensor &x = in.x, &b = in.b, &y0 = in.y0;
+          const std::vector<uint8_t>& want = in.want;
           // silu: out[t][c] = silu(y[t][c]) * y[t][half + c], each rounded to bf16 first (as the kernels do).
           Tensor out0(DType::kBF16, m * ld_out);
           out0.fill_uniform(rng, -1, 1);

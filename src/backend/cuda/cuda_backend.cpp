@@ -238,6 +238,8 @@ bool quant_path_forced(const char* path) {
 }
 }  // namespace
 
+void CudaBackend::set_fp8_fast_accum(bool on) { lt_->set_fp8_fast_accum(on); }
+
 bool CudaBackend::quant_gemv_ok(const ops::MatmulParams& p) const {
   return !quant_path_forced("ref") && !quant_path_forced("lt") && !quant_path_forced("w8a8") && quant_gemv_supported(p);
 }
@@ -296,8 +298,6 @@ Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
 // block and shared by its row tiles) from there, with k split over blocks when the rows alone
 // do not fill the GPU. Its partials live in the scratch, grown by the eager step before a
 // capture; a capture that finds it too small runs one split (one block per tile).
-void CudaBackend::set_fp8_fast_accum(bool on) { lt_->set_fp8_fast_accum(on); }
-
 void CudaBackend::set_quant_gemm(QuantGemmKernel kernel, int min_m) {
   quant_gemm_kernel_ = kernel;
   quant_gemm_min_m_ = min_m;

@@ -1,9 +1,9 @@
 #include "backend/cuda/gemm_lt.h"
 
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -221,8 +221,9 @@ Status LtGemm::run_batched(const ops::BatchedMatmulParams& p, cudaStream_t strea
 }
 
 Result<LtGemm::Plan*> LtGemm::plan_fp8(const Fp8Gemm& g) {
-  const Fp8Key key{g.m, g.n, g.k, g.ld_w, g.ld_x, g.ld_y, static_cast<int>(g.scales), g.bias != nullptr, g.accumulate,
-                   fp8_fast_accum_ && g.scales == Fp8Gemm::Scales::kRow};
+  // Fast accumulation for row scales only: cuBLASLt 13 has no FP8 algorithm with it for block scales.
+  const bool fast = fp8_fast_accum_ && g.scales == Fp8Gemm::Scales::kRow;
+  const Fp8Key key{g.m, g.n, g.k, g.ld_w, g.ld_x, g.ld_y, static_cast<int>(g.scales), g.bias != nullptr, g.accumulate, fast};
   auto it = fp8_plans_.find(key);
   if (it != fp8_plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
@@ -236,9 +237,9 @@ Result<LtGemm::Plan*> LtGemm::plan_fp8(const Fp8Gemm& g) {
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)) !=
           CUBLAS_STATUS_SUCCESS)
     return unsupported("cuBLASLt: this version has no FP8 scale modes");
-  if (fp8_fast_accum_ && !block) {  // cuBLASLt 13 has no FP8 algorithm with it for block scales
-    const int8_t fast = 1;
-    FRUGAL_LT("fast accumulation", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+  if (fast) {
+    const int8_t on = 1;
+    FRUGAL_LT("fast accumulation", cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof(on)));
   }
   // The heuristic finds no algorithm for a scale mode whose pointer is unset: set this call's
   // (run_fp8 sets them again every call).

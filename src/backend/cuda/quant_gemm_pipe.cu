@@ -301,11 +301,6 @@ __global__ void quant_gemm_pipe_reduce_kernel(ops::MatmulParams p, QPipeArgs pa,
 // ---------------------------------------------------------------------------------------------
 // Host side: block shape, grid, launch.
 
-int env_int(const char* name, int fallback) {
-  const char* e = std::getenv(name);
-  return e ? std::atoi(e) : fallback;
-}
-
 struct PipeShape {
   int w, r, mt;
   int gx, gy, nk;

@@ -371,10 +371,6 @@ __global__ void quant_gemm_reduce_kernel(ops::MatmulParams p, const float* parti
 // Tuning knobs for the benchmark (FRUGAL_QGEMV_U=1|2|4 quads per warp per iteration, twice that
 // in flight with the double buffer, m <= 8;
 // FRUGAL_QGEMV_W=4|8 warps per tile; 0 = the default rule below); set_quant_gemv_tuning wins.
-int env_int(const char* name) {
-  const char* e = std::getenv(name);
-  return e ? std::atoi(e) : 0;
-}
 int g_tune_u = -1, g_tune_w = -1;
 
 // The default at m <= 8 (measured, cuda_kernel_bench --quant, 2026-12-03): many row tiles (the

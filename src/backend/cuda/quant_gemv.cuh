@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -205,6 +206,12 @@ cudaError_t prepare_quant_gemm_pipe();
 int quant_gemm_slab_splits(const ops::MatmulParams& p, int n_sms);
 size_t quant_gemm_slab_scratch_bytes(const ops::MatmulParams& p, int splits);
 cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
+
+// An integer from the environment (tuning knobs of the quantized kernels), `fallback` when unset.
+inline int env_int(const char* name, int fallback = 0) {
+  const char* e = std::getenv(name);
+  return e ? std::atoi(e) : fallback;
+}
 
 // The current device's limits the quantized kernels size their launches by (queried once per
 // device): compute capability major, SMs, the shared memory a block may opt in to and an SM's.

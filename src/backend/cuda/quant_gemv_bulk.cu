@@ -17,11 +17,13 @@
 //     rows g and g + 8 from the stage (rows kPitch bytes apart, so a quarter-warp's 16-byte
 //     reads fall on distinct banks), releases the stage, and does the tile GEMV's math: exact
 //     bf16 codes as mma.sync A, x (the <= 8 tokens) as B, the group scale and offset on the f32
-//     partial, the offset's sum of x from the all-ones mma. Scales, zero points and x are loaded
-//     before the stage's wait (none depends on the codes), so their latency hides under it.
+//     partial, the offset's sum of x from the all-ones mma. x and the scales are loaded when a
+//     quad is multiplied, as the tile GEMV loads them: registers bound the resident consumers
+//     (bulk_min_blocks caps them), and the consumers hide each quad's latency.
 //   - At a tile's end the W partial tiles are summed through shared memory (two buffers by tile
 //     parity: one named barrier a tile) and warp 0 stores, with the tile GEMV's epilogues.
-// The results equal the tile GEMV's up to the order of f32 additions across k.
+// The results equal the tile GEMV's up to the order of f32 additions across k. Measured slower
+// than the tile GEMV in every format (H200, docs/perf/2026-12-05-session39.md): opt-in, for A/B.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -237,11 +239,6 @@ __global__ void __launch_bounds__((W + 1) * 32, bulk_min_blocks<W>()) quant_gemv
 #endif
 }
 
-int env_int(const char* name) {
-  const char* e = std::getenv(name);
-  return e ? std::atoi(e) : 0;
-}
-
 // Tuning (0: the default rule): FRUGAL_QBULK_W=4|8 consumer warps, FRUGAL_QBULK_STAGES=1..8,
 // FRUGAL_QBULK_BLOCKS=blocks an SM at most; set_quant_gemv_bulk_tuning wins.
 int g_bulk_w = -1, g_bulk_stages = -1, g_bulk_blocks = -1;
@@ -297,9 +294,7 @@ void set_quant_gemv_bulk_tuning(int warps, int stages, int blocks_per_sm) {
 bool quant_gemv_bulk_ok(const ops::MatmulParams& p) {
   static const QuantGemvKernel env = [] {
     const char* e = std::getenv("FRUGAL_QGEMV_KERNEL");
-    if (e && std::strcmp(e, "bulk") == 0) return QuantGemvKernel::kBulk;
-    if (e && std::strcmp(e, "tile") == 0) return QuantGemvKernel::kTile;
-    return QuantGemvKernel::kTile;
+    return e && std::strcmp(e, "bulk") == 0 ? QuantGemvKernel::kBulk : QuantGemvKernel::kTile;
   }();
   const QuantGemvKernel k = g_gemv_kernel != QuantGemvKernel::kDefault ? g_gemv_kernel : env;
   return k == QuantGemvKernel::kBulk && p.m <= 8 && quant_device().major >= 9;
