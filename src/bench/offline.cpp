@@ -4,12 +4,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "bench/kernel_trace.h"
 #include "bench/model_cost.h"
 #include "kv/kv_geometry.h"
 #include "bench/request_log.h"
@@ -197,6 +199,35 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   SplitMix64 rng(o.seed);
   nlohmann::json results = nlohmann::json::array();
 
+  // --kernel-trace: one more run of a point's requests, traced; its own prompts (trace_rng), so the
+  // timed points see the same prompts with tracing on or off.
+  SplitMix64 trace_rng(o.seed ^ 0x7ace7ace7ace7aceull);
+  const auto traced_run = [&](const std::string& tag, int n, int32_t len, int32_t max_tokens) -> Result<nlohmann::json> {
+    auto prompts = random_prompts(trace_rng, n, len, vocab);
+    recorder->start();
+    if (Status st = o.kernel_tracer->start(); !st.is_ok()) {
+      recorder->stop();
+      return st.with_context("--kernel-trace " + tag);
+    }
+    auto reqs = run_requests(*engine, prompts, max_tokens);
+    auto recs = o.kernel_tracer->stop();
+    const std::vector<StepSample> steps = recorder->stop();
+    if (!reqs.is_ok()) return reqs.status();
+    if (!recs.is_ok()) return recs.status().with_context("--kernel-trace " + tag);
+    KernelTraceOptions ko;
+    ko.engine_steps = static_cast<int64_t>(steps.size());
+    auto a = analyze_kernel_trace(*recs, ko);
+    if (!a.is_ok()) return a.status().with_context("--kernel-trace " + tag);
+    if (!o.kernel_trace_dir.empty()) {
+      const std::string path = o.kernel_trace_dir + "/" + tag + ".trace.json";
+      std::ofstream f(path);
+      f << chrome_trace(*recs, o.kernel_trace_steps).dump() << "\n";
+      if (!f) return io_error("--kernel-trace: cannot write " + path);
+      (*a)["file"] = path;
+    }
+    return a;
+  };
+
   // Prefill: one request of `len` tokens, max_tokens 1; time to its first token.
   nlohmann::json prefill = nlohmann::json::array();
   for (int32_t len : o.prefill_lens) {
@@ -217,6 +248,9 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
     prefill.push_back({{"prompt_len", len}, {"tok_per_s", estimate_json(e)}, {"ttft_ms", latency_json(ttft_ms)},
                        {"ttft_ms_samples", ttft_ms}, {"tflops", tflops},
                        {"tflops_fraction_of_ceiling", o.ceilings.tflops > 0 ? tflops / o.ceilings.tflops : 0.0}});
+    if (o.kernel_tracer) {
+      FRUGAL_ASSIGN_OR_RETURN(prefill.back()["kernel_trace"], traced_run(fmt::format("prefill_{}", len), 1, len, 1));
+    }
     results.push_back({{"kind", "prefill"}, {"prompt_len", len}, {"tok_per_s", e.value}});
   }
   j["prefill"] = prefill;
@@ -261,6 +295,10 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
                       {"bytes_per_step", step_bytes}, {"achieved_gbps", gbps},
                       {"bandwidth_fraction_of_ceiling", o.ceilings.mem_gbps > 0 ? gbps / o.ceilings.mem_gbps : 0.0},
                       {"roofline_tok_per_s", o.ceilings.mem_gbps > 0 ? o.ceilings.mem_gbps * 1e9 / step_bytes * b : 0.0}});
+    if (o.kernel_tracer) {
+      FRUGAL_ASSIGN_OR_RETURN(decode.back()["kernel_trace"],
+                              traced_run(fmt::format("decode_b{}", b), b, o.decode_prompt_len, o.decode_tokens));
+    }
     results.push_back({{"kind", "decode"}, {"batch", b}, {"tok_per_s", e.value},
                        {"prompt_len", o.decode_prompt_len}, {"gen_len", o.decode_tokens}});
   }
@@ -418,6 +456,10 @@ std::string format_offline_table(const nlohmann::json& j) {
                     m["weights_bytes"].get<double>() / 1048576, m["kv_pool_bytes"].get<double>() / 1048576,
                     m["workspace_bytes"].get<double>() / 1048576, m["graphs_bytes"].get<double>() / 1048576,
                     100 * j["engine_stats"]["kv_fragmentation"].get<double>());
+  for (const auto& p : j["prefill"])
+    if (p.contains("kernel_trace")) os << format_kernel_trace(fmt::format("prefill {}", p["prompt_len"].get<int>()), p["kernel_trace"], 15);
+  for (const auto& d : j["decode"])
+    if (d.contains("kernel_trace")) os << format_kernel_trace(fmt::format("decode b={}", d["batch"].get<int>()), d["kernel_trace"], 15);
   const auto& es = j["engine_stats"];
   if (es.contains("schedule_s") && es["steps"].get<int64_t>() > 0) {
     const double us = 1e6 / es["steps"].get<double>();

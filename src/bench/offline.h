@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 
 #include "bench/itl_probe.h"
 #include "bench/mixed_load.h"
+#include "core/kernel_trace.h"
 #include "core/status.h"
 #include "runtime/engine.h"
 
@@ -43,6 +45,12 @@ struct OfflineOptions {
   Ceilings ceilings;
   std::string gpu_name;      // for cost and the calibration schema
   std::string precision = "bf16";
+  // --kernel-trace: one more repetition of every prefill and decode point, traced kernel by kernel
+  // (bench/kernel_trace.h), not counted in the timed figures; the accounting goes into the point's
+  // JSON as "kernel_trace", and a Chrome trace of it into kernel_trace_dir ("" = none).
+  std::shared_ptr<KernelTracer> kernel_tracer;
+  std::string kernel_trace_dir;
+  int32_t kernel_trace_steps = 8;  // graph launches in each Chrome trace file
 };
 
 // Runs every configured benchmark; the JSON holds every figure plus the exact configuration,

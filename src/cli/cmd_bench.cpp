@@ -1,5 +1,6 @@
 // `frugal bench offline`: in-process engine benchmarks (src/bench/offline.h).
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -7,6 +8,9 @@
 #include "bench/telemetry.h"
 #include "core/thread_pool.h"
 #include "cli/commands.h"
+#ifdef FRUGAL_WITH_CUDA
+#include "backend/cuda/kernel_tracer.h"
+#endif
 
 namespace frugal::cli {
 namespace {
@@ -20,6 +24,24 @@ struct BenchOfflineArgs {
   double ceiling_gbps = 0, ceiling_tflops = 0;
   ParallelArgs parallel;
 };
+
+// --kernel-trace DIR: the CUPTI tracer of the CUDA backend, and DIR made.
+Status setup_kernel_trace(bench::OfflineOptions& o) {
+  if (o.engine.device.rfind("cuda", 0) != 0) {
+    return invalid_argument("--kernel-trace traces GPU kernels: it needs --device cuda (got --device " + o.engine.device + ")");
+  }
+#ifdef FRUGAL_WITH_CUDA
+  auto t = cuda::make_kernel_tracer();
+  if (!t.is_ok()) return t.status();
+  o.kernel_tracer = std::shared_ptr<KernelTracer>(std::move(*t));
+#else
+  return unsupported("--kernel-trace: this frugal was built without CUDA (configure with -DFRUGAL_CUDA=ON)");
+#endif
+  std::error_code ec;
+  std::filesystem::create_directories(o.kernel_trace_dir, ec);
+  if (ec) return io_error("--kernel-trace: cannot create " + o.kernel_trace_dir + ": " + ec.message());
+  return Status::ok();
+}
 
 int run_bench_offline(BenchOfflineArgs& a) {
   auto& o = a.o;
@@ -45,6 +67,12 @@ int run_bench_offline(BenchOfflineArgs& a) {
     // ceilings come from scripts/gpu (docs/perf).
     o.ceilings.mem_gbps = bench::measure_host_read_gbps(1ll << 30, 5);
     o.ceilings.source = "measured host streaming read (" + std::to_string(ThreadPool::global().size()) + " threads, 1 GiB)";
+  }
+  if (!o.kernel_trace_dir.empty()) {
+    if (Status st = setup_kernel_trace(o); !st.is_ok()) {
+      std::fprintf(stderr, "frugal bench: %s\n", st.to_string().c_str());
+      return 2;
+    }
   }
   auto telemetry = bench::TelemetrySampler::with_nvml();
   telemetry->start();
@@ -150,6 +178,11 @@ void register_bench(CLI::App& app) {
   off->add_flag("--measure-ceilings", a->measure_ceilings, "measure the copy bandwidth first");
   off->add_option("--json", a->json_path, "write every figure as JSON");
   off->add_option("--markdown", a->markdown_path, "write a markdown table");
+  off->add_option("--kernel-trace", a->o.kernel_trace_dir,
+                  "CUDA: one more run of each prefill and decode point traced kernel by kernel (CUPTI): where a step's "
+                  "time goes, the gaps between kernels, and a Chrome trace per point in this directory");
+  off->add_option("--kernel-trace-steps", a->o.kernel_trace_steps, "graph replays in each Chrome trace file")
+      ->capture_default_str();
   add_parallel_flags(off, a->parallel);
   off->callback([a] { set_exit_code(run_bench_offline(*a)); });
   register_bench_serve(*bench);

@@ -8,7 +8,11 @@
 //  - the throughput run's total rate counts input and output tokens; bad flags are refused.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "bench/model_cost.h"
 #include "bench/offline.h"
@@ -235,6 +239,87 @@ TEST(BenchOffline, BadFlagsAreRefusedWithTheirNames) {
   r = run_offline(o);
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.status().to_string().find("--input-len"), std::string::npos) << r.status().to_string();
+}
+
+
+// --kernel-trace's wiring, with a stand-in tracer (the CUDA one needs a GPU: tests/cuda): one more,
+// traced run of each prefill and decode point, its accounting in the point's JSON, the engine's
+// step count as the eager divisor, a Chrome trace file per point, and a tracer's error named.
+class FakeTracer : public KernelTracer {
+ public:
+  int starts = 0, stops = 0;
+  bool fail = false;
+  Status start() override {
+    ++starts;
+    return Status::ok();
+  }
+  Result<std::vector<KernelRecord>> stop() override {
+    ++stops;
+    if (fail) return resource_exhausted("kernel trace: CUPTI dropped 3 kernel records");
+    std::vector<KernelRecord> rs;
+    const auto add = [&](const char* name, uint64_t s, uint64_t e, uint32_t corr, uint32_t graph) {
+      KernelRecord r;
+      r.name = name;
+      r.start_ns = s;
+      r.end_ns = e;
+      r.correlation = corr;
+      r.graph_id = graph;
+      rs.push_back(r);
+    };
+    if (stops == 1) {  // the prefill point: eager launches, 6 us busy of 8
+      add("prefill_a", 0, 4000, 1, 0);
+      add("prefill_b", 6000, 8000, 2, 0);
+    } else {  // the decode point: 4 graph replays of 10 us kernels, 20 us apart
+      for (uint32_t i = 0; i < 4; ++i) add("decode_k", 20000 * i, 20000 * i + 10000, 50 + i, 9);
+    }
+    return rs;
+  }
+};
+
+TEST(BenchOffline, KernelTraceAddsATracedRunOfEachPoint) {
+  OfflineOptions o = base_options();
+  o.prefill_lens = {16};
+  o.batches = {1};
+  o.decode_prompt_len = 8;
+  o.decode_tokens = 4;
+  auto tracer = std::make_shared<FakeTracer>();
+  o.kernel_tracer = tracer;
+  o.kernel_trace_dir = frugal::testing::binary_dir() + "/bench_offline_kernel_trace";
+  std::filesystem::remove_all(o.kernel_trace_dir);
+  std::filesystem::create_directories(o.kernel_trace_dir);
+  auto r = run_offline(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(tracer->starts, 2);
+  EXPECT_EQ(tracer->stops, 2);
+  const auto& p = (*r)["prefill"][0]["kernel_trace"];
+  EXPECT_EQ(p["mode"], "eager");
+  EXPECT_DOUBLE_EQ(p["steps"].get<double>(), 1);  // a 16-token prompt, one output token: one engine step
+  EXPECT_NEAR(p["kernel_us"].get<double>(), 6, 1e-9);
+  const auto& d = (*r)["decode"][0]["kernel_trace"];
+  EXPECT_EQ(d["mode"], "graph");
+  EXPECT_DOUBLE_EQ(d["steps"].get<double>(), 2);
+  EXPECT_NEAR(d["step_us"].get<double>(), 15, 1e-9);  // replays 2 and 3: [20, 50] us
+  // The timed figures are still there, and the table shows the traces.
+  EXPECT_GT((*r)["decode"][0]["tok_per_s"]["median"].get<double>(), 0);
+  const std::string table = format_offline_table(*r);
+  EXPECT_NE(table.find("kernel trace, prefill 16"), std::string::npos) << table;
+  EXPECT_NE(table.find("kernel trace, decode b=1"), std::string::npos) << table;
+  // One Chrome trace per point.
+  for (const char* f : {"/prefill_16.trace.json", "/decode_b1.trace.json"}) {
+    std::ifstream in(o.kernel_trace_dir + f);
+    ASSERT_TRUE(in.good()) << f;
+    const auto j = nlohmann::json::parse(in);
+    EXPECT_FALSE(j["traceEvents"].empty()) << f;
+  }
+  EXPECT_EQ(d["file"], o.kernel_trace_dir + "/decode_b1.trace.json");
+
+  tracer = std::make_shared<FakeTracer>();
+  tracer->fail = true;
+  o.kernel_tracer = tracer;
+  r = run_offline(o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().to_string().find("--kernel-trace prefill_16"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().to_string().find("dropped 3"), std::string::npos) << r.status().to_string();
 }
 
 }  // namespace

@@ -209,6 +209,16 @@ TEST_F(BenchServeE2e, OfflineBenchRecordsTelemetry) {
   EXPECT_EQ(j["telemetry"]["devices"][0]["name"], "Fake GPU 0");
 }
 
+// --kernel-trace traces GPU kernels: on the CPU it is refused before any work, naming the flag.
+TEST_F(BenchServeE2e, OfflineKernelTraceNeedsTheGpu) {
+  CommandResult r = run_command(frugal_binary() + " bench offline --device cpu --prefill-lens 8 --batches 0 --reps 1"
+                                    " --kernel-trace " + (dir_ / "kt").string(),
+                                std::chrono::seconds(60));
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--kernel-trace traces GPU kernels: it needs --device cuda"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "kt"));
+}
+
 TEST_F(BenchServeE2e, BadInputsExitNonZeroNamingTheProblem) {
   struct Case {
     std::string args, needle;
