@@ -1,0 +1,15 @@
+# Shared by run1..2.sh of session 40 (sourced): session 38's helpers plus trace(), which runs
+# `frugal bench offline --kernel-trace` on one point and keeps the step accounting in the summary.
+source docs/perf/data/2026-12-05-session38/lib.sh
+trace() { # name cfg env args...: one timed + one traced repetition; the table's trace block into $S
+  local name=$1 cfg=$2 envs=$3; shift 3
+  local l=$(left); [ $l -gt 25 ] || { echo "$name: no time ($l s)" >>$S; return; }
+  mkdir -p $OUT/traces
+  env $envs timeout $((l-2)) build-gpu/src/cli/frugal bench offline --device cuda --gpu h200 --ceiling-gbps 4259 --ceiling-tflops 790 \
+    --dummy-weights $cfg/config.json "$@" --kernel-trace $L/trace_$name --json $L/$name.json >$L/$name.txt 2>&1
+  echo "== $name rc $? ($((SECONDS-START)) s)" >>$S
+  grep -E "^decode|^prefill" $L/$name.txt | tail -2 >>$S
+  sed -n '/^kernel trace/,/^memory:/p' $L/$name.txt | grep -v "^memory:" | head -40 >>$S
+  # The first replays as a Chrome trace, small enough to keep.
+  for f in $L/trace_$name/*.trace.json; do [ -f "$f" ] && gzip -c "$f" >$OUT/traces/${name}_$(basename $f).gz; done
+}
