@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "bench/serve_svg.h"
+
 namespace frugal::bench {
 namespace {
 
@@ -268,6 +270,119 @@ nlohmann::json chrome_trace(std::span<const KernelRecord> records, int max_steps
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s}, {"args", {{"name", fmt::format("stream {}", s)}}}});
   }
   return {{"traceEvents", events}, {"displayTimeUnit", "ns"}};
+}
+
+std::string kernel_trace_svg(const std::string& title, std::span<const KernelRecord> records, const nlohmann::json& a) {
+  static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                  "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
+  constexpr int kTopRows = 10;
+  constexpr double kW = 1000, kLeft = 20, kBarW = kW - 2 * kLeft;
+  const double step = a["step_us"].get<double>();
+  // Bar segments: the top kernels, the rest, the two kinds of gap.
+  struct Seg {
+    std::string label, color;
+    double us;
+  };
+  std::vector<Seg> segs;
+  std::map<std::string, std::string> color_of;  // "name grid" -> colour (the timeline's)
+  double other = a["kernels_other_own_us"].get<double>();
+  int i = 0;
+  for (const auto& k : a["kernels"]) {
+    const std::string key = k["name"].get<std::string>() + " " + k["grid"].get<std::string>();
+    if (i < kTopRows) {
+      segs.push_back({key, kColors[i], k["own_us"].get<double>()});
+      color_of[key] = kColors[i];
+    } else {
+      other += k["own_us"].get<double>();
+    }
+    ++i;
+  }
+  segs.push_back({"other kernels", "#c7c7c7", other});
+  segs.push_back({"gaps inside a step", "#f4a6a6", a["gap_inside_us"].get<double>()});
+  segs.push_back({"gaps between steps", "#fde0a0", a["gap_between_us"].get<double>()});
+
+  // The timeline's span: the median graph replay of the window up to the next replay's start.
+  const std::vector<Span> launches = graph_launches(records);
+  uint64_t t0 = UINT64_MAX, t1 = 0;
+  if (launches.size() >= 3) {
+    std::vector<size_t> idx;
+    for (size_t j = 1; j + 1 < launches.size(); ++j) idx.push_back(j);
+    std::sort(idx.begin(), idx.end(), [&](size_t x, size_t y) {
+      return launches[x].end - launches[x].start < launches[y].end - launches[y].start;
+    });
+    const size_t m = idx[idx.size() / 2];
+    t0 = launches[m].start;
+    t1 = m + 1 < launches.size() ? launches[m + 1].start : launches[m].end;
+  } else {
+    for (const KernelRecord& r : records) {
+      t0 = std::min(t0, r.start_ns);
+      t1 = std::max(t1, r.end_ns);
+    }
+  }
+  if (t1 <= t0) t1 = t0 + 1;
+  std::map<uint32_t, int> lanes;
+  for (const KernelRecord& r : records)
+    if (r.end_ns > t0 && r.start_ns < t1) lanes.emplace(r.stream, 0);
+  int lane = 0;
+  for (auto& [s, l] : lanes) l = lane++;
+
+  const double bar_y = 50, bar_h = 34, legend_y = bar_y + bar_h + 24, row_h = 17;
+  const double tl_y = legend_y + row_h * static_cast<double>(segs.size()) + 40, lane_h = 28;
+  const double height = tl_y + lane_h * std::max(1, lane) + 50;
+  std::ostringstream o;
+  o << fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{:.0f}\" viewBox=\"0 0 {} {:.0f}\" "
+                   "font-family=\"sans-serif\" font-size=\"12\">\n",
+                   kW, height, kW, height);
+  o << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  o << fmt::format("<text x=\"{}\" y=\"22\" font-size=\"15\">{}</text>\n", kLeft,
+                   svg_escape(fmt::format("{}: a step of {:.1f} us, {:.1f} launches", title, step, a["launches"].get<double>())));
+  double x = kLeft;
+  for (const Seg& g : segs) {
+    const double w = step > 0 ? g.us / step * kBarW : 0;
+    o << fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"><title>{}: {:.1f} us</title></rect>\n",
+                     x, bar_y, w, bar_h, g.color, svg_escape(g.label), g.us);
+    x += w;
+  }
+  for (size_t j = 0; j < segs.size(); ++j) {
+    const double y = legend_y + row_h * static_cast<double>(j);
+    o << fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>\n", kLeft, y - 10, segs[j].color);
+    o << fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.1f} us</text>\n", kLeft + 90, y, segs[j].us);
+    o << fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.1f}%</text>\n", kLeft + 140, y,
+                     step > 0 ? 100 * segs[j].us / step : 0.0);
+    o << fmt::format("<text x=\"{}\" y=\"{:.1f}\">{}</text>\n", kLeft + 152, y, svg_escape(segs[j].label));
+  }
+  // Timeline of one step.
+  const double span_us = static_cast<double>(t1 - t0) / 1000.0;
+  o << fmt::format("<text x=\"{}\" y=\"{:.1f}\">{}</text>\n", kLeft, tl_y - 12,
+                   svg_escape(launches.size() >= 3 ? fmt::format("one step (the median replay and the gap after it), {:.1f} us", span_us)
+                                                   : fmt::format("the traced window, {:.1f} us", span_us)));
+  const auto px = [&](uint64_t t) {
+    const uint64_t c = std::clamp(t, t0, t1);
+    return kLeft + static_cast<double>(c - t0) / static_cast<double>(t1 - t0) * kBarW;
+  };
+  for (const auto& [s, l] : lanes) {
+    const double y = tl_y + lane_h * l;
+    o << fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{}\" height=\"{}\" fill=\"#fbeaea\"/>\n", kLeft, y, kBarW, lane_h - 6);
+  }
+  for (const KernelRecord& r : records) {
+    if (r.end_ns <= t0 || r.start_ns >= t1) continue;
+    const std::string key = short_kernel_name(r.name) + " " + dims(r.grid);
+    auto c = color_of.find(key);
+    const double y = tl_y + lane_h * lanes[r.stream];
+    o << fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" fill-opacity=\"0.85\">"
+                     "<title>{}: {:.2f} us</title></rect>\n",
+                     px(r.start_ns), y, std::max(0.5, px(r.end_ns) - px(r.start_ns)), lane_h - 6,
+                     c == color_of.end() ? "#c7c7c7" : c->second, svg_escape(key), us(r.end_ns - r.start_ns));
+  }
+  const double axis_y = tl_y + lane_h * std::max(1, lane);
+  for (double v : svg_ticks(0, span_us)) {
+    const double X = kLeft + v / span_us * kBarW;
+    o << fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#999\"/>\n", X, axis_y - 4, X, axis_y);
+    o << fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{:g}</text>\n", X, axis_y + 14, v);
+  }
+  o << fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">us</text>\n", kLeft + kBarW / 2, axis_y + 32);
+  o << "</svg>\n";
+  return o.str();
 }
 
 std::string format_kernel_trace(const std::string& title, const nlohmann::json& a, int rows) {

@@ -53,6 +53,12 @@ Result<nlohmann::json> analyze_kernel_trace(std::span<const KernelRecord> record
 // launches of the window, so a long run stays a file one can open.
 nlohmann::json chrome_trace(std::span<const KernelRecord> records, int max_steps);
 
+// A picture of one analysis (self-contained SVG): the average step as one bar split into the
+// top kernels' own time, the other kernels, the gaps inside steps and between them, with a legend;
+// and under it the timeline of one step (the median graph replay and the gap after it, or the
+// whole eager window), one lane per stream, kernels coloured as in the bar, gaps left blank.
+std::string kernel_trace_svg(const std::string& title, std::span<const KernelRecord> records, const nlohmann::json& analysis);
+
 // The terminal rendering of one analysis: the step line, the top `rows` kernels and gaps.
 std::string format_kernel_trace(const std::string& title, const nlohmann::json& analysis, int rows);
 

@@ -224,6 +224,11 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
       f << chrome_trace(*recs, o.kernel_trace_steps).dump() << "\n";
       if (!f) return io_error("--kernel-trace: cannot write " + path);
       (*a)["file"] = path;
+      const std::string svg = o.kernel_trace_dir + "/" + tag + ".svg";
+      std::ofstream g(svg);
+      g << kernel_trace_svg(tag, *recs, *a);
+      if (!g) return io_error("--kernel-trace: cannot write " + svg);
+      (*a)["svg"] = svg;
     }
     return a;
   };

@@ -16,8 +16,9 @@ using json = nlohmann::json;
 namespace {
 constexpr double kW = 760, kH = 460, kLeft = 80, kRight = 200, kTop = 40, kBottom = 60;
 const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+}  // namespace
 
-std::string esc(const std::string& s) {
+std::string svg_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
@@ -31,8 +32,7 @@ std::string esc(const std::string& s) {
   return o;
 }
 
-// "Nice" tick positions covering [lo, hi].
-std::vector<double> ticks(double lo, double hi) {
+std::vector<double> svg_ticks(double lo, double hi) {
   double span = hi - lo;
   if (span <= 0) span = std::abs(hi) > 0 ? std::abs(hi) : 1;
   double step = std::pow(10, std::floor(std::log10(span / 5)));
@@ -46,7 +46,6 @@ std::vector<double> ticks(double lo, double hi) {
   for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
   return t;
 }
-}  // namespace
 
 std::string svg_line_chart(const PlotSpec& spec, const std::vector<PlotSeries>& series) {
   double x0 = INFINITY, x1 = -INFINITY, y0 = 0, y1 = -INFINITY;
@@ -61,7 +60,7 @@ std::string svg_line_chart(const PlotSpec& spec, const std::vector<PlotSeries>& 
   }
   if (!std::isfinite(x0)) x0 = 0, x1 = 1, y1 = 1;
   if (y1 <= y0) y1 = y0 + 1;
-  if (auto yt = ticks(y0, y1); yt.size() >= 2) {  // end the axis on a tick
+  if (auto yt = svg_ticks(y0, y1); yt.size() >= 2) {  // end the axis on a tick
     double step = yt[1] - yt[0];
     y1 = std::ceil(y1 / step - 1e-9) * step;
   }
@@ -76,28 +75,28 @@ std::string svg_line_chart(const PlotSpec& spec, const std::vector<PlotSeries>& 
                    "font-family=\"sans-serif\" font-size=\"12\">\n",
                    kW, kH, kW, kH);
   o << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o << fmt::format("<text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n", kLeft + pw / 2, esc(spec.title));
+  o << fmt::format("<text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">{}</text>\n", kLeft + pw / 2, svg_escape(spec.title));
   // Axes and ticks.
   o << fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", kLeft, kTop, pw, ph);
   std::vector<double> xt;
   if (spec.log_x) {
     for (double v = std::exp2(std::floor(fx0)); v <= x1 * 1.0001; v *= 2) if (v >= x0 * 0.9999) xt.push_back(v);
   } else {
-    xt = ticks(x0, x1);
+    xt = svg_ticks(x0, x1);
   }
   for (double v : xt) {
     double X = px(v);
     o << fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#ddd\"/>\n", X, kTop, X, kTop + ph);
     o << fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{:g}</text>\n", X, kTop + ph + 16, v);
   }
-  for (double v : ticks(y0, y1)) {
+  for (double v : svg_ticks(y0, y1)) {
     double Y = py(v);
     o << fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n", kLeft, Y, kLeft + pw, Y);
     o << fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:g}</text>\n", kLeft - 6, Y + 4, v);
   }
-  o << fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", kLeft + pw / 2, kH - 18, esc(spec.x_label));
+  o << fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", kLeft + pw / 2, kH - 18, svg_escape(spec.x_label));
   o << fmt::format("<text x=\"18\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 18 {})\">{}</text>\n",
-                   kTop + ph / 2, kTop + ph / 2, esc(spec.y_label));
+                   kTop + ph / 2, kTop + ph / 2, svg_escape(spec.y_label));
   // Series.
   for (size_t i = 0; i < series.size(); ++i) {
     const char* color = kColors[i % std::size(kColors)];
@@ -117,7 +116,7 @@ std::string svg_line_chart(const PlotSpec& spec, const std::vector<PlotSeries>& 
     double ly = kTop + 10 + 18.0 * static_cast<double>(i);
     o << fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"/>\n", kW - kRight + 12, ly,
                      kW - kRight + 32, ly, color);
-    o << fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", kW - kRight + 38, ly + 4, esc(series[i].name));
+    o << fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", kW - kRight + 38, ly + 4, svg_escape(series[i].name));
   }
   o << "</svg>\n";
   return o.str();

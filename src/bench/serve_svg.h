@@ -23,6 +23,11 @@ struct PlotSpec {
   bool log_x = false;
 };
 
+// s with <, >, & and " escaped for SVG text and attributes.
+std::string svg_escape(const std::string& s);
+// "Nice" tick positions covering [lo, hi] (steps of 1, 2 or 5 times a power of ten, at most ~6).
+std::vector<double> svg_ticks(double lo, double hi);
+
 // A line chart with axes, ticks, a legend and one marker per point.
 std::string svg_line_chart(const PlotSpec& spec, const std::vector<PlotSeries>& series);
 

@@ -210,5 +210,24 @@ TEST(KernelTrace, ChromeTraceShowsTheFirstStepsOfTheWindow) {
   EXPECT_TRUE(found);
 }
 
+// The picture: the bar's segments in the analysis' order with their own times, names escaped, and
+// the timeline of the median replay (replay 3 of 2..4, all 30 us long) with the gap after it.
+TEST(KernelTrace, SvgShowsTheStepBarAndOneStep) {
+  const auto rs = five_replays();
+  auto a = analyze_kernel_trace(rs, {});
+  ASSERT_TRUE(a.is_ok());
+  const std::string svg = kernel_trace_svg("decode_b1", rs, *a);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_EQ(svg.find("a_kernel<1"), std::string::npos);  // escaped
+  EXPECT_NE(svg.find("<title>a_kernel&lt;1, 2&gt; (4, 1, 1): 10.0 us</title>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<title>gaps inside a step: 3.0 us</title>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("one step (the median replay and the gap after it), 40.0 us"), std::string::npos) << svg;
+  // The timeline: the three kernels of one replay (c of the next replay starts after its span).
+  size_t n = 0;
+  for (size_t p = 0; (p = svg.find("fill-opacity", p)) != std::string::npos; ++p) ++n;
+  EXPECT_EQ(n, 3u);
+}
+
 }  // namespace
 }  // namespace frugal::bench

@@ -312,6 +312,8 @@ TEST(BenchOffline, KernelTraceAddsATracedRunOfEachPoint) {
     EXPECT_FALSE(j["traceEvents"].empty()) << f;
   }
   EXPECT_EQ(d["file"], o.kernel_trace_dir + "/decode_b1.trace.json");
+  EXPECT_TRUE(std::filesystem::exists(o.kernel_trace_dir + "/decode_b1.svg"));
+  EXPECT_TRUE(std::filesystem::exists(o.kernel_trace_dir + "/prefill_16.svg"));
 
   tracer = std::make_shared<FakeTracer>();
   tracer->fail = true;
