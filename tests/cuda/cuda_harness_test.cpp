@@ -11,3 +11,5 @@ FRUGAL_INSTANTIATE_OP_HARNESS(CudaAllFused, "cuda_fused");
 // The quantized matmuls the GEMVs take (int4 / int8 / fp8 without act order) at every m up to
 // kQuantGemvMaxM through the slab GEMM (off by default until measured), on the same odd shapes.
 FRUGAL_INSTANTIATE_OP_HARNESS(CudaSlab, "cuda_slab");
+// The quantized matmuls of m <= 8 through the bulk GEMV (opt-in, sm_90; the tile GEMV elsewhere).
+FRUGAL_INSTANTIATE_OP_HARNESS(CudaBulk, "cuda_bulk");

@@ -306,7 +306,7 @@ void CudaBackend::set_quant_gemm(QuantGemmKernel kernel, int min_m) {
 
 Status CudaBackend::quant_gemv_or_gemm(const ops::MatmulParams& p) {
   if (p.m < quant_gemm_min_m(quant_gemm_kernel_, quant_gemm_min_m_))
-    return check_launch(launch_quant_gemv(p, stream_), "quant_gemv");
+    return check_launch(launch_quant_gemv(p, stream_, nullptr, quant_gemv_kernel_), "quant_gemv");
   int splits = quant_gemm_splits(p, n_sms_, quant_gemm_kernel_);
   void* partials = nullptr;
   if (const size_t bytes = quant_gemm_scratch_bytes(p, splits, quant_gemm_kernel_); bytes > 0) {
@@ -640,7 +640,7 @@ Status CudaBackend::matmul_silu_mul(const ops::MatmulSiluMulParams& p) {
       FRUGAL_ASSIGN_OR_RETURN(const bool gemv, dense_takes_gemv(mm));
       if (gemv) e = launch_gemv(mm, stream_, &out);
     } else if (mm.m <= 8 && mm.m < quant_gemm_min_m(quant_gemm_kernel_, quant_gemm_min_m_) && quant_gemv_first(mm)) {
-      e = launch_quant_gemv(mm, stream_, &out);
+      e = launch_quant_gemv(mm, stream_, &out, quant_gemv_kernel_);
     }
     if (e != cudaErrorNotReady) {
       FRUGAL_RETURN_IF_ERROR(check_launch(e, "gemv_silu_mul"));

@@ -123,6 +123,9 @@ class CudaBackend final : public ops::Backend {
   // process-wide choice, FRUGAL_QGEMM_KERNEL / FRUGAL_QGEMM_MIN_M; min_m 0: never the GEMM, 1:
   // every m up to kQuantGemvMaxM). Call outside a capture (the slab kernels' limits are raised here).
   void set_quant_gemm(QuantGemmKernel kernel, int min_m);
+  // This backend's quantized GEMV kernel at m <= 8 (kernels.h; kDefault: the process-wide choice,
+  // FRUGAL_QGEMV_KERNEL / set_quant_gemv_kernel).
+  void set_quant_gemv(QuantGemvKernel kernel) { quant_gemv_kernel_ = kernel; }
 
  private:
   CudaBackend() = default;
@@ -166,6 +169,7 @@ class CudaBackend final : public ops::Backend {
   int64_t fused_norm_quant_calls_ = 0;
   QuantGemmKernel quant_gemm_kernel_ = QuantGemmKernel::kDefault;
   int quant_gemm_min_m_ = -1;
+  QuantGemvKernel quant_gemv_kernel_ = QuantGemvKernel::kDefault;
   std::string w8a8_fallback_;
   bool capturing_ = false;
   cudaStream_t stream_ = nullptr;

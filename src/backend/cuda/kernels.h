@@ -179,8 +179,6 @@ constexpr int64_t kQuantGemvMaxM = 64;
 // decode: B=16 2,927 vs 2,846 tok/s, B=64 9,355 vs 3,948 tok/s through the GEMV).
 constexpr int64_t kFp8GemvMaxM = 8;
 bool quant_gemv_supported(const ops::MatmulParams& p);
-// With `silu` (m <= 8): SwiGLU's gate_up epilogue, as launch_gemv's.
-cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, const SiluMulOut* silu = nullptr);
 // Benchmark knob at m <= 8: quads per warp iteration (1 | 2 | 4; the next iteration's are in flight
 // meanwhile) and warps per row tile (4 | 8); 0 = the default rule.
 void set_quant_gemv_tuning(int quads_per_iteration, int warps);
@@ -192,8 +190,12 @@ void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 // (H200, 2026-12-05, docs/perf/2026-12-05-session39.md): kept for A/B.
 enum class QuantGemvKernel { kDefault, kTile, kBulk };
 void set_quant_gemv_kernel(QuantGemvKernel k);
-// Whether launch_quant_gemv runs this call through the bulk kernel (asked for, m <= 8, sm_90+).
-bool quant_gemv_bulk_ok(const ops::MatmulParams& p);
+// Whether launch_quant_gemv runs this call through the bulk kernel (asked for, m <= 8, sm_90+);
+// `over` (a backend's own choice, CudaBackend::set_quant_gemv) wins unless kDefault.
+bool quant_gemv_bulk_ok(const ops::MatmulParams& p, QuantGemvKernel over = QuantGemvKernel::kDefault);
+// With `silu` (m <= 8): SwiGLU's gate_up epilogue, as launch_gemv's; `over` as quant_gemv_bulk_ok's.
+cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, const SiluMulOut* silu = nullptr,
+                              QuantGemvKernel over = QuantGemvKernel::kDefault);
 // The bulk GEMV's shape (0: the default rule): consumer warps (4 | 8), ring stages (1..8) and
 // resident blocks an SM at most; also FRUGAL_QBULK_W / FRUGAL_QBULK_STAGES / FRUGAL_QBULK_BLOCKS.
 void set_quant_gemv_bulk_tuning(int warps, int stages, int blocks_per_sm);

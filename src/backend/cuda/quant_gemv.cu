@@ -506,12 +506,13 @@ bool quant_gemv_supported(const ops::MatmulParams& p) {
   return p.m >= 1 && p.k % 8 == 0 && p.ld_x % 8 == 0 && aligned16(p.x) && aligned16(p.w.data);
 }
 
-cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, const SiluMulOut* silu) {
+cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, const SiluMulOut* silu,
+                              QuantGemvKernel over) {
   if (p.m * p.n == 0) return cudaSuccess;
   if (silu && (p.n % 2 != 0 || p.accumulate)) return cudaErrorInvalidValue;
   QGemvArgs a = gemv_args(p);
   if (silu) a.silu = *silu;
-  if (quant_gemv_bulk_ok(p)) return launch_quant_gemv_bulk(a, stream);
+  if (quant_gemv_bulk_ok(p, over)) return launch_quant_gemv_bulk(a, stream);
   const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
   switch (p.w.format.scheme) {
     case ops::WeightScheme::kInt4:

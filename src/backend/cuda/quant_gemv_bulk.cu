@@ -291,12 +291,14 @@ void set_quant_gemv_bulk_tuning(int warps, int stages, int blocks_per_sm) {
   g_bulk_blocks = blocks_per_sm;
 }
 
-bool quant_gemv_bulk_ok(const ops::MatmulParams& p) {
+bool quant_gemv_bulk_ok(const ops::MatmulParams& p, QuantGemvKernel over) {
   static const QuantGemvKernel env = [] {
     const char* e = std::getenv("FRUGAL_QGEMV_KERNEL");
     return e && std::strcmp(e, "bulk") == 0 ? QuantGemvKernel::kBulk : QuantGemvKernel::kTile;
   }();
-  const QuantGemvKernel k = g_gemv_kernel != QuantGemvKernel::kDefault ? g_gemv_kernel : env;
+  const QuantGemvKernel k = over != QuantGemvKernel::kDefault         ? over
+                            : g_gemv_kernel != QuantGemvKernel::kDefault ? g_gemv_kernel
+                                                                         : env;
   return k == QuantGemvKernel::kBulk && p.m <= 8 && quant_device().major >= 9;
 }
 

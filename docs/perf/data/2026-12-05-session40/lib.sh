@@ -12,4 +12,5 @@ trace() { # name cfg env args...: one timed + one traced repetition; the table's
   sed -n '/^kernel trace/,/^memory:/p' $L/$name.txt | grep -v "^memory:" | head -40 >>$S
   # The first replays as a Chrome trace, small enough to keep.
   for f in $L/trace_$name/*.trace.json; do [ -f "$f" ] && gzip -c "$f" >$OUT/traces/${name}_$(basename $f).gz; done
+  for f in $L/trace_$name/*.svg; do [ -f "$f" ] && cp "$f" $OUT/traces/${name}_$(basename $f); done
 }
