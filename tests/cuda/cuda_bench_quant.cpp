@@ -126,6 +126,15 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
               [&](const ops::MatmulParams& p) { (void)launch_quant_gemv(p, b->stream()); });
       }
       set_quant_gemv_tuning(-1, -1);
+      // The lean GEMV in the tile kernel's shapes.
+      set_quant_gemv_kernel(QuantGemvKernel::kLean);
+      for (CheckCase c : {CheckCase{1, 0}, CheckCase{1, 1}, CheckCase{1, 2}, CheckCase{1, 4}, CheckCase{3, 0}, CheckCase{8, 0}}) {
+        set_quant_gemv_tuning(c.u, 0);
+        check("lean m=" + std::to_string(c.m) + " u=" + std::to_string(c.u), c.m,
+              [&](const ops::MatmulParams& p) { (void)launch_quant_gemv(p, b->stream()); });
+      }
+      set_quant_gemv_kernel(QuantGemvKernel::kDefault);
+      set_quant_gemv_tuning(-1, -1);
       // The bulk GEMV (sm_90) in its default shape and others (consumer warps, stages).
       struct BulkCase { int64_t m; int w, stages; };
       for (BulkCase c : {BulkCase{1, 0, 0}, BulkCase{8, 0, 0}, BulkCase{1, 4, 2}, BulkCase{1, 8, 6}, BulkCase{3, 8, 1}}) {
@@ -222,6 +231,25 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
         }
       }
       set_quant_gemv_tuning(-1, -1);
+      // The lean GEMV: the tile kernel's shapes at each m <= 8 (same rows, so the two compare line by line).
+      set_quant_gemv_kernel(QuantGemvKernel::kLean);
+      for (int64_t m : {1, 2, 4, 8}) {
+        for (Tune t : {Tune{0, 0, ""}, Tune{1, 4, " u1w4"}, Tune{2, 4, " u2w4"}, Tune{4, 4, " u4w4"}, Tune{1, 8, " u1w8"},
+                       Tune{2, 8, " u2w8"}, Tune{4, 8, " u4w8"}}) {
+          if (m != 1 && t.u != 0) continue;
+          set_quant_gemv_tuning(t.u, t.w);
+          ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+          Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+            p.w.data = codes[static_cast<size_t>(i % copies)];
+            (void)launch_quant_gemv(p, b->stream());
+          });
+          const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
+          const double gbs = bytes / (tm.median_us * 1e3);
+          table->add({"qgemv-lean m=" + std::to_string(m) + " " + tag + t.name, tm, gbs, "GB/s", 100 * gbs / ceiling});
+        }
+      }
+      set_quant_gemv_kernel(QuantGemvKernel::kDefault);
+      set_quant_gemv_tuning(-1, -1);
       // The bulk GEMV: its default shape at each m, and at m = 1 (consumer warps, stages, blocks an SM).
       struct BulkTune { int w, stages, blocks; const char* name; };
       set_quant_gemv_kernel(QuantGemvKernel::kBulk);
@@ -246,19 +274,20 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       set_quant_gemv_bulk_tuning(0, 0, 0);
       if (s.n == 18944) {  // with the silu epilogue (the rows' halves as gate and up): against the rows above
         for (int64_t m : {1, 8}) {
-          for (QuantGemvKernel kern : {QuantGemvKernel::kTile, QuantGemvKernel::kBulk}) {
+          for (QuantGemvKernel kern : {QuantGemvKernel::kTile, QuantGemvKernel::kLean, QuantGemvKernel::kBulk}) {
             set_quant_gemv_kernel(kern);
             ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
             const SiluMulOut silu{.out = y, .ld_out = s.n / 2};
             const bool bulk = quant_gemv_bulk_ok(p);
             if (kern == QuantGemvKernel::kBulk && !bulk) continue;
+            const char* name = bulk ? "qgemv-bulk" : kern == QuantGemvKernel::kLean ? "qgemv-lean" : "qgemv";
             Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
               p.w.data = codes[static_cast<size_t>(i % copies)];
               (void)launch_quant_gemv(p, b->stream(), &silu);
             });
             const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n / 2);
             const double gbs = bytes / (tm.median_us * 1e3);
-            table->add({std::string(bulk ? "qgemv-bulk" : "qgemv") + " m=" + std::to_string(m) + " " + tag + " +silu epilogue", tm,
+            table->add({std::string(name) + " m=" + std::to_string(m) + " " + tag + " +silu epilogue", tm,
                         gbs, "GB/s", 100 * gbs / ceiling});
           }
         }

@@ -13,3 +13,5 @@ FRUGAL_INSTANTIATE_OP_HARNESS(CudaAllFused, "cuda_fused");
 FRUGAL_INSTANTIATE_OP_HARNESS(CudaSlab, "cuda_slab");
 // The quantized matmuls of m <= 8 through the bulk GEMV (opt-in, sm_90; the tile GEMV elsewhere).
 FRUGAL_INSTANTIATE_OP_HARNESS(CudaBulk, "cuda_bulk");
+// The same through the lean GEMV (opt-in until measured).
+FRUGAL_INSTANTIATE_OP_HARNESS(CudaLean, "cuda_lean");

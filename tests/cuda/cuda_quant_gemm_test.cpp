@@ -195,12 +195,14 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
   set_quant_slab_limits(0, 0);
 }
 
-// The GEMV at m <= 8 (launch_quant_gemv), both kernels: the tile GEMV and the bulk one of
-// quant_gemv_bulk.cu in its shapes (4 / 8 consumer warps, 1..4 ring stages, one block an SM so
-// that a block walks many row tiles and the ring wraps across them), plain (bias, accumulation
-// into y, strided x and y) and with the silu epilogue, against the same oracle: n 300 / 2050 /
-// 40 (partial 16-row tiles; 19 / 129 / 3 silu tiles), k 1416 (a partial last quad), 4352 and
-// 9480 (int4 rows of 5 ring segments, the last partial).
+// The GEMV at m <= 8 (launch_quant_gemv), all three kernels: the tile GEMV, the lean one (1, 2 by
+// the default rule for these few tiles, and 4 quads a warp iteration; bit for bit the tile
+// GEMV's, the partial last quad included) and the bulk one of quant_gemv_bulk.cu in its shapes
+// (4 / 8 consumer warps, 1..4 ring stages, one block an SM so that a block walks many row tiles
+// and the ring wraps across them), plain (bias, accumulation into y, strided x and y) and with
+// the silu epilogue, against the same oracle: n 300 / 2050 / 40 (partial 16-row tiles; 19 / 129
+// / 3 silu tiles), k 1416 (a partial last quad), 4352 and 9480 (int4 rows of 5 ring segments,
+// the last partial).
 TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
   const QFormat formats[] = {{"int4 g128 zeros", quant::CodeKind::kQ4, 128, 1, true},
                              {"int4 g128", quant::CodeKind::kQ4, 128, 1, false},
@@ -209,9 +211,12 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
                              {"fp8 128x128", quant::CodeKind::kF8, 128, 128, false}};
   struct Variant {
     QuantGemvKernel kernel;
-    int warps, stages, blocks;  // the bulk kernel's shape (0: its default rule)
+    int warps, stages, blocks;  // the bulk kernel's shape (0: its default rule); lean: blocks = quads a warp iteration
   };
   const Variant variants[] = {{QuantGemvKernel::kTile, 0, 0, 0},
+                              {QuantGemvKernel::kLean, 0, 0, 0},
+                              {QuantGemvKernel::kLean, 0, 0, 1},  // blocks: 1 quad a warp iteration
+                              {QuantGemvKernel::kLean, 0, 0, 4},  // 4 quads
                               {QuantGemvKernel::kBulk, 0, 0, 0},
                               {QuantGemvKernel::kBulk, 4, 1, 1},
                               {QuantGemvKernel::kBulk, 8, 2, 1},
@@ -247,9 +252,12 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
               const float u = ops::ref::load(DType::kBF16, want.data(), i * ld_y + half + j);
               ops::ref::store(DType::kBF16, want_out.data(), i * ld_out + j, g / (1.f + std::exp(-g)) * u);
             }
+          std::vector<uint8_t> tile_y, tile_out;  // the tile kernel's bytes: the lean kernel's must equal them
           for (const Variant& v : variants) {
+            const bool lean = v.kernel == QuantGemvKernel::kLean;
             set_quant_gemv_kernel(v.kernel);
-            set_quant_gemv_bulk_tuning(v.warps, v.stages, v.blocks);
+            set_quant_gemv_bulk_tuning(lean ? 0 : v.warps, lean ? 0 : v.stages, lean ? 0 : v.blocks);
+            set_quant_gemv_tuning(lean ? v.blocks : -1, -1);
             Tensor y(DType::kBF16, m * ld_y), out(DType::kBF16, m * ld_out);
             y.host = y0.host;
             y.to_device();
@@ -264,10 +272,20 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
             const SiluMulOut so{.out = out.dev, .ld_out = ld_out};
             ASSERT_EQ(launch_quant_gemv(p, backend()->stream(), silu ? &so : nullptr), cudaSuccess);
             ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
-            const std::string what = std::string(bulk ? "bulk" : "tile") + " w" + std::to_string(v.warps) + " stages " +
+            const std::string what = std::string(bulk ? "bulk" : lean ? "lean" : "tile") + " w" + std::to_string(v.warps) + " stages " +
                                      std::to_string(v.stages) + " blocks " + std::to_string(v.blocks) + " " + f.name +
                                      " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
                                      (silu ? " silu" : "") + (bias ? " bias" : "") + (accumulate ? " accumulate" : "");
+            if (v.kernel == QuantGemvKernel::kTile) {
+              y.from_device(&tile_y, what);
+              out.from_device(&tile_out, what);
+            } else if (lean) {  // same quads, same arithmetic, same order: the same bits
+              std::vector<uint8_t> got_y, got_out;
+              y.from_device(&got_y, what);
+              out.from_device(&got_out, what);
+              EXPECT_TRUE(got_y == tile_y) << what << ": the lean GEMV's y differs from the tile GEMV's";
+              EXPECT_TRUE(got_out == tile_out) << what << ": the lean GEMV's out differs from the tile GEMV's";
+            }
             if (silu) {
               expect_close(out, want_out, 2e-2f, what, mask);
               expect_untouched(y, y0.host, m, 0, ld_y, what);  // y is not written
@@ -281,6 +299,7 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
     }
   set_quant_gemv_kernel(QuantGemvKernel::kDefault);
   set_quant_gemv_bulk_tuning(0, 0, 0);
+  set_quant_gemv_tuning(-1, -1);
 }
 
 }  // namespace

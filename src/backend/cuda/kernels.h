@@ -183,13 +183,21 @@ bool quant_gemv_supported(const ops::MatmulParams& p);
 // meanwhile) and warps per row tile (4 | 8); 0 = the default rule.
 void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 // Which kernel runs the GEMV at m <= 8: kTile (quant_gemv.cu: codes in flight in registers, a
-// warp's quad or two) or kBulk (quant_gemv_bulk.cu, sm_90: a producer warp streams each row
-// tile through a shared-memory ring by TMA bulk copies, consumer warps do the same math).
-// FRUGAL_QGEMV_KERNEL=tile|bulk or set_quant_gemv_kernel (kDefault: back to the environment's,
-// else kTile); kBulk falls back to kTile before sm_90. Measured slower than kTile in every format
-// (H200, 2026-12-05, docs/perf/2026-12-05-session39.md): kept for A/B.
-enum class QuantGemvKernel { kDefault, kTile, kBulk };
+// warp's quad or two), kLean (quant_gemv.cu: the tile kernel's math and bits with the bookkeeping
+// taken out of its loop: no bounds checks or 64-bit index math on the quads that lie wholly inside
+// k, code and scale loads ping-ponged between two register sets, x rows clamped instead of
+// branched; the quads at the end of k take the tile kernel's checked path) or kBulk
+// (quant_gemv_bulk.cu, sm_90: a producer warp streams each row tile through a shared-memory ring
+// by TMA bulk copies, consumer warps do the same math). FRUGAL_QGEMV_KERNEL=tile|lean|bulk or
+// set_quant_gemv_kernel (kDefault: back to the environment's, else kTile); kBulk falls back to
+// kTile before sm_90. kBulk measured slower than kTile in every format (H200, 2026-12-05,
+// docs/perf/2026-12-05-session39.md): kept for A/B; kLean is not measured yet
+// (docs/perf/2026-12-05-session40.md).
+enum class QuantGemvKernel { kDefault, kTile, kBulk, kLean };
 void set_quant_gemv_kernel(QuantGemvKernel k);
+// The kernel a call asks for: `over` unless kDefault, else set_quant_gemv_kernel's, else
+// FRUGAL_QGEMV_KERNEL's, else kTile.
+QuantGemvKernel quant_gemv_kernel_choice(QuantGemvKernel over = QuantGemvKernel::kDefault);
 // Whether launch_quant_gemv runs this call through the bulk kernel (asked for, m <= 8, sm_90+);
 // `over` (a backend's own choice, CudaBackend::set_quant_gemv) wins unless kDefault.
 bool quant_gemv_bulk_ok(const ops::MatmulParams& p, QuantGemvKernel over = QuantGemvKernel::kDefault);

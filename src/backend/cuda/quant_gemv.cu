@@ -33,6 +33,58 @@ namespace {
 
 using namespace qmma;
 
+// The GEMV's end (both tile kernels): the W warps' partial tiles summed through shared memory in
+// warp order, then warp 0 stores them: y (+ bias, + y when accumulating), or with the silu epilogue
+// out = silu(gate) * up. c0, c1: row a, tokens 2q, 2q + 1 of the tile; c2, c3: row b.
+template <int W, int MT, bool kSilu>
+__device__ __forceinline__ void gemv_finish(const QGemvArgs& a, float (&acc)[MT][4], float (*red)[32][4 * MT], int warp,
+                                            int lane, int64_t row_a, int64_t row_b, int64_t m0) {
+  const ops::MatmulParams& p = a.p;
+  const int q = lane & 3;
+  const int64_t half = p.n / 2;
+  if constexpr (W > 1) {
+    if (warp > 0) {
+#pragma unroll
+      for (int t = 0; t < MT; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[warp - 1][lane][4 * t + i] = acc[t][i];
+    }
+    __syncthreads();
+    if (warp > 0) return;
+#pragma unroll
+    for (int w = 0; w < W - 1; ++w)
+#pragma unroll
+      for (int t = 0; t < MT; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[t][i] += red[w][lane][4 * t + i];
+  }
+  if constexpr (kSilu) {
+#pragma unroll
+    for (int t = 0; t < MT; ++t)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int64_t tok = m0 + 8 * t + 2 * q + i;
+        if (row_a >= half || tok >= p.m) continue;
+        float g = acc[t][i], u = acc[t][2 + i];
+        if (p.bias) {
+          g += load_f(p.bias_dtype, p.bias, row_a);
+          u += load_f(p.bias_dtype, p.bias, row_b);
+        }
+        store_f(p.y_dtype, a.silu.out, tok * a.silu.ld_out + row_a, silu_mul_f(round_to(p.y_dtype, g), round_to(p.y_dtype, u)));
+      }
+    return;
+  }
+#pragma unroll
+  for (int t = 0; t < MT; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t row = i < 2 ? row_a : row_b;
+      const int64_t tok = m0 + 8 * t + 2 * q + (i & 1);
+      if (row >= p.n || tok >= p.m) continue;
+      store_y(p, row, tok, acc[t][i]);
+    }
+}
+
 // W warps per block, all on one 16-row tile, splitting the quads of k; U quads per warp per
 // iteration, double-buffered in registers: the next iteration's U quads are in flight while this
 // one's are dequantized and multiplied, so a warp never waits for a load it issued just before
@@ -156,48 +208,152 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
       vb[u] = nb[u];
     }
   }
-  if constexpr (W > 1) {
-    if (warp > 0) {
-#pragma unroll
-      for (int t = 0; t < MT; ++t)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) red[warp - 1][lane][4 * t + i] = acc[t][i];
+  gemv_finish<W, MT, kSilu>(a, acc, red, warp, lane, row_a, row_b, m0);
+}
+
+// The lean GEMV (QuantGemvKernel::kLean) for m <= 8: the tile kernel's blocks, warps, quads,
+// arithmetic and order, so the same bits, with the per-quad bookkeeping taken out of the loop
+// (Nsight Compute, 2026-12-03: the tile kernel issued ~300 instructions a warp-quad with half the
+// issue slots busy and the ALU the busiest pipe). Quads that lie wholly inside k (all but the last
+// when k % 128 != 0 for int4, 64 for 8-bit) need no checks: code, scale and x addresses come from
+// per-lane base pointers, and a lane whose token is past m reads the last token's x row (its columns are never
+// stored) instead of branching to zeros. The next group of U quads' codes loads while this one's
+// are used (a second register set, copied over at the iteration's end: swapping the two by
+// unrolling the loop by two cost 6 more registers, ptxas 13.0); each step's A fragments are made
+// just before its mma. The quads at the end of k run the tile kernel's checked code. The
+// dequantization (8 ALU instructions per 32-bit word of codes) is the same as the tile kernel's,
+// so the saving is the loop's bookkeeping: 181 PTX instructions a quad against 225 (int4, m <= 8).
+template <QKind K, int W, int U, bool kOffsets, bool kSilu>
+__global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
+  constexpr int C = codes_per_chunk<K>();
+  constexpr int S = C / 4;   // mma steps per chunk
+  constexpr int XV = C / 8;  // 16-byte x loads (8 bf16) per chunk
+  constexpr bool kBias128 = K == QKind::kInt4;
+  constexpr bool kNeedX = kOffsets || kBias128;
+  constexpr uint32_t kOnes = 0x3F803F80u;  // bf16 (1, 1)
+  __shared__ float red[W > 1 ? W - 1 : 1][32][4];
+  pdl_wait();
+  const ops::MatmulParams& p = a.p;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
+  const int64_t half = p.n / 2;
+  const int64_t row_a = static_cast<int64_t>(blockIdx.x) * (kSilu ? 8 : 16) + gq, row_b = row_a + (kSilu ? half : 8);
+  const int64_t n_a = kSilu ? half : p.n;
+  const int64_t ra = row_a < n_a ? row_a : n_a - 1, rb = row_b < p.n ? row_b : p.n - 1;  // clamp: loaded, never stored
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * 8;
+  const int64_t tok = m0 + gq < p.m ? m0 + gq : p.m - 1;  // clamp: read, never stored
+  // Chunk q of quad 0 of this lane's rows, and its x.
+  const uint4* wa = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + ra * a.row_bytes) + q;
+  const uint4* wb = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + rb * a.row_bytes) + q;
+  const __nv_bfloat16* xq = static_cast<const __nv_bfloat16*>(p.x) + tok * p.ld_x + q * C;
+  const float* sa_ptr = static_cast<const float*>(p.w.scales) + (ra / a.group_n) * a.groups_k;
+  const float* sb_ptr = static_cast<const float*>(p.w.scales) + (rb / a.group_n) * a.groups_k;
+  const float* za_ptr = kOffsets ? static_cast<const float*>(p.w.zeros) + ra * a.groups_k : nullptr;
+  const float* zb_ptr = kOffsets ? static_cast<const float*>(p.w.zeros) + rb * a.groups_k : nullptr;
+  const int n_chunks = static_cast<int>(a.row_bytes / 16);
+  const int n_quads = (n_chunks + 3) / 4;
+  const int n_full = static_cast<int>(p.k / (4 * C));  // quads wholly inside k (so inside the row)
+
+  // One quad's codes, this lane's chunk of its two rows (the group's scales are loaded when used,
+  // L1 hits after a row's first quad: prefetching them too cost the registers of 8 warps an SM).
+  struct Quad {
+    uint4 va, vb;
+  };
+  auto load_quad = [&](Quad& d, int quad) {
+    d.va = load_stream16(wa + 4 * quad);
+    d.vb = load_stream16(wb + 4 * quad);
+  };
+  auto group_params = [&](int quad, float& sa, float& sb, float& za, float& zb) {
+    const uint32_t g = quad_group(a, static_cast<uint32_t>(quad));
+    sa = __ldg(sa_ptr + g);
+    sb = __ldg(sb_ptr + g);
+    za = kOffsets ? __ldg(za_ptr + g) : 0.f;
+    zb = kOffsets ? __ldg(zb_ptr + g) : 0.f;
+  };
+  float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+  // The tile kernel's per-quad math on codes va / vb and x units xt: part over the S mma steps,
+  // folded with the group's scale and offset (same statements, same bits).
+  auto quad_math = [&](const uint4& va, const uint4& vb, float sa, float sb, float za, float zb, const uint4 (&xt)[XV]) {
+    float oa = 0.f, ob = 0.f;
+    if constexpr (kOffsets) {
+      oa = za;
+      ob = zb;
     }
-    __syncthreads();
-    if (warp > 0) return;
-#pragma unroll
-    for (int w = 0; w < W - 1; ++w)
-#pragma unroll
-      for (int t = 0; t < MT; ++t)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[t][i] += red[w][lane][4 * t + i];
-  }
-  // c0, c1: row g, tokens 2q, 2q + 1 of the tile; c2, c3: row g + 8 (silu: the up row of g).
-  if constexpr (kSilu) {
-#pragma unroll
-    for (int t = 0; t < MT; ++t)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int64_t tok = m0 + 8 * t + 2 * q + i;
-        if (row_a >= half || tok >= p.m) continue;
-        float g = acc[t][i], u = acc[t][2 + i];
-        if (p.bias) {
-          g += load_f(p.bias_dtype, p.bias, row_a);
-          u += load_f(p.bias_dtype, p.bias, row_b);
-        }
-        store_f(p.y_dtype, a.silu.out, tok * a.silu.ld_out + row_a, silu_mul_f(round_to(p.y_dtype, g), round_to(p.y_dtype, u)));
-      }
-    return;
-  }
-#pragma unroll
-  for (int t = 0; t < MT; ++t)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t row = i < 2 ? row_a : row_b;
-      const int64_t tok = m0 + 8 * t + 2 * q + (i & 1);
-      if (row >= p.n || tok >= p.m) continue;
-      store_y(p, row, tok, acc[t][i]);
+    if constexpr (kBias128) {
+      oa -= 128.f * sa;
+      ob -= 128.f * sb;
     }
+    const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xt[0]);
+    float part[4] = {0.f, 0.f, 0.f, 0.f}, xs[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int s = 0; s < S; ++s) {  // each step's fragments made just before its mma: 4 registers live, not 4 S
+      uint32_t a0, a1, a2, a3;
+      dequant_step<K>(va, s, a0, a2);
+      dequant_step<K>(vb, s, a1, a3);
+      const uint32_t x0 = xw[x_word_lo<K>(s)], x1 = xw[x_word_hi<K>(s)];
+      mma_bf16(part, a0, a1, a2, a3, x0, x1);
+      if constexpr (kNeedX) mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, x0, x1);
+    }
+    acc[0][0] = fmaf(sa, part[0], acc[0][0]);
+    acc[0][1] = fmaf(sa, part[1], acc[0][1]);
+    acc[0][2] = fmaf(sb, part[2], acc[0][2]);
+    acc[0][3] = fmaf(sb, part[3], acc[0][3]);
+    if constexpr (kNeedX) {
+      acc[0][0] = fmaf(oa, xs[0], acc[0][0]);
+      acc[0][1] = fmaf(oa, xs[1], acc[0][1]);
+      acc[0][2] = fmaf(ob, xs[2], acc[0][2]);
+      acc[0][3] = fmaf(ob, xs[3], acc[0][3]);
+    }
+  };
+  // Use group `cur` (quads base + u W) while group `nxt` (base + W U on) loads.
+  auto step = [&](Quad (&cur)[U], Quad (&nxt)[U], int base) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int quad = base + W * U + u * W;
+      if (quad < n_full) load_quad(nxt[u], quad);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int quad = base + u * W;
+      if (quad >= n_full) break;  // warp-uniform
+      uint4 xt[XV];  // L1 hits: x is small and every warp of the SM reads it
+      const uint4* xv = reinterpret_cast<const uint4*>(xq + static_cast<int64_t>(quad) * 4 * C);
+#pragma unroll
+      for (int v = 0; v < XV; ++v) xt[v] = __ldg(xv + v);
+      float sa, sb, za, zb;
+      group_params(quad, sa, sb, za, zb);
+      quad_math(cur[u].va, cur[u].vb, sa, sb, za, zb, xt);
+    }
+  };
+  Quad b0[U], b1[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int quad = warp + u * W;
+    if (quad < n_full) load_quad(b0[u], quad);
+  }
+  for (int base = warp; base < n_full; base += W * U) {
+    step(b0, b1, base);
+#pragma unroll
+    for (int u = 0; u < U; ++u) b0[u] = b1[u];
+  }
+
+  // The quads at the end of k (this warp's, after its full ones, as in the tile kernel): checked.
+  const __nv_bfloat16* xrow = m0 + gq < p.m ? static_cast<const __nv_bfloat16*>(p.x) + (m0 + gq) * p.ld_x : nullptr;
+  for (int quad = n_full + ((warp - n_full % W) % W + W) % W; quad < n_quads; quad += W) {
+    const int chunk = quad * 4 + q;
+    const bool in = chunk < n_chunks;
+    const uint4 va = in ? load_stream16(wa - q + chunk) : make_uint4(0, 0, 0, 0);
+    const uint4 vb = in ? load_stream16(wb - q + chunk) : make_uint4(0, 0, 0, 0);
+    float sa, sb, za, zb;
+    group_params(quad, sa, sb, za, zb);
+    uint4 xt[XV];
+#pragma unroll
+    for (int v = 0; v < XV; ++v) {
+      const int64_t j = static_cast<int64_t>(chunk) * C + 8 * v;
+      xt[v] = in && xrow && j < p.k ? __ldg(reinterpret_cast<const uint4*>(xrow + j)) : make_uint4(0, 0, 0, 0);
+    }
+    quad_math(va, vb, sa, sb, za, zb, xt);
+  }
+  gemv_finish<W, 1, kSilu>(a, acc, red, warp, lane, row_a, row_b, m0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -372,6 +528,7 @@ __global__ void quant_gemm_reduce_kernel(ops::MatmulParams p, const float* parti
 // in flight with the double buffer, m <= 8;
 // FRUGAL_QGEMV_W=4|8 warps per tile; 0 = the default rule below); set_quant_gemv_tuning wins.
 int g_tune_u = -1, g_tune_w = -1;
+QuantGemvKernel g_gemv_kernel = QuantGemvKernel::kDefault;
 
 // The default at m <= 8 (measured, cuda_kernel_bench --quant, 2026-12-03): many row tiles (the
 // fused gate/up, >= 1024 tiles) 1 quad per iteration on 4 warps (int8: 8), the grid itself keeps
@@ -379,12 +536,22 @@ int g_tune_u = -1, g_tune_w = -1;
 // 16-row tiles, or 8 gate channels with their up rows (the silu epilogue).
 int64_t row_tiles(const QGemvArgs& a) { return a.silu.out ? ceil_div(a.p.n / 2, 8) : ceil_div(a.p.n, 16); }
 template <QKind K, int W, int MT, bool kOffsets>
-cudaError_t launch_k(const QGemvArgs& a, int64_t tiles, cudaStream_t stream) {
+cudaError_t launch_k(const QGemvArgs& a, int64_t tiles, bool lean, cudaStream_t stream) {
   static const int u_env0 = env_int("FRUGAL_QGEMV_U");
   const int u_env = g_tune_u >= 0 ? g_tune_u : u_env0;
   const int u = u_env > 0 ? u_env : tiles >= 1024 ? 1 : tiles < 64 ? 4 : 2;
   const dim3 grid(static_cast<unsigned>(row_tiles(a)), static_cast<unsigned>(ceil_div(a.p.m, 8 * MT)));
   if constexpr (MT == 1) {
+    if (lean) {
+      if (a.silu.out) {
+        if (u == 4) return launch_kernel(quant_gemv_lean_kernel<K, W, 4, kOffsets, true>, grid, dim3(W * 32), 0, stream, a);
+        if (u == 1) return launch_kernel(quant_gemv_lean_kernel<K, W, 1, kOffsets, true>, grid, dim3(W * 32), 0, stream, a);
+        return launch_kernel(quant_gemv_lean_kernel<K, W, 2, kOffsets, true>, grid, dim3(W * 32), 0, stream, a);
+      }
+      if (u == 4) return launch_kernel(quant_gemv_lean_kernel<K, W, 4, kOffsets, false>, grid, dim3(W * 32), 0, stream, a);
+      if (u == 1) return launch_kernel(quant_gemv_lean_kernel<K, W, 1, kOffsets, false>, grid, dim3(W * 32), 0, stream, a);
+      return launch_kernel(quant_gemv_lean_kernel<K, W, 2, kOffsets, false>, grid, dim3(W * 32), 0, stream, a);
+    }
     if (a.silu.out) {
       if (u == 4) return launch_kernel(quant_gemv_kernel<K, W, 4, 1, kOffsets, true>, grid, dim3(W * 32), 0, stream, a);
       if (u == 1) return launch_kernel(quant_gemv_kernel<K, W, 1, 1, kOffsets, true>, grid, dim3(W * 32), 0, stream, a);
@@ -400,24 +567,24 @@ cudaError_t launch_k(const QGemvArgs& a, int64_t tiles, cudaStream_t stream) {
 }
 
 template <QKind K, int MT, bool kOffsets>
-cudaError_t launch_w(const QGemvArgs& a, cudaStream_t stream) {
+cudaError_t launch_w(const QGemvArgs& a, bool lean, cudaStream_t stream) {
   static const int w_env0 = env_int("FRUGAL_QGEMV_W");
   const int w_env = g_tune_w >= 0 ? g_tune_w : w_env0;
   const int64_t tiles = row_tiles(a) * ceil_div(a.p.m, 8 * MT);
   // Few row tiles (small n): 8 warps split k to keep bytes in flight. int8 keeps 8 on many tiles
   // too (gate 18944x3584 at m 1: 24.3 us against 26.2 with 4 warps; int4 and fp8 are faster with 4).
   const bool eight = w_env == 8 || (w_env != 4 && (tiles < 1024 || K == QKind::kInt8));
-  return eight ? launch_k<K, 8, MT, kOffsets>(a, tiles, stream) : launch_k<K, 4, MT, kOffsets>(a, tiles, stream);
+  return eight ? launch_k<K, 8, MT, kOffsets>(a, tiles, lean, stream) : launch_k<K, 4, MT, kOffsets>(a, tiles, lean, stream);
 }
 
 // Token tiles per pass: one pass over the weight for m <= 64 (more tiles cost registers and
 // tensor-core issue, fewer passes save weight bytes).
 template <QKind K, bool kOffsets>
-cudaError_t launch_mt(const QGemvArgs& a, cudaStream_t stream) {
-  if (a.p.m <= 8) return launch_w<K, 1, kOffsets>(a, stream);
-  if (a.p.m <= 16) return launch_w<K, 2, kOffsets>(a, stream);
-  if (a.p.m <= 32) return launch_w<K, 4, kOffsets>(a, stream);
-  return launch_w<K, 8, kOffsets>(a, stream);
+cudaError_t launch_mt(const QGemvArgs& a, bool lean, cudaStream_t stream) {
+  if (a.p.m <= 8) return launch_w<K, 1, kOffsets>(a, lean, stream);
+  if (a.p.m <= 16) return launch_w<K, 2, kOffsets>(a, false, stream);
+  if (a.p.m <= 32) return launch_w<K, 4, kOffsets>(a, false, stream);
+  return launch_w<K, 8, kOffsets>(a, false, stream);
 }
 
 // The GEMM's launch shape. Token tiles per pass as the GEMV's; warps per block and row tiles
@@ -490,6 +657,19 @@ const QuantDevice& quant_device() {
   return cache[dev];
 }
 
+void set_quant_gemv_kernel(QuantGemvKernel k) { g_gemv_kernel = k; }
+
+QuantGemvKernel quant_gemv_kernel_choice(QuantGemvKernel over) {
+  static const QuantGemvKernel env = [] {
+    const char* e = std::getenv("FRUGAL_QGEMV_KERNEL");
+    if (e && std::strcmp(e, "bulk") == 0) return QuantGemvKernel::kBulk;
+    if (e && std::strcmp(e, "lean") == 0) return QuantGemvKernel::kLean;
+    return QuantGemvKernel::kTile;
+  }();
+  if (over != QuantGemvKernel::kDefault) return over;
+  return g_gemv_kernel != QuantGemvKernel::kDefault ? g_gemv_kernel : env;
+}
+
 void set_quant_gemv_tuning(int quads_per_iteration, int warps) {
   g_tune_u = quads_per_iteration;
   g_tune_w = warps;
@@ -514,12 +694,13 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
   if (silu) a.silu = *silu;
   if (quant_gemv_bulk_ok(p, over)) return launch_quant_gemv_bulk(a, stream);
   const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
+  const bool lean = quant_gemv_kernel_choice(over) == QuantGemvKernel::kLean;
   switch (p.w.format.scheme) {
     case ops::WeightScheme::kInt4:
-      return offsets ? launch_mt<QKind::kInt4, true>(a, stream) : launch_mt<QKind::kInt4, false>(a, stream);
+      return offsets ? launch_mt<QKind::kInt4, true>(a, lean, stream) : launch_mt<QKind::kInt4, false>(a, lean, stream);
     case ops::WeightScheme::kInt8:
-      return offsets ? launch_mt<QKind::kInt8, true>(a, stream) : launch_mt<QKind::kInt8, false>(a, stream);
-    case ops::WeightScheme::kFp8: return launch_mt<QKind::kFp8, false>(a, stream);
+      return offsets ? launch_mt<QKind::kInt8, true>(a, lean, stream) : launch_mt<QKind::kInt8, false>(a, lean, stream);
+    case ops::WeightScheme::kFp8: return launch_mt<QKind::kFp8, false>(a, lean, stream);
     default: break;
   }
   return cudaErrorInvalidValue;

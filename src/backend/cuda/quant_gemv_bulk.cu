@@ -242,7 +242,6 @@ __global__ void __launch_bounds__((W + 1) * 32, bulk_min_blocks<W>()) quant_gemv
 // Tuning (0: the default rule): FRUGAL_QBULK_W=4|8 consumer warps, FRUGAL_QBULK_STAGES=1..8,
 // FRUGAL_QBULK_BLOCKS=blocks an SM at most; set_quant_gemv_bulk_tuning wins.
 int g_bulk_w = -1, g_bulk_stages = -1, g_bulk_blocks = -1;
-QuantGemvKernel g_gemv_kernel = QuantGemvKernel::kDefault;
 
 template <QKind K, int W, bool kOffsets, bool kSilu>
 cudaError_t launch_bulk_k(const BulkArgs& base, cudaStream_t stream) {
@@ -283,8 +282,6 @@ cudaError_t launch_bulk_w(const QGemvArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-void set_quant_gemv_kernel(QuantGemvKernel k) { g_gemv_kernel = k; }
-
 void set_quant_gemv_bulk_tuning(int warps, int stages, int blocks_per_sm) {
   g_bulk_w = warps;
   g_bulk_stages = stages;
@@ -292,14 +289,7 @@ void set_quant_gemv_bulk_tuning(int warps, int stages, int blocks_per_sm) {
 }
 
 bool quant_gemv_bulk_ok(const ops::MatmulParams& p, QuantGemvKernel over) {
-  static const QuantGemvKernel env = [] {
-    const char* e = std::getenv("FRUGAL_QGEMV_KERNEL");
-    return e && std::strcmp(e, "bulk") == 0 ? QuantGemvKernel::kBulk : QuantGemvKernel::kTile;
-  }();
-  const QuantGemvKernel k = over != QuantGemvKernel::kDefault         ? over
-                            : g_gemv_kernel != QuantGemvKernel::kDefault ? g_gemv_kernel
-                                                                         : env;
-  return k == QuantGemvKernel::kBulk && p.m <= 8 && quant_device().major >= 9;
+  return quant_gemv_kernel_choice(over) == QuantGemvKernel::kBulk && p.m <= 8 && quant_device().major >= 9;
 }
 
 cudaError_t launch_quant_gemv_bulk(const qmma::QGemvArgs& a, cudaStream_t stream) {
