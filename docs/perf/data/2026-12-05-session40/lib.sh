@@ -1,5 +1,6 @@
 # Shared by run1..2.sh of session 40 (sourced): session 38's helpers plus trace(), which runs
 # `frugal bench offline --kernel-trace` on one point and keeps the step accounting in the summary.
+STOP=${STOP:-560}  # one call is at most 600 s
 source docs/perf/data/2026-12-05-session38/lib.sh
 trace() { # name cfg env args...: one timed + one traced repetition; the table's trace block into $S
   local name=$1 cfg=$2 envs=$3; shift 3
