@@ -220,7 +220,9 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
 // stored) instead of branching to zeros. The next group of U quads' codes loads while this one's
 // are used (a second register set, copied over at the iteration's end: swapping the two by
 // unrolling the loop by two cost 6 more registers, ptxas 13.0); each step's A fragments are made
-// just before its mma. The quads at the end of k run the tile kernel's checked code. The
+// just before its mma. The quads at the end of k run the tile kernel's checked code, on addresses
+// rebuilt after the loop (keeping its own alive through the loop cost 6 registers: int4 66
+// against 72, the tile GEMV's 62; a 64-register cap spills). The
 // dequantization (8 ALU instructions per 32-bit word of codes) is the same as the tile kernel's,
 // so the saving is the loop's bookkeeping: 181 PTX instructions a quad against 225 (int4, m <= 8).
 template <QKind K, int W, int U, bool kOffsets, bool kSilu>
@@ -337,21 +339,31 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   }
 
   // The quads at the end of k (this warp's, after its full ones, as in the tile kernel): checked.
-  const __nv_bfloat16* xrow = m0 + gq < p.m ? static_cast<const __nv_bfloat16*>(p.x) + (m0 + gq) * p.ld_x : nullptr;
-  for (int quad = n_full + ((warp - n_full % W) % W + W) % W; quad < n_quads; quad += W) {
-    const int chunk = quad * 4 + q;
-    const bool in = chunk < n_chunks;
-    const uint4 va = in ? load_stream16(wa - q + chunk) : make_uint4(0, 0, 0, 0);
-    const uint4 vb = in ? load_stream16(wb - q + chunk) : make_uint4(0, 0, 0, 0);
-    float sa, sb, za, zb;
-    group_params(quad, sa, sb, za, zb);
-    uint4 xt[XV];
+  // Only when k leaves a partial quad (never for the models' shapes); its addresses are rebuilt
+  // here from the kernel's arguments, so nothing of it is live in the loop above.
+  if (n_full < n_quads) {
+    int row_t = gq;
+    asm volatile("" : "+r"(row_t));  // opaque: the rebuilt addresses are not the loop's values kept alive
+    const int64_t ra_t = min(static_cast<int64_t>(blockIdx.x) * (kSilu ? 8 : 16) + row_t, n_a - 1);
+    const int64_t rb_t = min(static_cast<int64_t>(blockIdx.x) * (kSilu ? 8 : 16) + row_t + (kSilu ? half : 8), p.n - 1);
+    const uint4* wa_t = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + ra_t * a.row_bytes);
+    const uint4* wb_t = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + rb_t * a.row_bytes);
+    const __nv_bfloat16* xrow = m0 + row_t < p.m ? static_cast<const __nv_bfloat16*>(p.x) + (m0 + row_t) * p.ld_x : nullptr;
+    for (int quad = n_full + ((warp - n_full % W) % W + W) % W; quad < n_quads; quad += W) {
+      const int chunk = quad * 4 + q;
+      const bool in = chunk < n_chunks;
+      const uint4 va = in ? load_stream16(wa_t + chunk) : make_uint4(0, 0, 0, 0);
+      const uint4 vb = in ? load_stream16(wb_t + chunk) : make_uint4(0, 0, 0, 0);
+      float sa, sb, za, zb;
+      group_params(quad, sa, sb, za, zb);
+      uint4 xt[XV];
 #pragma unroll
-    for (int v = 0; v < XV; ++v) {
-      const int64_t j = static_cast<int64_t>(chunk) * C + 8 * v;
-      xt[v] = in && xrow && j < p.k ? __ldg(reinterpret_cast<const uint4*>(xrow + j)) : make_uint4(0, 0, 0, 0);
+      for (int v = 0; v < XV; ++v) {
+        const int64_t j = static_cast<int64_t>(chunk) * C + 8 * v;
+        xt[v] = in && xrow && j < p.k ? __ldg(reinterpret_cast<const uint4*>(xrow + j)) : make_uint4(0, 0, 0, 0);
+      }
+      quad_math(va, vb, sa, sb, za, zb, xt);
     }
-    quad_math(va, vb, sa, sb, za, zb, xt);
   }
   gemv_finish<W, 1, kSilu>(a, acc, red, warp, lane, row_a, row_b, m0);
 }
