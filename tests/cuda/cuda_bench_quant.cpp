@@ -214,38 +214,28 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
         free_shape();
         continue;
       }
+      // The tile GEMV (and the GEMMs it hands m >= 9 to) and the lean GEMV (m <= 8) in the same
+      // shapes, so the two compare line by line.
       struct Tune { int u, w; const char* name; };
-      for (int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
-        for (Tune t : {Tune{0, 0, ""}, Tune{1, 4, " u1w4"}, Tune{2, 4, " u2w4"}, Tune{4, 4, " u4w4"}, Tune{1, 8, " u1w8"},
-                       Tune{2, 8, " u2w8"}, Tune{4, 8, " u4w8"}}) {
-          if (m != 1 && t.u != 0) continue;
-          set_quant_gemv_tuning(t.u, t.w);
-          ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
-          Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
-            p.w.data = codes[static_cast<size_t>(i % copies)];
-            (void)launch_quant_gemv(p, b->stream());
-          });
-          const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
-          const double gbs = bytes / (tm.median_us * 1e3);
-          table->add({"qgemv m=" + std::to_string(m) + " " + tag + t.name, tm, gbs, "GB/s", 100 * gbs / ceiling});
-        }
-      }
-      set_quant_gemv_tuning(-1, -1);
-      // The lean GEMV: the tile kernel's shapes at each m <= 8 (same rows, so the two compare line by line).
-      set_quant_gemv_kernel(QuantGemvKernel::kLean);
-      for (int64_t m : {1, 2, 4, 8}) {
-        for (Tune t : {Tune{0, 0, ""}, Tune{1, 4, " u1w4"}, Tune{2, 4, " u2w4"}, Tune{4, 4, " u4w4"}, Tune{1, 8, " u1w8"},
-                       Tune{2, 8, " u2w8"}, Tune{4, 8, " u4w8"}}) {
-          if (m != 1 && t.u != 0) continue;
-          set_quant_gemv_tuning(t.u, t.w);
-          ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
-          Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
-            p.w.data = codes[static_cast<size_t>(i % copies)];
-            (void)launch_quant_gemv(p, b->stream());
-          });
-          const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
-          const double gbs = bytes / (tm.median_us * 1e3);
-          table->add({"qgemv-lean m=" + std::to_string(m) + " " + tag + t.name, tm, gbs, "GB/s", 100 * gbs / ceiling});
+      for (QuantGemvKernel kern : {QuantGemvKernel::kTile, QuantGemvKernel::kLean}) {
+        const bool lean = kern == QuantGemvKernel::kLean;
+        set_quant_gemv_kernel(kern);
+        for (int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
+          if (lean && m > 8) break;
+          for (Tune t : {Tune{0, 0, ""}, Tune{1, 4, " u1w4"}, Tune{2, 4, " u2w4"}, Tune{4, 4, " u4w4"}, Tune{1, 8, " u1w8"},
+                         Tune{2, 8, " u2w8"}, Tune{4, 8, " u4w8"}}) {
+            if (m != 1 && t.u != 0) continue;
+            set_quant_gemv_tuning(t.u, t.w);
+            ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+            Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+              p.w.data = codes[static_cast<size_t>(i % copies)];
+              (void)launch_quant_gemv(p, b->stream());
+            });
+            const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
+            const double gbs = bytes / (tm.median_us * 1e3);
+            table->add({std::string(lean ? "qgemv-lean" : "qgemv") + " m=" + std::to_string(m) + " " + tag + t.name, tm, gbs,
+                        "GB/s", 100 * gbs / ceiling});
+          }
         }
       }
       set_quant_gemv_kernel(QuantGemvKernel::kDefault);
