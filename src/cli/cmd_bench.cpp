@@ -45,6 +45,11 @@ Status setup_kernel_trace(bench::OfflineOptions& o) {
 
 int run_bench_offline(BenchOfflineArgs& a) {
   auto& o = a.o;
+  if (!o.kernel_trace_dir.empty() && a.parallel.tensor_parallel_size > 1) {
+    std::fprintf(stderr, "frugal bench: --kernel-trace traces one process's GPU; it does not take --tensor-parallel-size %d\n",
+                 a.parallel.tensor_parallel_size);
+    return 2;
+  }
   // Tensor parallel: this process starts the ranks and waits, or is one of them.
   Result<std::optional<int>> launched = start_ranks(a.parallel, o.engine.device, &o.engine.rank_env);
   if (!launched.is_ok()) {

@@ -217,6 +217,11 @@ TEST_F(BenchServeE2e, OfflineKernelTraceNeedsTheGpu) {
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--kernel-trace traces GPU kernels: it needs --device cuda"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "kt"));
+  r = run_command(frugal_binary() + " bench offline --device cpu --prefill-lens 8 --batches 0 --reps 1"
+                      " --tensor-parallel-size 2 --kernel-trace " + (dir_ / "kt").string(),
+                  std::chrono::seconds(60));
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--kernel-trace traces one process's GPU"), std::string::npos) << r.output;
 }
 
 TEST_F(BenchServeE2e, BadInputsExitNonZeroNamingTheProblem) {
