@@ -10,7 +10,7 @@ trace() { # name cfg env args...: one timed + one traced repetition; the table's
     --dummy-weights $cfg/config.json "$@" --kernel-trace $L/trace_$name --json $L/$name.json >$L/$name.txt 2>&1
   echo "== $name rc $? ($((SECONDS-START)) s)" >>$S
   grep -E "^decode|^prefill" $L/$name.txt | tail -2 >>$S
-  sed -n '/^kernel trace/,/^memory:/p' $L/$name.txt | grep -v "^memory:" | head -40 >>$S
+  sed -n '/^kernel trace/,/^engine:/p' $L/$name.txt | grep -v "^engine:" | head -45 >>$S
   # The first replays as a Chrome trace, small enough to keep.
   for f in $L/trace_$name/*.trace.json; do [ -f "$f" ] && gzip -c "$f" >$OUT/traces/${name}_$(basename $f).gz; done
   for f in $L/trace_$name/*.svg; do [ -f "$f" ] && cp "$f" $OUT/traces/${name}_$(basename $f); done
