@@ -230,6 +230,82 @@ void expect_same_bf16(const std::vector<uint8_t>& fused, const std::vector<uint8
 // fused kernel rounds the product to bf16 as silu_mul does before quantizing. 9 and 13 tokens:
 // W8A8 for the first 8 / 12, the weight-only GEMV for the rest (the fused path writes those
 // product rows); per-tensor, per-channel and 128-block scales; a per-token row of 4480.
+// What cuBLASLt's fast accumulation (the default for per-tensor / per-channel scales) costs at the
+// depths of DeepSeek-R1-Distill-Qwen-7B's projections (k 3584: q, gate_up; 18944: down), where
+// a long dot product in the tensor cores' own accumulator could drift: the same FP8 GEMM with
+// and without it, per-channel scales, 64 tokens, against the double-precision product of the
+// decoded weights and the bf16 activations. Both errors include the activations' E4M3 rounding
+// (the same codes either way); the fast path may add to it but must stay within 1.5x the promoted
+// path's RMS error plus 2^-8 of the output's RMS (one bf16 step), and within the activation
+// rounding bound of check_w8a8 (run on the same shapes above). The figures are printed.
+TEST(CudaW8a8, FastAccumulationAgainstPromotedAtTheModelsDepths) {
+  std::mt19937 rng(41);
+  for (int64_t k : {3584, 18944}) {
+    const int64_t m = 64, n = 256;
+    ops::WeightFormat f;
+    f.scheme = ops::WeightScheme::kFp8;
+    f.dtype = DType::kF8E4M3;
+    f.group_n = 1;  // per channel
+    const int64_t row_bytes = ops::weight_row_bytes(f, k);
+    std::vector<uint8_t> codes(static_cast<size_t>(n * row_bytes), 0);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (int64_t o = 0; o < n; ++o)
+      for (int64_t j = 0; j < k; ++j) {
+        uint8_t b;
+        do b = static_cast<uint8_t>(byte(rng)); while ((b & 0x7f) == 0x7f);  // no NaN
+        codes[static_cast<size_t>(o * row_bytes + j)] = b;
+      }
+    std::vector<float> scales(static_cast<size_t>(ops::weight_scale_rows(f, n)));
+    std::uniform_real_distribution<float> sd(0.5f / 256, 1.5f / 256);
+    for (float& sc : scales) sc = sd(rng);
+    Tensor x(DType::kBF16, m * k), y(DType::kBF16, m * n);
+    x.fill_uniform(rng, -1.f, 1.f);
+    x.to_device();
+    DevInts keep;
+    void* dcodes = backend()->alloc(codes.size() + 16).value();
+    keep.ptrs.push_back(dcodes);
+    ASSERT_TRUE(backend()->upload(dcodes, codes.data(), codes.size()).is_ok());
+    const ops::WeightView w{.data = dcodes, .format = f, .scales = keep.floats(scales)};
+    std::vector<double> want(static_cast<size_t>(m * n));
+    double ss = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t o = 0; o < n; ++o) {
+        double acc = 0;
+        for (int64_t j = 0; j < k; ++j)
+          acc += e4m3(codes[static_cast<size_t>(o * row_bytes + j)]) * static_cast<double>(x.get(i * k + j));
+        want[static_cast<size_t>(i * n + o)] = acc * scales[static_cast<size_t>(o)];
+        ss += want[static_cast<size_t>(i * n + o)] * want[static_cast<size_t>(i * n + o)];
+      }
+    const double rms = std::sqrt(ss / static_cast<double>(m * n));
+    double err[2] = {0, 0}, diff_ss = 0, diff_max = 0;
+    std::vector<uint8_t> got[2];
+    for (int fast = 0; fast < 2; ++fast) {
+      backend()->set_fp8_fast_accum(fast == 1);
+      const int64_t before = backend()->w8a8_calls();
+      const ops::MatmulParams p{x.dev, DType::kBF16, k, w, nullptr, DType::kBF16, y.dev, DType::kBF16, n, m, n, k, false};
+      ASSERT_TRUE(backend()->matmul(p).is_ok());
+      ASSERT_EQ(backend()->w8a8_calls(), before + 1) << "k=" << k << ": did not take the FP8 GEMM";
+      y.from_device(&got[fast], "k=" + std::to_string(k));
+      double e = 0;
+      for (int64_t i = 0; i < m * n; ++i) {
+        const double d = ops::ref::load(DType::kBF16, got[fast].data(), i) - want[static_cast<size_t>(i)];
+        e += d * d;
+      }
+      err[fast] = std::sqrt(e / static_cast<double>(m * n));
+    }
+    backend()->set_fp8_fast_accum(true);
+    for (int64_t i = 0; i < m * n; ++i) {
+      const double d = ops::ref::load(DType::kBF16, got[1].data(), i) - ops::ref::load(DType::kBF16, got[0].data(), i);
+      diff_ss += d * d;
+      diff_max = std::max(diff_max, std::fabs(d));
+    }
+    std::printf("k=%lld: RMS error / RMS output: promoted %.3e, fast %.3e; fast - promoted: RMS %.3e, max %.3e\n",
+                static_cast<long long>(k), err[0] / rms, err[1] / rms,
+                std::sqrt(diff_ss / static_cast<double>(m * n)) / rms, diff_max / rms);
+    EXPECT_LE(err[1], 1.5 * err[0] + rms / 256) << "k=" << k << ": fast accumulation adds error";
+  }
+}
+
 TEST(CudaW8a8, SiluMulMatmulEqualsSequence) {
   std::mt19937 rng(36);
   for (auto [gk, gn] : {std::pair<int32_t, int32_t>{0, 0}, {0, 1}, {128, 128}})

@@ -13,6 +13,9 @@ grep -E "FAILED|Failure|SKIPPED|PASSED|kernel trace|step " $L/kt_test.log | head
 # The lean quantized GEMV: bit for bit the tile GEMV's (CudaQuantGemv), then kernel and end to end.
 (timeout 120 build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaQuantGemv.*' >$L/lean_test.log 2>&1; echo "CudaQuantGemv rc $?" >>$S)
 grep -E "FAILED|Failure|differs" $L/lean_test.log | head -6 >>$S
+# What FP8 fast accumulation costs at the 7B's depths (k 3584, 18944), against the promoted path.
+(timeout 60 build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaW8a8.FastAccumulation*' >$L/fastacc.log 2>&1; echo "fast accumulation test rc $?" >>$S)
+grep -E "^k=|FAILED|Failure" $L/fastacc.log | head -6 >>$S
 (FRUGAL_QBENCH_ONLY="int4g128 gate" timeout 150 build-gpu/tests/cuda/cuda_kernel_bench --quant >$L/kb_int4_gate.txt 2>&1; echo "kbench rc $?" >>$S)
 grep -E "^qgemv(-lean)? m=(1|8) |CHECK.*(lean|FAIL)" $L/kb_int4_gate.txt | head -30 >>$S
 B1="--prefill-lens 0 --batches 1 --decode-prompt-len 128 --decode-tokens 128 --reps 2 --warmup 1"
