@@ -161,7 +161,8 @@ Result<nlohmann::json> analyze_kernel_trace(std::span<const KernelRecord> record
     a.duration += in[i].e - in[i].s;
     duration_sum += in[i].e - in[i].s;
   }
-  std::sort(aggs.begin(), aggs.end(), [](const Agg& a, const Agg& b) { return a.own != b.own ? a.own > b.own : a.name < b.name; });
+  std::sort(aggs.begin(), aggs.end(),
+            [](const Agg& a, const Agg& b) { return a.own != b.own ? a.own > b.own : a.name < b.name; });
   const double window = static_cast<double>(w1 - w0);
   nlohmann::json kernels = nlohmann::json::array();
   uint64_t other_own = 0;
@@ -267,7 +268,8 @@ nlohmann::json chrome_trace(std::span<const KernelRecord> records, int max_steps
   }
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", "graph launches"}}}});
   for (const auto& [s, unused] : streams) {
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s}, {"args", {{"name", fmt::format("stream {}", s)}}}});
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", s},
+                      {"args", {{"name", fmt::format("stream {}", s)}}}});
   }
   return {{"traceEvents", events}, {"displayTimeUnit", "ns"}};
 }
@@ -339,7 +341,8 @@ std::string kernel_trace_svg(const std::string& title, std::span<const KernelRec
   double x = kLeft;
   for (const Seg& g : segs) {
     const double w = step > 0 ? g.us / step * kBarW : 0;
-    o << fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"><title>{}: {:.1f} us</title></rect>\n",
+    o << fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\">"
+                     "<title>{}: {:.1f} us</title></rect>\n",
                      x, bar_y, w, bar_h, g.color, svg_escape(g.label), g.us);
     x += w;
   }
@@ -353,9 +356,10 @@ std::string kernel_trace_svg(const std::string& title, std::span<const KernelRec
   }
   // Timeline of one step.
   const double span_us = static_cast<double>(t1 - t0) / 1000.0;
-  o << fmt::format("<text x=\"{}\" y=\"{:.1f}\">{}</text>\n", kLeft, tl_y - 12,
-                   svg_escape(launches.size() >= 3 ? fmt::format("one step (the median replay and the gap after it), {:.1f} us", span_us)
-                                                   : fmt::format("the traced window, {:.1f} us", span_us)));
+  const std::string tl_title = launches.size() >= 3
+                                   ? fmt::format("one step (the median replay and the gap after it), {:.1f} us", span_us)
+                                   : fmt::format("the traced window, {:.1f} us", span_us);
+  o << fmt::format("<text x=\"{}\" y=\"{:.1f}\">{}</text>\n", kLeft, tl_y - 12, svg_escape(tl_title));
   const auto px = [&](uint64_t t) {
     const uint64_t c = std::clamp(t, t0, t1);
     return kLeft + static_cast<double>(c - t0) / static_cast<double>(t1 - t0) * kBarW;
@@ -377,7 +381,8 @@ std::string kernel_trace_svg(const std::string& title, std::span<const KernelRec
   const double axis_y = tl_y + lane_h * std::max(1, lane);
   for (double v : svg_ticks(0, span_us)) {
     const double X = kLeft + v / span_us * kBarW;
-    o << fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#999\"/>\n", X, axis_y - 4, X, axis_y);
+    o << fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#999\"/>\n", X, axis_y - 4, X,
+                     axis_y);
     o << fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{:g}</text>\n", X, axis_y + 14, v);
   }
   o << fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">us</text>\n", kLeft + kBarW / 2, axis_y + 32);

@@ -462,7 +462,8 @@ std::string format_offline_table(const nlohmann::json& j) {
                     m["workspace_bytes"].get<double>() / 1048576, m["graphs_bytes"].get<double>() / 1048576,
                     100 * j["engine_stats"]["kv_fragmentation"].get<double>());
   for (const auto& p : j["prefill"])
-    if (p.contains("kernel_trace")) os << format_kernel_trace(fmt::format("prefill {}", p["prompt_len"].get<int>()), p["kernel_trace"], 15);
+    if (p.contains("kernel_trace"))
+      os << format_kernel_trace(fmt::format("prefill {}", p["prompt_len"].get<int>()), p["kernel_trace"], 15);
   for (const auto& d : j["decode"])
     if (d.contains("kernel_trace")) {
       // The timed step next to the traced one: tracing costs a little per kernel.

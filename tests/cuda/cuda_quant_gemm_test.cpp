@@ -272,8 +272,8 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
             const SiluMulOut so{.out = out.dev, .ld_out = ld_out};
             ASSERT_EQ(launch_quant_gemv(p, backend()->stream(), silu ? &so : nullptr), cudaSuccess);
             ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
-            const std::string what = std::string(bulk ? "bulk" : lean ? "lean" : "tile") + " w" + std::to_string(v.warps) + " stages " +
-                                     std::to_string(v.stages) + " blocks " + std::to_string(v.blocks) + " " + f.name +
+            const std::string what = std::string(bulk ? "bulk" : lean ? "lean" : "tile") + " w" + std::to_string(v.warps) +
+                                     " stages " + std::to_string(v.stages) + " blocks " + std::to_string(v.blocks) + " " + f.name +
                                      " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
                                      (silu ? " silu" : "") + (bias ? " bias" : "") + (accumulate ? " accumulate" : "");
             if (v.kernel == QuantGemvKernel::kTile) {
