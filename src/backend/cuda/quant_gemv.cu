@@ -190,16 +190,7 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
           mma_bf16(part, A[s][0], A[s][1], A[s][2], A[s][3], x0, x1);
           if constexpr (kNeedX) mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, x0, x1);
         }
-        acc[t][0] = fmaf(sa, part[0], acc[t][0]);
-        acc[t][1] = fmaf(sa, part[1], acc[t][1]);
-        acc[t][2] = fmaf(sb, part[2], acc[t][2]);
-        acc[t][3] = fmaf(sb, part[3], acc[t][3]);
-        if constexpr (kNeedX) {
-          acc[t][0] = fmaf(oa, xs[0], acc[t][0]);
-          acc[t][1] = fmaf(oa, xs[1], acc[t][1]);
-          acc[t][2] = fmaf(ob, xs[2], acc[t][2]);
-          acc[t][3] = fmaf(ob, xs[3], acc[t][3]);
-        }
+        fold_quad<kNeedX>(acc[t], part, sa, sb, oa, ob, xs[0], xs[1], xs[2], xs[3]);
       }
     }
 #pragma unroll
@@ -295,16 +286,7 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
       mma_bf16(part, a0, a1, a2, a3, x0, x1);
       if constexpr (kNeedX) mma_bf16(xs, kOnes, kOnes, kOnes, kOnes, x0, x1);
     }
-    acc[0][0] = fmaf(sa, part[0], acc[0][0]);
-    acc[0][1] = fmaf(sa, part[1], acc[0][1]);
-    acc[0][2] = fmaf(sb, part[2], acc[0][2]);
-    acc[0][3] = fmaf(sb, part[3], acc[0][3]);
-    if constexpr (kNeedX) {
-      acc[0][0] = fmaf(oa, xs[0], acc[0][0]);
-      acc[0][1] = fmaf(oa, xs[1], acc[0][1]);
-      acc[0][2] = fmaf(ob, xs[2], acc[0][2]);
-      acc[0][3] = fmaf(ob, xs[3], acc[0][3]);
-    }
+    fold_quad<kNeedX>(acc[0], part, sa, sb, oa, ob, xs[0], xs[1], xs[2], xs[3]);
   };
   // Use group `cur` (quads base + u W) while group `nxt` (base + W U on) loads.
   auto step = [&](Quad (&cur)[U], Quad (&nxt)[U], int base) {
