@@ -33,15 +33,15 @@ Result<std::unique_ptr<ops::Backend>> make_backend_by_name(const std::string& na
     b->set_quant_gemv(cuda::QuantGemvKernel::kBulk);
     return std::unique_ptr<ops::Backend>(std::move(b));
   }
-  if (name == "cuda_lean") {  // the quantized matmuls of m <= 8 through the lean GEMV, opt-in
+  if (name == "cuda_tile") {  // the quantized matmuls of m <= 8 through the tile GEMV (the default is the lean one)
     FRUGAL_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b, cuda::CudaBackend::create(0));
-    b->set_quant_gemv(cuda::QuantGemvKernel::kLean);
+    b->set_quant_gemv(cuda::QuantGemvKernel::kTile);
     return std::unique_ptr<ops::Backend>(std::move(b));
   }
 #endif
   return not_found("backend '" + name + "' is not built in (known: ref, cpu" +
 #ifdef FRUGAL_WITH_CUDA
-                   std::string(", cuda, cuda_fused, cuda_slab, cuda_bulk, cuda_lean") +
+                   std::string(", cuda, cuda_fused, cuda_slab, cuda_bulk, cuda_tile") +
 #else
                    std::string() +
 #endif

@@ -13,9 +13,9 @@ bool SupportTable::expects(ops::OpKind op, const std::string& variant) const {
 
 const SupportTable* support_table_for(const std::string& name) {
   // The oracle, the CPU backend (every ISA) and the CUDA backend (also as cuda_fused: every fused
-  // kernel switched on, cuda_slab: the slab quantized GEMM, cuda_bulk and cuda_lean: the bulk and
-  // the lean quantized GEMVs) run every other case: CUDA's KV-write and attention kernels read fp8
-  // e4m3 and int8 caches and attention sinks (issue 20).
+  // kernel switched on, cuda_slab: the slab quantized GEMM, cuda_bulk and cuda_tile: the bulk and
+  // the tile quantized GEMVs, the default being the lean one) run every other case: CUDA's
+  // KV-write and attention kernels read fp8 e4m3 and int8 caches and attention sinks (issue 20).
   // Every backend's grouped experts take an expert-parallel rank's subset ("expert subset").
   // The CPU backend's activations are f32: it refuses batched matmuls over bf16 / f16 x.
   static const SupportTable kRef, kCuda;
@@ -25,7 +25,7 @@ const SupportTable* support_table_for(const std::string& name) {
   if (name == "ref") return &kRef;
   if (name == "cpu") return &kCpu;
   if (name == "cuda" || name == "cuda_fused" || name == "cuda_slab" || name == "cuda_bulk" ||
-      name == "cuda_lean")
+      name == "cuda_tile")
     return &kCuda;
   return nullptr;
 }

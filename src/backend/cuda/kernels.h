@@ -189,14 +189,15 @@ void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 // branched; the quads at the end of k take the tile kernel's checked path) or kBulk
 // (quant_gemv_bulk.cu, sm_90: a producer warp streams each row tile through a shared-memory ring
 // by TMA bulk copies, consumer warps do the same math). FRUGAL_QGEMV_KERNEL=tile|lean|bulk or
-// set_quant_gemv_kernel (kDefault: back to the environment's, else kTile); kBulk falls back to
-// kTile before sm_90. kBulk measured slower than kTile in every format (H200, 2026-12-05,
-// docs/perf/2026-12-05-session39.md): kept for A/B; kLean is not measured yet
-// (docs/perf/2026-12-05-session40.md).
+// set_quant_gemv_kernel (kDefault: back to the environment's, else kLean); kBulk falls back to
+// the tile/lean choice before sm_90. kBulk measured slower than kTile in every format (H200,
+// 2026-12-05, docs/perf/2026-12-05-session39.md): kept for A/B. kLean is the default: the same
+// bits as kTile, int4 gate at m = 1 20.0 us against 21.1 and 7B int4 batch 1 +1.6% (H100,
+// docs/perf/2026-12-05-session41.md); kTile stays for A/B.
 enum class QuantGemvKernel { kDefault, kTile, kBulk, kLean };
 void set_quant_gemv_kernel(QuantGemvKernel k);
 // The kernel a call asks for: `over` unless kDefault, else set_quant_gemv_kernel's, else
-// FRUGAL_QGEMV_KERNEL's, else kTile.
+// FRUGAL_QGEMV_KERNEL's, else kLean.
 QuantGemvKernel quant_gemv_kernel_choice(QuantGemvKernel over = QuantGemvKernel::kDefault);
 // Whether launch_quant_gemv runs this call through the bulk kernel (asked for, m <= 8, sm_90+);
 // `over` (a backend's own choice, CudaBackend::set_quant_gemv) wins unless kDefault.

@@ -657,8 +657,8 @@ QuantGemvKernel quant_gemv_kernel_choice(QuantGemvKernel over) {
   static const QuantGemvKernel env = [] {
     const char* e = std::getenv("FRUGAL_QGEMV_KERNEL");
     if (e && std::strcmp(e, "bulk") == 0) return QuantGemvKernel::kBulk;
-    if (e && std::strcmp(e, "lean") == 0) return QuantGemvKernel::kLean;
-    return QuantGemvKernel::kTile;
+    if (e && std::strcmp(e, "tile") == 0) return QuantGemvKernel::kTile;
+    return QuantGemvKernel::kLean;
   }();
   if (over != QuantGemvKernel::kDefault) return over;
   return g_gemv_kernel != QuantGemvKernel::kDefault ? g_gemv_kernel : env;
