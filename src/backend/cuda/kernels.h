@@ -182,6 +182,11 @@ bool quant_gemv_supported(const ops::MatmulParams& p);
 // Benchmark knob at m <= 8: quads per warp iteration (1 | 2 | 4; the next iteration's are in flight
 // meanwhile) and warps per row tile (4 | 8); 0 = the default rule.
 void set_quant_gemv_tuning(int quads_per_iteration, int warps);
+// The lean GEMV's early start: its first quads' codes requested before pdl_wait(), under the
+// previous kernel's tail (the bf16 GEMV's small-matrix path does the same). FRUGAL_QGEMV_EARLY=0|1
+// (default 1) or set_quant_gemv_early (-1: back to the environment's).
+bool quant_gemv_early();
+void set_quant_gemv_early(int early);
 // Which kernel runs the GEMV at m <= 8: kTile (quant_gemv.cu: codes in flight in registers, a
 // warp's quad or two), kLean (quant_gemv.cu: the tile kernel's math and bits with the bookkeeping
 // taken out of its loop: no bounds checks or 64-bit index math on the quads that lie wholly inside

@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   constexpr bool kNeedX = kOffsets || kBias128;
   constexpr uint32_t kOnes = 0x3F803F80u;  // bf16 (1, 1)
   __shared__ float red[W > 1 ? W - 1 : 1][32][4];
-  pdl_wait();
+  if (!a.early) pdl_wait();
   const ops::MatmulParams& p = a.p;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
   const int64_t half = p.n / 2;
@@ -234,7 +234,8 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   const int64_t ra = row_a < n_a ? row_a : n_a - 1, rb = row_b < p.n ? row_b : p.n - 1;  // clamp: loaded, never stored
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * 8;
   const int64_t tok = m0 + gq < p.m ? m0 + gq : p.m - 1;  // clamp: read, never stored
-  // Chunk q of quad 0 of this lane's rows, and its x.
+  // Chunk q of quad 0 of this lane's rows, and its x (addresses only: nothing is read before the
+  // first codes, which depend on no earlier kernel).
   const uint4* wa = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + ra * a.row_bytes) + q;
   const uint4* wb = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + rb * a.row_bytes) + q;
   const __nv_bfloat16* xq = static_cast<const __nv_bfloat16*>(p.x) + tok * p.ld_x + q * C;
@@ -314,6 +315,9 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
     const int quad = warp + u * W;
     if (quad < n_full) load_quad(b0[u], quad);
   }
+  // Early (a.early): the first U quads' codes are in flight while the previous kernel drains
+  // (weights are written by no kernel of the step); x, scales and y only after the wait.
+  if (a.early) pdl_wait();
   for (int base = warp; base < n_full; base += W * U) {
     step(b0, b1, base);
 #pragma unroll
@@ -664,6 +668,13 @@ QuantGemvKernel quant_gemv_kernel_choice(QuantGemvKernel over) {
   return g_gemv_kernel != QuantGemvKernel::kDefault ? g_gemv_kernel : env;
 }
 
+int g_gemv_early = -1;
+bool quant_gemv_early() {
+  static const int env = env_int("FRUGAL_QGEMV_EARLY", 1);
+  return (g_gemv_early >= 0 ? g_gemv_early : env) != 0;
+}
+void set_quant_gemv_early(int early) { g_gemv_early = early; }
+
 void set_quant_gemv_tuning(int quads_per_iteration, int warps) {
   g_tune_u = quads_per_iteration;
   g_tune_w = warps;
@@ -686,6 +697,7 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
   if (silu && (p.n % 2 != 0 || p.accumulate)) return cudaErrorInvalidValue;
   QGemvArgs a = gemv_args(p);
   if (silu) a.silu = *silu;
+  a.early = quant_gemv_early() ? 1 : 0;
   if (quant_gemv_bulk_ok(p, over)) return launch_quant_gemv_bulk(a, stream);
   const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
   const bool lean = quant_gemv_kernel_choice(over) == QuantGemvKernel::kLean;

@@ -97,6 +97,7 @@ struct QGemvArgs {
   int quad_shift;       // quad -> scale group as a shift when quads per group is a power of two, else -1
   uint32_t quads_per_group;
   SiluMulOut silu{};    // GEMV only: SwiGLU's gate_up epilogue when silu.out is set (kernels.h)
+  int early = 0;        // lean GEMV only: its first codes are requested before pdl_wait()
 };
 
 // The scale group of a quad: a shift in the common cases (g32..g1024, per channel), a 32-bit

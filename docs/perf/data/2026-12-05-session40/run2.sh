@@ -10,6 +10,10 @@ S=$OUT/s2.txt
 [ -x build-gpu/src/cli/frugal ] || build
 (cd build-gpu && timeout 260 ctest -L cuda -j 8 --output-on-failure >$L/ctest.log 2>&1); echo "ctest rc $? ($((SECONDS-START)) s)" >>$S
 grep -E "tests passed|tests failed|\*\*\*Failed|Timeout|Not Run" $L/ctest.log | head -12 >>$S
+# The lean GEMV's early start (its first codes before pdl_wait), off against on (the default).
+B1="--prefill-lens 0 --batches 1 --decode-prompt-len 128 --decode-tokens 128 --reps 2 --warmup 1"
+e2e q7b_int4_b1_noearly /tmp/q7b "FRUGAL_QGEMV_EARLY=0" $B1 --precision int4
+e2e q7b_int4_b1_early /tmp/q7b "" $B1 --precision int4
 # Why the slab GEMM streams codes at ~1 TB/s at 16..64 tokens (issue 18.3): Nsight Compute on its
 # checked launches of the int4 gate (m 4, 9, 16, 33, 64; told apart by grid size), warp states and
 # issue slots. Full text in the logs.
@@ -28,7 +32,6 @@ fi
 # q shape (3584 x 3584) at every quads-per-iteration x warps shape.
 [ $(left) -gt 40 ] && (FRUGAL_QBENCH_ONLY="int4g128 q 3584" timeout $(($(left) - 5)) build-gpu/tests/cuda/cuda_kernel_bench --quant >$L/kb_int4_q.txt 2>&1; echo "kbench q rc $? ($((SECONDS-START)) s)" >>$S)
 grep -E "^qgemv(-lean)? m=(1|8) |FAIL" $L/kb_int4_q.txt | head -24 >>$S
-B1="--prefill-lens 0 --batches 1 --decode-prompt-len 128 --decode-tokens 128 --reps 2 --warmup 1"
 e2e q7b_int8_b1_tile /tmp/q7b "FRUGAL_QGEMV_KERNEL=tile" $B1 --precision int8
 e2e q7b_int8_b1_lean /tmp/q7b "" $B1 --precision int8
 e2e q7b_fp8ch_b1_tile /tmp/q7b "FRUGAL_QGEMV_KERNEL=tile" $B1 --precision fp8-channel
