@@ -301,7 +301,7 @@ std::string kernel_trace_svg(const std::string& title, std::span<const KernelRec
   }
   segs.push_back({"other kernels", "#c7c7c7", other});
   segs.push_back({"gaps inside a step", "#f4a6a6", a["gap_inside_us"].get<double>()});
-  segs.push_back({"gaps between steps", "#fde0a0", a["gap_between_us"].get<double>()});
+  segs.push_back({"gaps between steps (traced: CUPTI's cost included)", "#fde0a0", a["gap_between_us"].get<double>()});
 
   // The timeline's span: the median graph replay of the window up to the next replay's start.
   const std::vector<Span> launches = graph_launches(records);
@@ -403,6 +403,10 @@ std::string format_kernel_trace(const std::string& title, const nlohmann::json& 
   os << fmt::format("  step {:.1f} us = kernels {:.1f} ({:.1f}%) + gaps inside the step {:.1f} ({:.1f}%) + between steps "
                     "{:.1f} ({:.1f}%); {:.1f} launches, PDL overlap {:.1f} us\n",
                     step, k, pct(k), gi, pct(gi), gb, pct(gb), a["launches"].get<double>(), a["overlap_us"].get<double>());
+  if (a.contains("timed_step_us"))
+    os << fmt::format("  timed step {:.1f} us - kernels {:.1f} = {:.1f} us outside the kernels untraced (host work between "
+                      "steps); the traced gap between steps also holds CUPTI's own cost\n",
+                      a["timed_step_us"].get<double>(), k, a["timed_outside_kernels_us"].get<double>());
   const auto& h = a["gap_histogram"];
   os << fmt::format("  gaps a step: {:.1f} under 1 us, {:.1f} of 1-3 us, {:.1f} of 3-10 us, {:.1f} of 10 us or more\n",
                     h["lt_1us"].get<double>(), h["1_3us"].get<double>(), h["3_10us"].get<double>(), h["ge_10us"].get<double>());

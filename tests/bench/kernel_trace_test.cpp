@@ -91,6 +91,15 @@ TEST(KernelTrace, GraphReplaysAreStepsAndTheTimeAddsUp) {
   EXPECT_NE(table.find("step 36.7 us = kernels 27.0 (73.6%) + gaps inside the step 3.0 (8.2%) + between steps 6.7 (18.2%)"),
             std::string::npos)
       << table;
+  EXPECT_EQ(table.find("outside the kernels"), std::string::npos) << "no timed step given: no such line";
+  // With the timed (untraced) step of the same point, as `bench offline` adds it: 31.5 us
+  // against 27 us of kernels leaves 4.5 us outside them.
+  nlohmann::json jt = j;
+  jt["timed_step_us"] = 31.5;
+  jt["timed_outside_kernels_us"] = 4.5;
+  const std::string timed = format_kernel_trace("decode b=1", jt, 10);
+  EXPECT_NE(timed.find("timed step 31.5 us - kernels 27.0 = 4.5 us outside the kernels untraced"), std::string::npos)
+      << timed;
 }
 
 // The records' order does not matter, and a kernel launched outside the graphs between two

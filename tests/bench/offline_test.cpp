@@ -304,6 +304,13 @@ TEST(BenchOffline, KernelTraceAddsATracedRunOfEachPoint) {
   const std::string table = format_offline_table(*r);
   EXPECT_NE(table.find("kernel trace, prefill 16"), std::string::npos) << table;
   EXPECT_NE(table.find("kernel trace, decode b=1 (timed step "), std::string::npos) << table;
+  // The decode point's timed step against its traced kernels (the prefill point has no timed step).
+  const double timed_us = 1000.0 * (*r)["decode"][0]["step_ms"].get<double>();
+  EXPECT_NEAR(d["timed_step_us"].get<double>(), timed_us, 1e-6 * timed_us);
+  EXPECT_NEAR(d["timed_outside_kernels_us"].get<double>(), std::max(0.0, timed_us - d["kernel_us"].get<double>()),
+              1e-6 * timed_us);
+  EXPECT_FALSE(p.contains("timed_step_us"));
+  EXPECT_NE(table.find("outside the kernels untraced"), std::string::npos) << table;
   // One Chrome trace per point.
   for (const char* f : {"/prefill_16.trace.json", "/decode_b1.trace.json"}) {
     std::ifstream in(o.kernel_trace_dir + f);
