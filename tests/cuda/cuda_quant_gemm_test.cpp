@@ -212,9 +212,11 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
   struct Variant {
     QuantGemvKernel kernel;
     int warps, stages, blocks;  // the bulk kernel's shape (0: its default rule); lean: blocks = quads a warp iteration
+    int early = 1;              // lean: the first codes before pdl_wait() (the default) or after
   };
   const Variant variants[] = {{QuantGemvKernel::kTile, 0, 0, 0},
                               {QuantGemvKernel::kLean, 0, 0, 0},
+                              {QuantGemvKernel::kLean, 0, 0, 0, 0},  // without the early start
                               {QuantGemvKernel::kLean, 0, 0, 1},  // blocks: 1 quad a warp iteration
                               {QuantGemvKernel::kLean, 0, 0, 4},  // 4 quads
                               {QuantGemvKernel::kBulk, 0, 0, 0},
@@ -258,6 +260,7 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
             set_quant_gemv_kernel(v.kernel);
             set_quant_gemv_bulk_tuning(lean ? 0 : v.warps, lean ? 0 : v.stages, lean ? 0 : v.blocks);
             set_quant_gemv_tuning(lean ? v.blocks : -1, -1);
+            set_quant_gemv_early(v.early);
             Tensor y(DType::kBF16, m * ld_y), out(DType::kBF16, m * ld_out);
             y.host = y0.host;
             y.to_device();
@@ -272,7 +275,8 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
             const SiluMulOut so{.out = out.dev, .ld_out = ld_out};
             ASSERT_EQ(launch_quant_gemv(p, backend()->stream(), silu ? &so : nullptr), cudaSuccess);
             ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
-            const std::string what = std::string(bulk ? "bulk" : lean ? "lean" : "tile") + " w" + std::to_string(v.warps) +
+            const std::string what = std::string(bulk ? "bulk" : lean ? (v.early ? "lean" : "lean (late start)") : "tile") +
+                                     " w" + std::to_string(v.warps) +
                                      " stages " + std::to_string(v.stages) + " blocks " + std::to_string(v.blocks) + " " + f.name +
                                      " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
                                      (silu ? " silu" : "") + (bias ? " bias" : "") + (accumulate ? " accumulate" : "");
@@ -300,6 +304,7 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
   set_quant_gemv_kernel(QuantGemvKernel::kDefault);
   set_quant_gemv_bulk_tuning(0, 0, 0);
   set_quant_gemv_tuning(-1, -1);
+  set_quant_gemv_early(-1);
 }
 
 }  // namespace
