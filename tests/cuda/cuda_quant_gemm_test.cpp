@@ -126,6 +126,7 @@ struct Kernel {
   const char* name;
   std::vector<std::pair<int, int>> shapes;  // (warps, row tiles); slab: (quads in flight, row tiles); (0, 0): the default
   std::vector<std::pair<int, int>> limits = {{0, 0}};  // slab: set_quant_slab_limits(blocks, smem KB); (0, 0): the default
+  int chains = 1;  // slab: set_quant_slab_chains
 };
 
 TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
@@ -138,7 +139,9 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
   // and with 8 KB slices (a quad or two each: many slices and partials).
   const Kernel kernels[] = {{QuantGemmKernel::kPipe, "pipe", {{0, 0}, {8, 1}, {8, 2}}},
                             {QuantGemmKernel::kQuad, "quad", {{0, 0}, {4, 1}, {8, 1}, {4, 2}}},
-                            {QuantGemmKernel::kSlab, "slab", {{0, 0}, {4, 1}, {2, 1}}, {{0, 0}, {1, 0}, {1, 8}, {0, 8}}}};
+                            {QuantGemmKernel::kSlab, "slab", {{0, 0}, {4, 1}, {2, 1}}, {{0, 0}, {1, 0}, {1, 8}, {0, 8}}},
+                            // two mma chains a token tile (opt-in): every shape, one band and many slices
+                            {QuantGemmKernel::kSlab, "slab 2 chains", {{0, 0}, {4, 1}, {2, 1}}, {{0, 0}, {1, 8}}, 2}};
   // n 300: one partial 128-row block (and a partial 16-row tile); k 1416: 12 int4 quads, the last
   // with one chunk of 4 (22 8-bit quads, the last with 2); n 2050 x k 4352: many units per block.
   const std::pair<int64_t, int64_t> nks[] = {{300, 1416}, {2050, 4352}};
@@ -167,6 +170,7 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
                 set_quant_gemm_kernel(kn.kernel);
                 set_quant_gemm_tuning(wp, rt);
                 set_quant_slab_limits(blocks, smem_kb);
+                set_quant_slab_chains(kn.chains);
                 Tensor y(DType::kBF16, m * ld_y);
                 y.host = y0.host;
                 y.to_device();
@@ -193,6 +197,7 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
   set_quant_gemm_kernel(QuantGemmKernel::kDefault);
   set_quant_gemm_tuning(0, 0);
   set_quant_slab_limits(0, 0);
+  set_quant_slab_chains(0);
 }
 
 // The GEMV at m <= 8 (launch_quant_gemv), all three kernels: the tile GEMV, the lean one (1, 2 by

@@ -258,6 +258,11 @@ constexpr int64_t kQuantGemmSlabMinM = 9;
 // set_quant_gemm_min_m / FRUGAL_QGEMM_MIN_M.
 enum class QuantGemmKernel { kDefault, kQuad, kPipe, kSlab };
 void set_quant_slab_limits(int blocks, int smem_kb);
+// The slab GEMM's mma chains a token tile's quad accumulates in: 1 (the default) or 2 (even and
+// odd steps apart, then added: shorter dependency chains, other f32 rounding within the same
+// bound; opt-in until measured). FRUGAL_QSLAB_CHAINS=1|2 or set_quant_slab_chains (0: back to
+// the environment's).
+void set_quant_slab_chains(int chains);
 QuantGemmKernel quant_gemm_kernel(QuantGemmKernel over = QuantGemmKernel::kDefault);
 void set_quant_gemm_kernel(QuantGemmKernel k);  // kDefault: FRUGAL_QGEMM_KERNEL, else kSlab
 int64_t quant_gemm_min_m(QuantGemmKernel over = QuantGemmKernel::kDefault, int over_min_m = -1);

@@ -63,7 +63,11 @@ constexpr size_t slab_quad_bytes(bool int4, int mt, bool need_x) {
 }
 
 // Two blocks an SM (<= 128 registers) where the shape allows it (MT <= 2, U <= 2), else one.
-template <QKind K, int W, int R, int U, int MT, bool kOffsets>
+// CH: the mma chains a token tile's quad accumulates in (1: one chain of S dependent mma; 2: the
+// even and the odd steps in two, added at the end; a different f32 summation order, so other
+// bits, within the same bound). Nsight Compute (2026-12-05, H100) put the fixed-latency
+// dependency first among the stalls at 2-3.5 warps a scheduler; two chains halve the longest.
+template <QKind K, int W, int R, int U, int MT, bool kOffsets, int CH>
 __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_slab_kernel(QSlabArgs sa) {
   constexpr int C = codes_per_chunk<K>();
   constexpr int S = C / 4;    // mma steps per chunk
@@ -233,7 +237,26 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
         x_frag<K>(xq, 8 * t + gq, q, xt);
         const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xt[0]);
         float part[R][4];
-        quad_tile_mmas<K>(A, xw, part);
+        if constexpr (CH == 1) {
+          quad_tile_mmas<K>(A, xw, part);
+        } else {
+          float odd[R][4];
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) part[r][i] = odd[r][i] = 0.f;
+#pragma unroll
+          for (int s = 0; s < S; ++s) {
+            const uint32_t x0 = xw[x_word_lo<K>(s)], x1 = xw[x_word_hi<K>(s)];
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+              mma_bf16(s % 2 ? odd[r] : part[r], A[r][s][0], A[r][s][1], A[r][s][2], A[r][s][3], x0, x1);
+          }
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) part[r][i] += odd[r][i];
+        }
         float x0 = 0.f, x1 = 0.f;
         if constexpr (kNeedX) {
           const float2 xs = *reinterpret_cast<const float2*>(sums + (ql * MT + t) * 8 + 2 * q);
@@ -267,7 +290,7 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
 // FRUGAL_QGEMM_W / FRUGAL_QGEMM_R pick another; FRUGAL_QSLAB_SMEM_KB caps the slice's shared memory.
 
 struct SlabShape {
-  int u = 2, r = 1, mt = 1;
+  int u = 2, r = 1, mt = 1, ch = 1;
   int qps = 1, splits = 1;  // quads per slice, slices
   int gpb = kSlabWarps;     // row groups per block
   int64_t gx = 1, gy = 1;
@@ -283,9 +306,9 @@ struct OpArgs {
   int* out;
 };
 
-template <QKind K, int R, int U, int MT, bool kOffsets>
+template <QKind K, int R, int U, int MT, bool kOffsets, int CH>
 cudaError_t run_k(Op op, const OpArgs& o) {
-  constexpr auto kernel = quant_gemm_slab_kernel<K, kSlabWarps, R, U, MT, kOffsets>;
+  constexpr auto kernel = quant_gemm_slab_kernel<K, kSlabWarps, R, U, MT, kOffsets, CH>;
   const cudaError_t raised = raise_dynamic_smem_once<kernel>(slab_smem_max());
   if (op == Op::kBlocksPerSm) {
     // Registers and warps alone (shared memory is accounted for by the caller).
@@ -295,21 +318,25 @@ cudaError_t run_k(Op op, const OpArgs& o) {
   if (raised != cudaSuccess) return raised;
   return launch_kernel(kernel, o.grid, dim3(kSlabWarps * 32), o.smem, o.stream, *o.sa);
 }
-template <QKind K, int MT, bool kOffsets>
+template <QKind K, int MT, bool kOffsets, int CH>
 cudaError_t run_ur(Op op, const OpArgs& o, int u, int r) {
   if constexpr (MT <= 2) {
-    return u == 4 ? run_k<K, 1, 4, MT, kOffsets>(op, o) : run_k<K, 1, 2, MT, kOffsets>(op, o);
+    return u == 4 ? run_k<K, 1, 4, MT, kOffsets, CH>(op, o) : run_k<K, 1, 2, MT, kOffsets, CH>(op, o);
   } else {
-    return r == 1 ? run_k<K, 1, 2, MT, kOffsets>(op, o) : run_k<K, 2, 1, MT, kOffsets>(op, o);
+    return r == 1 ? run_k<K, 1, 2, MT, kOffsets, CH>(op, o) : run_k<K, 2, 1, MT, kOffsets, CH>(op, o);
   }
+}
+template <QKind K, int MT, bool kOffsets>
+cudaError_t run_ch(Op op, const OpArgs& o, const SlabShape& s) {
+  return s.ch == 2 ? run_ur<K, MT, kOffsets, 2>(op, o, s.u, s.r) : run_ur<K, MT, kOffsets, 1>(op, o, s.u, s.r);
 }
 template <QKind K, bool kOffsets>
 cudaError_t run_mt(Op op, const OpArgs& o, const SlabShape& s) {
   switch (s.mt) {
-    case 1: return run_ur<K, 1, kOffsets>(op, o, s.u, s.r);
-    case 2: return run_ur<K, 2, kOffsets>(op, o, s.u, s.r);
-    case 4: return run_ur<K, 4, kOffsets>(op, o, s.u, s.r);
-    default: return run_ur<K, 8, kOffsets>(op, o, s.u, s.r);
+    case 1: return run_ch<K, 1, kOffsets>(op, o, s);
+    case 2: return run_ch<K, 2, kOffsets>(op, o, s);
+    case 4: return run_ch<K, 4, kOffsets>(op, o, s);
+    default: return run_ch<K, 8, kOffsets>(op, o, s);
   }
 }
 cudaError_t run(Op op, const OpArgs& o, const ops::MatmulParams& p, const SlabShape& s) {
@@ -327,6 +354,13 @@ cudaError_t run(Op op, const OpArgs& o, const ops::MatmulParams& p, const SlabSh
 
 // set_quant_slab_limits' values (0: the environment's, else the default).
 int g_slab_blocks = 0, g_slab_smem_kb = 0;
+// set_quant_slab_chains' value (0: FRUGAL_QSLAB_CHAINS, else 1).
+int g_slab_chains = 0;
+
+int slab_chains() {
+  static const int env = env_int("FRUGAL_QSLAB_CHAINS", 1);
+  return (g_slab_chains > 0 ? g_slab_chains : env) == 2 ? 2 : 1;
+}
 
 int smem_cap_kb() {
   static const int kb = [] {
@@ -345,6 +379,7 @@ int smem_cap_kb() {
 SlabShape slab_shape(const ops::MatmulParams& p, int n_sms) {
   SlabShape s;
   s.mt = p.m <= 8 ? 1 : p.m <= 16 ? 2 : p.m <= 32 ? 4 : 8;
+  s.ch = slab_chains();
   int tu = 0, tr = 0;
   quant_gemm_tuning(&tu, &tr);
   if (s.mt <= 2) {
@@ -429,6 +464,8 @@ void set_quant_slab_limits(int blocks, int smem_kb) {
   g_slab_smem_kb = std::max(0, smem_kb);
 }
 
+void set_quant_slab_chains(int chains) { g_slab_chains = std::max(0, chains); }
+
 // Raises every instantiation's shared-memory limit and caches its occupancy, outside any capture.
 cudaError_t prepare_quant_gemm_slab() {
   int sink = 0;
@@ -440,13 +477,15 @@ cudaError_t prepare_quant_gemm_slab() {
       p.w.format.scheme = scheme;
       p.w.format.zero = offsets ? ops::ZeroPoint::kOffset : ops::ZeroPoint::kNone;
       for (int mt : {1, 2, 4, 8})
-        for (int alt : {0, 1}) {
-          SlabShape s;
-          s.mt = mt;
-          s.u = mt <= 2 ? (alt ? 4 : 2) : (alt ? 2 : 1);
-          s.r = mt <= 2 || alt ? 1 : 2;
-          (void)run(Op::kBlocksPerSm, o, p, s);
-        }
+        for (int alt : {0, 1})
+          for (int ch : {1, 2}) {
+            SlabShape s;
+            s.mt = mt;
+            s.ch = ch;
+            s.u = mt <= 2 ? (alt ? 4 : 2) : (alt ? 2 : 1);
+            s.r = mt <= 2 || alt ? 1 : 2;
+            (void)run(Op::kBlocksPerSm, o, p, s);
+          }
     }
   (void)cudaGetLastError();
   return cudaSuccess;
