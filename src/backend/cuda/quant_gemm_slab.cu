@@ -237,26 +237,7 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
         x_frag<K>(xq, 8 * t + gq, q, xt);
         const uint32_t* xw = reinterpret_cast<const uint32_t*>(&xt[0]);
         float part[R][4];
-        if constexpr (CH == 1) {
-          quad_tile_mmas<K>(A, xw, part);
-        } else {
-          float odd[R][4];
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) part[r][i] = odd[r][i] = 0.f;
-#pragma unroll
-          for (int s = 0; s < S; ++s) {
-            const uint32_t x0 = xw[x_word_lo<K>(s)], x1 = xw[x_word_hi<K>(s)];
-#pragma unroll
-            for (int r = 0; r < R; ++r)
-              mma_bf16(s % 2 ? odd[r] : part[r], A[r][s][0], A[r][s][1], A[r][s][2], A[r][s][3], x0, x1);
-          }
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) part[r][i] += odd[r][i];
-        }
+        quad_tile_mmas<K, CH>(A, xw, part);
         float x0 = 0.f, x1 = 0.f;
         if constexpr (kNeedX) {
           const float2 xs = *reinterpret_cast<const float2*>(sums + (ql * MT + t) * 8 + 2 * q);

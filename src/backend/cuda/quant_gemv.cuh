@@ -154,17 +154,28 @@ inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr
 
 // One token tile of one quad in the GEMMs: part[r] = the R row tiles' A fragments times the
 // tile's x words over the quad's S mma steps (xw: the token tile's B fragments, x_frag).
-template <QKind K, int R, int S>
+// CH = 1: each row tile's S mma in one dependent chain; CH = 2: the even and the odd steps in two
+// chains, added at the end (half the chain's latency, another f32 summation order).
+template <QKind K, int CH = 1, int R, int S>
 __device__ __forceinline__ void quad_tile_mmas(const uint32_t (&A)[R][S][4], const uint32_t* xw, float (&part)[R][4]) {
+  static_assert(CH == 1 || CH == 2, "one or two mma chains");
+  float odd[R][4];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) part[r][i] = 0.f;
+    for (int i = 0; i < 4; ++i) part[r][i] = odd[r][i] = 0.f;
 #pragma unroll
   for (int s = 0; s < S; ++s) {
     const uint32_t x0 = xw[x_word_lo<K>(s)], x1 = xw[x_word_hi<K>(s)];
 #pragma unroll
-    for (int r = 0; r < R; ++r) mma_bf16(part[r], A[r][s][0], A[r][s][1], A[r][s][2], A[r][s][3], x0, x1);
+    for (int r = 0; r < R; ++r)
+      mma_bf16(CH == 2 && s % 2 ? odd[r] : part[r], A[r][s][0], A[r][s][1], A[r][s][2], A[r][s][3], x0, x1);
+  }
+  if constexpr (CH == 2) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) part[r][i] += odd[r][i];
   }
 }
 
