@@ -361,6 +361,75 @@ TEST(CudaOps, KvWriteSkipsNegativeSlots) {
 // moe_experts on an expert-parallel rank (experts 2..3 of 6): the range fields are checked on
 // the host with messages naming them; on the device an id outside [0, n_routed) (which the
 // host cannot see) is read as another rank's expert and adds nothing, never out of bounds.
+// The routing kernel's two top-k selections (the one-pass ranks up to 64 values, the arg-max
+// rounds) against each other and the reference: the same experts, order and weights, bit for bit
+// between the two, on distinct logits, on logits with four-way ties (the lower id wins), and for
+// the group choice of the group-limited methods. NaN logits: the rank selection still returns
+// distinct ids in range (the lowest ids, as all scores are NaN), which the experts can index.
+TEST(CudaOps, MoeRouteRankSelection) {
+  struct Restore { ~Restore() { set_moe_route_rank(-1); } } restore;
+  struct Case { ops::MoeScoring scoring; ops::MoeTopk method; int32_t E, K, G, TG; };
+  const Case cases[] = {{ops::MoeScoring::kSoftmax, ops::MoeTopk::kGreedy, 64, 6, 1, 1},
+                        {ops::MoeScoring::kSoftmax, ops::MoeTopk::kGreedy, 37, 16, 1, 1},
+                        {ops::MoeScoring::kSoftmax, ops::MoeTopk::kGreedy, 8, 8, 1, 1},
+                        {ops::MoeScoring::kSigmoid, ops::MoeTopk::kNoauxTc, 64, 8, 8, 3},
+                        {ops::MoeScoring::kSoftmax, ops::MoeTopk::kGroupLimitedGreedy, 48, 4, 16, 5}};
+  std::mt19937 rng(42);
+  for (const Case& c : cases)
+    for (int kind = 0; kind < 3; ++kind) {  // distinct, ties, NaN
+      const int64_t T = 9, E = c.E, K = c.K;
+      const std::string what = "E=" + std::to_string(E) + " K=" + std::to_string(K) + " kind=" + std::to_string(kind);
+      std::vector<float> logits(static_cast<size_t>(T * E));
+      std::vector<int32_t> perm(static_cast<size_t>(E));
+      for (int64_t t = 0; t < T; ++t) {
+        for (int32_t e = 0; e < E; ++e) perm[static_cast<size_t>(e)] = kind == 1 ? e / 4 * 4 : e;
+        std::shuffle(perm.begin(), perm.end(), rng);
+        for (int32_t e = 0; e < E; ++e)
+          logits[static_cast<size_t>(t * E + e)] = -3.7f + 7.0f * static_cast<float>(perm[static_cast<size_t>(e)]) / static_cast<float>(E);
+        if (kind == 2) logits[static_cast<size_t>(t * E + t % E)] = NAN;
+      }
+      DevInts di;
+      float* dl = di.floats(logits);
+      auto run = [&](int rank, std::vector<int32_t>* idx, std::vector<float>* w) {
+        set_moe_route_rank(rank);
+        int32_t* didx = di(std::vector<int32_t>(static_cast<size_t>(T * K), -1));
+        float* dw = di.floats(std::vector<float>(static_cast<size_t>(T * K), -1.f));
+        ops::MoeRouteParams p{.logits = dl, .ld_logits = E, .bias = nullptr, .bias_dtype = DType::kF32, .n_tokens = T,
+                              .n_experts = c.E, .top_k = c.K, .n_group = c.G, .topk_group = c.TG, .scoring = c.scoring,
+                              .method = c.method, .norm_topk_prob = true, .routed_scaling_factor = 1.5f,
+                              .topk_idx = didx, .topk_weight = dw, .dense_weight = nullptr};
+        ASSERT_TRUE(backend()->moe_route(p).is_ok()) << what;
+        idx->resize(static_cast<size_t>(T * K));
+        w->resize(static_cast<size_t>(T * K));
+        ASSERT_TRUE(backend()->download(idx->data(), didx, idx->size() * 4).is_ok());
+        ASSERT_TRUE(backend()->download(w->data(), dw, w->size() * 4).is_ok());
+      };
+      std::vector<int32_t> idx_rank, idx_rounds;
+      std::vector<float> w_rank, w_rounds;
+      run(1, &idx_rank, &w_rank);
+      if (kind == 2) {
+        for (int64_t t = 0; t < T; ++t) {
+          std::vector<int32_t> row(idx_rank.begin() + t * K, idx_rank.begin() + (t + 1) * K);
+          for (int32_t i : row) EXPECT_TRUE(i >= 0 && i < E) << what << " token " << t << " id " << i;
+          std::sort(row.begin(), row.end());
+          EXPECT_TRUE(std::adjacent_find(row.begin(), row.end()) == row.end()) << what << " token " << t;
+        }
+        continue;
+      }
+      run(0, &idx_rounds, &w_rounds);
+      EXPECT_EQ(idx_rank, idx_rounds) << what;
+      EXPECT_EQ(0, std::memcmp(w_rank.data(), w_rounds.data(), w_rank.size() * 4)) << what;
+      std::vector<int32_t> want_idx(static_cast<size_t>(T * K));
+      std::vector<float> want_w(static_cast<size_t>(T * K));
+      ops::ref::moe_route({.logits = logits.data(), .ld_logits = E, .bias = nullptr, .bias_dtype = DType::kF32, .n_tokens = T,
+                           .n_experts = c.E, .top_k = c.K, .n_group = c.G, .topk_group = c.TG, .scoring = c.scoring,
+                           .method = c.method, .norm_topk_prob = true, .routed_scaling_factor = 1.5f,
+                           .topk_idx = want_idx.data(), .topk_weight = want_w.data(), .dense_weight = nullptr});
+      EXPECT_EQ(idx_rank, want_idx) << what;
+      for (size_t i = 0; i < want_w.size(); ++i) EXPECT_NEAR(w_rank[i], want_w[i], 1e-5) << what << " weight " << i;
+    }
+}
+
 TEST(CudaOps, MoeExpertsSubsetRanges) {
   std::mt19937 rng(22);
   const int64_t n_tok = 3, hidden = 16, inter = 8;

@@ -320,29 +320,37 @@ void OpCases::gather_rows() {
 }
 
 // Routing on f32 logits of every method; expert choices must match the reference exactly
-// (logits are spread so no two choices are within float rounding), weights to 1e-5.
+// (logits are spread so no two choices are within float rounding), weights to 1e-5. The tie
+// cases give four experts each logit, exactly: equal logits make equal scores on either side,
+// and the lower expert id must win (the reference's rule), in the expert and group choices alike
+// (CUDA: the one-pass rank selection up to 64 values, the arg-max rounds past it).
 void OpCases::moe_route() {
-  struct Case { ops::MoeScoring scoring; ops::MoeTopk method; int32_t n_experts, top_k, n_group, topk_group; bool bias, norm; float scale; };
+  struct Case { ops::MoeScoring scoring; ops::MoeTopk method; int32_t n_experts, top_k, n_group, topk_group; bool bias, norm; float scale; bool ties = false; };
   const Case cases[] = {
       {ops::MoeScoring::kSoftmax, ops::MoeTopk::kGreedy, 8, 2, 1, 1, false, false, 1.0f},
       {ops::MoeScoring::kSoftmax, ops::MoeTopk::kGreedy, 64, 6, 1, 1, false, true, 1.0f},
       {ops::MoeScoring::kSoftmax, ops::MoeTopk::kGroupLimitedGreedy, 160, 6, 8, 3, false, false, 16.0f},
       {ops::MoeScoring::kSigmoid, ops::MoeTopk::kNoauxTc, 16, 4, 4, 2, true, true, 2.5f},
       {ops::MoeScoring::kSigmoid, ops::MoeTopk::kNoauxTc, 256, 8, 8, 4, true, true, 2.5f},
+      {ops::MoeScoring::kSoftmax, ops::MoeTopk::kGreedy, 64, 6, 1, 1, false, false, 1.0f, true},
+      {ops::MoeScoring::kSoftmax, ops::MoeTopk::kGreedy, 160, 6, 1, 1, false, true, 1.0f, true},
+      {ops::MoeScoring::kSigmoid, ops::MoeTopk::kNoauxTc, 32, 4, 8, 3, false, true, 2.5f, true},
   };
   for (const Case& c : cases)
     for (int64_t n_tokens : {1, 5, 33}) {
       const std::string what = "moe_route experts=" + std::to_string(c.n_experts) + " top_k=" + std::to_string(c.top_k) +
-                               " groups=" + std::to_string(c.n_group) + " n_tokens=" + std::to_string(n_tokens);
+                               " groups=" + std::to_string(c.n_group) + " n_tokens=" + std::to_string(n_tokens) +
+                               (c.ties ? " ties" : "");
       const int64_t ld = c.n_experts + 3;
       std::vector<float> logits(static_cast<size_t>(n_tokens * ld), NAN), bias(static_cast<size_t>(c.n_experts));
       // A random permutation of evenly spaced values per row: distinct by far more than rounding.
       std::vector<int32_t> perm(static_cast<size_t>(c.n_experts));
       for (int64_t t = 0; t < n_tokens; ++t) {
-        for (int32_t e = 0; e < c.n_experts; ++e) perm[static_cast<size_t>(e)] = e;
+        for (int32_t e = 0; e < c.n_experts; ++e) perm[static_cast<size_t>(e)] = c.ties ? e / 4 * 4 : e;
         std::shuffle(perm.begin(), perm.end(), rng_);
         for (int32_t e = 0; e < c.n_experts; ++e)
-          logits[static_cast<size_t>(t * ld + e)] = -4.0f + 8.0f * static_cast<float>(perm[static_cast<size_t>(e)]) / static_cast<float>(c.n_experts);
+          logits[static_cast<size_t>(t * ld + e)] = -4.0f + 8.0f * static_cast<float>(perm[static_cast<size_t>(e)]) / static_cast<float>(c.n_experts) +
+                                                    (c.ties ? 0.3f : 0.0f);  // off 0: no two groups' sigmoid sums 1 alike
       }
       for (int32_t e = 0; e < c.n_experts; ++e) bias[static_cast<size_t>(e)] = 0.001f * static_cast<float>(e % 7);
       const int64_t k = c.top_k, E = c.n_experts;

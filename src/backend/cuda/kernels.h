@@ -36,6 +36,11 @@ bool mla_kv_prologue_fusable(const ops::MlaKvPrologueParams& p);
 cudaError_t launch_mla_kv_prologue(const ops::MlaKvPrologueParams& p, cudaStream_t stream);
 // DeepSeek MoE routing and router-weight row scaling (moe.cu).
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream);
+// The routing kernels' top-k up to 64 values: one pass of ranks (the default), or with
+// FRUGAL_MOE_ROUTE_RANK=0 / set_moe_route_rank(0) the warp arg-max rounds, one an expert chosen
+// (the only way past 64 values). Both choose the same experts in the same order. -1: the env's.
+bool moe_route_rank();
+void set_moe_route_rank(int on);
 // moe_router in one launch (moe.cu): a cluster of 8 CTAs computes the router logits with the
 // GEMV's arithmetic (bit-equal to launch_gemv, which the shape must take: gemv_supported, m <=
 // kGemvMaxM, unsplit; moe_router_fusable) and CTA 0 routes from its shared memory; with_norm
@@ -258,10 +263,10 @@ constexpr int64_t kQuantGemmSlabMinM = 9;
 // set_quant_gemm_min_m / FRUGAL_QGEMM_MIN_M.
 enum class QuantGemmKernel { kDefault, kQuad, kPipe, kSlab };
 void set_quant_slab_limits(int blocks, int smem_kb);
-// The slab GEMM's mma chains a token tile's quad accumulates in: 1 (the default) or 2 (even and
-// odd steps apart, then added: shorter dependency chains, other f32 rounding within the same
-// bound; opt-in until measured). FRUGAL_QSLAB_CHAINS=1|2 or set_quant_slab_chains (0: back to
-// the environment's).
+// The slab GEMM's mma chains a token tile's quad accumulates in: 2 (the default since 2026-12-05:
+// even and odd steps apart, then added; shorter dependency chains, other f32 rounding within the
+// same bound; 7B int4 at 16 / 64 sequences +2.3% / +3.0% on an H100) or 1.
+// FRUGAL_QSLAB_CHAINS=1|2 or set_quant_slab_chains (0: back to the environment's).
 void set_quant_slab_chains(int chains);
 QuantGemmKernel quant_gemm_kernel(QuantGemmKernel over = QuantGemmKernel::kDefault);
 void set_quant_gemm_kernel(QuantGemmKernel k);  // kDefault: FRUGAL_QGEMM_KERNEL, else kSlab

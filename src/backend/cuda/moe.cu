@@ -1,8 +1,10 @@
 // DeepSeek MoE routing and per-row scaling (ops::MoeRouteParams, ops::ScaleRowsParams), and the
 // router (its input norm, its matmul and the routing) in one kernel (ops::MoeRouterParams).
 // Routing is one warp per token (n_experts <= kMoeMaxExperts, top_k <= kMoeMaxTopK), in fp32,
-// with the reference's selection and tie rule (lower id); the softmax sums lane-strided.
+// with the reference's selection and tie rule (lower id); the softmax sums lane-strided. The
+// top-k is one pass of ranks up to 64 values (FRUGAL_MOE_ROUTE_RANK=0: the arg-max rounds).
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -35,12 +37,64 @@ __device__ int warp_arg_max_untaken(const float* v, int n, const bool* taken) {
   return bi;
 }
 
-// Routes token t from its f32 logits l (global or shared memory) with the warp: scores, choices
-// and flags in the warp's shared arrays ([kMoeMaxExperts] each); lane 0 writes the outputs.
-__device__ void route_token(const ops::MoeRouteParams& p, int64_t t, const float* l, float* score, float* choice,
-                            float* group, bool* taken, bool* kept) {
+// The rank selection below takes up to kRankMax values (two a lane).
+constexpr int kRankMax = 64;
+
+// A choice's order as an integer: a larger value has a larger key, +0 and -0 share one, and NaN
+// is below every number (so the ranks below are a permutation whatever the logits hold).
+__device__ __forceinline__ uint32_t order_key(float v) {
+  if (v != v) return 0u;
+  const uint32_t u = __float_as_uint(v == 0.f ? 0.f : v);
+  return (u & 0x80000000u) != 0u ? ~u : (u | 0x80000000u);
+}
+
+// The k largest of v[0, n) (n <= kRankMax, k <= kMoeMaxTopK) over the warp, largest first and the
+// lower index first on ties (the arg-max rounds' order), into top[0, k) in shared memory. Each
+// value's rank is the number of values ahead of it, counted in one pass over the keys, so no
+// step waits on a warp-wide arg-max before it (k rounds of a butterfly did).
+__device__ void warp_top_k_rank(const float* v, int n, int k, uint32_t* key, int32_t* top) {
+  const int lane = threadIdx.x & 31;
+  for (int j = lane; j < n; j += 32) key[j] = order_key(v[j]);
+  __syncwarp();
+  const int j0 = lane, j1 = lane + 32;
+  const uint32_t k0 = j0 < n ? key[j0] : 0u, k1 = j1 < n ? key[j1] : 0u;
+  int r0 = 0, r1 = 0;
+#pragma unroll 8
+  for (int i = 0; i < n; ++i) {
+    const uint32_t ki = key[i];
+    r0 += ki > k0 || (ki == k0 && i < j0);
+    r1 += ki > k1 || (ki == k1 && i < j1);
+  }
+  if (j0 < n && r0 < k) top[r0] = j0;
+  if (j1 < n && r1 < k) top[r1] = j1;
+  __syncwarp();
+}
+
+// A warp's routing arrays in shared memory. `sel` is the selection's scratch: the arg-max
+// rounds' taken flags, or the rank selection's keys and result.
+struct RankScratch {
+  uint32_t key[kRankMax];
+  int32_t top[ops::kMoeMaxTopK];
+};
+union SelectScratch {
+  bool taken[ops::kMoeMaxExperts];
+  RankScratch rank;
+};
+struct WarpRouteScratch {
+  float score[ops::kMoeMaxExperts], choice[ops::kMoeMaxExperts], group[ops::kMoeMaxExperts];
+  SelectScratch sel;
+  bool kept[ops::kMoeMaxExperts];
+};
+
+// Routes token t from its f32 logits l (global or shared memory) with the warp, in the warp's
+// scratch s; lane 0 writes the outputs. The top-k (and the group choice) by rank where the
+// values number at most rank_max (kRankMax, or 0: never), else by arg-max rounds; both pick the
+// same experts in the same order.
+__device__ void route_token(const ops::MoeRouteParams& p, int64_t t, const float* l, WarpRouteScratch& s, int rank_max) {
   const int lane = threadIdx.x & 31;
   const int E = p.n_experts, K = p.top_k;
+  float *score = s.score, *choice = s.choice, *group = s.group;
+  bool* kept = s.kept;
   if (p.scoring == ops::MoeScoring::kSoftmax) {
     float mx = -INFINITY;
     for (int e = lane; e < E; e += 32) mx = fmaxf(mx, l[e]);
@@ -53,10 +107,7 @@ __device__ void route_token(const ops::MoeRouteParams& p, int64_t t, const float
   } else {
     for (int e = lane; e < E; e += 32) score[e] = 1.f / (1.f + expf(-l[e]));
   }
-  for (int e = lane; e < E; e += 32) {
-    choice[e] = score[e] + (p.bias ? load_f(p.bias_dtype, p.bias, e) : 0.f);
-    taken[e] = false;
-  }
+  for (int e = lane; e < E; e += 32) choice[e] = score[e] + (p.bias ? load_f(p.bias_dtype, p.bias, e) : 0.f);
   __syncwarp();
   if (p.method != ops::MoeTopk::kGreedy) {
     const int G = p.n_group, per = E / G;
@@ -70,20 +121,34 @@ __device__ void route_token(const ops::MoeRouteParams& p, int64_t t, const float
       kept[g] = false;
     }
     __syncwarp();
-    for (int j = 0; j < p.topk_group; ++j) {
-      const int g = warp_arg_max_untaken(group, G, kept);  // kept doubles as "taken" here
-      if (lane == 0) kept[g] = true;
+    if (G <= rank_max && p.topk_group <= ops::kMoeMaxTopK) {
+      warp_top_k_rank(group, G, p.topk_group, s.sel.rank.key, s.sel.rank.top);
+      if (lane < p.topk_group) kept[s.sel.rank.top[lane]] = true;
       __syncwarp();
+    } else {
+      for (int j = 0; j < p.topk_group; ++j) {
+        const int g = warp_arg_max_untaken(group, G, kept);  // kept doubles as "taken" here
+        if (lane == 0) kept[g] = true;
+        __syncwarp();
+      }
     }
     for (int e = lane; e < E; e += 32)
       if (!kept[e / per]) choice[e] = 0.f;
     __syncwarp();
   }
   int idx[ops::kMoeMaxTopK];
-  for (int j = 0; j < K; ++j) {
-    idx[j] = warp_arg_max_untaken(choice, E, taken);
-    if (lane == 0) taken[idx[j]] = true;
+  if (E <= rank_max) {
+    warp_top_k_rank(choice, E, K, s.sel.rank.key, s.sel.rank.top);
+    for (int j = 0; j < K; ++j) idx[j] = s.sel.rank.top[j];
+  } else {
+    bool* taken = s.sel.taken;
+    for (int e = lane; e < E; e += 32) taken[e] = false;
     __syncwarp();
+    for (int j = 0; j < K; ++j) {
+      idx[j] = warp_arg_max_untaken(choice, E, taken);
+      if (lane == 0) taken[idx[j]] = true;
+      __syncwarp();
+    }
   }
   if (p.dense_weight)
     for (int e = lane; e < E; e += 32) p.dense_weight[t * E + e] = 0.f;
@@ -100,22 +165,19 @@ __device__ void route_token(const ops::MoeRouteParams& p, int64_t t, const float
   }
 }
 
-// A warp's routing arrays in shared memory.
+// The routing scratch of a block's warps.
 struct RouteScratch {
-  float score[kRouteWarps][ops::kMoeMaxExperts], choice[kRouteWarps][ops::kMoeMaxExperts];
-  float group[kRouteWarps][ops::kMoeMaxExperts];
-  bool taken[kRouteWarps][ops::kMoeMaxExperts], kept[kRouteWarps][ops::kMoeMaxExperts];
+  WarpRouteScratch warp[kRouteWarps];
 };
 
 // One warp per token.
-__global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(ops::MoeRouteParams p) {
+__global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(ops::MoeRouteParams p, int rank_max) {
   pdl_wait();
   __shared__ RouteScratch rs;
   const int warp = threadIdx.x >> 5;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
   if (t >= p.n_tokens) return;
-  route_token(p, t, p.logits + t * p.ld_logits, rs.score[warp], rs.choice[warp], rs.group[warp], rs.taken[warp],
-              rs.kept[warp]);
+  route_token(p, t, p.logits + t * p.ld_logits, rs.warp[warp], rank_max);
 }
 
 // moe_router in one launch: a cluster of kRouterCtas CTAs (sm_90) computes the router's logits,
@@ -138,7 +200,7 @@ static_assert(sizeof(RouteScratch) >= kNormMaxVec * sizeof(uint4), "the normaliz
 #endif
 
 template <bool kNorm>
-__global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeRouterParams p) {
+__global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeRouterParams p, int rank_max) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   __shared__ float logits_s[kRouterMaxTokens * ops::kMoeMaxExperts];  // CTA 0's: the cluster's logits
   __shared__ __align__(16) unsigned char scratch[sizeof(RouteScratch)];  // the normalized rows, then the routing
@@ -227,7 +289,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeR
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
   if (rank != 0) return;
   for (int t = warp; t < M; t += kRouterWarps) {
-    route_token(p.route, t, logits_s + t * E, rs.score[warp], rs.choice[warp], rs.group[warp], rs.taken[warp], rs.kept[warp]);
+    route_token(p.route, t, logits_s + t * E, rs.warp[warp], rank_max);
     __syncwarp();  // lane 0's reads of this token's arrays before the next token's writes
   }
 #else
@@ -244,12 +306,24 @@ __global__ void scale_rows_kernel(ops::ScaleRowsParams p) {
   }
 }
 
+int g_route_rank = -1;  // set_moe_route_rank's choice; -1: FRUGAL_MOE_ROUTE_RANK's
+int rank_max() { return moe_route_rank() ? kRankMax : 0; }
+
 }  // namespace
+
+bool moe_route_rank() {
+  static const int env = [] {
+    const char* e = std::getenv("FRUGAL_MOE_ROUTE_RANK");
+    return e != nullptr && e[0] == '0' ? 0 : 1;
+  }();
+  return (g_route_rank >= 0 ? g_route_rank : env) != 0;
+}
+void set_moe_route_rank(int on) { g_route_rank = on; }
 
 cudaError_t launch_moe_route(const ops::MoeRouteParams& p, cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
   return launch_kernel(moe_route_kernel, static_cast<unsigned>((p.n_tokens + kRouteWarps - 1) / kRouteWarps),
-                       kRouteWarps * 32, 0, stream, p);
+                       kRouteWarps * 32, 0, stream, p, rank_max());
 }
 
 bool moe_router_fusable(const ops::MoeRouterParams& p) {
@@ -288,7 +362,8 @@ cudaError_t launch_moe_router(const ops::MoeRouterParams& p, bool with_norm, cud
   attr[1].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl_enabled() ? 2 : 1;
-  return with_norm ? cudaLaunchKernelEx(&cfg, moe_router_kernel<true>, p) : cudaLaunchKernelEx(&cfg, moe_router_kernel<false>, p);
+  const int rm = rank_max();
+  return with_norm ? cudaLaunchKernelEx(&cfg, moe_router_kernel<true>, p, rm) : cudaLaunchKernelEx(&cfg, moe_router_kernel<false>, p, rm);
 }
 
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream) {
