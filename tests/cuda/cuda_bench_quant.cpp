@@ -166,7 +166,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           {QuantGemmKernel::kQuad, "quad", {{0, 0, ""}, {4, 1, " w4r1"}, {8, 1, " w8r1"}, {4, 2, " w4r2"}}},
           // slab: (quads in flight, row tiles a warp): (2, 1) / (4, 1) up to 16 tokens, (1, 2) / (2, 1) above
           {QuantGemmKernel::kSlab, "slab", {{0, 0, ""}, {4, 1, " u4r1"}, {2, 1, " u2r1"}}},
-          // the slab GEMM with two mma chains a token tile (FRUGAL_QSLAB_CHAINS=2), default shapes
+          // the slab GEMM with two mma chains a token tile (the default; "slab" is FRUGAL_QSLAB_CHAINS=1)
           {QuantGemmKernel::kSlab, "slab2ch", {{0, 0, ""}}, 2}};
       for (const GemmKernel& gk : gemm_kernels) {
         set_quant_gemm_kernel(gk.kernel);

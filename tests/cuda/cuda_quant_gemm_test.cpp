@@ -140,7 +140,7 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
   const Kernel kernels[] = {{QuantGemmKernel::kPipe, "pipe", {{0, 0}, {8, 1}, {8, 2}}},
                             {QuantGemmKernel::kQuad, "quad", {{0, 0}, {4, 1}, {8, 1}, {4, 2}}},
                             {QuantGemmKernel::kSlab, "slab", {{0, 0}, {4, 1}, {2, 1}}, {{0, 0}, {1, 0}, {1, 8}, {0, 8}}},
-                            // two mma chains a token tile (opt-in): every shape, one band and many slices
+                            // two mma chains a token tile (the default): every shape, one band and many slices
                             {QuantGemmKernel::kSlab, "slab 2 chains", {{0, 0}, {4, 1}, {2, 1}}, {{0, 0}, {1, 8}}, 2}};
   // n 300: one partial 128-row block (and a partial 16-row tile); k 1416: 12 int4 quads, the last
   // with one chunk of 4 (22 8-bit quads, the last with 2); n 2050 x k 4352: many units per block.

@@ -335,12 +335,12 @@ cudaError_t run(Op op, const OpArgs& o, const ops::MatmulParams& p, const SlabSh
 
 // set_quant_slab_limits' values (0: the environment's, else the default).
 int g_slab_blocks = 0, g_slab_smem_kb = 0;
-// set_quant_slab_chains' value (0: FRUGAL_QSLAB_CHAINS, else 1).
+// set_quant_slab_chains' value (0: FRUGAL_QSLAB_CHAINS, else 2).
 int g_slab_chains = 0;
 
 int slab_chains() {
-  static const int env = env_int("FRUGAL_QSLAB_CHAINS", 1);
-  return (g_slab_chains > 0 ? g_slab_chains : env) == 2 ? 2 : 1;
+  static const int env = env_int("FRUGAL_QSLAB_CHAINS", 2);
+  return (g_slab_chains > 0 ? g_slab_chains : env) == 1 ? 1 : 2;
 }
 
 int smem_cap_kb() {
