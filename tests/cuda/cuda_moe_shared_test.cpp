@@ -50,7 +50,7 @@ struct PathRun {
   MoeMma mma;
   int tiny;  // moe_tiny_pairs (0: off)
   MoePath path;
-  bool early = false;  // set_moe_tiny_early: the tiny kernels' shared-expert loads before the PDL wait
+  int early = 0;  // set_moe_tiny_early: the tiny kernels' shared-expert (1) and routed down (2) rows asked for before the PDL wait
 };
 
 // The shared experts' weights: gate_up [2 S, hidden] (gate rows, then up), down [hidden, S],
@@ -177,7 +177,7 @@ void check_moe(int64_t n_tok, int32_t top_k, int32_t n_routed, int32_t first, in
     set_moe_stream(run.stream);
     set_moe_mma(run.mma);
     set_moe_tiny_pairs(run.tiny);
-    set_moe_tiny_early(run.early ? 1 : 0);
+    set_moe_tiny_early(run.early);
     EXPECT_EQ(moe_experts_path(p), run.path) << what << ": ran " << moe_path_name(moe_experts_path(p));
     // The tiny path fuses dense bf16 shared experts only; the others run as the backend's ops.
     EXPECT_EQ(moe_experts_fuses_shared(p),
@@ -199,7 +199,8 @@ void check_moe(int64_t n_tok, int32_t top_k, int32_t n_routed, int32_t first, in
 const Shape kShapes[] = {{256, 192, 128, 256}, {200, 136, 72, 200}, {37, 21, 19, 42}};
 
 const PathRun kTiny{MoeStream::kDecode, MoeMma::kOff, 64, MoePath::kTiny};
-const PathRun kTinyEarly{MoeStream::kDecode, MoeMma::kOff, 64, MoePath::kTiny, true};
+const PathRun kTinyEarly{MoeStream::kDecode, MoeMma::kOff, 64, MoePath::kTiny, 1};
+const PathRun kTinyEarlyRouted{MoeStream::kDecode, MoeMma::kOff, 64, MoePath::kTiny, 2};
 const PathRun kGemv{MoeStream::kDecode, MoeMma::kOff, 0, MoePath::kGemv};
 const PathRun kStreamAll{MoeStream::kAll, MoeMma::kOff, 0, MoePath::kStream};
 
@@ -214,7 +215,8 @@ TEST(CudaMoe, SharedExpertsDecodePaths) {
           // Every path once per shape and mode; the tiny path at every size.
           const bool all = (top_k + n_tok) % 3 == 0;
           check_moe(n_tok, top_k, 10, 0, 10, s, mode,
-                    all ? std::vector<PathRun>{kTiny, kTinyEarly, kGemv, kStreamAll} : std::vector<PathRun>{kTiny, kTinyEarly});
+                    all ? std::vector<PathRun>{kTiny, kTinyEarly, kTinyEarlyRouted, kGemv, kStreamAll}
+                        : std::vector<PathRun>{kTiny, kTinyEarly, kTinyEarlyRouted});
         }
 }
 
@@ -224,7 +226,7 @@ TEST(CudaMoe, SharedExpertsDecodePaths) {
 TEST(CudaMoe, SharedExpertsMisalignedAndQuantized) {
   for (Shared mode : {Shared::kMisaligned, Shared::kInt8})
     for (int64_t n_tok : {1, 2})
-      check_moe(n_tok, 6, 10, 0, 10, kShapes[1], mode, {kTiny, kTinyEarly, kGemv, kStreamAll});
+      check_moe(n_tok, 6, 10, 0, 10, kShapes[1], mode, {kTiny, kTinyEarly, kTinyEarlyRouted, kGemv, kStreamAll});
 }
 
 // The default bound: batch 1 and 2 at top-6 and top-8 take the tiny path without any switch,
@@ -254,7 +256,7 @@ TEST(CudaMoe, SharedExpertsGroupedPaths) {
 TEST(CudaMoe, SharedExpertsSubset) {
   for (const Shape& s : kShapes)
     for (int64_t n_tok = 1; n_tok <= 3; ++n_tok)
-      check_moe(n_tok, 6, 10, 3, 4, s, Shared::kViews, {kTiny, kTinyEarly, kGemv, kStreamAll});
+      check_moe(n_tok, 6, 10, 3, 4, s, Shared::kViews, {kTiny, kTinyEarly, kTinyEarlyRouted, kGemv, kStreamAll});
 }
 
 }  // namespace

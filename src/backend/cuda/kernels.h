@@ -81,10 +81,13 @@ int moe_tiny_pairs();
 void set_moe_tiny_pairs(int pairs);
 // Whether the tiny path's kernels load their first round of shared-expert weights before the PDL
 // wait (moe_tiny.cu): on by default (V2-Lite batch 1 412.9 against 400.1 / 401.0 tok/s, H200
-// 2026-12-05), FRUGAL_MOE_TINY_EARLY=0 turns it off (read once; set_moe_tiny_early(0 | 1)
-// overrides it, a negative value goes back to the variable).
+// 2026-12-05), FRUGAL_MOE_TINY_EARLY=0 turns it off (read once; set_moe_tiny_early(0 | 1 | 2)
+// overrides it, a negative value goes back to the variable). Level 2 (moe_tiny_early_routed):
+// the down kernel also asks L2 for its routed pairs' down rows before the wait (opt-in until
+// measured).
 bool moe_tiny_early();
-void set_moe_tiny_early(int on);
+bool moe_tiny_early_routed();
+void set_moe_tiny_early(int level);
 enum class MoePath { kTiny, kGemv, kStream, kMma, kWmma16, kWmma64 };
 // Whether launch_moe_experts computes p's shared experts too (the tiny path, dense bf16 ones).
 bool moe_experts_fuses_shared(const ops::MoeExpertsParams& p);

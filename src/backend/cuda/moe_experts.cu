@@ -588,15 +588,20 @@ int moe_tiny_pairs() {
 
 void set_moe_tiny_pairs(int pairs) { g_moe_tiny = pairs; }
 
-bool moe_tiny_early() {
-  static const bool env = [] {
+namespace {
+int moe_tiny_early_level() {
+  static const int env = [] {  // 0, 1 (unset or anything else) or 2
     const char* e = std::getenv("FRUGAL_MOE_TINY_EARLY");
-    return e == nullptr || std::strcmp(e, "0") != 0;
+    return e == nullptr ? 1 : std::strcmp(e, "0") == 0 ? 0 : std::strcmp(e, "2") == 0 ? 2 : 1;
   }();
-  return g_moe_tiny_early >= 0 ? g_moe_tiny_early > 0 : env;
+  return g_moe_tiny_early >= 0 ? g_moe_tiny_early : env;
 }
+}  // namespace
 
-void set_moe_tiny_early(int on) { g_moe_tiny_early = on; }
+bool moe_tiny_early() { return moe_tiny_early_level() > 0; }
+bool moe_tiny_early_routed() { return moe_tiny_early_level() > 1; }
+
+void set_moe_tiny_early(int level) { g_moe_tiny_early = level; }
 
 // Up to moe_tiny_pairs() (token, expert) pairs, the tiny path (every pair counts, a rank's or
 // not: its kernels' grids cover them all); above, by rows per expert on average, over the

@@ -19,7 +19,8 @@
 // Rows that are not 16-byte aligned (or K not a multiple of 8) take lane-strided scalar loads.
 // With moe_tiny_early() (the default; FRUGAL_MOE_TINY_EARLY=0 off) both kernels ask L2 for their shared-expert rows
 // before the PDL wait (cp.async.bulk.prefetch.L2, sm_90): the rows that depend on no earlier
-// kernel start streaming while the route (for 1.) or gate_up (for 2.) still runs.
+// kernel start streaming while the route (for 1.) or gate_up (for 2.) still runs. With
+// FRUGAL_MOE_TINY_EARLY=2 (moe_tiny_early_routed) 2. asks for its routed pairs' down rows too.
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
@@ -126,9 +127,14 @@ __global__ void __launch_bounds__(kTinyWarps * 32) moe_tiny_gate_up_kernel(ops::
 // Segment s of a warp's row: the s-th local pair of the token (k order; inter values) or, last,
 // the shared experts (shared_inter values), each a (down row, h row, weight) in shared memory.
 // kEarly: lane 0 asks L2 for the whole shared down row before the PDL wait (weights only; the h
-// rows and the pairs come after it).
+// rows and the pair weights come after it). With `routed` too, lanes 1..top_k ask for their
+// pairs' down rows: the expert ids are read before the wait. That is safe: the route that wrote
+// topk_idx ran before gate_up, and this grid starts only once every gate_up block has passed its
+// own wait (the trigger follows it in pdl_wait), so the route has completed and its writes are
+// visible; the next writer of topk_idx (the next layer's route) runs after this grid.
 template <bool kEarly>
-__global__ void __launch_bounds__(kTinyWarps * 32) moe_tiny_down_kernel(ops::MoeExpertsParams p, Layout l, bool shared) {
+__global__ void __launch_bounds__(kTinyWarps * 32) moe_tiny_down_kernel(ops::MoeExpertsParams p, Layout l, bool shared,
+                                                                        bool routed) {
   constexpr int kSegs = ops::kMoeMaxTopK + 1;
   __shared__ const bf16* seg_w[kTinyWarps][kSegs];
   __shared__ const bf16* seg_h[kTinyWarps][kSegs];
@@ -144,6 +150,11 @@ __global__ void __launch_bounds__(kTinyWarps * 32) moe_tiny_down_kernel(ops::Moe
     const bf16* sw = shared ? static_cast<const bf16*>(p.shared_down.data) + i * p.shared_inter : nullptr;
     if (shared && lane == 0 && p.shared_inter % 8 == 0 && aligned16(sw) && p.shared_inter * 2 < (int64_t{1} << 31))
       prefetch_l2(sw, static_cast<uint32_t>(p.shared_inter * 2));
+    if (routed && lane >= 1 && lane <= p.top_k && p.inter % 8 == 0 && p.inter * 2 < (int64_t{1} << 31)) {
+      const int e = local_expert(p, t * p.top_k + lane - 1);
+      const bf16* rw = e >= 0 ? static_cast<const bf16*>(p.down[e].data) + i * p.inter : nullptr;
+      if (rw != nullptr && aligned16(rw)) prefetch_l2(rw, static_cast<uint32_t>(p.inter * 2));
+    }
   }
   pdl_wait();
   const int e = lane < p.top_k ? local_expert(p, t * p.top_k + lane) : -1;
@@ -225,11 +236,12 @@ cudaError_t launch_tiny(const ops::MoeExpertsParams& p, const Layout& l, cudaStr
   if (moe_tiny_early()) {
     const cudaError_t err = launch_kernel(moe_tiny_gate_up_kernel<true>, gate_up_blocks, kTinyWarps * 32, 0, stream, q, l);
     if (err != cudaSuccess) return err;
-    return launch_kernel(moe_tiny_down_kernel<true>, down_blocks, kTinyWarps * 32, 0, stream, q, l, shared);
+    return launch_kernel(moe_tiny_down_kernel<true>, down_blocks, kTinyWarps * 32, 0, stream, q, l, shared,
+                         moe_tiny_early_routed());
   }
   const cudaError_t err = launch_kernel(moe_tiny_gate_up_kernel<false>, gate_up_blocks, kTinyWarps * 32, 0, stream, q, l);
   if (err != cudaSuccess) return err;
-  return launch_kernel(moe_tiny_down_kernel<false>, down_blocks, kTinyWarps * 32, 0, stream, q, l, shared);
+  return launch_kernel(moe_tiny_down_kernel<false>, down_blocks, kTinyWarps * 32, 0, stream, q, l, shared, false);
 }
 
 }  // namespace frugal::cuda::moe
