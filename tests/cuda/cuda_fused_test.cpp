@@ -203,8 +203,8 @@ TEST(CudaFused, MatmulSiluMulEqualsMatmulThenSiluMul) {
     }
 }
 
-// DeepSeekMoE's input norm, router GEMV and routing in one cluster kernel against rms_norm,
-// matmul, moe_route: V2-Lite (64 experts, softmax, greedy top-6 over 2048: the norm inside the
+// DeepSeekMoE's input norm, router GEMV and routing fused (the cluster kernel, with and without
+// the norm inside; the grid kernel whose last block routes) against rms_norm, matmul, moe_route: V2-Lite (64 experts, softmax, greedy top-6 over 2048: the norm inside the
 // kernel), V2 (160, group-limited greedy over 5120) and V3 (256, sigmoid with a score bias,
 // noaux_tc in 8 groups, over 7168; both wider than the fused norm takes: its own kernel first), at
 // 1 token (dense m >= 2 may measure cuBLASLt faster: not fused; the harness covers it). The norm's
@@ -253,10 +253,16 @@ TEST(CudaFused, MoeRouterEqualsNormMatmulRoute) {
                   .topk_weight = static_cast<float*>(wt.dev), .dense_weight = static_cast<float*>(dense.dev)}};
     EXPECT_TRUE(moe_router_fusable(p)) << what;
     EXPECT_EQ(moe_router_norm_fusable(p), c.k <= 4096) << what;
-    expect_fused_equals_sequence(
-        {&x, &xn, &logits, &idx, &wt, &dense}, [&] { return backend()->moe_router(p); },
-        [](bool on) { backend()->set_fuse_route(on); }, [] { return backend()->fused_route_calls(); }, what,
-        backend()->fuse_route());
+    // Mode 1: the cluster kernel (the norm inside where it fits); 2: the cluster kernel after the
+    // norm's; 3: the norm's kernel, then the grid kernel whose last block routes (its ticket
+    // counter must be back at zero for the second launch, the graph replay).
+    const int was = backend()->route_mode();
+    for (int mode : {1, 2, 3})
+      expect_fused_equals_sequence(
+          {&x, &xn, &logits, &idx, &wt, &dense}, [&] { return backend()->moe_router(p); },
+          [mode](bool on) { backend()->set_route_mode(on ? mode : 0); }, [] { return backend()->fused_route_calls(); },
+          what + " mode " + std::to_string(mode), was != 0);
+    backend()->set_route_mode(was);
   }
 }
 

@@ -33,9 +33,13 @@ Result<std::unique_ptr<ops::Backend>> make_backend_by_name(const std::string& na
     b->set_quant_gemv(cuda::QuantGemvKernel::kBulk);
     return std::unique_ptr<ops::Backend>(std::move(b));
   }
-  if (name == "cuda_tile") {  // the quantized matmuls of m <= 8 through the tile GEMV (the default is the lean one)
+  // The quantized matmuls of m <= 8 through the tile GEMV (the default is the lean one), and
+  // moe_router through the grid kernel whose last block routes (route mode 3; cuda_fused runs
+  // the cluster kernel).
+  if (name == "cuda_tile") {
     FRUGAL_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaBackend> b, cuda::CudaBackend::create(0));
     b->set_quant_gemv(cuda::QuantGemvKernel::kTile);
+    b->set_route_mode(3);
     return std::unique_ptr<ops::Backend>(std::move(b));
   }
 #endif

@@ -59,7 +59,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   const char* fuse_norm_env = std::getenv("FRUGAL_FUSE_NORM");
   b->fuse_norm_ = fuse_norm_env && std::strcmp(fuse_norm_env, "1") == 0;
   const char* fuse_route_env = std::getenv("FRUGAL_FUSE_ROUTE");
-  b->fuse_route_ = fuse_route_env && std::strcmp(fuse_route_env, "1") == 0;
+  b->set_route_mode(fuse_route_env != nullptr ? std::atoi(fuse_route_env) : 0);
   const char* fuse_silu_quant_env = std::getenv("FRUGAL_FUSE_SILU_QUANT");
   b->fuse_silu_quant_ = !(fuse_silu_quant_env && std::strcmp(fuse_silu_quant_env, "0") == 0);
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "stream"));
@@ -70,6 +70,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   // The decode kernels' split counters start at zero and are left at zero by every launch.
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&b->decode_counters_, kDecodeCounters * sizeof(uint32_t)), "counters alloc"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(b->decode_counters_, 0, kDecodeCounters * sizeof(uint32_t)), "counters zero"));
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&b->route_counter_, sizeof(uint32_t)), "route counter alloc"));
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(b->route_counter_, 0, sizeof(uint32_t)), "route counter zero"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_quant_gemm(), "quantized GEMM setup"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_moe_experts(), "MoE expert GEMM setup"));
   return b;
@@ -81,6 +83,7 @@ CudaBackend::~CudaBackend() {
   lt_.reset();
   if (scratch_) cudaFree(scratch_);
   if (decode_counters_) cudaFree(decode_counters_);
+  if (route_counter_) cudaFree(route_counter_);
   for (int i = 0; i < kStaging; ++i) {
     if (staging_[i]) cudaFreeHost(staging_[i]);
     if (staging_done_[i]) cudaEventDestroy(staging_done_[i]);
@@ -687,19 +690,21 @@ Status CudaBackend::moe_route(const ops::MoeRouteParams& p) {
   return check_launch(launch_moe_route(p, stream_), "moe_route");
 }
 
-// One cluster kernel (sm_90) where the router's matmul takes the GEMV (dense_takes_gemv, so the
-// logits are the GEMV's bits) and the Params have the model's data flow (moe_router_fusable),
-// with FRUGAL_FUSE_ROUTE=1 or set_fuse_route(true): the norm inside it where
-// moe_router_norm_fusable, else rms_norm's kernel first. Otherwise the three ops.
+// Fused where the router's matmul takes the GEMV (dense_takes_gemv, so the logits are the GEMV's
+// bits) and the Params have the model's data flow (moe_router_fusable), by route_mode_ (set_route_mode,
+// FRUGAL_FUSE_ROUTE): 1, one cluster kernel (sm_90) with the norm inside where
+// moe_router_norm_fusable, else rms_norm's kernel first; 2, rms_norm's kernel then the cluster
+// kernel; 3, rms_norm's kernel then the grid kernel with the last block routing. Otherwise the three ops.
 Status CudaBackend::moe_router(const ops::MoeRouterParams& p) {
-  if (fuse_route_ && cc_major_ >= 9 && p.mm.m > 0 && moe_router_fusable(p)) {
+  if (route_mode_ != 0 && (route_mode_ == 3 || cc_major_ >= 9) && p.mm.m > 0 && moe_router_fusable(p)) {
     FRUGAL_RETURN_IF_ERROR(check_matmul(p.mm));
     FRUGAL_RETURN_IF_ERROR(check_route(p.route));
     FRUGAL_ASSIGN_OR_RETURN(const bool gemv, dense_takes_gemv(p.mm));
     if (gemv) {
-      const bool with_norm = moe_router_norm_fusable(p);
+      const bool with_norm = route_mode_ == 1 && moe_router_norm_fusable(p);
       if (!with_norm) FRUGAL_RETURN_IF_ERROR(rms_norm(p.norm));
-      FRUGAL_RETURN_IF_ERROR(check_launch(launch_moe_router(p, with_norm, stream_), "moe_router"));
+      if (route_mode_ == 3) FRUGAL_RETURN_IF_ERROR(check_launch(launch_moe_router_grid(p, route_counter_, stream_), "moe_router"));
+      else FRUGAL_RETURN_IF_ERROR(check_launch(launch_moe_router(p, with_norm, stream_), "moe_router"));
       ++fused_route_calls_;
       return Status::ok();
     }

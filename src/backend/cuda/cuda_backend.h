@@ -106,11 +106,15 @@ class CudaBackend final : public ops::Backend {
   void set_fuse_mla_prologue(bool on) { fuse_mla_prologue_ = on; }
   bool fuse_mla_prologue() const { return fuse_mla_prologue_; }
   int64_t fused_mla_prologue_calls() const { return fused_mla_prologue_calls_; }
-  // moe_router (DeepSeekMoE's input norm, router GEMV and routing) in one cluster kernel, sm_90,
-  // where the matmul runs the GEMV (the norm as its own kernel before it where that part does not
-  // fuse); off unless FRUGAL_FUSE_ROUTE=1 until measured on the H200.
-  void set_fuse_route(bool on) { fuse_route_ = on; }
-  bool fuse_route() const { return fuse_route_; }
+  // moe_router (DeepSeekMoE's input norm, router GEMV and routing) fused, where the matmul runs
+  // the GEMV: route mode 1, one cluster kernel (sm_90; the norm inside it where it fits, else its
+  // own kernel first); 2, the cluster kernel after the norm's own kernel; 3, the norm's kernel
+  // then one grid kernel whose last block routes (launch_moe_router_grid). 0 (the default): the
+  // three ops. FRUGAL_FUSE_ROUTE=1|2|3; mode 1 measured slower (2026-12-05), 2 and 3 not yet.
+  void set_fuse_route(bool on) { route_mode_ = on ? 1 : 0; }
+  void set_route_mode(int mode) { route_mode_ = mode >= 0 && mode <= 3 ? mode : 0; }
+  bool fuse_route() const { return route_mode_ != 0; }
+  int route_mode() const { return route_mode_; }
   int64_t fused_route_calls() const { return fused_route_calls_; }
   // rms_norm_matmul at m = 1 as one GEMV with the norm in its prologue, and over FP8 W8A8 weights
   // with the norm in the activation quantization; off unless FRUGAL_FUSE_NORM=1 until measured on
@@ -162,7 +166,8 @@ class CudaBackend final : public ops::Backend {
   int64_t fused_rope_kv_calls_ = 0;
   int64_t fused_silu_mul_calls_ = 0;
   int64_t fused_mla_prologue_calls_ = 0;
-  bool fuse_route_ = false;
+  int route_mode_ = 0;  // set_route_mode
+  uint32_t* route_counter_ = nullptr;  // one word, zero between launches (launch_moe_router_grid)
   int64_t fused_route_calls_ = 0;
   bool fuse_norm_ = false;
   int64_t fused_norm_calls_ = 0;

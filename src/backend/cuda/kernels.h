@@ -50,6 +50,11 @@ void set_moe_route_rank(int on);
 bool moe_router_fusable(const ops::MoeRouterParams& p);
 bool moe_router_norm_fusable(const ops::MoeRouterParams& p);
 cudaError_t launch_moe_router(const ops::MoeRouterParams& p, bool with_norm, cudaStream_t stream);
+// moe_router's matmul and routing in one launch with no cluster (moe.cu; the norm is the
+// caller's, before it; moe_router_fusable): the router rows spread over ceil(E / 4) blocks with
+// the GEMV's arithmetic, and the last block to finish (a ticket from `counter`, one zeroed word
+// the kernel leaves zero) routes every token from the logits.
+cudaError_t launch_moe_router_grid(const ops::MoeRouterParams& p, uint32_t* counter, cudaStream_t stream);
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream);
 // Routed experts over tokens grouped by expert, bf16 (moe_experts.cu, moe_stream.cu). The path
 // goes by rows per routed expert on average (moe_experts_path; moe_experts.cu says more): GEMVs

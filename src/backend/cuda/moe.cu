@@ -193,11 +193,58 @@ __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(ops::MoeRou
 constexpr int kRouterCtas = 8;
 constexpr int kRouterWarps = kRouteWarps;
 constexpr int kRouterMaxTokens = static_cast<int>(kGemvMaxM);
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // the kernel's body (sm_90+)
 constexpr int kRouterU = 8;
 constexpr int kRouterPreRows = 2;
 static_assert(sizeof(RouteScratch) >= kNormMaxVec * sizeof(uint4), "the normalized rows fit the routing scratch");
-#endif
+
+// Router row e's first kRouterU 16-byte chunks a lane (zeros past the row or for e >= E):
+// weights, which no kernel writes, so they may be requested before the PDL wait.
+__device__ __forceinline__ void router_load_first(const ops::MatmulParams& mm, int E, int e, uint4 (&v)[kRouterU]) {
+  const int lane = threadIdx.x & 31;
+  const int64_t chunks = mm.k / 8;
+  const __nv_bfloat16* wr = static_cast<const __nv_bfloat16*>(mm.w.data) + static_cast<int64_t>(e < E ? e : 0) * mm.k;
+#pragma unroll
+  for (int u = 0; u < kRouterU; ++u) {
+    const int64_t c = lane + 32 * u;
+    v[u] = e < E && c < chunks ? load_stream16(wr + c * 8) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Router row e over the M tokens with the GEMV's arithmetic (gemv.cu at m <= 8 on a shape it
+// does not split: each lane sums the 8-wide dot products of its chunks lane, lane + 32, ... in
+// order, then the warp's butterfly), so the logits equal the matmul's bit for bit. `first` holds
+// the row's first chunks (router_load_first); x_chunk(m, c) gives token m's chunk c of x; lane m
+// gets token m's logit and calls put(m, value).
+template <class XChunk, class Put>
+__device__ __forceinline__ void router_row(const ops::MatmulParams& mm, int M, int e, const uint4 (&first)[kRouterU],
+                                           XChunk x_chunk, Put put) {
+  const int lane = threadIdx.x & 31;
+  const int64_t chunks = mm.k / 8;
+  const __nv_bfloat16* wr = static_cast<const __nv_bfloat16*>(mm.w.data) + static_cast<int64_t>(e) * mm.k;
+  float acc[kRouterMaxTokens] = {};
+  for (int64_t base = lane; base < chunks; base += 32 * kRouterU) {
+    uint4 wv[kRouterU];
+#pragma unroll
+    for (int u = 0; u < kRouterU; ++u) {
+      const int64_t c = base + 32 * u;
+      wv[u] = base == lane ? first[u] : c < chunks ? load_stream16(wr + c * 8) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kRouterU; ++u) {
+      const int64_t c = base + 32 * u;
+      if (c >= chunks) break;
+#pragma unroll
+      for (int m = 0; m < kRouterMaxTokens; ++m)
+        if (m < M) acc[m] += moe::dot_bf16x8(wv[u], x_chunk(m, c));  // gemv.cu's dot8: w * x in element order
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < kRouterMaxTokens; ++m) {
+    if (m >= M) break;
+    const float tot = warp_sum(acc[m]);
+    if (lane == m) put(m, tot);
+  }
+}
 
 template <bool kNorm>
 __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeRouterParams p, int rank_max) {
@@ -208,26 +255,17 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeR
   auto& rs = *reinterpret_cast<RouteScratch*>(scratch);
   auto* xs = reinterpret_cast<uint4*>(scratch);
   const ops::MatmulParams& mm = p.mm;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warp = threadIdx.x >> 5;
   uint32_t rank;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
   constexpr int kAll = kRouterCtas * kRouterWarps;
   const int gw = static_cast<int>(rank) * kRouterWarps + warp;
   const int E = p.route.n_experts, M = static_cast<int>(mm.m);
   const int64_t chunks = mm.k / 8;
-  const auto* w = static_cast<const __nv_bfloat16*>(mm.w.data);
   const auto* x = static_cast<const __nv_bfloat16*>(mm.x);
-  auto load_first = [&](uint4 (&v)[kRouterU], int e) {
-    const __nv_bfloat16* wr = w + static_cast<int64_t>(e < E ? e : 0) * mm.k;
-#pragma unroll
-    for (int u = 0; u < kRouterU; ++u) {
-      const int64_t c = lane + 32 * u;
-      v[u] = e < E && c < chunks ? load_stream16(wr + c * 8) : make_uint4(0, 0, 0, 0);
-    }
-  };
   uint4 pre[kRouterPreRows][kRouterU];
 #pragma unroll
-  for (int i = 0; i < kRouterPreRows; ++i) load_first(pre[i], gw + kAll * i);
+  for (int i = 0; i < kRouterPreRows; ++i) router_load_first(mm, E, gw + kAll * i, pre[i]);
   // CTA 0's shared memory may be written only once every CTA of the cluster runs (the CUDA
   // guide's rule for distributed shared memory): arrive now, wait before the first remote store.
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -249,40 +287,17 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeR
   asm volatile("mapa.shared::cluster.u32 %0, %1, 0;" : "=r"(logits0) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(logits_s))));
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every CTA of the cluster has started
   auto row = [&](int e, const uint4 (&first)[kRouterU]) {
-    const __nv_bfloat16* wr = w + static_cast<int64_t>(e) * mm.k;
-    float acc[kRouterMaxTokens] = {};
-    for (int64_t base = lane; base < chunks; base += 32 * kRouterU) {
-      uint4 wv[kRouterU];
-#pragma unroll
-      for (int u = 0; u < kRouterU; ++u) {
-        const int64_t c = base + 32 * u;
-        wv[u] = base == lane ? first[u] : c < chunks ? load_stream16(wr + c * 8) : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < kRouterU; ++u) {
-        const int64_t c = base + 32 * u;
-        if (c >= chunks) break;
-#pragma unroll
-        for (int m = 0; m < kRouterMaxTokens; ++m)
-          if (m < M) acc[m] += moe::dot_bf16x8(wv[u], x_chunk(m, c));  // gemv.cu's dot8: w * x in element order
-      }
-    }
-#pragma unroll
-    for (int m = 0; m < kRouterMaxTokens; ++m) {
-      if (m >= M) break;
-      const float tot = warp_sum(acc[m]);
-      if (lane == m) {
-        static_cast<float*>(mm.y)[m * mm.ld_y + e] = tot;
-        asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(logits0 + 4u * static_cast<uint32_t>(m * E + e)), "f"(tot) : "memory");
-      }
-    }
+    router_row(mm, M, e, first, x_chunk, [&](int m, float tot) {
+      static_cast<float*>(mm.y)[m * mm.ld_y + e] = tot;
+      asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(logits0 + 4u * static_cast<uint32_t>(m * E + e)), "f"(tot) : "memory");
+    });
   };
 #pragma unroll
   for (int i = 0; i < kRouterPreRows; ++i)
     if (gw + kAll * i < E) row(gw + kAll * i, pre[i]);
   for (int e = gw + kAll * kRouterPreRows; e < E; e += kAll) {
     uint4 first[kRouterU];
-    load_first(first, e);
+    router_load_first(mm, E, e, first);
     row(e, first);
   }
   // Every CTA's logits are in CTA 0 (and CTA 0's warps are done with the normalized rows).
@@ -295,6 +310,48 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeR
 #else
   __trap();  // launched only on sm_90+ (launch_moe_router)
 #endif
+}
+
+// moe_router's matmul and routing in one launch without a cluster (the norm runs first, as its
+// own kernel): ceil(E / kRouterWarps) blocks, warp gw of the grid owning rows gw, gw + all, ...
+// (each row's first chunks requested before the PDL wait), with router_row's arithmetic (the
+// GEMV's bits) into y. Then the last block to finish routes: every thread fences its stores,
+// thread 0 takes a ticket from `counter` (a zeroed word of the backend's), and the block that
+// takes the last one reads the logits back through L2 into shared memory, resets the counter for
+// the next launch, and routes every token with moe_route_kernel's code. No work is repeated: the
+// rows are spread over the grid as the GEMV spreads them, and only the routing waits for all.
+__global__ void __launch_bounds__(kRouterWarps * 32) moe_router_grid_kernel(ops::MoeRouterParams p, uint32_t* counter,
+                                                                          int rank_max) {
+  __shared__ float logits_s[kRouterMaxTokens * ops::kMoeMaxExperts];
+  __shared__ RouteScratch rs;
+  __shared__ bool last;
+  const ops::MatmulParams& mm = p.mm;
+  const int warp = threadIdx.x >> 5;
+  const int all = static_cast<int>(gridDim.x) * kRouterWarps, gw = static_cast<int>(blockIdx.x) * kRouterWarps + warp;
+  const int E = p.route.n_experts, M = static_cast<int>(mm.m);
+  const auto* x = static_cast<const __nv_bfloat16*>(mm.x);
+  auto* y = static_cast<float*>(mm.y);
+  uint4 pre[kRouterU];
+  router_load_first(mm, E, gw, pre);
+  pdl_wait();
+  auto x_chunk = [&](int m, int64_t c) { return __ldg(reinterpret_cast<const uint4*>(x + m * mm.ld_x + c * 8)); };
+  for (int e = gw; e < E; e += all) {
+    if (e != gw) router_load_first(mm, E, e, pre);
+    router_row(mm, M, e, pre, x_chunk, [&](int m, float tot) { y[m * mm.ld_y + e] = tot; });
+  }
+  __threadfence();  // this thread's logits, device-wide, before the block's ticket
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int i = threadIdx.x; i < M * E; i += blockDim.x) logits_s[i] = __ldcg(y + (i / E) * mm.ld_y + i % E);
+  if (threadIdx.x == 0) *counter = 0u;
+  __syncthreads();
+  for (int t = warp; t < M; t += kRouterWarps) {
+    route_token(p.route, t, logits_s + t * E, rs.warp[warp], rank_max);
+    __syncwarp();
+  }
 }
 
 __global__ void scale_rows_kernel(ops::ScaleRowsParams p) {
@@ -364,6 +421,11 @@ cudaError_t launch_moe_router(const ops::MoeRouterParams& p, bool with_norm, cud
   cfg.numAttrs = pdl_enabled() ? 2 : 1;
   const int rm = rank_max();
   return with_norm ? cudaLaunchKernelEx(&cfg, moe_router_kernel<true>, p, rm) : cudaLaunchKernelEx(&cfg, moe_router_kernel<false>, p, rm);
+}
+
+cudaError_t launch_moe_router_grid(const ops::MoeRouterParams& p, uint32_t* counter, cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>((p.route.n_experts + kRouterWarps - 1) / kRouterWarps);
+  return launch_kernel(moe_router_grid_kernel, blocks, kRouterWarps * 32, 0, stream, p, counter, rank_max());
 }
 
 cudaError_t launch_scale_rows(const ops::ScaleRowsParams& p, cudaStream_t stream) {
