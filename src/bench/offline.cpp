@@ -359,7 +359,8 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
                        {"prefix_cache_hits", st.prefix_cache_hits}, {"steps", st.steps},
                        {"kv_blocks_total", st.kv_blocks_total}, {"graph_steps", st.graph_steps},
                        {"schedule_s", st.schedule_s}, {"forward_s", st.forward_s}, {"prepare_s", st.prepare_s},
-                       {"output_s", st.output_s}};
+                       {"output_s", st.output_s}, {"decode_steps", st.decode_steps},
+                       {"decode_step_tokens", st.decode_step_tokens}, {"decode_forward_s", st.decode_forward_s}};
   j["startup_s"] = startup_s;
   j["model"] = o.engine.model_dir;
   j["device"] = o.engine.device;
@@ -484,6 +485,19 @@ std::string format_offline_table(const nlohmann::json& j) {
                       "outputs {:.0f} us\n",
                       es["steps"].get<int64_t>(), es["graph_steps"].get<int64_t>(), es["schedule_s"].get<double>() * us,
                       es["forward_s"].get<double>() * us, es["prepare_s"].get<double>() * us, es["output_s"].get<double>() * us);
+    // The model call split by step kind: where a throughput run's time goes (decode steps of a
+    // large batch against prefill and mixed steps).
+    const int64_t steps = es["steps"].get<int64_t>(), dsteps = es.value("decode_steps", int64_t{0});
+    if (dsteps > 0) {
+      const double dfwd = es["decode_forward_s"].get<double>(), fwd = es["forward_s"].get<double>();
+      os << fmt::format("engine forward: {} decode steps (mean batch {:.1f}) {:.3f} s, {:.0f} us each; {} prefill or mixed "
+                        "steps {:.3f} s{}\n",
+                        dsteps, es["decode_step_tokens"].get<double>() / static_cast<double>(dsteps), dfwd,
+                        1e6 * dfwd / static_cast<double>(dsteps), steps - dsteps, std::max(0.0, fwd - dfwd),
+                        steps > dsteps ? fmt::format(", {:.0f} us each", 1e6 * std::max(0.0, fwd - dfwd) /
+                                                                           static_cast<double>(steps - dsteps))
+                                       : std::string());
+    }
   }
   return os.str();
 }

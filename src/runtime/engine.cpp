@@ -222,6 +222,8 @@ class EngineImpl final : public Engine {
   model::StepBatch step_;  // this step's inputs, built once from the scheduled batch
   std::vector<int32_t> ids_, host_rows_;
   double schedule_s_ = 0, forward_s_ = 0, output_s_ = 0;
+  int64_t decode_steps_ = 0, decode_step_tokens_ = 0;  // EngineStats::decode_steps and its tokens
+  double decode_forward_s_ = 0;
   std::thread thread_;
 
   mutable std::mutex stats_mu_;
@@ -529,7 +531,13 @@ Status EngineImpl::step() {
   Status st = run_model(rows);
   const auto t_output = SteadyClock::now();
   schedule_s_ += std::chrono::duration<double>(t_forward - t_begin).count();
-  forward_s_ += std::chrono::duration<double>(t_output - t_forward).count();
+  const double forward = std::chrono::duration<double>(t_output - t_forward).count();
+  forward_s_ += forward;
+  if (batch.n_tokens == static_cast<int32_t>(batch.seqs.size())) {  // one token a sequence
+    ++decode_steps_;
+    decode_step_tokens_ += batch.n_tokens;
+    decode_forward_s_ += forward;
+  }
   if (!st.is_ok()) {
     // Drop every sequence of the batch; the scheduler still needs its step completed.
     std::vector<sched::SampledToken> none;
@@ -654,6 +662,9 @@ EngineStats EngineImpl::publish_stats() {
   stats_.graph_steps = model_->graph_replays();
   stats_.schedule_s = schedule_s_;
   stats_.forward_s = forward_s_;
+  stats_.decode_steps = decode_steps_;
+  stats_.decode_step_tokens = decode_step_tokens_;
+  stats_.decode_forward_s = decode_forward_s_;
   stats_.prepare_s = model_->prepare_seconds();
   stats_.output_s = output_s_;
   return stats_;

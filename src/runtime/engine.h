@@ -94,6 +94,11 @@ struct EngineStats {
   int64_t generation_tokens_total = 0;
   int64_t steps = 0;
   int64_t graph_steps = 0;       // steps replayed from a captured step graph
+  // Decode steps: every sequence of the step computes one token (a one-token prompt counts), and
+  // their tokens and model-call seconds (part of forward_s): the rest are prefill or mixed steps.
+  int64_t decode_steps = 0;
+  int64_t decode_step_tokens = 0;
+  double decode_forward_s = 0;
   // Where the engine thread's time went (cumulative seconds): building the step (scheduler,
   // batch layout), the model call (input upload, launches, waiting for the ids), its input
   // preparation alone (part of forward_s), and handing tokens to the requests' callbacks.

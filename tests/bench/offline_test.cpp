@@ -208,6 +208,16 @@ TEST(BenchOffline, ThroughputCountsInputAndOutputTokens) {
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_NEAR(t["total_tok_per_s_reps"][i].get<double>() / t["output_tok_per_s_reps"][i].get<double>(), 5.0, 1e-9);
   }
+  // Each rep: one step prefills the 16 prompts (512 tokens, under the 8192 budget) and samples
+  // their first tokens, then 7 decode steps of 16 sequences: 24 steps, 21 of them decode steps.
+  const auto& es = (*r)["engine_stats"];
+  EXPECT_EQ(es["steps"].get<int64_t>(), 24);
+  EXPECT_EQ(es["decode_steps"].get<int64_t>(), 21);
+  EXPECT_EQ(es["decode_step_tokens"].get<int64_t>(), 21 * 16);
+  EXPECT_GT(es["decode_forward_s"].get<double>(), 0.0);
+  EXPECT_LT(es["decode_forward_s"].get<double>(), es["forward_s"].get<double>());
+  EXPECT_NE(format_offline_table(*r).find("engine forward: 21 decode steps (mean batch 16.0)"), std::string::npos)
+      << format_offline_table(*r);
 }
 
 TEST(BenchOffline, BadFlagsAreRefusedWithTheirNames) {
