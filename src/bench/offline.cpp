@@ -489,14 +489,14 @@ std::string format_offline_table(const nlohmann::json& j) {
     // large batch against prefill and mixed steps).
     const int64_t steps = es["steps"].get<int64_t>(), dsteps = es.value("decode_steps", int64_t{0});
     if (dsteps > 0) {
-      const double dfwd = es["decode_forward_s"].get<double>(), fwd = es["forward_s"].get<double>();
+      const int64_t others = steps - dsteps;
+      const double dfwd = es["decode_forward_s"].get<double>(), rest = std::max(0.0, es["forward_s"].get<double>() - dfwd);
       os << fmt::format("engine forward: {} decode steps (mean batch {:.1f}) {:.3f} s, {:.0f} us each; {} prefill or mixed "
-                        "steps {:.3f} s{}\n",
+                        "steps {:.3f} s",
                         dsteps, es["decode_step_tokens"].get<double>() / static_cast<double>(dsteps), dfwd,
-                        1e6 * dfwd / static_cast<double>(dsteps), steps - dsteps, std::max(0.0, fwd - dfwd),
-                        steps > dsteps ? fmt::format(", {:.0f} us each", 1e6 * std::max(0.0, fwd - dfwd) /
-                                                                           static_cast<double>(steps - dsteps))
-                                       : std::string());
+                        1e6 * dfwd / static_cast<double>(dsteps), others, rest);
+      if (others > 0) os << fmt::format(", {:.0f} us each", 1e6 * rest / static_cast<double>(others));
+      os << "\n";
     }
   }
   return os.str();
