@@ -133,6 +133,11 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
         check("lean m=" + std::to_string(c.m) + " u=" + std::to_string(c.u), c.m,
               [&](const ops::MatmulParams& p) { (void)launch_quant_gemv(p, b->stream()); });
       }
+      for (int64_t m : {1, 8}) {  // with its L2 request (whole rows)
+        set_quant_gemv_l2(1 << 20);
+        check("lean m=" + std::to_string(m) + " L2 rows", m, [&](const ops::MatmulParams& p) { (void)launch_quant_gemv(p, b->stream()); });
+      }
+      set_quant_gemv_l2(-1);
       set_quant_gemv_kernel(QuantGemvKernel::kDefault);
       set_quant_gemv_tuning(-1, -1);
       // The bulk GEMV (sm_90) in its default shape and others (consumer warps, stages).
@@ -242,6 +247,24 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           }
         }
       }
+      // The lean GEMV's L2 request (set_quant_gemv_l2): the first 512 / 2048 bytes of each row, or
+      // the whole row, against none (the "l2 0" row: the default kernel again, timed beside them).
+      set_quant_gemv_kernel(QuantGemvKernel::kLean);
+      set_quant_gemv_tuning(-1, -1);
+      for (int64_t m : {1, 8})
+        for (int l2 : {0, 512, 2048, 1 << 20}) {
+          set_quant_gemv_l2(l2);
+          ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+          Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+            p.w.data = codes[static_cast<size_t>(i % copies)];
+            (void)launch_quant_gemv(p, b->stream());
+          });
+          const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
+          const double gbs = bytes / (tm.median_us * 1e3);
+          table->add({"qgemv-lean m=" + std::to_string(m) + " " + tag + " l2 " + (l2 == 1 << 20 ? "row" : std::to_string(l2)), tm,
+                      gbs, "GB/s", 100 * gbs / ceiling});
+        }
+      set_quant_gemv_l2(-1);
       set_quant_gemv_kernel(QuantGemvKernel::kDefault);
       set_quant_gemv_tuning(-1, -1);
       // The bulk GEMV: its default shape at each m, and at m = 1 (consumer warps, stages, blocks an SM).

@@ -201,11 +201,11 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
 }
 
 // The GEMV at m <= 8 (launch_quant_gemv), all three kernels: the tile GEMV, the lean one (1, 2 by
-// the default rule for these few tiles, and 4 quads a warp iteration; bit for bit the tile
-// GEMV's, the partial last quad included) and the bulk one of quant_gemv_bulk.cu in its shapes
-// (4 / 8 consumer warps, 1..4 ring stages, one block an SM so that a block walks many row tiles
-// and the ring wraps across them), plain (bias, accumulation into y, strided x and y) and with
-// the silu epilogue, against the same oracle: n 300 / 2050 / 40 (partial 16-row tiles; 19 / 129
+// the default rule for these few tiles, and 4 quads a warp iteration; with and without its early
+// start and its L2 request; bit for bit the tile GEMV's, the partial last quad included) and the
+// bulk one of quant_gemv_bulk.cu in its shapes (4 / 8 consumer warps, 1..4 ring stages, one
+// block an SM so that a block walks many row tiles and the ring wraps across them), plain (bias,
+// accumulation into y, strided x and y) and with the silu epilogue, against the same oracle: n 300 / 2050 / 40 (partial 16-row tiles; 19 / 129
 // / 3 silu tiles), k 1416 (a partial last quad), 4352 and 9480 (int4 rows of 5 ring segments,
 // the last partial).
 TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
@@ -218,12 +218,15 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
     QuantGemvKernel kernel;
     int warps, stages, blocks;  // the bulk kernel's shape (0: its default rule); lean: blocks = quads a warp iteration
     int early = 1;              // lean: the first codes before pdl_wait() (the default) or after
+    int l2 = 0;                 // lean: bytes of each row asked of L2 at the block's start (set_quant_gemv_l2)
   };
   const Variant variants[] = {{QuantGemvKernel::kTile, 0, 0, 0},
                               {QuantGemvKernel::kLean, 0, 0, 0},
                               {QuantGemvKernel::kLean, 0, 0, 0, 0},  // without the early start
                               {QuantGemvKernel::kLean, 0, 0, 1},  // blocks: 1 quad a warp iteration
                               {QuantGemvKernel::kLean, 0, 0, 4},  // 4 quads
+                              {QuantGemvKernel::kLean, 0, 0, 0, 1, 1 << 20},  // whole rows asked of L2
+                              {QuantGemvKernel::kLean, 0, 0, 0, 0, 272},      // their first 272 bytes, late start
                               {QuantGemvKernel::kBulk, 0, 0, 0},
                               {QuantGemvKernel::kBulk, 4, 1, 1},
                               {QuantGemvKernel::kBulk, 8, 2, 1},
@@ -266,6 +269,7 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
             set_quant_gemv_bulk_tuning(lean ? 0 : v.warps, lean ? 0 : v.stages, lean ? 0 : v.blocks);
             set_quant_gemv_tuning(lean ? v.blocks : -1, -1);
             set_quant_gemv_early(v.early);
+            set_quant_gemv_l2(v.l2);
             Tensor y(DType::kBF16, m * ld_y), out(DType::kBF16, m * ld_out);
             y.host = y0.host;
             y.to_device();
@@ -281,6 +285,7 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
             ASSERT_EQ(launch_quant_gemv(p, backend()->stream(), silu ? &so : nullptr), cudaSuccess);
             ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
             const std::string what = std::string(bulk ? "bulk" : lean ? (v.early ? "lean" : "lean (late start)") : "tile") +
+                                     (v.l2 ? " L2 " + std::to_string(v.l2) : "") +
                                      " w" + std::to_string(v.warps) +
                                      " stages " + std::to_string(v.stages) + " blocks " + std::to_string(v.blocks) + " " + f.name +
                                      " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
@@ -310,6 +315,7 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
   set_quant_gemv_bulk_tuning(0, 0, 0);
   set_quant_gemv_tuning(-1, -1);
   set_quant_gemv_early(-1);
+  set_quant_gemv_l2(-1);
 }
 
 }  // namespace

@@ -84,6 +84,21 @@ __device__ __forceinline__ float silu_mul_f(float g, float u) { return g / (1.f 
 
 // 16 bytes of streamed data (weights read once a step): read-only path, no L1 allocation (so
 // small activation rows re-read by every warp stay in L1), 256-byte L2 prefetch.
+// Asks L2 for `bytes` (a multiple of 16) from 16-byte aligned `ptr` with one bulk prefetch
+// (sm_90; nothing before): no registers, and the loads that follow hit L2.
+__device__ __forceinline__ void prefetch_l2(const void* ptr, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
+#endif
+}
+
+// Asks L2 for the 128-byte lines holding [ptr, ptr + bytes) (any alignment), one prefetch a line.
+__device__ __forceinline__ void prefetch_l2_lines(const void* ptr, uint32_t bytes) {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(ptr);
+  for (uintptr_t line = b & ~uintptr_t{127}; line < b + bytes; line += 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
+}
+
 __device__ __forceinline__ uint4 load_stream16(const void* ptr) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"

@@ -200,6 +200,12 @@ void set_quant_gemv_tuning(int quads_per_iteration, int warps);
 // (default 1) or set_quant_gemv_early (-1: back to the environment's).
 bool quant_gemv_early();
 void set_quant_gemv_early(int early);
+// The lean GEMV's L2 request: at its start each block asks L2 for the first `bytes` of each of its
+// 16 rows (capped at the row; one bulk prefetch a row, sm_90) and for their scale lines, before the
+// PDL wait, so the loop's loads find in L2 what DRAM is already streaming. 0: off.
+// FRUGAL_QGEMV_L2=<bytes> (default 0) or set_quant_gemv_l2 (-1: back to the environment's).
+int quant_gemv_l2();
+void set_quant_gemv_l2(int bytes);
 // Which kernel runs the GEMV at m <= 8: kTile (quant_gemv.cu: codes in flight in registers, a
 // warp's quad or two), kLean (quant_gemv.cu: the tile kernel's math and bits with the bookkeeping
 // taken out of its loop: no bounds checks or 64-bit index math on the quads that lie wholly inside

@@ -36,14 +36,6 @@ constexpr int kDownU = 8;      // 16-byte chunks of down rows in flight a lane
 
 __device__ __forceinline__ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
-// Asks L2 for `bytes` (a multiple of 16) from 16-byte aligned `ptr` with one bulk prefetch
-// (sm_90; nothing before): no registers, and the loads that follow hit L2.
-__device__ __forceinline__ void prefetch_l2(const void* ptr, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
-#endif
-}
-
 __device__ __forceinline__ void pdl_wait_if(bool wait) {
   if (wait) pdl_wait();
 }

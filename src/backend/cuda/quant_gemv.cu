@@ -202,6 +202,29 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
   gemv_finish<W, MT, kSilu>(a, acc, red, warp, lane, row_a, row_b, m0);
 }
 
+// The lean GEMV's L2 request (QGemvArgs::l2): before the PDL wait (weights and their scales are
+// written by no kernel of a step), warp 0's lane i < 16 asks L2 for the first a.l2 bytes of the
+// codes of lane (i % 8)'s row a (i < 8) or row b, with one bulk prefetch, and lane 16 + i for
+// that row's scale (and zero-point) lines. The block's warps then load from L2 what the DRAM is
+// already streaming: the bytes in flight are no longer bounded by the registers that hold them
+// (session 39's accounting), and no register, shared memory or instruction of the loop changes.
+template <bool kSilu, bool kOffsets>
+__device__ __forceinline__ void l2_rows(const QGemvArgs& a) {
+  const ops::MatmulParams& p = a.p;
+  const int i = threadIdx.x & 15, g = i & 7;
+  const int64_t half = p.n / 2;
+  const int64_t ra = static_cast<int64_t>(blockIdx.x) * (kSilu ? 8 : 16) + g;
+  const int64_t row = i < 8 ? ra : ra + (kSilu ? half : 8);
+  if (row >= (i < 8 && kSilu ? half : p.n)) return;
+  if (threadIdx.x < 16) {
+    prefetch_l2(static_cast<const uint8_t*>(p.w.data) + row * a.row_bytes, static_cast<uint32_t>(a.l2));
+    return;
+  }
+  const uint32_t sbytes = static_cast<uint32_t>(a.groups_k * sizeof(float));
+  prefetch_l2_lines(static_cast<const float*>(p.w.scales) + (row / a.group_n) * a.groups_k, sbytes);
+  if constexpr (kOffsets) prefetch_l2_lines(static_cast<const float*>(p.w.zeros) + row * a.groups_k, sbytes);
+}
+
 // The lean GEMV (QuantGemvKernel::kLean) for m <= 8: the tile kernel's blocks, warps, quads,
 // arithmetic and order, so the same bits, with the per-quad bookkeeping taken out of the loop
 // (Nsight Compute, 2026-12-03: the tile kernel issued ~300 instructions a warp-quad with half the
@@ -225,6 +248,7 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   constexpr bool kNeedX = kOffsets || kBias128;
   constexpr uint32_t kOnes = 0x3F803F80u;  // bf16 (1, 1)
   __shared__ float red[W > 1 ? W - 1 : 1][32][4];
+  if (a.l2 > 0 && threadIdx.x < 32) l2_rows<kSilu, kOffsets>(a);
   if (!a.early) pdl_wait();
   const ops::MatmulParams& p = a.p;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, q = lane & 3;
@@ -668,6 +692,13 @@ QuantGemvKernel quant_gemv_kernel_choice(QuantGemvKernel over) {
   return g_gemv_kernel != QuantGemvKernel::kDefault ? g_gemv_kernel : env;
 }
 
+int g_gemv_l2 = -1;
+int quant_gemv_l2() {
+  static const int env = std::max(0, env_int("FRUGAL_QGEMV_L2", 0));
+  return g_gemv_l2 >= 0 ? g_gemv_l2 : env;
+}
+void set_quant_gemv_l2(int bytes) { g_gemv_l2 = bytes; }
+
 int g_gemv_early = -1;
 bool quant_gemv_early() {
   static const int env = env_int("FRUGAL_QGEMV_EARLY", 1);
@@ -698,6 +729,7 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
   QGemvArgs a = gemv_args(p);
   if (silu) a.silu = *silu;
   a.early = quant_gemv_early() ? 1 : 0;
+  a.l2 = static_cast<int>(std::min<int64_t>(a.row_bytes, quant_gemv_l2() / 16 * 16));  // whole 16-byte units, within the row
   if (quant_gemv_bulk_ok(p, over)) return launch_quant_gemv_bulk(a, stream);
   const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
   const bool lean = quant_gemv_kernel_choice(over) == QuantGemvKernel::kLean;

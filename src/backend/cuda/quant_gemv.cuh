@@ -98,6 +98,7 @@ struct QGemvArgs {
   uint32_t quads_per_group;
   SiluMulOut silu{};    // GEMV only: SwiGLU's gate_up epilogue when silu.out is set (kernels.h)
   int early = 0;        // lean GEMV only: its first codes are requested before pdl_wait()
+  int l2 = 0;           // lean GEMV only: bytes of each of a block's rows asked of L2 at its start (0: none)
 };
 
 // The scale group of a quad: a shift in the common cases (g32..g1024, per channel), a 32-bit
