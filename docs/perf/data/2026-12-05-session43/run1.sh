@@ -13,7 +13,7 @@ T="--prefill-lens 0 --batches 0 --num-prompts 1000 --input-len 128 --output-len 
 e2e fp8_tput_1024 /tmp/q7b "" $T --max-num-seqs 1024 --precision fp8-channel
 (timeout 100 build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaQuantGemv.*:CudaMoe.*:CudaFused.MoeRouter*' >$L/tests.log 2>&1; echo "CudaQuantGemv + CudaMoe + CudaFused.MoeRouter rc $?" >>$S)
 grep -E "FAILED|Failure|PASSED" $L/tests.log | head -8 >>$S
-for sh in gate q; do
+for sh in gate down; do
   (FRUGAL_QBENCH_ONLY="int4g128 $sh" timeout 90 build-gpu/tests/cuda/cuda_kernel_bench --quant >$L/kb_$sh.txt 2>&1; echo "kbench $sh rc $?" >>$S)
   grep -E "CHECK|FAIL" $L/kb_$sh.txt | grep -v " ok" | head -3 >>$S
   grep -E "qgemv-lean m=[18] .* l2 " $L/kb_$sh.txt | head -8 >>$S
@@ -28,10 +28,9 @@ e2e q7b_fp8ch_b1 /tmp/q7b "" $B1 --precision fp8-channel
 e2e q7b_fp8ch_b1_l2row /tmp/q7b "FRUGAL_QGEMV_L2=1048576" $B1 --precision fp8-channel
 e2e q7b_int8_b1 /tmp/q7b "" $B1 --precision int8
 e2e q7b_int8_b1_l2row /tmp/q7b "FRUGAL_QGEMV_L2=1048576" $B1 --precision int8
-for round in 1 2; do
-  e2e v2l_b1_$round /tmp/v2l "" $B1
-  e2e v2l_b1_early2_$round /tmp/v2l "FRUGAL_MOE_TINY_EARLY=2" $B1
-  e2e v2l_b1_route2_$round /tmp/v2l "FRUGAL_FUSE_ROUTE=2" $B1
-  e2e v2l_b1_route3_$round /tmp/v2l "FRUGAL_FUSE_ROUTE=3" $B1
-done
+e2e v2l_b1 /tmp/v2l "" $B1
+e2e v2l_b1_early2 /tmp/v2l "FRUGAL_MOE_TINY_EARLY=2" $B1
+e2e v2l_b1_route2 /tmp/v2l "FRUGAL_FUSE_ROUTE=2" $B1
+e2e v2l_b1_route3 /tmp/v2l "FRUGAL_FUSE_ROUTE=3" $B1
+e2e v2l_b1_again /tmp/v2l "" $B1
 finish 1
