@@ -42,23 +42,35 @@ constexpr int codes_per_chunk() {
   return K == QKind::kInt4 ? 32 : 16;
 }
 
+// (a & b) | c in one instruction (LUT 0xEA). Written out because the compiler emits an AND and an
+// OR for the C expression when both b and c are constants (SASS, 2026-12-05: 64 LOP3 a quad of
+// int4 codes where 32 do).
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
 // The two bf16 pairs (k slots lo and hi of one mma step) of one row's chunk for step s, and
-// which x words (bf16 pairs of the chunk's inputs) they multiply.
-//   int4: word i = bytes 4i..4i+3; byte b holds codes b (low nibble) and b + 16 (high). After
-//   byte_perm to [b0, b2, b1, b3], masking nibbles 0 and 4 of each half gives the pairs
-//   (4i, 4i+1), (4i+2, 4i+3) (>> 8), (4i+16, 4i+17) (>> 4), (4i+18, 4i+19) (>> 12); OR-ing
-//   0x4300 (bf16 128.0, 7 mantissa bits) makes each 128 + code exactly.
-//   Step s = 2i + h: lo = pair h of the low codes, hi = pair h of the high codes:
-//   x words 2i + h and 8 + 2i + h.
+// which x words (bf16 pairs of the chunk's inputs) they multiply. A step's two x words are
+// always adjacent (2j, 2j + 1), so they are the two halves of one 8-byte part of a 16-byte x
+// load: mma.sync takes its B operand as a register pair, and words 8 apart (the layout before
+// 2026-12-05) cost two register moves an mma (SASS: 32 of 235 instructions a quad).
+//   int4: word i = bytes 4i..4i+3; byte b holds codes b (low nibble) and b + 16 (high).
+//   byte_perm to [b0, 0, b1, 0] puts codes 4i and 4i + 1 in nibbles 0 and 4 (4i + 16, 4i + 17
+//   one nibble up), [b2, 0, b3, 0] codes 4i + 2 and 4i + 3; masking a nibble of each half and
+//   OR-ing 0x4300 (bf16 128.0, 7 mantissa bits) in one lop3 makes each 128 + code exactly.
+//   Step s = 2i + h: h = 0 the low nibbles, lo = (4i, 4i+1), hi = (4i+2, 4i+3): x words 2i,
+//   2i + 1; h = 1 the high nibbles (16 codes on): x words 8 + 2i, 9 + 2i. Steps 2i and 2i + 1
+//   share the two byte_perms (8 instructions a word of 8 codes).
 //   int8 / fp8: word i holds codes 4i..4i+3; step i: lo = (4i, 4i+1), hi = (4i+2, 4i+3): x words 2i, 2i + 1.
 template <QKind K>
 __device__ __forceinline__ void dequant_step(const uint4& v, int s, uint32_t& lo, uint32_t& hi) {
   const uint32_t* w = reinterpret_cast<const uint32_t*>(&v);
   if constexpr (K == QKind::kInt4) {
-    const uint32_t pw = __byte_perm(w[s >> 1], 0, 0x3120);
-    const int sh = (s & 1) * 8;
-    lo = ((pw >> sh) & 0x000f000fu) | 0x43004300u;
-    hi = ((pw >> (sh + 4)) & 0x000f000fu) | 0x43004300u;
+    const int sh = (s & 1) * 4;
+    lo = and_or(__byte_perm(w[s >> 1], 0, 0x4140) >> sh, 0x000f000fu, 0x43004300u);
+    hi = and_or(__byte_perm(w[s >> 1], 0, 0x4342) >> sh, 0x000f000fu, 0x43004300u);
   } else if constexpr (K == QKind::kInt8) {
     const uint32_t u = w[s] ^ 0x80808080u;  // code + 128 as unsigned bytes
     const float m = 8388736.0f;             // 2^23 + 128
@@ -79,13 +91,12 @@ __device__ __forceinline__ void dequant_step(const uint4& v, int s, uint32_t& lo
 
 template <QKind K>
 __device__ __forceinline__ int x_word_lo(int s) {
-  if constexpr (K == QKind::kInt4) return 2 * (s >> 1) + (s & 1);
+  if constexpr (K == QKind::kInt4) return 2 * (s >> 1) + 8 * (s & 1);
   return 2 * s;
 }
 template <QKind K>
 __device__ __forceinline__ int x_word_hi(int s) {
-  if constexpr (K == QKind::kInt4) return 8 + 2 * (s >> 1) + (s & 1);
-  return 2 * s + 1;
+  return x_word_lo<K>(s) + 1;
 }
 
 struct QGemvArgs {
