@@ -263,14 +263,10 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   const uint4* wa = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + ra * a.row_bytes) + q;
   const uint4* wb = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + rb * a.row_bytes) + q;
   const __nv_bfloat16* xq = static_cast<const __nv_bfloat16*>(p.x) + tok * p.ld_x + q * C;
-  // The rows' scale and zero-point rows as 32-bit element offsets (quant_gemv_supported keeps
-  // them under 2^32), made opaque: the compiler otherwise rebuilt each group's four addresses
-  // from the 64-bit row index, ~20 IMAD / LEA a quad (SASS, 2026-12-05).
-  uint32_t so_a = static_cast<uint32_t>((ra / a.group_n) * a.groups_k), so_b = static_cast<uint32_t>((rb / a.group_n) * a.groups_k);
-  uint32_t zo_a = kOffsets ? static_cast<uint32_t>(ra * a.groups_k) : 0u, zo_b = kOffsets ? static_cast<uint32_t>(rb * a.groups_k) : 0u;
-  asm("" : "+r"(so_a), "+r"(so_b), "+r"(zo_a), "+r"(zo_b));
-  const float* scales = static_cast<const float*>(p.w.scales);
-  const float* zeros = static_cast<const float*>(p.w.zeros);
+  const float* sa_ptr = static_cast<const float*>(p.w.scales) + (ra / a.group_n) * a.groups_k;
+  const float* sb_ptr = static_cast<const float*>(p.w.scales) + (rb / a.group_n) * a.groups_k;
+  const float* za_ptr = kOffsets ? static_cast<const float*>(p.w.zeros) + ra * a.groups_k : nullptr;
+  const float* zb_ptr = kOffsets ? static_cast<const float*>(p.w.zeros) + rb * a.groups_k : nullptr;
   const int n_chunks = static_cast<int>(a.row_bytes / 16);
   const int n_quads = (n_chunks + 3) / 4;
   const int n_full = static_cast<int>(p.k / (4 * C));  // quads wholly inside k (so inside the row)
@@ -286,10 +282,10 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   };
   auto group_params = [&](int quad, float& sa, float& sb, float& za, float& zb) {
     const uint32_t g = quad_group(a, static_cast<uint32_t>(quad));
-    sa = __ldg(scales + (so_a + g));
-    sb = __ldg(scales + (so_b + g));
-    za = kOffsets ? __ldg(zeros + (zo_a + g)) : 0.f;
-    zb = kOffsets ? __ldg(zeros + (zo_b + g)) : 0.f;
+    sa = __ldg(sa_ptr + g);
+    sb = __ldg(sb_ptr + g);
+    za = kOffsets ? __ldg(za_ptr + g) : 0.f;
+    zb = kOffsets ? __ldg(zb_ptr + g) : 0.f;
   };
   float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
   // The tile kernel's per-quad math on codes va / vb and x units xt: part over the S mma steps,
@@ -723,8 +719,6 @@ bool quant_gemv_supported(const ops::MatmulParams& p) {
   if (f.scale_dtype != DType::kF32 || (f.zero == ops::ZeroPoint::kOffset && (fp8 || f.zero_dtype != DType::kF32))) return false;
   const int64_t quad_codes = int4 ? 128 : 64;
   if (f.group_k != 0 && f.group_k % quad_codes != 0) return false;
-  // The lean GEMV indexes scales and zero points with 32-bit element offsets.
-  if (p.n * ops::weight_groups_k(f, p.k) >= (int64_t{1} << 32)) return false;
   return p.m >= 1 && p.k % 8 == 0 && p.ld_x % 8 == 0 && aligned16(p.x) && aligned16(p.w.data);
 }
 
