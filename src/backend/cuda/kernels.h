@@ -88,8 +88,8 @@ void set_moe_tiny_pairs(int pairs);
 // wait (moe_tiny.cu): on by default (V2-Lite batch 1 412.9 against 400.1 / 401.0 tok/s, H200
 // 2026-12-05), FRUGAL_MOE_TINY_EARLY=0 turns it off (read once; set_moe_tiny_early(0 | 1 | 2)
 // overrides it, a negative value goes back to the variable). Level 2 (moe_tiny_early_routed):
-// the down kernel also asks L2 for its routed pairs' down rows before the wait (opt-in until
-// measured).
+// the down kernel also asks L2 for its routed pairs' down rows before the wait (opt-in: V2-Lite
+// batch 1 352.0 against 365.1 tok/s, H100 2026-12-05, docs/perf/2026-12-05-session43.md).
 bool moe_tiny_early();
 bool moe_tiny_early_routed();
 void set_moe_tiny_early(int level);
@@ -202,8 +202,10 @@ bool quant_gemv_early();
 void set_quant_gemv_early(int early);
 // The lean GEMV's L2 request: at its start each block asks L2 for the first `bytes` of each of its
 // 16 rows (capped at the row; one bulk prefetch a row, sm_90) and for their scale lines, before the
-// PDL wait, so the loop's loads find in L2 what DRAM is already streaming. 0: off.
-// FRUGAL_QGEMV_L2=<bytes> (default 0) or set_quant_gemv_l2 (-1: back to the environment's).
+// PDL wait, so the loop's loads find in L2 what DRAM is already streaming. 0: off (the default:
+// measured slower at every size, 7B int4 batch 1 306 against 344 tok/s with whole rows, H100
+// 2026-12-05; the GEMV is bound by its instruction issue and latency, not by bytes in flight).
+// FRUGAL_QGEMV_L2=<bytes> or set_quant_gemv_l2 (-1: back to the environment's).
 int quant_gemv_l2();
 void set_quant_gemv_l2(int bytes);
 // Which kernel runs the GEMV at m <= 8: kTile (quant_gemv.cu: codes in flight in registers, a
