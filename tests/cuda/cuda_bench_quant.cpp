@@ -223,6 +223,18 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
         free_shape();
         continue;
       }
+      // One GEMV row of the table: launch_quant_gemv at m tokens as the knobs now stand, over the
+      // rotating copies of the codes.
+      auto time_gemv = [&](int64_t m, const std::string& name) {
+        ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+        Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+          p.w.data = codes[static_cast<size_t>(i % copies)];
+          (void)launch_quant_gemv(p, b->stream());
+        });
+        const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
+        const double gbs = bytes / (tm.median_us * 1e3);
+        table->add({name, tm, gbs, "GB/s", 100 * gbs / ceiling});
+      };
       // The tile GEMV (and the GEMMs it hands m >= 9 to) and the lean GEMV (m <= 8) in the same
       // shapes, so the two compare line by line.
       struct Tune { int u, w; const char* name; };
@@ -235,15 +247,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
                          Tune{2, 8, " u2w8"}, Tune{4, 8, " u4w8"}}) {
             if (m != 1 && t.u != 0) continue;
             set_quant_gemv_tuning(t.u, t.w);
-            ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
-            Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
-              p.w.data = codes[static_cast<size_t>(i % copies)];
-              (void)launch_quant_gemv(p, b->stream());
-            });
-            const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
-            const double gbs = bytes / (tm.median_us * 1e3);
-            table->add({std::string(lean ? "qgemv-lean" : "qgemv") + " m=" + std::to_string(m) + " " + tag + t.name, tm, gbs,
-                        "GB/s", 100 * gbs / ceiling});
+            time_gemv(m, std::string(lean ? "qgemv-lean" : "qgemv") + " m=" + std::to_string(m) + " " + tag + t.name);
           }
         }
       }
@@ -254,15 +258,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       for (int64_t m : {1, 8})
         for (int l2 : {0, 512, 2048, 1 << 20}) {
           set_quant_gemv_l2(l2);
-          ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
-          Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
-            p.w.data = codes[static_cast<size_t>(i % copies)];
-            (void)launch_quant_gemv(p, b->stream());
-          });
-          const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
-          const double gbs = bytes / (tm.median_us * 1e3);
-          table->add({"qgemv-lean m=" + std::to_string(m) + " " + tag + " l2 " + (l2 == 1 << 20 ? "row" : std::to_string(l2)), tm,
-                      gbs, "GB/s", 100 * gbs / ceiling});
+          time_gemv(m, "qgemv-lean m=" + std::to_string(m) + " " + tag + " l2 " + (l2 == 1 << 20 ? "row" : std::to_string(l2)));
         }
       set_quant_gemv_l2(-1);
       set_quant_gemv_kernel(QuantGemvKernel::kDefault);
