@@ -205,9 +205,9 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
 // start and its L2 request; bit for bit the tile GEMV's, the partial last quad included) and the
 // bulk one of quant_gemv_bulk.cu in its shapes (4 / 8 consumer warps, 1..4 ring stages, one
 // block an SM so that a block walks many row tiles and the ring wraps across them), plain (bias,
-// accumulation into y, strided x and y) and with the silu epilogue, against the same oracle: n 300 / 2050 / 40 (partial 16-row tiles; 19 / 129
-// / 3 silu tiles), k 1416 (a partial last quad), 4352 and 9480 (int4 rows of 5 ring segments,
-// the last partial).
+// accumulation into y, strided x and y) and with the silu epilogue, against the same oracle:
+// n 300 / 2050 / 40 (partial 16-row tiles; 19 / 129 / 3 silu tiles), k 1416 (a partial last
+// quad), 4352 and 9480 (int4 rows of 5 ring segments, the last partial).
 TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
   const QFormat formats[] = {{"int4 g128 zeros", quant::CodeKind::kQ4, 128, 1, true},
                              {"int4 g128", quant::CodeKind::kQ4, 128, 1, false},

@@ -82,8 +82,6 @@ __device__ __forceinline__ float2 rope_rotate(float x0, float x1, float c, float
 // epilogues that fuse it), so the fused and unfused paths round alike.
 __device__ __forceinline__ float silu_mul_f(float g, float u) { return g / (1.f + __expf(-g)) * u; }
 
-// 16 bytes of streamed data (weights read once a step): read-only path, no L1 allocation (so
-// small activation rows re-read by every warp stay in L1), 256-byte L2 prefetch.
 // Asks L2 for `bytes` (a multiple of 16) from 16-byte aligned `ptr` with one bulk prefetch
 // (sm_90; nothing before): no registers, and the loads that follow hit L2.
 __device__ __forceinline__ void prefetch_l2(const void* ptr, uint32_t bytes) {
@@ -99,6 +97,8 @@ __device__ __forceinline__ void prefetch_l2_lines(const void* ptr, uint32_t byte
     asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
 }
 
+// 16 bytes of streamed data (weights read once a step): read-only path, no L1 allocation (so
+// small activation rows re-read by every warp stay in L1), 256-byte L2 prefetch.
 __device__ __forceinline__ uint4 load_stream16(const void* ptr) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"

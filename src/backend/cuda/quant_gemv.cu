@@ -208,6 +208,7 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
 // that row's scale (and zero-point) lines. The block's warps then load from L2 what the DRAM is
 // already streaming: the bytes in flight are no longer bounded by the registers that hold them
 // (session 39's accounting), and no register, shared memory or instruction of the loop changes.
+// Measured slower at every size (H100, docs/perf/2026-12-05-session43.md): opt-in.
 template <bool kSilu, bool kOffsets>
 __device__ __forceinline__ void l2_rows(const QGemvArgs& a) {
   const ops::MatmulParams& p = a.p;
