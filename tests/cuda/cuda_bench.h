@@ -86,6 +86,14 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table);
 // The quantized GEMV / GEMM paths on the 7B shapes (cuda_bench_quant.cpp).
 void bench_quant(CudaBackend* b, double ceiling_gbs, Table* table);
 
+// Reads an n x row_bytes matrix of codes (n % 16 == 0, row_bytes % 64 == 0) with no arithmetic,
+// in the lean quantized GEMV's order (16-row tiles, 8 rows x 64 bytes a warp load) or, linear,
+// the same tiles' bytes 512 contiguous bytes a warp load; `warps` 4 | 8 a block, at most
+// `blocks_per_sm` blocks an SM (0: as many as fit); one XOR word a warp into out[n / 16 * warps]
+// (cuda_bench_load.cu).
+cudaError_t launch_load_pattern(const void* codes, int64_t n, int64_t row_bytes, int warps, bool linear,
+                                int blocks_per_sm, uint32_t* out, cudaStream_t s);
+
 // The routed experts at DeepSeek-V2-Lite's shape, mma.sync against WMMA expert GEMMs, at 64,
 // 256 and 512 decoding sequences and an 8192-token prefill step (cuda_bench_moe.cpp).
 void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table);

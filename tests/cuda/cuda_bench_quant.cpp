@@ -251,6 +251,27 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           }
         }
       }
+      // The GEMV's loads alone (cuda_bench_load.cu): the lean GEMV's tile order against the same
+      // bytes read linearly, 4 and 8 warps a block, as many blocks an SM as fit or 7 (the lean int4
+      // GEMV's occupancy at 4 warps). Against the qgemv-lean rows: what the layout costs, and what
+      // the arithmetic does.
+      if (fm.name == std::string("int4g128")) {
+        uint32_t* sink = static_cast<uint32_t*>(b->alloc(static_cast<size_t>(s.n / 16 * 8 * 4)).value());
+        for (int wq : {4, 8})
+          for (int cap : {0, 7})
+            for (bool linear : {false, true}) {
+              Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+                (void)launch_load_pattern(codes[static_cast<size_t>(i % copies)], s.n, row_bytes, wq, linear, cap, sink,
+                                          b->stream());
+              });
+              const double gbs = static_cast<double>(code_bytes) / (tm.median_us * 1e3);
+              table->add({std::string("qload ") + (linear ? "linear" : "tiles") + " w" + std::to_string(wq) +
+                              (cap ? " 7/SM " : " ") + tag,
+                          tm, gbs, "GB/s", 100 * gbs / ceiling});
+            }
+        (void)cudaStreamSynchronize(b->stream());
+        b->free(sink);
+      }
       // The lean GEMV's L2 request (set_quant_gemv_l2): the first 512 / 2048 bytes of each row, or
       // the whole row, against none (the "l2 0" row: the default kernel again, timed beside them).
       set_quant_gemv_kernel(QuantGemvKernel::kLean);

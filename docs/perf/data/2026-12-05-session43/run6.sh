@@ -20,6 +20,12 @@ for b in . /tmp/legacy; do
   echo "kbench $tag rc $?" >>$S
   grep -E "^qgemv(-lean)? m=(1|2|4|8) int4g128 gate 18944x3584 +[0-9]|^qgemm-slab2ch m=(16|64) .*us \[" $L/kb_$tag.txt >>$S
 done
+# The GEMV's loads alone (the "qload" rows, cuda_bench_load.cu): the lean GEMV's tile order
+# against the same bytes read linearly, on the gate and down shapes. If the tile order alone
+# stays near the lean GEMV's ~60-67% of the copy rate, the layout of the codes is the bound; if
+# it reaches the copy rate, the arithmetic is.
+(FRUGAL_QBENCH_ONLY="int4g128 down" timeout 60 build-gpu/tests/cuda/cuda_kernel_bench --quant >$L/kb_down.txt 2>&1; echo "kbench down rc $?" >>$S)
+grep -h -E "^qload .*us \[|^qgemv-lean m=1 int4g128 (gate|down) [0-9x]+ +[0-9]" $L/kb_paired.txt $L/kb_down.txt >>$S
 B="--prefill-lens 0 --decode-prompt-len 128 --decode-tokens 128 --reps 2 --warmup 1 --precision int4"
 for n in 1 2 4 8 16 64; do
   for b in . /tmp/legacy; do
