@@ -11,7 +11,8 @@ S=$OUT/s6.txt
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader >>$S
 export TARGETS="frugal cuda_kernel_bench"; build
 mkdir -p /tmp/legacy && tar cf - --exclude=./build-gpu --exclude=./.git . | tar xf - -C /tmp/legacy
-(cd /tmp/legacy && patch -R -p1 <docs/perf/data/2026-12-05-session43/pairing.diff >/dev/null &&
+D=docs/perf/data/2026-12-05-session43
+(cd /tmp/legacy && { patch -R -p1 <$D/pairing.diff >/dev/null 2>&1 || git apply -R $D/pairing.diff; } &&
   OUT=/tmp/legacy_out bash scripts/gpu/check.sh build >/dev/null 2>&1; echo "legacy build rc $? ($((SECONDS-START)) s)" >>$S)
 unset TARGETS
 for b in . /tmp/legacy; do
