@@ -150,14 +150,14 @@ Result<nlohmann::json> run_itl_probe(runtime::Engine& engine, StepRecorder& step
     }
     return internal_error("--itl-probe: " + what + why);
   };
-  for (size_t i = 0; i < b; ++i) {
-    runtime::GenerateRequest req;
+  std::vector<runtime::GenerateRequest> decoders(b);  // in one batch: they start in one step
+  for (auto& req : decoders) {
     req.prompt = random_prompt(rng, o.prompt_len, vocab);
     req.sampling.temperature = 0;
     req.sampling.max_tokens = decoder_max_tokens(o, eo);
     req.sampling.ignore_eos = true;
-    if (Status st = log.submit(engine, i, std::move(req)); !st.is_ok()) return fail("submitting decoder " + std::to_string(i));
   }
+  if (Status st = log.submit_all(engine, std::move(decoders)); !st.is_ok()) return fail("submitting the decoders");
   // Steady state: every decoder past its warmup and a full "before" window.
   const size_t need_before = static_cast<size_t>(o.warmup_tokens + o.window + 1);
   if (!log.wait_until([&](const std::vector<RequestRecord>& rs) {

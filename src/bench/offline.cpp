@@ -25,25 +25,21 @@
 namespace frugal::bench {
 namespace {
 
-// Submits all prompts at once and waits for every request to finish.
+// Submits all prompts at once (one engine step takes them all) and waits for every request to
+// finish.
 Result<std::vector<RequestRecord>> run_requests(runtime::Engine& engine,
                                                 const std::vector<std::vector<int32_t>>& prompts,
                                                 int32_t max_tokens) {
   RequestLog log(prompts.size());
+  std::vector<runtime::GenerateRequest> batch(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    runtime::GenerateRequest req;
-    req.prompt = prompts[i];
-    req.sampling.temperature = 0;
-    req.sampling.max_tokens = max_tokens;
-    req.sampling.ignore_eos = true;
-    Status st = log.submit(engine, i, std::move(req));
-    if (!st.is_ok()) {
-      log.wait_until([](const std::vector<RequestRecord>& rs) {
-        return std::all_of(rs.begin(), rs.end(), [](const RequestRecord& r) { return r.id == 0 || r.finished; });
-      });
-      return st.with_context("bench: submitting request " + std::to_string(i));
-    }
+    batch[i].prompt = prompts[i];
+    batch[i].sampling.temperature = 0;
+    batch[i].sampling.max_tokens = max_tokens;
+    batch[i].sampling.ignore_eos = true;
   }
+  if (Status st = log.submit_all(engine, std::move(batch)); !st.is_ok())
+    return st.with_context("bench: submitting " + std::to_string(prompts.size()) + " requests");
   log.wait_all_finished();
   std::vector<RequestRecord> reqs = log.snapshot();
   for (size_t i = 0; i < reqs.size(); ++i) {

@@ -38,6 +38,32 @@ Status RequestLog::submit(runtime::Engine& engine, size_t i, runtime::GenerateRe
   return Status::ok();
 }
 
+Status RequestLog::submit_all(runtime::Engine& engine, std::vector<runtime::GenerateRequest> reqs) {
+  std::vector<runtime::Engine::Submission> batch;
+  batch.reserve(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) batch.push_back({std::move(reqs[i]), callback(i)});
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    const auto now = Clock::now();
+    for (size_t i = 0; i < batch.size(); ++i) reqs_[i].submitted = now;
+  }
+  auto ids = engine.submit_batch(std::move(batch));
+  std::lock_guard<std::mutex> lk(mu_);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    RequestRecord& r = reqs_[i];
+    if (ids.is_ok()) {
+      r.id = (*ids)[i];
+      continue;
+    }
+    r.finished = true;
+    r.finish = runtime::FinishReason::kError;
+    r.error = ids.status().to_string();
+    ++n_finished_;
+  }
+  cv_.notify_all();
+  return ids.is_ok() ? Status::ok() : ids.status();
+}
+
 bool RequestLog::wait_until(const std::function<bool(const std::vector<RequestRecord>&)>& pred) {
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait(lk, [&] { return pred(reqs_) || n_finished_ == reqs_.size(); });

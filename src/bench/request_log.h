@@ -38,6 +38,9 @@ class RequestLog {
   // Submits request i with callback(i). A refusal is recorded as a finished request with
   // FinishReason::kError (benchmarks count it as a failure) and returned.
   Status submit(runtime::Engine& engine, size_t i, runtime::GenerateRequest req);
+  // Submits reqs as requests 0 .. reqs.size() - 1 in one Engine::submit_batch, so the engine
+  // takes them in one step. A refusal refuses them all: each is recorded as failed.
+  Status submit_all(runtime::Engine& engine, std::vector<runtime::GenerateRequest> reqs);
   // Blocks until pred(records) holds; pred is re-checked after every output. Returns false when
   // every request has finished and pred still does not hold (waiting longer could not help).
   bool wait_until(const std::function<bool(const std::vector<RequestRecord>&)>& pred);

@@ -166,6 +166,7 @@ class EngineImpl final : public Engine {
   Status init(const EngineOptions& o);
 
   Result<uint64_t> submit(GenerateRequest req, OutputCallback cb) override;
+  Result<std::vector<uint64_t>> submit_batch(std::vector<Submission> batch) override;
   void cancel(uint64_t request_id) override;
   EngineStats stats() const override;
   MemoryReport memory() const override {
@@ -179,6 +180,11 @@ class EngineImpl final : public Engine {
   void shutdown() override;
 
  private:
+  // What submit() refuses synchronously: empty or too long prompts, ids outside the vocabulary,
+  // bad sampling parameters, a non-zero rank of a replicated tensor-parallel group.
+  Status check_request(const GenerateRequest& req) const;
+  // Queues checked requests under one lock (one engine step takes them all) or refuses them all.
+  Result<std::vector<uint64_t>> enqueue(std::vector<Submission>& batch);
   void thread_main();
   // take < 0: every submitted request; else exactly the first `take` (waiting for them): a
   // tensor-parallel rank admits what rank 0 admitted.
@@ -335,7 +341,7 @@ Status EngineImpl::init(const EngineOptions& o) {
   return Status::ok();
 }
 
-Result<uint64_t> EngineImpl::submit(GenerateRequest req, OutputCallback cb) {
+Status EngineImpl::check_request(const GenerateRequest& req) const {
   if (comm_ && opts_.tp_replicate_requests && comm_->rank() != 0)
     return unsupported("tensor-parallel rank " + std::to_string(comm_->rank()) + " takes its requests from rank 0 only");
   if (req.prompt.empty()) return invalid_argument("prompt: must contain at least one token");
@@ -354,18 +360,44 @@ Result<uint64_t> EngineImpl::submit(GenerateRequest req, OutputCallback cb) {
       return invalid_argument("score_tokens: entry " + std::to_string(i) + " has id " + std::to_string(t) +
                               ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
   }
-  FRUGAL_RETURN_IF_ERROR(validate(req.sampling));
-  if (queued_.load() >= opts_.max_queue)
-    return resource_exhausted("engine queue is full (" + std::to_string(opts_.max_queue) + " requests)");
-  uint64_t id = next_id_.fetch_add(1);
+  return validate(req.sampling);
+}
+
+Result<uint64_t> EngineImpl::submit(GenerateRequest req, OutputCallback cb) {
+  FRUGAL_RETURN_IF_ERROR(check_request(req));
+  std::vector<Submission> one;
+  one.push_back({std::move(req), std::move(cb)});
+  FRUGAL_ASSIGN_OR_RETURN(auto ids, enqueue(one));
+  return ids[0];
+}
+
+Result<std::vector<uint64_t>> EngineImpl::submit_batch(std::vector<Submission> batch) {
+  if (batch.empty()) return std::vector<uint64_t>{};
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (Status st = check_request(batch[i].req); !st.is_ok())
+      return st.with_context("request " + std::to_string(i) + " of " + std::to_string(batch.size()));
+  }
+  return enqueue(batch);
+}
+
+Result<std::vector<uint64_t>> EngineImpl::enqueue(std::vector<Submission>& batch) {
+  const int64_t n = static_cast<int64_t>(batch.size());
+  if (queued_.load() + n > opts_.max_queue)
+    return resource_exhausted("engine queue is full (" + std::to_string(opts_.max_queue) + " requests" +
+                              (n > 1 ? ", " + std::to_string(n) + " more asked" : std::string()) + ")");
+  std::vector<uint64_t> ids;
+  ids.reserve(batch.size());
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_) return Status(ErrorCode::kCancelled, "engine is shutting down");
-    inbox_.push_back({id, std::move(req), std::move(cb)});
+    for (auto& b : batch) {
+      ids.push_back(next_id_.fetch_add(1));
+      inbox_.push_back({ids.back(), std::move(b.req), std::move(b.cb)});
+    }
+    queued_ += n;
   }
-  ++queued_;
   cv_.notify_one();
-  return id;
+  return ids;
 }
 
 void EngineImpl::cancel(uint64_t request_id) {

@@ -180,6 +180,14 @@ class Engine {
   // Errors (empty prompt, prompt longer than the context, bad parameters, queue full) come back
   // as a Status here, synchronously, and the callback is never called.
   virtual Result<uint64_t> submit(GenerateRequest req, OutputCallback cb) = 0;
+  // Queues several requests at once: the engine thread takes them in one step, so a benchmark's
+  // batch starts together instead of racing the first steps. All or none: when one is refused
+  // (its index names it) none is queued and no callback is called. Ids come back in order.
+  struct Submission {
+    GenerateRequest req;
+    OutputCallback cb;
+  };
+  virtual Result<std::vector<uint64_t>> submit_batch(std::vector<Submission> batch) = 0;
   // Cancels a request; its blocks are released within one step; its callback gets a final
   // output with kCancelled unless it already finished. Unknown ids are ignored.
   virtual void cancel(uint64_t request_id) = 0;

@@ -570,6 +570,58 @@ TEST(Engine, RefusesBadRequestsWithClearErrors) {
   EXPECT_NE(r4.status().message().find("temperature"), std::string::npos);
 }
 
+// submit_batch: a refused request refuses the whole batch (its index named, nothing queued, no
+// callback); an accepted batch is taken in one step: 8 prompts of 16 tokens (128, under the
+// 256-token budget) prefill together, then 3 decode steps of 8 make the 4 tokens each.
+TEST(Engine, SubmitBatchStartsTogetherOrRefusesAll) {
+  auto e = create_engine(base_options());
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0, finished = 0;
+  auto cb = [&](const RequestOutput& o) {
+    std::lock_guard<std::mutex> lk(mu);
+    ++calls;
+    if (o.finish != FinishReason::kNone) ++finished;
+    cv.notify_all();
+  };
+  auto make = [&](int32_t first) {
+    std::vector<Engine::Submission> b;
+    for (int32_t i = 0; i < 8; ++i) {
+      GenerateRequest r;
+      r.prompt = std::vector<int32_t>(16, first + i);
+      r.sampling.temperature = 0;
+      r.sampling.max_tokens = 4;
+      r.sampling.ignore_eos = true;
+      b.push_back({std::move(r), cb});
+    }
+    return b;
+  };
+  auto bad = make(10);
+  bad[5].req.prompt[3] = 99999;
+  auto r = (*e)->submit_batch(std::move(bad));
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().to_string().find("request 5 of 8"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().to_string().find("99999"), std::string::npos) << r.status().to_string();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ((*e)->stats().steps, 0);
+  EXPECT_EQ(calls, 0);
+
+  auto ok = (*e)->submit_batch(make(10));
+  ASSERT_TRUE(ok.is_ok()) << ok.status().to_string();
+  ASSERT_EQ(ok->size(), 8u);
+  for (size_t i = 1; i < ok->size(); ++i) EXPECT_GT((*ok)[i], (*ok)[i - 1]);
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(30), [&] { return finished == 8; }));
+  }
+  const EngineStats st = (*e)->stats();
+  EXPECT_EQ(st.steps, 4);
+  EXPECT_EQ(st.decode_steps, 3);
+  EXPECT_EQ(st.decode_step_tokens, 3 * 8);
+  EXPECT_TRUE((*e)->submit_batch({}).is_ok());
+}
+
 TEST(Engine, UnknownDeviceAndMissingModelAreClearErrors) {
   EngineOptions o = base_options();
   o.device = "tpu";

@@ -28,6 +28,27 @@ Result<uint64_t> FakeEngine::submit(runtime::GenerateRequest req, runtime::Outpu
   return waiting_.back().id;
 }
 
+Result<std::vector<uint64_t>> FakeEngine::submit_batch(std::vector<Submission> batch) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto& p = batch[i].req.prompt;
+    if (p.empty() || static_cast<int32_t>(p.size()) >= cfg_.max_model_len)
+      return invalid_argument("request " + std::to_string(i) + ": prompt is empty or longer than the context");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_) return internal_error("engine is shut down");
+  if (waiting_.size() + batch.size() > static_cast<size_t>(cfg_.max_queue))
+    return resource_exhausted("the queue holds " + std::to_string(waiting_.size()) + " requests (max_queue)");
+  std::vector<uint64_t> ids;
+  for (auto& b : batch) {
+    Seq s{.id = next_id_++, .req = std::move(b.req), .cb = std::move(b.cb)};
+    s.script = cfg_.script(s.req);
+    ids.push_back(s.id);
+    waiting_.push_back(std::move(s));
+  }
+  cv_.notify_one();
+  return ids;
+}
+
 void FakeEngine::cancel(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   cancelled_.insert(id);

@@ -39,6 +39,7 @@ class FakeEngine : public runtime::Engine {
   explicit FakeEngine(FakeEngineConfig cfg);
   ~FakeEngine() override;
   Result<uint64_t> submit(runtime::GenerateRequest req, runtime::OutputCallback cb) override;
+  Result<std::vector<uint64_t>> submit_batch(std::vector<Submission> batch) override;
   void cancel(uint64_t request_id) override;
   runtime::EngineStats stats() const override;
   runtime::MemoryReport memory() const override { return {}; }
