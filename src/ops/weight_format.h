@@ -158,6 +158,23 @@ inline int64_t weight_bytes(const WeightFormat& f, int64_t n, int64_t k) {
   return b;
 }
 
+// The rows n0.. of a weight with k inputs: the same format, its pointers moved to row n0. For a
+// quantized weight n0 must be a multiple of weight_row_step (the rows of one scale row); a
+// per-tensor scale stays where it is.
+inline int64_t weight_row_step(const WeightFormat& f) { return is_quant_scheme(f.scheme) && f.group_n > 1 ? f.group_n : 1; }
+inline WeightView weight_rows_from(const WeightView& w, int64_t n0, int64_t k) {
+  WeightView r = w;
+  if (!is_quant_scheme(w.format.scheme)) {
+    r.data = static_cast<const uint8_t*>(w.data) + dtype_bytes(w.format.dtype, n0 * k);
+    return r;
+  }
+  const int64_t groups = weight_groups_k(w.format, k);
+  r.data = static_cast<const uint8_t*>(w.data) + n0 * weight_row_bytes(w.format, k);
+  if (w.format.group_n > 0) r.scales = static_cast<const float*>(w.scales) + n0 / w.format.group_n * groups;
+  if (w.zeros) r.zeros = static_cast<const float*>(w.zeros) + n0 * groups;
+  return r;
+}
+
 inline WeightView dense_weight(const void* data, DType t) {
   WeightView w;
   w.data = data;

@@ -318,5 +318,43 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
   set_quant_gemv_l2(-1);
 }
 
+// Past the GEMM's tokens (m > kQuantGemvMaxM) a quantized matmul is the weight dequantized to
+// bf16 and cuBLASLt; a weight larger than the dequantization's scratch (a quantized lm_head,
+// vocab x hidden, into f32 logits) goes a slice of rows at a time, and where no slice fits,
+// the GEMV in passes. Through CudaBackend::matmul with f32 y (the logits head's; it also keeps
+// FP8 weights off W8A8), against the dequantized oracle: int4 g128 with zero points, int8 per
+// channel, fp8 128 x 128 (slices on its 128-row scale blocks); n 2050 (a partial last slice),
+// whole / 3 slices / 1 slice of 128 rows, and no slice (the GEMV).
+TEST(CudaQuantMatmul, DequantizedInRowSlicesPastTheGemmTokens) {
+  const QFormat formats[] = {{"int4 g128 zeros", quant::CodeKind::kQ4, 128, 1, true},
+                             {"int8 channel", quant::CodeKind::kQ8, 0, 1, false},
+                             {"fp8 128x128", quant::CodeKind::kF8, 128, 128, false}};
+  const int64_t n = 2050, k = 1416, m = 100;
+  std::mt19937 rng(19);
+  for (const QFormat& f : formats) {
+    const std::unique_ptr<DeviceWeight> dw = device_weight(f, n, k, rng);
+    ASSERT_NE(dw, nullptr);
+    Tensor x(DType::kBF16, m * k), b(DType::kF32, n);
+    x.fill_uniform(rng, -1, 1);
+    b.fill_uniform(rng, -1, 1);
+    x.to_device();
+    b.to_device();
+    std::vector<uint8_t> want(static_cast<size_t>(m * n * 4));
+    ops::ref::matmul({x.host.data(), DType::kBF16, k, ops::dense_weight(dw->deq.data(), DType::kF32), b.host.data(),
+                      DType::kF32, want.data(), DType::kF32, n, m, n, k, false});
+    const size_t row = static_cast<size_t>(k) * 2;
+    for (size_t cap : {size_t{1} << 30, row * 700, row * 128, size_t{1}}) {
+      backend()->set_dequant_scratch_max(cap);
+      Tensor y(DType::kF32, m * n);
+      ops::MatmulParams p{x.dev, DType::kBF16, k, dw->view, b.dev, DType::kF32, y.dev, DType::kF32, n, m, n, k, false};
+      const Status st = backend()->matmul(p);
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
+      expect_close(y, want, 2e-2f, std::string(f.name) + " dequant scratch " + std::to_string(cap) + " bytes");
+    }
+  }
+  backend()->set_dequant_scratch_max(size_t{512} << 20);
+}
+
 }  // namespace
 }  // namespace frugal::cuda::testing

@@ -1,7 +1,9 @@
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "backend/cuda/gemm_lt.h"
@@ -281,20 +283,50 @@ Status CudaBackend::matmul_quant(const ops::MatmulParams& p) {
   }
   // FP8 weights W8A8 does not take: the GEMV still beats dequantizing up to kQuantGemvMaxM.
   if (gemv_ok && p.m <= kQuantGemvMaxM) return quant_gemv_or_gemm(p);
-  const size_t w_bytes = static_cast<size_t>(p.n) * static_cast<size_t>(p.k) * 2;
-  if (!want_ref && p.x_dtype == DType::kBF16 && (!capturing_ || w_bytes <= scratch_bytes_)) {
-    FRUGAL_ASSIGN_OR_RETURN(void* w, scratch(w_bytes));
-    ops::MatmulParams q = p;
-    q.w = ops::dense_weight(w, DType::kBF16);
-    ops::MatmulParams probe = q;  // run_lt adds a bias of another dtype than y itself
-    if (probe.bias && probe.bias_dtype != probe.y_dtype) probe.bias = nullptr;
-    if (LtGemm::supports(probe)) {
-      FRUGAL_RETURN_IF_ERROR(check_launch(launch_dequant_bf16(p.w, p.n, p.k, w, stream_), "dequant_bf16"));
-      Status st = run_lt(q);
-      if (st.code() != ErrorCode::kUnsupported) return st;
-    }
+  if (!want_ref && p.x_dtype == DType::kBF16) {
+    Status st = matmul_dequant_lt(p);
+    if (st.code() != ErrorCode::kUnsupported) return st;
+    // No slice fits (a capture before anything grew the scratch) or cuBLASLt refused: the GEMV
+    // in passes of 64 tokens still reads the codes, far faster than the per-element kernel.
+    if (gemv_ok) return check_launch(launch_quant_gemv(p, stream_, nullptr, quant_gemv_kernel_), "quant_gemv");
   }
   return check_launch(launch_matmul_quant(p, stream_), "matmul_quant");
+}
+
+Status CudaBackend::matmul_dequant_lt(const ops::MatmulParams& p) {
+  const size_t row = static_cast<size_t>(p.k) * 2, whole = static_cast<size_t>(p.n) * row;
+  // What the slices may use: the whole weight, or the scratch as it is in a capture (it cannot
+  // grow there), at most dequant_scratch_max_.
+  const size_t cap = std::min(capturing_ ? scratch_bytes_ : whole, dequant_scratch_max_);
+  // Slices start on scale rows (fp8 128-row blocks) and on 16 rows (cuBLASLt's aligned outputs).
+  const int64_t step = std::lcm<int64_t>(16, ops::weight_row_step(p.w.format));
+  int64_t rows = static_cast<int64_t>(cap / row);
+  if (rows < p.n) rows = rows / step * step;
+  rows = std::min<int64_t>(rows, p.n);
+  if (rows <= 0) return unsupported("dequant: the scratch holds no slice of " + std::to_string(step) + " rows");
+  ops::MatmulParams q = p;
+  q.n = rows;
+  q.w = ops::dense_weight(nullptr, DType::kBF16);
+  ops::MatmulParams probe = q;  // run_lt adds a bias of another dtype than y itself
+  if (probe.bias && probe.bias_dtype != probe.y_dtype) probe.bias = nullptr;
+  if (!LtGemm::supports(probe)) return unsupported("dequant: cuBLASLt takes no " + std::to_string(p.m) + " x " +
+                                                   std::to_string(rows) + " x " + std::to_string(p.k) + " bf16 GEMM");
+  Result<void*> w = scratch(static_cast<size_t>(rows) * row);
+  if (!w) {
+    (void)cudaGetLastError();  // the failed allocation; the device is usable
+    return unsupported("dequant: " + w.status().message());
+  }
+  for (int64_t n0 = 0; n0 < p.n; n0 += rows) {
+    const int64_t nc = std::min<int64_t>(rows, p.n - n0);
+    FRUGAL_RETURN_IF_ERROR(
+        check_launch(launch_dequant_bf16(ops::weight_rows_from(p.w, n0, p.k), nc, p.k, *w, stream_), "dequant_bf16"));
+    q.w = ops::dense_weight(*w, DType::kBF16);
+    q.n = nc;
+    q.y = static_cast<uint8_t*>(p.y) + dtype_bytes(p.y_dtype, n0);
+    q.bias = p.bias ? static_cast<const uint8_t*>(p.bias) + dtype_bytes(p.bias_dtype, n0) : nullptr;
+    FRUGAL_RETURN_IF_ERROR(run_lt(q));
+  }
+  return Status::ok();
 }
 
 // Decode-sized m: the GEMV up to quant_gemm_min_m() - 1 tokens, the GEMM (x staged once per

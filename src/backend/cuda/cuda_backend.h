@@ -87,6 +87,11 @@ class CudaBackend final : public ops::Backend {
   // set kQuantGemvMaxM to compare the GEMV with bf16 activations against an oracle without
   // activation rounding).
   void set_fp8_gemv_max_m(int64_t m) { fp8_gemv_max_m_ = m; }
+  // The most scratch a quantized matmul past the GEMM's tokens may take for its weight
+  // dequantized to bf16 (kDequantScratchMax; tests set less to run the row slices): a larger
+  // weight (a quantized lm_head: vocab x hidden) is dequantized and multiplied a slice of rows
+  // at a time, and in a capture, where the scratch cannot grow, slices of what it holds.
+  void set_dequant_scratch_max(size_t bytes) { dequant_scratch_max_ = bytes; }
   // Fused ops (ops/op_list.h) in one kernel where the Params allow: rope_kv_write (on unless
   // FRUGAL_FUSE_ROPE_KV=0) and matmul_silu_mul (the GEMVs' silu epilogue; off unless
   // FRUGAL_FUSE_SILU=1: measured no faster). Off, each runs as its sequence of ops (A/B runs, tests). A captured
@@ -143,6 +148,9 @@ class CudaBackend final : public ops::Backend {
   Status matmul_w8a8(const ops::MatmulParams& p, const ops::SiluMulParams* silu = nullptr,
                      const ops::RmsNormParams* norm = nullptr);
   Status quant_gemv_or_gemm(const ops::MatmulParams& p);
+  // The weight dequantized to bf16 in the scratch and multiplied by cuBLASLt, in slices of rows
+  // that fit (set_dequant_scratch_max); kUnsupported when no slice fits or cuBLASLt refuses.
+  Status matmul_dequant_lt(const ops::MatmulParams& p);
   // matmul_dense runs the GEMV (not cuBLASLt); matmul_quant runs quant_gemv_or_gemm first.
   Result<bool> dense_takes_gemv(const ops::MatmulParams& p);
   bool quant_gemv_ok(const ops::MatmulParams& p) const;
@@ -188,6 +196,8 @@ class CudaBackend final : public ops::Backend {
   uint32_t* decode_counters_ = nullptr;  // kDecodeCounters words, zero between launches (kernels.h)
   void* scratch_ = nullptr;  // grown on demand outside captures
   size_t scratch_bytes_ = 0;
+  static constexpr size_t kDequantScratchMax = size_t{512} << 20;
+  size_t dequant_scratch_max_ = kDequantScratchMax;
   static constexpr int kStaging = 2;  // double-buffered pinned upload staging
   void* staging_[kStaging] = {};
   cudaEvent_t staging_done_[kStaging] = {};
