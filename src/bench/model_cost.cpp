@@ -20,16 +20,18 @@ Result<ModelCost> model_cost(const runtime::EngineOptions& eo, DType kv_dtype) {
   const int64_t wbytes = dtype_bytes(c.torch_dtype, 1);
   // Dummy weights of a quantized precision: linears are read in their format (model/weights.h).
   FRUGAL_ASSIGN_OR_RETURN(const model::DummyPrecision prec, model::parse_dummy_precision(eo.weight_precision));
+  FRUGAL_ASSIGN_OR_RETURN(const model::DummyPrecision lm_head, model::parse_lm_head_precision(eo.lm_head_precision));
   mc.n_routed_experts = c.moe.n_routed_experts;
   mc.experts_per_token = c.moe.num_experts_per_tok;
   for (const auto& s : specs) {
     bool tied_embedding = s.role == model::TensorRole::kEmbedding && c.tie_word_embeddings;
-    const bool quant = eo.dummy_weights && prec != model::DummyPrecision::kDense &&
-                       s.role == model::TensorRole::kLinear && s.shape.ndim == 2;
+    const model::DummyPrecision p = s.role == model::TensorRole::kLmHead ? lm_head : prec;
+    const bool quant = eo.dummy_weights && p != model::DummyPrecision::kDense && s.shape.ndim == 2 &&
+                       (s.role == model::TensorRole::kLinear || s.role == model::TensorRole::kLmHead);
     const bool routed = s.expert >= 0;  // a routed expert's tensor (model/arch.h)
     int64_t bytes = 0;
     if (quant)
-      bytes = ops::weight_bytes(model::dummy_linear_format(prec, c.torch_dtype, s.shape[1]), s.shape[0], s.shape[1]);
+      bytes = ops::weight_bytes(model::dummy_linear_format(p, c.torch_dtype, s.shape[1]), s.shape[0], s.shape[1]);
     else if (s.role != model::TensorRole::kEmbedding || tied_embedding)
       bytes = s.shape.numel() * wbytes;
     mc.step_weight_bytes += bytes;

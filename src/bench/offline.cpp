@@ -362,6 +362,7 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
   j["device"] = o.engine.device;
   j["gpu"] = o.gpu_name;
   j["precision"] = o.precision;
+  j["lm_head"] = o.engine.lm_head_precision;
   {
     nlohmann::json roles = nlohmann::json::array();
     for (const auto& r : mem.weights_by_role)

@@ -110,6 +110,9 @@ void register_bench(CLI::App& app) {
   off->add_option("--precision", a->o.precision,
                   "dummy weights' linears: bf16 | int8 | int4 | fp8 | fp8-channel | nf4 (a checkpoint's own format otherwise)")
       ->capture_default_str();
+  off->add_option("--lm-head", a->o.engine.lm_head_precision,
+                  "dummy weights' untied lm_head: bf16 | int8 (per channel; a checkpoint's own format otherwise)")
+      ->capture_default_str();
   off->add_option("--device", a->o.engine.device, "cpu | cuda | cuda:N")->capture_default_str();
   off->add_option("--threads", a->o.engine.threads, "CPU threads (0 = all)");
   off->add_option("--prefill-lens", a->o.prefill_lens, "prompt lengths for prefill")->delimiter(',');

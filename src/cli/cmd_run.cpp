@@ -40,6 +40,7 @@ struct RunArgs {
   std::string device = "cpu";
   bool dummy_weights = false;
   std::string precision = "bf16";
+  std::string lm_head = "bf16";
   int32_t threads = 0;
   bool ignore_eos = false;
   bool chat = false;
@@ -119,7 +120,7 @@ Status run(const RunArgs& a) {
   FRUGAL_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, prompt_tokens(a, tok.get(), gen));
 
   runtime::EngineOptions eo{.model_dir = a.model_dir, .dummy_weights = a.dummy_weights,
-                            .weight_precision = a.precision, .device = a.device,
+                            .weight_precision = a.precision, .lm_head_precision = a.lm_head, .device = a.device,
                             .threads = a.threads, .max_num_seqs = 1,
                             .max_num_batched_tokens = std::max<int32_t>(512, static_cast<int32_t>(prompt.size()) + 1)};
   eo.max_model_len = a.max_model_len;
@@ -203,6 +204,7 @@ void register_run(CLI::App& app) {
   cmd->add_flag("--dummy-weights", args->dummy_weights, "random weights of the config's shape (speed work)");
   cmd->add_option("--precision", args->precision, "dummy weights' linears: bf16 | int8 | int4 | fp8 | fp8-channel | nf4")
       ->capture_default_str();
+  cmd->add_option("--lm-head", args->lm_head, "dummy weights' untied lm_head: bf16 | int8 (per channel)")->capture_default_str();
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating past eos");
   cmd->add_option("--threads", args->threads, "CPU threads (0 = all)");
   cmd->add_option("--kv-cache-dtype,--kv-dtype", args->kv_cache_dtype,

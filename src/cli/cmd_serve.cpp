@@ -114,6 +114,8 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--dummy-weights", e.dummy_weights, "random weights of the config's shape (speed work)");
   cmd->add_option("--precision", e.weight_precision, "dummy weights' linears: bf16 | int8 | int4 | fp8 | fp8-channel | nf4")
       ->capture_default_str();
+  cmd->add_option("--lm-head", e.lm_head_precision, "dummy weights' untied lm_head: bf16 | int8 (per channel)")
+      ->capture_default_str();
   cmd->add_option("--threads", e.threads, "CPU compute threads (0 = all)");
   cmd->add_option("--kv-cache-dtype,--kv-dtype", e.kv_cache_dtype,
                   "KV cache dtype: auto (activation dtype), bf16, fp8 (e4m3) or int8")->capture_default_str();

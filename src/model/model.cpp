@@ -113,9 +113,17 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, ops::Backend
     shards = std::move(*sh);
     m->local_config_ = model::local_config(config, m->layout_);
   }
+  if (opts.dummy_lm_head != DummyPrecision::kDense && config.tie_word_embeddings)
+    return invalid_argument(config_file + ": --lm-head " + dummy_precision_name(opts.dummy_lm_head) +
+                            ": the model ties lm_head to the embedding table (tie_word_embeddings), so it has no "
+                            "lm_head of its own to store in another format");
+  if (opts.dummy_lm_head != DummyPrecision::kDense && !opts.dummy_weights)
+    return invalid_argument(config_file + ": --lm-head applies to --dummy-weights; a checkpoint's lm_head loads in "
+                            "the format it is stored in");
   if (opts.dummy_weights) {
     FRUGAL_ASSIGN_OR_RETURN(m->weights_, WeightStore::dummy(specs, {.dtype = config.torch_dtype, .seed = opts.seed,
-                                                                        .precision = opts.dummy_precision},
+                                                                        .precision = opts.dummy_precision,
+                                                                        .lm_head = opts.dummy_lm_head},
                                                                  backend, shards));
   } else {
     FRUGAL_ASSIGN_OR_RETURN(m->weights_, WeightStore::load(dir, specs, backend, shards));

@@ -41,6 +41,7 @@ struct LoadOptions {
   bool dummy_weights = false;
   uint64_t seed = 0;               // dummy weights
   DummyPrecision dummy_precision = DummyPrecision::kDense;  // dummy weights' linears (weights.h)
+  DummyPrecision dummy_lm_head = DummyPrecision::kDense;    // dummy weights' untied lm_head (kDense or kInt8)
   int32_t max_batch_tokens = 512;  // activation buffers are sized for this many tokens
   int32_t max_seqs = 64;
   int32_t max_logit_rows = 64;

@@ -221,6 +221,12 @@ Result<DummyPrecision> parse_dummy_precision(const std::string& s) {
   return invalid_argument("--precision: unknown '" + s + "' (expected bf16, int8, int4, fp8, fp8-channel or nf4)");
 }
 
+Result<DummyPrecision> parse_lm_head_precision(const std::string& s) {
+  if (s.empty() || s == "bf16" || s == "f16" || s == "f32" || s == "dense") return DummyPrecision::kDense;
+  if (s == "int8") return DummyPrecision::kInt8;
+  return invalid_argument("--lm-head: unknown '" + s + "' (expected bf16 or int8)");
+}
+
 const char* dummy_precision_name(DummyPrecision p) {
   switch (p) {
     case DummyPrecision::kDense: return "dense";
@@ -358,19 +364,21 @@ Result<std::unique_ptr<WeightStore>> WeightStore::load(const std::string& dir,
                          s.shape.to_string());
         for (const auto& name : ws->files_->names())
           if (name.compare(0, prefix.size() + 1, prefix + ".") == 0) consumed.insert(name);
-        if (s.role == TensorRole::kLinear) {
+        if (s.role == TensorRole::kLinear || s.role == TensorRole::kLmHead) {
           qw->name = prefix;
           if (shard.axis >= 0) {
             FRUGAL_ASSIGN_OR_RETURN(*qw, slice_quant(*qw, shard, prefix));
           }
           FRUGAL_RETURN_IF_ERROR(ws->add_quant(s.name, std::move(*qw), host));
           ws->count_role(s, ops::weight_format_name(ws->quant_[s.name].format), ws->quant_host_.back()->bytes());
+          if (s.role == TensorRole::kLmHead)
+            FRUGAL_LOG_INFO("{}: lm_head is stored quantized ({}); it runs in that format", dir,
+                            ops::weight_format_name(ws->quant_[s.name].format));
           ++n_quant;
         } else {
-          // Routers (and lm_head unless asked) are never run quantized: dequantized to f32.
-          FRUGAL_LOG_WARN("{}: '{}' ({}) is stored quantized in the checkpoint; dequantized to f32 ({} are never "
-                          "run quantized)", dir, s.name, tensor_role_name(s.role),
-                          s.role == TensorRole::kRouter ? "MoE routers" : "lm_head weights");
+          // Routers are never run quantized: dequantized to f32.
+          FRUGAL_LOG_WARN("{}: '{}' ({}) is stored quantized in the checkpoint; dequantized to f32 (MoE routers "
+                          "are never run quantized)", dir, s.name, tensor_role_name(s.role));
           ws->dequant_host_.push_back(quant::dequantize(*qw));
           FRUGAL_ASSIGN_OR_RETURN(const TensorView v, slice_dense(TensorView{ws->dequant_host_.back().data(), DType::kF32, s.shape},
                                                                   shard, s.name, ws->shard_host_));
@@ -395,7 +403,7 @@ Result<std::unique_ptr<WeightStore>> WeightStore::load(const std::string& dir,
     ws->count_role(local, ops::weight_format_name(ops::dense_format(e->dtype)), v.nbytes());
   }
   if (qc) {
-    FRUGAL_LOG_INFO("{}: {} quantized linears; embeddings, norms, biases and lm_head stay as stored", dir, n_quant);
+    FRUGAL_LOG_INFO("{}: {} quantized linears; embeddings, norms, biases and a dense lm_head stay as stored", dir, n_quant);
     if (n_routers > 0)
       FRUGAL_LOG_INFO("{}: {} MoE router weights stay precise (routers are never quantized)", dir, n_routers);
   }
@@ -419,7 +427,17 @@ Result<std::unique_ptr<WeightStore>> WeightStore::dummy(const std::vector<Tensor
     return unsupported(std::string("dummy weights: dtype ") + dtype_name(opts.dtype) + " is not bf16, f16 or f32");
   auto ws = std::unique_ptr<WeightStore>(new WeightStore());
   const bool quantized = opts.precision != DummyPrecision::kDense;
-  auto is_quant = [&](const TensorSpec& s) { return quantized && s.role == TensorRole::kLinear && s.shape.ndim == 2; };
+  if (opts.lm_head != DummyPrecision::kDense && opts.lm_head != DummyPrecision::kInt8)
+    return invalid_argument(std::string("dummy weights: lm_head format ") + dummy_precision_name(opts.lm_head) +
+                            " (expected dense or int8)");
+  auto is_quant = [&](const TensorSpec& s) {
+    if (s.shape.ndim != 2) return false;
+    if (s.role == TensorRole::kLmHead) return opts.lm_head != DummyPrecision::kDense;
+    return quantized && s.role == TensorRole::kLinear;
+  };
+  auto format_of = [&](const TensorSpec& s) {
+    return dummy_linear_format(s.role == TensorRole::kLmHead ? opts.lm_head : opts.precision, opts.dtype, s.shape[1]);
+  };
   std::vector<int64_t> offsets;
   int64_t total = 0;
   for (const auto& s : specs) {
@@ -442,7 +460,7 @@ Result<std::unique_ptr<WeightStore>> WeightStore::dummy(const std::vector<Tensor
     if (shard_of(t).skip) continue;  // another rank's expert
     if (is_quant(s)) {
       FRUGAL_ASSIGN_OR_RETURN(quant::QuantWeight w,
-                              dummy_quant(dummy_linear_format(opts.precision, opts.dtype, s.shape[1]), s.shape[0], s.shape[1],
+                              dummy_quant(format_of(s), s.shape[0], s.shape[1],
                                           opts.seed, static_cast<uint64_t>(t)));
       w.name = s.name;
       if (shard_of(t).axis >= 0) {

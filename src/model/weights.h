@@ -61,6 +61,9 @@ enum class DummyPrecision : uint8_t { kDense, kInt8, kInt4, kFp8, kFp8Channel, k
 // "bf16" (or f16/f32: dense in that dtype) / "int8" / "int4" / "fp8" / "fp8-channel" / "nf4".
 Result<DummyPrecision> parse_dummy_precision(const std::string& s);
 const char* dummy_precision_name(DummyPrecision p);
+// --lm-head: "bf16" (or f16/f32/dense: the config's dtype) -> kDense, "int8" -> kInt8 (per
+// channel, as `frugal plan --lm-head int8` counts it); other formats are refused.
+Result<DummyPrecision> parse_lm_head_precision(const std::string& s);
 // The format of a dummy linear with k inputs (ops::quant_format): int8 per channel; int4 with
 // zero points (offsets) in groups of 128; fp8 e4m3 with 128 x 128 block scales (DeepSeek-V3's
 // recipe); fp8-channel e4m3 with one scale per output channel (compressed-tensors' FP8-dynamic
@@ -73,6 +76,9 @@ struct DummyWeightOptions {
   DType dtype = DType::kBF16;
   uint64_t seed = 0;
   DummyPrecision precision = DummyPrecision::kDense;
+  // The untied lm_head's format (kDense or kInt8: parse_lm_head_precision). A tied model has no
+  // lm_head tensor of its own (the embedding table serves), so this changes nothing there.
+  DummyPrecision lm_head = DummyPrecision::kDense;
 };
 
 // Bytes and formats of the loaded weights per role (the engine's memory report).
@@ -88,9 +94,11 @@ class WeightStore {
   // Opens the safetensors of `dir` and checks them against `specs`: every spec present with
   // its shape and a float dtype (bf16/f16/f32), and no unexpected tensor. Errors name the file
   // and the tensor. With a quantization_config in dir/config.json (model/quant/quant_loader.h),
-  // each linear stored quantized becomes a quantized Linear (ops/weight_format.h); embeddings,
-  // norms and biases stay as stored, and a router or lm_head stored quantized is dequantized to
-  // f32 (routers are never run quantized; the loader logs it).
+  // each linear stored quantized becomes a quantized Linear (ops/weight_format.h), an untied
+  // lm_head stored quantized too (GPTQ's "lm_head": true, compressed-tensors without lm_head in
+  // its ignore list: it runs in its format, as vLLM and llama.cpp run theirs); embeddings, norms
+  // and biases stay as stored, and a router stored quantized is dequantized to f32 (routers are
+  // never run quantized; the loader logs it).
   //
   // `shards` (empty, or one per spec: model/shard.h) cuts each tensor to the slice one
   // tensor-parallel rank holds; specs keep the full shapes the checkpoint is checked against.

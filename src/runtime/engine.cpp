@@ -259,8 +259,10 @@ Status EngineImpl::init(const EngineOptions& o) {
   if (precision != model::DummyPrecision::kDense && !o.dummy_weights)
     return invalid_argument("--precision " + o.weight_precision +
                             " applies to --dummy-weights; a checkpoint loads in the format it is stored in");
+  FRUGAL_ASSIGN_OR_RETURN(const model::DummyPrecision lm_head, model::parse_lm_head_precision(o.lm_head_precision));
   model::LoadOptions lo{.dummy_weights = o.dummy_weights,
                         .dummy_precision = precision,
+                        .dummy_lm_head = lm_head,
                         .max_batch_tokens = o.max_num_batched_tokens,
                         .max_seqs = o.max_num_seqs,
                         .max_logit_rows = o.max_num_seqs,

@@ -126,6 +126,9 @@ struct EngineOptions {
   // Dummy weights' linears: "bf16" (the config's dtype) | "int8" | "int4" | "fp8" | "nf4"
   // (model::dummy_linear_format). Checkpoints load in the format they are stored in.
   std::string weight_precision = "bf16";
+  // Dummy weights' untied lm_head: "bf16" (the config's dtype) | "int8" (per channel, what
+  // `frugal plan --lm-head int8` counts). A checkpoint's lm_head loads as stored.
+  std::string lm_head_precision = "bf16";
   std::string device = "cpu";   // "cpu" | "cuda" | "cuda:N" | "ref"
   int32_t threads = 0;          // CPU threads, 0 = all
   int32_t max_num_seqs = 256;

@@ -5,7 +5,9 @@
 // within the golden tests' fp32 tolerance, on the reference backend, the CPU backend and the
 // CPU backend with device-style placement (weights copied into an arena). Also: bad
 // quantized directories are refused naming the tensor / field; MoE routers stay precise under
-// every dummy precision; loaded bytes equal ops::weight_bytes of the formats plan counts.
+// every dummy precision; loaded bytes equal ops::weight_bytes of the formats plan counts; an
+// untied lm_head stored quantized runs quantized (the "_lmhead" fixtures, a hand-packed GPTQ
+// lm_head against its dequantization, and --lm-head int8 on dummy weights).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -78,9 +80,15 @@ TEST_P(QuantFixture, LogitsEqualTransformersOnTheDequantizedWeights) {
   auto m = Model::load(dir, backend.get(), {.max_logit_rows = T});
   ASSERT_TRUE(m.is_ok()) << m.status().to_string();
   const auto& c = (*m)->config();
-  // Every linear is quantized: the memory report says so per role, in one format.
-  bool saw_attention = false, saw_mlp = false;
+  // Every linear is quantized: the memory report says so per role, in one format; the
+  // "_lmhead" fixtures' lm_head too (it runs in its stored format, not dequantized).
+  const bool lm_head_quantized = std::get<0>(GetParam()).ends_with("_lmhead");
+  bool saw_attention = false, saw_mlp = false, saw_lm_head = false;
   for (const auto& r : (*m)->weight_bytes_by_role()) {
+    if (r.role == "lm_head") {
+      saw_lm_head = true;
+      EXPECT_EQ(r.format.rfind("dense", 0) == 0, !lm_head_quantized) << "lm_head is " << r.format;
+    }
     if (r.role == "attention" || r.role == "mlp") {
       EXPECT_EQ(r.format.rfind("dense", 0), std::string::npos) << r.role << " is " << r.format;
       (r.role == "attention" ? saw_attention : saw_mlp) = true;
@@ -88,6 +96,7 @@ TEST_P(QuantFixture, LogitsEqualTransformersOnTheDequantizedWeights) {
     if (r.role == "embedding" || r.role == "norm") EXPECT_EQ(r.format.rfind("dense", 0), 0u) << r.role;
   }
   EXPECT_TRUE(saw_attention && saw_mlp);
+  EXPECT_EQ(saw_lm_head, !c.tie_word_embeddings);
   auto kv = KvStorage::create(backend.get(), c, {.n_blocks = (T + 15) / 16, .block_size = 16});
   ASSERT_TRUE(kv.is_ok());
   std::vector<int32_t> pos(ids.size()), table;
@@ -275,6 +284,154 @@ TEST(QuantDummy, EveryPrecisionRunsATinyModel) {
                                .max_blocks_per_seq = 1, .slot_mapping = pos, .logits_rows = rows}, **kv, logits.data()).is_ok());
     for (float v : logits) ASSERT_TRUE(std::isfinite(v));
   }
+}
+
+// ------------------------------------------------------------------ quantized lm_head
+
+// Teacher-forced logits of three tokens, every row ([3][vocab]).
+std::vector<float> three_token_logits(Model& m, ops::Backend* backend) {
+  auto kv = KvStorage::create(backend, m.config(), {.n_blocks = 1, .block_size = 16});
+  EXPECT_TRUE(kv.is_ok());
+  if (!kv.is_ok()) return {};
+  const std::vector<int32_t> ids = {1, 5, 9}, pos = {0, 1, 2}, q_start = {0, 3}, ctx = {3}, table = {0}, rows = {0, 1, 2};
+  std::vector<float> logits(static_cast<size_t>(3 * m.config().vocab_size));
+  const Status st = m.forward({.tokens = ids, .positions = pos, .q_start = q_start, .ctx_len = ctx, .block_tables = table,
+                               .max_blocks_per_seq = 1, .slot_mapping = pos, .logits_rows = rows}, **kv, logits.data());
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return logits;
+}
+
+std::string lm_head_format(const Model& m) {
+  for (const auto& r : m.weight_bytes_by_role())
+    if (r.role == "lm_head") return r.format;
+  return "";
+}
+
+// An untied lm_head stored as GPTQ (quantize_config "lm_head": true) runs quantized, and its
+// logits equal those of the same model whose lm_head is the dequantized matrix stored dense.
+// The packing is written here from the GPTQ layout (qweight word (r, o) holds inputs 8r..8r+7
+// of output o, lowest nibble first; qzeros holds zero - 1, 8 outputs a word; fp16 scales
+// [groups][n]) and the dense matrix from W[o][i] = (code - zero) * scale, independently of the
+// loader and of frugal's packer.
+TEST(QuantLmHead, GptqPackedLmHeadRunsQuantizedAndMatchesItsDequantization) {
+  auto cfg = frugal::testing::tiny_llama_config();
+  cfg["hidden_size"] = 64;
+  cfg["num_attention_heads"] = 4;
+  cfg["num_key_value_heads"] = 2;
+  cfg["intermediate_size"] = 96;
+  const int64_t n = cfg["vocab_size"].get<int64_t>(), k = 64, g = 32, ng = k / g;
+  auto code = [](int64_t i, int64_t o) { return static_cast<uint32_t>((i * 7 + o * 5 + 3) % 16); };
+  auto zero = [](int64_t gi, int64_t o) { return static_cast<uint32_t>(1 + (gi * 3 + o) % 15); };
+  // Scales as fp16 values (the dense reference uses the same rounded values).
+  auto scale = [](int64_t gi, int64_t o) { return f16_to_f32(f32_to_f16(0.01f * static_cast<float>(1 + (o + 2 * gi) % 7))); };
+  std::vector<uint32_t> qweight(static_cast<size_t>(k / 8 * n), 0), qzeros(static_cast<size_t>(ng * n / 8), 0);
+  std::vector<uint16_t> scales(static_cast<size_t>(ng * n));
+  std::vector<float> dense(static_cast<size_t>(n * k));
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t o = 0; o < n; ++o) {
+      qweight[static_cast<size_t>((i / 8) * n + o)] |= code(i, o) << (4 * (i % 8));
+      dense[static_cast<size_t>(o * k + i)] =
+          (static_cast<float>(code(i, o)) - static_cast<float>(zero(i / g, o))) * scale(i / g, o);
+    }
+  for (int64_t gi = 0; gi < ng; ++gi)
+    for (int64_t o = 0; o < n; ++o) {
+      qzeros[static_cast<size_t>(gi * (n / 8) + o / 8)] |= (zero(gi, o) - 1) << (4 * (o % 8));
+      scales[static_cast<size_t>(gi * n + o)] = f32_to_f16(scale(gi, o));
+    }
+
+  // Two directories with the same dense tensors: one with lm_head.weight dense, one with it packed.
+  const std::string dense_dir = frugal::testing::temp_dir("lmhead_dense"), gptq_dir = frugal::testing::temp_dir("lmhead_gptq");
+  frugal::testing::write_text(dense_dir + "/config.json", cfg.dump(2));
+  auto parsed = load_model_config(dense_dir + "/config.json");
+  ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+  std::vector<std::vector<float>> data;
+  std::vector<TensorToWrite> common;
+  uint64_t stream = 0;
+  for (const auto& sp : tensor_specs(*parsed)) {
+    if (sp.name == "lm_head.weight") continue;
+    data.emplace_back(static_cast<size_t>(sp.shape.numel()));
+    fill_dummy(sp.role, DType::kF32, 7, stream++, data.back().data(), sp.shape.numel());
+    common.push_back({sp.name, DType::kF32, std::vector<int64_t>(sp.shape.dims.begin(), sp.shape.dims.begin() + sp.shape.ndim),
+                      data.back().data()});
+  }
+  auto with_dense = common;
+  with_dense.push_back({"lm_head.weight", DType::kF32, {n, k}, dense.data()});
+  ASSERT_TRUE(write_safetensors(dense_dir + "/model.safetensors", with_dense).is_ok());
+  auto with_gptq = common;
+  with_gptq.push_back({"lm_head.qweight", DType::kI32, {k / 8, n}, qweight.data()});
+  with_gptq.push_back({"lm_head.qzeros", DType::kI32, {ng, n / 8}, qzeros.data()});
+  with_gptq.push_back({"lm_head.scales", DType::kF16, {ng, n}, scales.data()});
+  ASSERT_TRUE(write_safetensors(gptq_dir + "/model.safetensors", with_gptq).is_ok());
+  auto qcfg = cfg;
+  qcfg["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", g}, {"desc_act", false},
+                                 {"sym", false}, {"lm_head", true}, {"checkpoint_format", "gptq"}};
+  frugal::testing::write_text(gptq_dir + "/config.json", qcfg.dump(2));
+
+  for (const char* b : {"cpu", "ref"}) {
+    SCOPED_TRACE(b);
+    auto be_dense = backend_named(b), be_q = backend_named(b);
+    auto md = Model::load(dense_dir, be_dense.get(), {});
+    ASSERT_TRUE(md.is_ok()) << md.status().to_string();
+    auto mq = Model::load(gptq_dir, be_q.get(), {});
+    ASSERT_TRUE(mq.is_ok()) << mq.status().to_string();
+    EXPECT_EQ(lm_head_format(**md), "dense f32");
+    EXPECT_EQ(lm_head_format(**mq).rfind("int4", 0), 0u) << lm_head_format(**mq);  // run quantized, not dequantized
+    const std::vector<float> ld = three_token_logits(**md, be_dense.get()), lq = three_token_logits(**mq, be_q.get());
+    ASSERT_EQ(ld.size(), lq.size());
+    for (int64_t r = 0; r < 3; ++r)
+      EXPECT_LT(frugal::testing::row_rel_error(lq.data() + r * n, ld.data() + r * n, n), 1e-4) << "row " << r;
+  }
+}
+
+// --lm-head int8 on dummy weights: the untied lm_head is int8 per channel, counted as `frugal
+// plan --lm-head int8` counts it, and the model runs; a tied model and a checkpoint refuse it.
+TEST(QuantLmHead, DummyInt8LmHeadIsPlannedRunAndRefusedWhereItCannotApply) {
+  auto c = load_model_config(frugal::testing::source_root() + "/tests/data/golden/deepseek_v3/config.json");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  ASSERT_FALSE(c->tie_word_embeddings);
+  for (const char* prec : {"bf16", "int4", "fp8"}) {
+    SCOPED_TRACE(prec);
+    auto backend = make_cpu_backend();
+    auto dp = parse_dummy_precision(prec);
+    ASSERT_TRUE(dp.is_ok());
+    auto ws = WeightStore::dummy(tensor_specs(*c), {.dtype = DType::kBF16, .precision = *dp, .lm_head = DummyPrecision::kInt8},
+                                 backend.get());
+    ASSERT_TRUE(ws.is_ok()) << ws.status().to_string();
+    auto pp = plan::parse_precision(prec);
+    ASSERT_TRUE(pp.is_ok());
+    auto s = plan::summarize_weights(*c, {.precision = *pp, .lm_head_int8 = true});
+    ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+    EXPECT_EQ((*ws)->bytes(), s->total_bytes);
+    auto l = (*ws)->linear("lm_head.weight", "");
+    ASSERT_TRUE(l.is_ok()) << l.status().to_string();
+    EXPECT_EQ(l->weight.format.scheme, ops::WeightScheme::kInt8);
+  }
+
+  const std::string dir = frugal::testing::temp_dir("dummy_lmhead");
+  auto cfg = frugal::testing::tiny_llama_config();
+  cfg["hidden_size"] = 64;
+  cfg["intermediate_size"] = 96;
+  frugal::testing::write_text(dir + "/config.json", cfg.dump(2));
+  auto backend = make_cpu_backend();
+  auto m = Model::load(dir + "/config.json", backend.get(),
+                       {.dummy_weights = true, .seed = 3, .dummy_precision = DummyPrecision::kInt4,
+                        .dummy_lm_head = DummyPrecision::kInt8, .max_batch_tokens = 64});
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_EQ(lm_head_format(**m).rfind("int8", 0), 0u) << lm_head_format(**m);
+  for (float v : three_token_logits(**m, backend.get())) ASSERT_TRUE(std::isfinite(v));
+
+  cfg["tie_word_embeddings"] = true;
+  const std::string tied = frugal::testing::temp_dir("dummy_lmhead_tied");
+  frugal::testing::write_text(tied + "/config.json", cfg.dump(2));
+  auto t = Model::load(tied + "/config.json", backend.get(),
+                       {.dummy_weights = true, .dummy_lm_head = DummyPrecision::kInt8, .max_batch_tokens = 64});
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_TRUE(has(t.status().to_string(), "tie_word_embeddings")) << t.status().to_string();
+  auto ck = Model::load(dir, backend.get(), {.dummy_lm_head = DummyPrecision::kInt8});  // a checkpoint directory
+  ASSERT_FALSE(ck.is_ok());
+  EXPECT_TRUE(has(ck.status().to_string(), "--lm-head applies to --dummy-weights")) << ck.status().to_string();
+  EXPECT_FALSE(parse_lm_head_precision("int4").is_ok());
+  EXPECT_TRUE(has(parse_lm_head_precision("int4").status().to_string(), "--lm-head"));
 }
 
 }  // namespace
