@@ -29,6 +29,7 @@ struct QuantizeArgs {
   int64_t calib_tokens = 2048;
   std::string keep;
   bool no_clip = false;
+  bool lm_head = false;
   double max_shard_gb = 4.0;
   std::string device = "auto";
 };
@@ -55,6 +56,7 @@ Status run_quantize(const QuantizeArgs& a) {
   r.options.static_groups = a.static_groups;
   r.options.awq_clip = !a.no_clip;
   r.options.keep = split_list(a.keep);
+  r.options.lm_head = a.lm_head;
   if (a.calib_tokens <= 0) return invalid_argument("--calib-tokens must be positive");
   if (a.max_shard_gb <= 0) return invalid_argument("--max-shard-gb must be positive");
   r.calib_file = a.calib;
@@ -104,6 +106,8 @@ void register_quantize(CLI::App& app) {
   cmd->add_option("--calib-tokens", args->calib_tokens, "calibration tokens used at most")->capture_default_str();
   cmd->add_option("--keep", args->keep, "modules kept unquantized: full names or suffixes (o_proj,layers.0.mlp.down_proj)");
   cmd->add_flag("--no-clip", args->no_clip, "AWQ: skip the clipping search");
+  cmd->add_flag("--lm-head", args->lm_head,
+                "quantize the untied lm_head too (round-to-nearest, the layout's format; GPTQ and compressed-tensors layouts)");
   cmd->add_option("--max-shard-gb", args->max_shard_gb, "largest safetensors shard, GB")->capture_default_str();
   cmd->add_option("--device", args->device, "auto|cpu|cuda: where calibration and GPTQ/AWQ math run (auto: cuda when built with it and a GPU is present)")
       ->capture_default_str();

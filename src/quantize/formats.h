@@ -46,6 +46,10 @@ struct QuantizeOptions {
   bool awq_clip = true;        // AWQ: per-group clipping search after scaling
   double smooth_alpha = 0.5;   // SmoothQuant migration strength
   std::vector<std::string> keep;  // extra modules kept unquantized (names or name suffixes)
+  // The untied lm_head quantized too, round-to-nearest in the layout's format (GPTQModel's
+  // "lm_head": true; compressed-tensors without lm_head in "ignore"). GPTQ and compressed-tensors
+  // layouts only: AutoAWQ, bitsandbytes and DeepSeek-FP8 loaders expect a dense lm_head.
+  bool lm_head = false;
 };
 
 // The layout `o` writes, or an error naming the unsupported flag combination.

@@ -344,11 +344,12 @@ nlohmann::json ct_args(int bits, const char* type, const char* strategy, bool dy
 }
 }  // namespace
 
-nlohmann::json make_quantization_config(const StoredLayout& l, Method m, const std::vector<std::string>& kept) {
+nlohmann::json make_quantization_config(const StoredLayout& l, Method m, const std::vector<std::string>& kept,
+                                        bool lm_head) {
   using nlohmann::json;
   switch (l.layout) {
     case Layout::kGptq: {
-      json j = {{"bits", l.bits}, {"group_size", l.group}, {"desc_act", l.desc_act}, {"sym", l.sym}, {"lm_head", false},
+      json j = {{"bits", l.bits}, {"group_size", l.group}, {"desc_act", l.desc_act}, {"sym", l.sym}, {"lm_head", lm_head},
                 {"damp_percent", 0.01}, {"true_sequential", true}, {"static_groups", l.static_groups},
                 {"checkpoint_format", l.gptq_v2 ? "gptq_v2" : "gptq"}, {"pack_dtype", "int32"}, {"quant_method", "gptq"},
                 {"meta", {{"quantizer", json::array({std::string("frugal quantize (") + method_name(m) + ")"})}}}};
@@ -369,7 +370,7 @@ nlohmann::json make_quantization_config(const StoredLayout& l, Method m, const s
       const char* type = fp8 ? "float" : "int";
       json w = ct_args(8, type, l.layout == Layout::kCtFp8 && l.fp8 == Fp8Scale::kTensor ? "tensor" : "channel", false);
       json in = l.layout == Layout::kCtInt8 ? json(nullptr) : ct_args(8, type, "token", true);
-      json ignore = json::array({"lm_head"});
+      json ignore = lm_head ? json::array() : json::array({"lm_head"});
       for (const auto& k : kept) ignore.push_back(k);
       return {{"config_groups", {{"group_0", {{"input_activations", in}, {"output_activations", nullptr},
                                               {"targets", json::array({"Linear"})}, {"weights", w}}}}},

@@ -69,7 +69,9 @@ Result<std::vector<float>> read_quantized_linear(const std::string& prefix, cons
                                                  const StoredLayout& l, int64_t* out, int64_t* in);
 
 // quantization_config <-> StoredLayout. `kept` lists modules left unquantized (by prefix).
-nlohmann::json make_quantization_config(const StoredLayout& l, Method m, const std::vector<std::string>& kept);
+// lm_head: the checkpoint stores lm_head quantized (QuantizeOptions::lm_head).
+nlohmann::json make_quantization_config(const StoredLayout& l, Method m, const std::vector<std::string>& kept,
+                                        bool lm_head = false);
 Result<StoredLayout> parse_quantization_config(const nlohmann::json& qc, const std::string& source);
 
 // The StoredLayout the options write (after choose_layout).

@@ -467,6 +467,23 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
   StoredLayout sl = stored_layout_for(o, layout);
 
   // Check every weight before writing anything: dtypes, group sizes, packing divisibility.
+  auto check_packable = [&](const model::TensorEntry& e) -> Status {
+    const std::string& name = e.name;
+    if (is_kept(prefix_of(name), o.keep)) return Status::ok();
+    const int64_t out = e.shape[0], in = e.shape[1];
+    if (sl.layout == Layout::kGptq || sl.layout == Layout::kAwqGemm) {
+      FRUGAL_RETURN_IF_ERROR(resolve_group(prefix_of(name), in, sl.group).status());
+      const int64_t per = sl.layout == Layout::kAwqGemm ? 8 : 32 / sl.bits;
+      if (out % per != 0 || (sl.layout == Layout::kGptq && in % per != 0)) {
+        return invalid_argument(prefix_of(name) + ": shape [" + std::to_string(out) + ", " + std::to_string(in) + "] cannot be packed by " +
+                                layout_name(sl.layout) + " (needs multiples of " + std::to_string(per) + "); --keep it");
+      }
+    } else if (sl.layout == Layout::kBnbNf4 && (out * in) % sl.group != 0) {
+      return invalid_argument("--group-size " + std::to_string(sl.group) + " does not divide the " + std::to_string(out * in) +
+                              " elements of " + prefix_of(name));
+    }
+    return Status::ok();
+  };
   DType src_dtype = DType::kF32;
   bool first = true;
   for (const auto& name : st->names()) {
@@ -480,19 +497,25 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
       continue;
     }
     if (!is_float) return unsupported("tensor " + name + ": dtype " + dtype_name(e.dtype) + "; frugal quantize reads bf16, f16 or f32 checkpoints");
-    if (is_kept(prefix_of(name), o.keep)) continue;
-    const int64_t out = e.shape[0], in = e.shape[1];
-    if (sl.layout == Layout::kGptq || sl.layout == Layout::kAwqGemm) {
-      FRUGAL_RETURN_IF_ERROR(resolve_group(prefix_of(name), in, sl.group).status());
-      const int64_t per = sl.layout == Layout::kAwqGemm ? 8 : 32 / sl.bits;
-      if (out % per != 0 || (sl.layout == Layout::kGptq && in % per != 0)) {
-        return invalid_argument(prefix_of(name) + ": shape [" + std::to_string(out) + ", " + std::to_string(in) + "] cannot be packed by " +
-                                layout_name(sl.layout) + " (needs multiples of " + std::to_string(per) + "); --keep it");
-      }
-    } else if (sl.layout == Layout::kBnbNf4 && (out * in) % sl.group != 0) {
-      return invalid_argument("--group-size " + std::to_string(sl.group) + " does not divide the " + std::to_string(out * in) +
-                              " elements of " + prefix_of(name));
-    }
+    FRUGAL_RETURN_IF_ERROR(check_packable(e));
+  }
+  // --lm-head: an untied lm_head, in a layout whose loaders take it quantized.
+  const model::TensorEntry* lm_head = st->find("lm_head.weight");
+  const bool quantize_lm_head = o.lm_head && !is_kept("lm_head", o.keep);
+  if (o.lm_head) {
+    if (sl.layout != Layout::kGptq && sl.layout != Layout::kCtInt8 && sl.layout != Layout::kCtInt8W8A8 &&
+        sl.layout != Layout::kCtFp8)
+      return unsupported(std::string("--lm-head: the ") + layout_name(sl.layout) +
+                         " layout's loaders expect a dense lm_head; GPTQ (--method rtn/gptq, --format int4/int8) and "
+                         "compressed-tensors (--format int8/fp8, w8a8) store it quantized");
+    if (mc.tie_word_embeddings || lm_head == nullptr)
+      return invalid_argument("--lm-head: " + cfg_path +
+                              " ties lm_head to the embedding table (tie_word_embeddings), so there is no separate lm_head to "
+                              "quantize");
+    if (lm_head->shape.ndim != 2 || !(lm_head->dtype == DType::kF32 || lm_head->dtype == DType::kF16 || lm_head->dtype == DType::kBF16))
+      return unsupported("tensor lm_head.weight: dtype " + std::string(dtype_name(lm_head->dtype)) +
+                         "; frugal quantize reads bf16, f16 or f32 checkpoints");
+    if (quantize_lm_head) FRUGAL_RETURN_IF_ERROR(check_packable(*lm_head));
   }
   const DType keep_dtype = (layout == Layout::kGptq || layout == Layout::kAwqGemm) ? DType::kF16 : src_dtype;
 
@@ -536,6 +559,10 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
   for (const auto& name : st->names()) {
     const int64_t li = layer_of(name);
     if (li < 0) {
+      if (quantize_lm_head && name == "lm_head.weight") {
+        FRUGAL_RETURN_IF_ERROR(rtn_uncalibrated(c, *st->find(name)));  // RTN: no calibration of its inputs
+        continue;
+      }
       FRUGAL_RETURN_IF_ERROR(writer.add(copy_tensor(*st->find(name), src_dtype, keep_dtype)));
     } else {
       by_layer[li].push_back(name);
@@ -585,7 +612,7 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
   report.out_bytes = writer.total_bytes();
 
   // config.json: the source config with quantization_config and the stored dtype.
-  cfg["quantization_config"] = make_quantization_config(sl, o.method, kept);
+  cfg["quantization_config"] = make_quantization_config(sl, o.method, kept, quantize_lm_head);
   const char* dt = keep_dtype == DType::kF16 ? "float16" : keep_dtype == DType::kBF16 ? "bfloat16" : "float32";
   cfg["dtype"] = dt;
   if (cfg.contains("torch_dtype")) cfg["torch_dtype"] = dt;

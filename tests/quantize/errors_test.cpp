@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "backend/cpu/cpu_backend.h"
+#include "model/model.h"
 #include "model/safetensors.h"
 #include "quant_test_util.h"
 #include "quantize/quantize.h"
@@ -186,6 +188,60 @@ TEST(QuantizeMoe, RouterStaysPreciseAndExpertsQuantizeOneByOne) {
   const std::string msg = error_of(a);
   EXPECT_NE(msg.find("--method rtn only"), std::string::npos) << msg;
   EXPECT_TRUE(outputs_like(work, "awq").empty());
+  fs::remove_all(work);
+}
+
+// --lm-head: the untied lm_head is written quantized (GPTQ's "lm_head": true, compressed-tensors
+// without lm_head in "ignore"), the engine's loader (code independent of the quantizer) reads
+// back exactly the weight the quantizer computed, and the loaded model runs it quantized. A tied
+// model and a layout whose loaders expect a dense lm_head are refused, naming the flag.
+TEST(QuantizeLmHead, WrittenQuantizedReadBackAndRefusedWhereItCannotApply) {
+  const std::string work = testing::quant_temp_dir("lm_head");
+  struct Case {
+    const char* name;
+    QuantizeOptions o;
+    const char* format_prefix;
+  };
+  const Case cases[] = {{"gptq", {.format = Format::kInt4, .group_size = 64, .lm_head = true}, "int4"},
+                        {"ct_int8", {.format = Format::kInt8, .lm_head = true}, "int8"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    QuantizeRequest r = request(testing::golden_dir("qwen2"), work + "/" + c.name, c.o);
+    r.keep_dequantized = true;
+    auto rep = quantize_model(r);
+    ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+    const nlohmann::json qc = testing::read_json_file(r.out_dir + "/config.json")["quantization_config"];
+    if (qc["quant_method"] == "gptq") {
+      EXPECT_TRUE(qc["lm_head"].get<bool>());
+    } else {
+      EXPECT_EQ(qc["ignore"], nlohmann::json::array());
+    }
+    auto st = model::SafetensorsSet::open_dir(r.out_dir);
+    ASSERT_TRUE(st.is_ok()) << st.status().to_string();
+    EXPECT_EQ((*st)->find("lm_head.weight") != nullptr, qc["quant_method"] != "gptq");  // CT keeps the name, int8 codes
+    auto deq = testing::engine_dequantized(r.out_dir, **st, "lm_head");
+    ASSERT_TRUE(deq.is_ok()) << deq.status().to_string();
+    ASSERT_TRUE(rep->dequantized.count("lm_head"));
+    EXPECT_EQ(*deq, rep->dequantized.at("lm_head"));
+    auto backend = make_cpu_backend();
+    auto m = model::Model::load(r.out_dir, backend.get(), {});
+    ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+    bool saw = false;
+    for (const auto& role : (*m)->weight_bytes_by_role())
+      if (role.role == "lm_head") {
+        saw = true;
+        EXPECT_EQ(role.format.rfind(c.format_prefix, 0), 0u) << role.format;
+      }
+    EXPECT_TRUE(saw);
+  }
+  std::string msg = error_of(request(testing::golden_dir("qwen2"), work + "/awq",
+                                     {.format = Format::kInt4, .method = Method::kAwq, .group_size = 64, .lm_head = true}));
+  EXPECT_NE(msg.find("--lm-head"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("dense lm_head"), std::string::npos) << msg;
+  msg = error_of(request(testing::golden_dir("qwen2_tied"), work + "/tied", {.format = Format::kInt8, .lm_head = true}));
+  EXPECT_NE(msg.find("tie_word_embeddings"), std::string::npos) << msg;
+  EXPECT_TRUE(outputs_like(work, "awq").empty());
+  EXPECT_TRUE(outputs_like(work, "tied").empty());
   fs::remove_all(work);
 }
 
