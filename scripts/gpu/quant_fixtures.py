@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds the quantized-checkpoint fixtures for tests/data/quant/ (issue 16) with plain torch.
 
-usage: python3 scripts/gpu/quant_fixtures.py --out DIR [--smoke] [--no-hf-fp8] [--keep-dirs]
+usage: python3 scripts/gpu/quant_fixtures.py --out DIR [--smoke] [--no-hf-fp8] [--keep-dirs] [--only A,B]
 
 Runs on the GPU machine (torch 2.11, transformers 5.17, safetensors; no internet, nothing is
 downloaded). It builds one tiny random Qwen2ForCausalLM from a config (hidden 256, 2 layers,
@@ -23,8 +23,13 @@ Each directory holds what the real tool writes (model.safetensors, config.json w
   logits_hf_fp8_dequant / logits_hf_fp8_native  (fp8_block only, when transformers' fine-grained
                                       FP8 path works here: see hf_fp8_logits)
 
+The "_lmhead" fixtures (tarball c) start from the same config untied (tie_word_embeddings false,
+lm_head its own random matrix) and quantize lm_head too, as GPTQModel does with "lm_head": true
+and llm-compressor does when lm_head is not in "ignore"; their references dequantize it as well.
+
 Output: DIR/quant_fixtures_a.tar.xz (4-bit formats), DIR/quant_fixtures_b.tar.xz (8-bit formats),
-DIR/quant_fixtures.log. Extract both into tests/data/quant/. --smoke builds a subset, skips the
+DIR/quant_fixtures_c.tar.xz (quantized lm_head), DIR/quant_fixtures.log. --only A,B builds the
+named fixtures alone (their tarballs hold just them; manifest.json lists just them: merge it). Extract both into tests/data/quant/. --smoke builds a subset, skips the
 tarballs and keeps the directories (a quick check that the script runs end to end).
 """
 import argparse
@@ -327,15 +332,15 @@ def awq_cfg(group):
             "version": "gemm", "modules_to_not_convert": None}
 
 
-def gptq_cfg(group, bits, sym, desc_act, fmt):
+def gptq_cfg(group, bits, sym, desc_act, fmt, lm_head=False):
     # As GPTQModel writes it (AutoGPTQ writes the same keys, plus quantize_config.json).
     return {"quant_method": "gptq", "bits": bits, "group_size": group, "desc_act": desc_act,
-            "sym": sym, "lm_head": False, "damp_percent": 0.01, "true_sequential": True,
+            "sym": sym, "lm_head": lm_head, "damp_percent": 0.01, "true_sequential": True,
             "static_groups": False, "checkpoint_format": fmt, "pack_dtype": "int32",
             "meta": {"quantizer": ["frugal quant_fixtures.py (round-to-nearest)"]}}
 
 
-def ct_cfg(num_bits, typ, strategy, fmt, dynamic_act):
+def ct_cfg(num_bits, typ, strategy, fmt, dynamic_act, ignore=("lm_head",)):
     scheme = {"num_bits": num_bits, "type": typ, "symmetric": True, "strategy": strategy,
               "group_size": None, "block_structure": None, "dynamic": False, "actorder": None,
               "observer": "minmax", "observer_kwargs": {}}
@@ -347,7 +352,7 @@ def ct_cfg(num_bits, typ, strategy, fmt, dynamic_act):
     return {"quant_method": "compressed-tensors", "format": fmt, "quantization_status": "compressed",
             "config_groups": {"group_0": {"targets": ["Linear"], "weights": scheme,
                                           "input_activations": act, "output_activations": None}},
-            "ignore": ["lm_head"], "kv_cache_scheme": None, "global_compression_ratio": None}
+            "ignore": list(ignore), "kv_cache_scheme": None, "global_compression_ratio": None}
 
 
 FP8_BLOCK_CFG = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
@@ -402,6 +407,15 @@ def make_fixtures():
     F["int8_channel"] = dict(group="b", dtype=torch.bfloat16,
                              cfg=ct_cfg(8, "int", "channel", "int-quantized", False),
                              quant=lambda W, n: int8_ct_quantize(W), deq=int8_ct_dequant)
+    # lm_head quantized too, on the untied base.
+    F["gptq_w4g128_lmhead"] = dict(
+        group="c", untied=True, lm_head=True, dtype=torch.float16,
+        cfg=gptq_cfg(128, 4, False, False, "gptq", lm_head=True),
+        quant=lambda W, n: gptq_quantize(W, 128, 4, False), deq=lambda t: gptq_dequant(t, 4))
+    F["int8_channel_lmhead"] = dict(
+        group="c", untied=True, lm_head=True, dtype=torch.bfloat16,
+        cfg=ct_cfg(8, "int", "channel", "int-quantized", False, ignore=()),
+        quant=lambda W, n: int8_ct_quantize(W), deq=int8_ct_dequant)
     return F
 
 
@@ -410,14 +424,14 @@ SMOKE = ["awq_w4g128", "gptq_w4g64_asym_descact", "fp8_block", "nf4", "int8_chan
 
 # ---------------------------------------------------------------------------------------------
 
-def build_base():
+def build_base(tied=True):
     from transformers import Qwen2Config, Qwen2ForCausalLM
     torch.manual_seed(1234)
-    cfg = Qwen2Config(**CFG)
+    cfg = Qwen2Config(**dict(CFG, tie_word_embeddings=tied))
     model = Qwen2ForCausalLM(cfg).eval()
     with torch.no_grad():
         for n, p in model.named_parameters():
-            if "embed_tokens" in n:
+            if "embed_tokens" in n or n == "lm_head.weight":
                 p.copy_(0.5 * torch.randn_like(p))       # confident output distribution
             elif "norm" in n:
                 p.copy_(1.0 + 0.2 * torch.randn_like(p))
@@ -447,8 +461,10 @@ def write_fixture(name, spec, cfg, base_model, ids, base_logits, root):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     sd = {k: v.detach().clone() for k, v in base_model.state_dict().items()}
-    sd.pop("lm_head.weight", None)          # tied: real tied checkpoints store only embed_tokens
-    qnames = quantized_names()
+    tied = cfg.tie_word_embeddings
+    if tied:
+        sd.pop("lm_head.weight", None)      # tied: real tied checkpoints store only embed_tokens
+    qnames = quantized_names() + (["lm_head"] if spec.get("lm_head") else [])
     tensors = {}
     for k, v in sd.items():
         prefix = k[:-len(".weight")]
@@ -495,10 +511,10 @@ def write_fixture(name, spec, cfg, base_model, ids, base_logits, root):
 
     ref_model = Qwen2ForCausalLM(cfg).eval().float()
     missing, unexpected = ref_model.load_state_dict(deq_sd, strict=False)
-    missing = [m for m in missing if m != "lm_head.weight"]
+    missing = [m for m in missing if not (tied and m == "lm_head.weight")]
     if missing or unexpected:
         raise SystemExit(f"{name}: state dict mismatch missing={missing} unexpected={unexpected}")
-    if ref_model.lm_head.weight.data_ptr() != ref_model.model.embed_tokens.weight.data_ptr():
+    if tied and ref_model.lm_head.weight.data_ptr() != ref_model.model.embed_tokens.weight.data_ptr():
         with torch.no_grad():
             ref_model.lm_head.weight.copy_(ref_model.model.embed_tokens.weight)
     logits = forward_logits(ref_model, ids)
@@ -580,6 +596,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="subset, no tarballs")
     ap.add_argument("--no-hf-fp8", action="store_true", help="skip transformers' FP8 loader")
     ap.add_argument("--keep-dirs", action="store_true", help="keep the directories after tarring")
+    ap.add_argument("--only", default="", help="comma-separated fixture names (default: all)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s",
@@ -594,26 +611,36 @@ def main():
     torch.set_num_threads(min(8, os.cpu_count() or 1))
     self_test_packing()
     check_nf4_table()
-    cfg, base, ids = build_base()
-    base_logits = forward_logits(base, ids)
-    log.info("base model: %d params, logits std %.3f", sum(p.numel() for p in base.parameters()),
-             float(base_logits.std()))
+    bases = {}
+    for tied in (True, False):
+        cfg, base, ids = build_base(tied)
+        base_logits = forward_logits(base, ids)
+        log.info("base model (%s): %d params, logits std %.3f", "tied" if tied else "untied",
+                 sum(p.numel() for p in base.parameters()), float(base_logits.std()))
+        bases[tied] = (cfg, base, ids, base_logits)
     work = os.path.join(a.out, "dirs")
     os.makedirs(work, exist_ok=True)
     fixtures = make_fixtures()
     names = SMOKE if a.smoke else list(fixtures)
+    if a.only:
+        names = [n for n in a.only.split(",") if n]
+        unknown = [n for n in names if n not in fixtures]
+        if unknown:
+            raise SystemExit(f"--only: unknown fixtures {unknown} (known: {sorted(fixtures)})")
     manifest = []
     for n in names:
         spec = fixtures[n]
         spec["hf_fp8"] = not a.no_hf_fp8
+        cfg, base, ids, base_logits = bases[not spec.get("untied", False)]
         manifest.append(write_fixture(n, spec, cfg, base, ids, base_logits, work))
     prov = ("# Quantized checkpoint fixtures (issue 16)\n\n"
             f"Made by `scripts/gpu/quant_fixtures.py --out DIR` with torch {torch.__version__}, "
             f"transformers {transformers.__version__}, safetensors {safetensors.__version__} "
             "(packing in plain torch/numpy from the published AutoAWQ, GPTQ, compressed-tensors, "
             "DeepSeek-V3 and bitsandbytes layouts; references are fp32 CPU transformers logits on "
-            "the weights dequantized from the stored tensors). Extract quant_fixtures_a.tar.xz and "
-            "quant_fixtures_b.tar.xz into tests/data/quant/. manifest.json lists each fixture.\n")
+            "the weights dequantized from the stored tensors). Extract quant_fixtures_a.tar.xz, "
+            "quant_fixtures_b.tar.xz and quant_fixtures_c.tar.xz into tests/data/quant/. "
+            "manifest.json lists each fixture.\n")
     with open(os.path.join(work, "PROVENANCE.md"), "w") as f:
         f.write(prov)
     with open(os.path.join(work, "manifest.json"), "w") as f:
@@ -621,10 +648,10 @@ def main():
     if a.smoke:
         log.info("smoke run done: directories in %s", work)
         return
-    for grp in ("a", "b"):
+    for grp in sorted({m["tar"] for m in manifest}):
         tar_path = os.path.join(a.out, f"quant_fixtures_{grp}.tar.xz")
         with tarfile.open(tar_path, "w:xz", preset=9) as tf:
-            if grp == "a":
+            if grp == min(m["tar"] for m in manifest):
                 tf.add(os.path.join(work, "PROVENANCE.md"), arcname="PROVENANCE.md")
                 tf.add(os.path.join(work, "manifest.json"), arcname="manifest.json")
             for m in manifest:
