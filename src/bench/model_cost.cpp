@@ -49,6 +49,23 @@ Result<ModelCost> model_cost(const runtime::EngineOptions& eo, DType kv_dtype) {
   return mc;
 }
 
+void use_loaded_weight_bytes(ModelCost& mc, const std::vector<model::WeightRoleBytes>& roles) {
+  bool quantized = false, untied = false;
+  for (const auto& r : roles) {
+    quantized |= r.format.rfind("dense", 0) != 0;
+    untied |= r.role == "lm_head";
+  }
+  if (!quantized) return;
+  int64_t step = 0, routed = 0;
+  for (const auto& r : roles) {
+    if (r.role == "embedding" && untied) continue;  // a lookup, not a read of the table
+    step += r.bytes;
+    if (r.role == "mlp (routed experts)") routed += r.bytes;
+  }
+  mc.step_weight_bytes = step;
+  mc.routed_expert_bytes = routed;
+}
+
 double ModelCost::step_bytes_at_batch(int64_t batch) const {
   double b = static_cast<double>(step_weight_bytes - routed_expert_bytes);
   if (n_routed_experts > 0 && experts_per_token > 0) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -36,5 +37,11 @@ struct ModelCost {
 // eo.model_dir is a model directory or a config.json; the KV cache holds kv_dtype elements in
 // blocks of eo.block_size tokens.
 Result<ModelCost> model_cost(const runtime::EngineOptions& eo, DType kv_dtype);
+
+// A quantized checkpoint's weight bytes are those of its formats as loaded (int4 codes and their
+// scales, not the config dtype's bytes per parameter): the step's bytes from the engine's
+// memory report (runtime::MemoryReport::weights_by_role): every role but an untied embedding
+// table, routed experts apart. Leaves mc as it is when no role is quantized.
+void use_loaded_weight_bytes(ModelCost& mc, const std::vector<model::WeightRoleBytes>& roles);
 
 }  // namespace frugal::bench

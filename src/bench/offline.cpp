@@ -191,6 +191,8 @@ Result<nlohmann::json> run_offline(const OfflineOptions& o) {
     FRUGAL_ASSIGN_OR_RETURN(kv_dtype, kv::parse_kv_dtype(o.engine.kv_cache_dtype));
   }
   FRUGAL_ASSIGN_OR_RETURN(ModelCost mc, model_cost(o.engine, kv_dtype));
+  // A quantized checkpoint (one rank): the bytes of its formats as loaded.
+  if (!o.engine.dummy_weights && o.engine.tensor_parallel_size <= 1) use_loaded_weight_bytes(mc, engine->memory().weights_by_role);
   const int32_t vocab = engine->vocab_size();
   SplitMix64 rng(o.seed);
   nlohmann::json results = nlohmann::json::array();

@@ -65,6 +65,25 @@ TEST(BenchModelCost, DenseModelReadsEveryWeightAtAnyBatch) {
   EXPECT_DOUBLE_EQ(mc->active_linear_params(), static_cast<double>(mc->linear_params));
 }
 
+// A quantized checkpoint's step reads its formats' bytes, not the config dtype's per parameter
+// (hand count on tests/data/quant/awq_w4g128: Qwen2, tied, vocab 512, hidden 256, 2 layers,
+// inter 512, 4 heads of 64 and 2 KV heads; int4 g128 loads as k / 2 code bytes a row plus an f32
+// scale and an f32 offset a group: 144 bytes a row at k 256, 288 at k 512):
+//   a layer's linears: q, o 256 x 144; k, v 128 x 144; gate, up 512 x 144; down 256 x 288 = 331,776
+//   a layer's f16 biases (q, k, v: 512) and norms (2 x 256): 2,048; the final norm: 512
+//   the tied embedding, read as the lm_head: 512 x 256 x 2 = 262,144
+// => 2 x (331,776 + 2,048) + 512 + 262,144 = 930,304 (dense f16 would be 2 x 1,572,864 + ...).
+TEST(BenchOffline, QuantizedCheckpointCountsItsFormatsBytes) {
+  OfflineOptions o = base_options();
+  o.engine.model_dir = frugal::testing::source_root() + "/tests/data/quant/awq_w4g128";
+  o.batches = {1};
+  o.decode_prompt_len = 8;
+  o.decode_tokens = 4;
+  auto r = run_offline(o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ((*r)["bytes_per_decode_step_weights"].get<int64_t>(), 930304);
+}
+
 TEST(BenchOffline, MixedLoadWaitsInsteadOfFailingWithASmallPool) {
   OfflineOptions o = base_options();
   o.engine.num_kv_blocks = 24;  // 384 token slots; the largest request needs 17 blocks
