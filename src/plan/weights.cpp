@@ -121,6 +121,10 @@ Result<WeightSummary> summarize_weights(const model::ModelConfig& c, const Quant
   if (specs.empty()) {
     return unsupported("model '" + c.architecture + "': no tensor layout known for this architecture");
   }
+  if (q.lm_head_int8 && c.tie_word_embeddings) {
+    return invalid_argument("--lm-head int8: the model ties lm_head to the embedding table (tie_word_embeddings), so "
+                            "it has no lm_head of its own to store in int8 (the engine refuses it too)");
+  }
   WeightSummary s;
   std::map<std::pair<std::string, std::string>, WeightGroup> groups;
   for (const model::TensorSpec& t : specs) {

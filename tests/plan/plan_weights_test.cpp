@@ -61,6 +61,12 @@ TEST(PlanWeightsTest, Int4GroupedWithZeroPoints) {
   // lm_head int8 per channel: 1000 x 256 + 1000 x 4 B instead of 512,000 B.
   EXPECT_EQ(bytes(tiny(), {.precision = WeightPrecision::kInt4, .group_size = 128, .lm_head_int8 = true}),
             linear + kBf16Rest - 512000 + 260000);
+  // A tied model has no lm_head of its own: --lm-head int8 is refused, as the engine refuses it.
+  model::ModelConfig tied = tiny();
+  tied.tie_word_embeddings = true;
+  auto t = summarize_weights(tied, {.precision = WeightPrecision::kInt4, .group_size = 128, .lm_head_int8 = true});
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("tie_word_embeddings"), std::string::npos) << t.status().to_string();
   // Group 64 doubles the groups: 256x256: 32,768 + 4,096 + 4,096 = 40,960; others 65,536 + 8,192 + 8,192.
   EXPECT_EQ(bytes(tiny(), {.precision = WeightPrecision::kInt4, .group_size = 64}),
             4 * 40960 + 3 * 81920 + kBf16Rest);
