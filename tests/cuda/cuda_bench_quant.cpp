@@ -64,9 +64,9 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       const int64_t n_zeros = f.zero == ops::ZeroPoint::kOffset ? s.n * ops::weight_groups_k(f, s.k) : 0;
       const int copies = s.odd ? 1 : static_cast<int>(std::max<int64_t>(2, (int64_t{768} << 20) / code_bytes));
       std::vector<void*> codes;
+      std::vector<uint8_t> h(static_cast<size_t>(code_bytes));  // copy 0's codes (the tile-major rows re-lay them)
       // Copy 0 from the host (no fp8 NaN patterns: it is the one checked); the rest random on the device.
       {
-        std::vector<uint8_t> h(static_cast<size_t>(code_bytes));
         for (auto& c : h) {
           c = static_cast<uint8_t>(rng());
           if ((c & 0x7f) == 0x7f) c ^= 1;
@@ -250,6 +250,57 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
             time_gemv(m, std::string(lean ? "qgemv-lean" : "qgemv") + " m=" + std::to_string(m) + " " + tag + t.name);
           }
         }
+      }
+      // The lean GEMV on tile-major codes (launch_quant_gemv_lean_tile_major: each warp load 512
+      // contiguous bytes), int4 only: checked bit for bit against the lean GEMV on the same logical
+      // codes, then timed beside its rows (copy 0 re-laid; the other copies are random either way).
+      if (fm.name == std::string("int4g128") && s.n % 16 == 0 && s.k % 128 == 0 && row_bytes % 64 == 0) {
+        const int64_t nq = row_bytes / 64;
+        std::vector<uint8_t> t(h.size());
+        for (int64_t r = 0; r < s.n; ++r)
+          for (int64_t qd = 0; qd < nq; ++qd)
+            std::memcpy(&t[static_cast<size_t>(((r / 16) * nq + qd) * 1024 + (r % 16 >= 8 ? 512 : 0) + (r % 8) * 64)],
+                        &h[static_cast<size_t>(r * row_bytes + qd * 64)], 64);
+        void* tm_codes = b->alloc(t.size()).value();
+        (void)b->upload(tm_codes, t.data(), t.size());
+        void* y_tm = b->alloc(static_cast<size_t>(8 * s.n * 2)).value();
+        for (int64_t m : {1, 3, 8}) {
+          ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+          ops::MatmulParams pt = p;
+          pt.w.data = tm_codes;
+          pt.y = y_tm;
+          const cudaError_t e1 = launch_quant_gemv(p, b->stream(), nullptr, QuantGemvKernel::kLean);
+          const cudaError_t e2 = launch_quant_gemv_lean_tile_major(pt, b->stream());
+          if (e1 != cudaSuccess || e2 != cudaSuccess || cudaStreamSynchronize(b->stream()) != cudaSuccess) {
+            std::printf("CHECK %s tile-major m=%lld: CUDA error %s / %s\n", tag.c_str(), static_cast<long long>(m),
+                        cudaGetErrorString(e1), cudaGetErrorString(e2));
+            std::abort();
+          }
+          std::vector<uint16_t> a(static_cast<size_t>(m * s.n)), c(a.size());
+          (void)b->download(a.data(), y, a.size() * 2);
+          (void)b->download(c.data(), y_tm, c.size() * 2);
+          int64_t differ = 0;
+          for (size_t i = 0; i < a.size(); ++i) differ += a[i] != c[i];
+          std::printf("CHECK %s tile-major m=%lld: %lld of %zu outputs differ from the lean GEMV's bits %s\n", tag.c_str(),
+                      static_cast<long long>(m), static_cast<long long>(differ), a.size(), differ == 0 ? "ok" : "FAIL");
+        }
+        for (int64_t m : {1, 2, 4, 8})
+          for (Tune tu : {Tune{0, 0, ""}, Tune{1, 4, " u1w4"}, Tune{2, 4, " u2w4"}, Tune{1, 8, " u1w8"}, Tune{2, 8, " u2w8"}}) {
+            if (m != 1 && tu.u != 0) continue;
+            set_quant_gemv_tuning(tu.u, tu.w);
+            ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+            Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+              p.w.data = i % copies == 0 ? tm_codes : codes[static_cast<size_t>(i % copies)];
+              (void)launch_quant_gemv_lean_tile_major(p, b->stream());
+            });
+            const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
+            const double gbs = bytes / (tm.median_us * 1e3);
+            table->add({"qgemv-lean-tm m=" + std::to_string(m) + " " + tag + tu.name, tm, gbs, "GB/s", 100 * gbs / ceiling});
+          }
+        set_quant_gemv_tuning(-1, -1);
+        (void)cudaStreamSynchronize(b->stream());
+        b->free(tm_codes);
+        b->free(y_tm);
       }
       // The GEMV's loads alone (cuda_bench_load.cu): the lean GEMV's tile order against the same
       // bytes read linearly, 4 and 8 warps a block, as many blocks an SM as fit or 7 (the lean int4

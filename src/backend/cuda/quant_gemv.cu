@@ -240,7 +240,11 @@ __device__ __forceinline__ void l2_rows(const QGemvArgs& a) {
 // against 72, the tile GEMV's 62; a 64-register cap spills). The
 // dequantization (8 ALU instructions per 32-bit word of codes) is the same as the tile kernel's,
 // so the saving is the loop's bookkeeping: 181 PTX instructions a quad against 225 (int4, m <= 8).
-template <QKind K, int W, int U, bool kOffsets, bool kSilu>
+// kTM (launch_quant_gemv_lean_tile_major, an experiment of cuda_kernel_bench): the codes laid out
+// tile-major, each (16-row tile, quad) 1 KB in one piece, lane l's 16 bytes of row a at 16 l and
+// of row b at 512 + 16 l, so each load instruction of a warp reads 512 contiguous bytes; only
+// whole quads (k a multiple of the quad, n of 16), no silu epilogue, no L2 request.
+template <QKind K, int W, int U, bool kOffsets, bool kSilu, bool kTM = false>
 __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   constexpr int C = codes_per_chunk<K>();
   constexpr int S = C / 4;   // mma steps per chunk
@@ -261,8 +265,10 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   const int64_t tok = m0 + gq < p.m ? m0 + gq : p.m - 1;  // clamp: read, never stored
   // Chunk q of quad 0 of this lane's rows, and its x (addresses only: nothing is read before the
   // first codes, which depend on no earlier kernel).
-  const uint4* wa = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + ra * a.row_bytes) + q;
-  const uint4* wb = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + rb * a.row_bytes) + q;
+  const uint4* wa = kTM ? reinterpret_cast<const uint4*>(p.w.data) + static_cast<int64_t>(blockIdx.x) * (a.row_bytes / 64) * 64 + lane
+                        : reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + ra * a.row_bytes) + q;
+  const uint4* wb = kTM ? wa + 32 : reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + rb * a.row_bytes) + q;
+  constexpr int kQuadStride = kTM ? 64 : 4;  // uint4s from one quad's codes of a lane to the next's
   const __nv_bfloat16* xq = static_cast<const __nv_bfloat16*>(p.x) + tok * p.ld_x + q * C;
   const float* sa_ptr = static_cast<const float*>(p.w.scales) + (ra / a.group_n) * a.groups_k;
   const float* sb_ptr = static_cast<const float*>(p.w.scales) + (rb / a.group_n) * a.groups_k;
@@ -278,8 +284,8 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
     uint4 va, vb;
   };
   auto load_quad = [&](Quad& d, int quad) {
-    d.va = load_stream16(wa + 4 * quad);
-    d.vb = load_stream16(wb + 4 * quad);
+    d.va = load_stream16(wa + kQuadStride * quad);
+    d.vb = load_stream16(wb + kQuadStride * quad);
   };
   auto group_params = [&](int quad, float& sa, float& sb, float& za, float& zb) {
     const uint32_t g = quad_group(a, static_cast<uint32_t>(quad));
@@ -352,7 +358,7 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   // The quads at the end of k (this warp's, after its full ones, as in the tile kernel): checked.
   // Only when k leaves a partial quad (never for the models' shapes); its addresses are rebuilt
   // here from the kernel's arguments, so nothing of it is live in the loop above.
-  if (n_full < n_quads) {
+  if (!kTM && n_full < n_quads) {
     int row_t = gq;
     asm volatile("" : "+r"(row_t));  // opaque: the rebuilt addresses are not the loop's values kept alive
     const int64_t ra_t = min(static_cast<int64_t>(blockIdx.x) * (kSilu ? 8 : 16) + row_t, n_a - 1);
@@ -743,6 +749,34 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
     default: break;
   }
   return cudaErrorInvalidValue;
+}
+
+namespace {
+template <int W, bool kOffsets>
+cudaError_t launch_tile_major_w(const QGemvArgs& a, int u, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(a.p.n / 16), 1);
+  if (u == 4) return launch_kernel(quant_gemv_lean_kernel<QKind::kInt4, W, 4, kOffsets, false, true>, grid, dim3(W * 32), 0, stream, a);
+  if (u == 1) return launch_kernel(quant_gemv_lean_kernel<QKind::kInt4, W, 1, kOffsets, false, true>, grid, dim3(W * 32), 0, stream, a);
+  return launch_kernel(quant_gemv_lean_kernel<QKind::kInt4, W, 2, kOffsets, false, true>, grid, dim3(W * 32), 0, stream, a);
+}
+}  // namespace
+
+cudaError_t launch_quant_gemv_lean_tile_major(const ops::MatmulParams& p, cudaStream_t stream) {
+  if (p.m * p.n == 0) return cudaSuccess;
+  if (!quant_gemv_supported(p) || p.w.format.scheme != ops::WeightScheme::kInt4 || p.m > 8 || p.n % 16 != 0 ||
+      p.k % 128 != 0)
+    return cudaErrorInvalidValue;
+  QGemvArgs a = gemv_args(p);
+  if (a.row_bytes % 64 != 0) return cudaErrorInvalidValue;
+  a.early = quant_gemv_early() ? 1 : 0;
+  a.l2 = 0;
+  // The lean GEMV's shape rules (launch_w, launch_k), or set_quant_gemv_tuning's.
+  const int64_t tiles = p.n / 16;
+  const bool eight = g_tune_w == 8 || (g_tune_w != 4 && tiles < 1024);
+  const int u = g_tune_u > 0 ? g_tune_u : tiles >= 1024 ? 1 : tiles < 64 ? 4 : 2;
+  const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
+  if (eight) return offsets ? launch_tile_major_w<8, true>(a, u, stream) : launch_tile_major_w<8, false>(a, u, stream);
+  return offsets ? launch_tile_major_w<4, true>(a, u, stream) : launch_tile_major_w<4, false>(a, u, stream);
 }
 
 }  // namespace frugal::cuda
