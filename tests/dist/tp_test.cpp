@@ -6,7 +6,8 @@
 //     (DeepSeek: MLA heads split, routed experts spread over the ranks, shared experts split);
 //   - fixtures that cannot shard over N (more ranks than heads) fail with an error naming why;
 //   - the weight bytes each rank loads equal the planner's figure for that rank
-//     (plan::rank_weight_bytes), dense bf16, int8 and int4 dummy weights, and a DeepSeek-V3
+//     (plan::rank_weight_bytes), dense bf16, int8 and int4 dummy weights (int4 also with an int8
+//     lm_head cut by vocab rows), and a DeepSeek-V3
 //     shape (each rank holds only its routed experts).
 // Without MPI in the build (or started without mpirun) the tests skip.
 #include <algorithm>
@@ -342,15 +343,20 @@ TEST(TensorParallel, RankWeightBytesEqualPlanner) {
   const struct {
     model::DummyPrecision dummy;
     plan::WeightPrecision plan;
+    bool lm_head_int8 = false;  // the untied lm_head in int8 per channel, cut by vocab rows
   } cases[] = {{model::DummyPrecision::kDense, plan::WeightPrecision::kBf16},
                {model::DummyPrecision::kInt8, plan::WeightPrecision::kInt8},
-               {model::DummyPrecision::kInt4, plan::WeightPrecision::kInt4}};
+               {model::DummyPrecision::kInt4, plan::WeightPrecision::kInt4},
+               {model::DummyPrecision::kInt4, plan::WeightPrecision::kInt4, true}};
   auto be = make_cpu_backend();
   for (const auto& k : cases) {
-    SCOPED_TRACE(model::dummy_precision_name(k.dummy));
-    auto m = model::Model::load(path, be.get(), {.dummy_weights = true, .dummy_precision = k.dummy, .comm = g_comm});
+    SCOPED_TRACE(std::string(model::dummy_precision_name(k.dummy)) + (k.lm_head_int8 ? " lm_head int8" : ""));
+    auto m = model::Model::load(path, be.get(),
+                                {.dummy_weights = true, .dummy_precision = k.dummy,
+                                 .dummy_lm_head = k.lm_head_int8 ? model::DummyPrecision::kInt8 : model::DummyPrecision::kDense,
+                                 .comm = g_comm});
     ASSERT_TRUE(m.is_ok()) << m.status().to_string();
-    const plan::QuantOptions q{.precision = k.plan};
+    const plan::QuantOptions q{.precision = k.plan, .lm_head_int8 = k.lm_head_int8};
     auto want = plan::rank_weight_bytes(*config, q, g_comm->rank(), g_comm->world_size());
     ASSERT_TRUE(want.is_ok()) << want.status().to_string();
     EXPECT_EQ((*m)->weight_bytes(), *want);
