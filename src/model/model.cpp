@@ -40,6 +40,10 @@ int64_t inter_split_unit(const std::string& dir, const LoadOptions& opts) {
   const auto& q = j["quantization_config"];
   int64_t unit = 1;
   if (q.contains("group_size") && q["group_size"].is_number_integer()) unit = std::max<int64_t>(unit, q["group_size"].get<int64_t>());
+  if (q.contains("dynamic") && q["dynamic"].is_object())  // GPTQModel's per-module group sizes
+    for (const auto& r : q["dynamic"])
+      if (r.is_object() && r.contains("group_size") && r["group_size"].is_number_integer())
+        unit = std::max<int64_t>(unit, r["group_size"].get<int64_t>());
   if (q.contains("weight_block_size") && q["weight_block_size"].is_array())
     for (const auto& b : q["weight_block_size"])
       if (b.is_number_integer()) unit = std::max<int64_t>(unit, b.get<int64_t>());

@@ -83,6 +83,7 @@ Result<std::optional<QuantConfig>> read_quant_config(const std::string& dir) {
   auto it = j.find("quantization_config");
   if (it == j.end() || it->is_null()) return std::optional<QuantConfig>();
   FRUGAL_ASSIGN_OR_RETURN(QuantConfig c, parse_quantization_config(*it, path));
+  FRUGAL_RETURN_IF_ERROR(order_dynamic_rules(c, text, path));
   return std::optional<QuantConfig>(std::move(c));
 }
 

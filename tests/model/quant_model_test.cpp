@@ -309,38 +309,43 @@ std::string lm_head_format(const Model& m) {
 
 // An untied lm_head stored as GPTQ (quantize_config "lm_head": true) runs quantized, and its
 // logits equal those of the same model whose lm_head is the dequantized matrix stored dense.
-// The packing is written here from the GPTQ layout (qweight word (r, o) holds inputs 8r..8r+7
-// of output o, lowest nibble first; qzeros holds zero - 1, 8 outputs a word; fp16 scales
+// The packing is written here from the GPTQ layout (qweight word (r, o) holds inputs r * per ..
+// of output o, lowest bits first; qzeros holds zero - 1, per outputs a word; fp16 scales
 // [groups][n]) and the dense matrix from W[o][i] = (code - zero) * scale, independently of the
-// loader and of frugal's packer.
-TEST(QuantLmHead, GptqPackedLmHeadRunsQuantizedAndMatchesItsDequantization) {
+// loader and of frugal's packer. `qc` is the quantization_config as written (key order kept:
+// GPTQModel's "dynamic" rules apply in the file's order).
+void gptq_lm_head_case(int bits, const nlohmann::ordered_json& qc, const std::string& tag, const std::string& want_prefix,
+                       const std::string& want_error = "") {
+  SCOPED_TRACE(tag);
   auto cfg = frugal::testing::tiny_llama_config();
   cfg["hidden_size"] = 64;
   cfg["num_attention_heads"] = 4;
   cfg["num_key_value_heads"] = 2;
   cfg["intermediate_size"] = 96;
+  const int per = 32 / bits;
+  const uint32_t levels = 1u << bits;
   const int64_t n = cfg["vocab_size"].get<int64_t>(), k = 64, g = 32, ng = k / g;
-  auto code = [](int64_t i, int64_t o) { return static_cast<uint32_t>((i * 7 + o * 5 + 3) % 16); };
-  auto zero = [](int64_t gi, int64_t o) { return static_cast<uint32_t>(1 + (gi * 3 + o) % 15); };
+  auto code = [&](int64_t i, int64_t o) { return static_cast<uint32_t>((i * 7 + o * 5 + 3) % levels); };
+  auto zero = [&](int64_t gi, int64_t o) { return static_cast<uint32_t>(1 + (gi * 3 + o) % (levels - 1)); };
   // Scales as fp16 values (the dense reference uses the same rounded values).
   auto scale = [](int64_t gi, int64_t o) { return f16_to_f32(f32_to_f16(0.01f * static_cast<float>(1 + (o + 2 * gi) % 7))); };
-  std::vector<uint32_t> qweight(static_cast<size_t>(k / 8 * n), 0), qzeros(static_cast<size_t>(ng * n / 8), 0);
+  std::vector<uint32_t> qweight(static_cast<size_t>(k / per * n), 0), qzeros(static_cast<size_t>(ng * n / per), 0);
   std::vector<uint16_t> scales(static_cast<size_t>(ng * n));
   std::vector<float> dense(static_cast<size_t>(n * k));
   for (int64_t i = 0; i < k; ++i)
     for (int64_t o = 0; o < n; ++o) {
-      qweight[static_cast<size_t>((i / 8) * n + o)] |= code(i, o) << (4 * (i % 8));
+      qweight[static_cast<size_t>((i / per) * n + o)] |= code(i, o) << (bits * (i % per));
       dense[static_cast<size_t>(o * k + i)] =
           (static_cast<float>(code(i, o)) - static_cast<float>(zero(i / g, o))) * scale(i / g, o);
     }
   for (int64_t gi = 0; gi < ng; ++gi)
     for (int64_t o = 0; o < n; ++o) {
-      qzeros[static_cast<size_t>(gi * (n / 8) + o / 8)] |= (zero(gi, o) - 1) << (4 * (o % 8));
+      qzeros[static_cast<size_t>(gi * (n / per) + o / per)] |= (zero(gi, o) - 1) << (bits * (o % per));
       scales[static_cast<size_t>(gi * n + o)] = f32_to_f16(scale(gi, o));
     }
 
   // Two directories with the same dense tensors: one with lm_head.weight dense, one with it packed.
-  const std::string dense_dir = frugal::testing::temp_dir("lmhead_dense"), gptq_dir = frugal::testing::temp_dir("lmhead_gptq");
+  const std::string dense_dir = frugal::testing::temp_dir("lmhead_dense_" + tag), gptq_dir = frugal::testing::temp_dir("lmhead_gptq_" + tag);
   frugal::testing::write_text(dense_dir + "/config.json", cfg.dump(2));
   auto parsed = load_model_config(dense_dir + "/config.json");
   ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
@@ -358,13 +363,12 @@ TEST(QuantLmHead, GptqPackedLmHeadRunsQuantizedAndMatchesItsDequantization) {
   with_dense.push_back({"lm_head.weight", DType::kF32, {n, k}, dense.data()});
   ASSERT_TRUE(write_safetensors(dense_dir + "/model.safetensors", with_dense).is_ok());
   auto with_gptq = common;
-  with_gptq.push_back({"lm_head.qweight", DType::kI32, {k / 8, n}, qweight.data()});
-  with_gptq.push_back({"lm_head.qzeros", DType::kI32, {ng, n / 8}, qzeros.data()});
+  with_gptq.push_back({"lm_head.qweight", DType::kI32, {k / per, n}, qweight.data()});
+  with_gptq.push_back({"lm_head.qzeros", DType::kI32, {ng, n / per}, qzeros.data()});
   with_gptq.push_back({"lm_head.scales", DType::kF16, {ng, n}, scales.data()});
   ASSERT_TRUE(write_safetensors(gptq_dir + "/model.safetensors", with_gptq).is_ok());
-  auto qcfg = cfg;
-  qcfg["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", g}, {"desc_act", false},
-                                 {"sym", false}, {"lm_head", true}, {"checkpoint_format", "gptq"}};
+  auto qcfg = nlohmann::ordered_json::parse(cfg.dump());
+  qcfg["quantization_config"] = qc;
   frugal::testing::write_text(gptq_dir + "/config.json", qcfg.dump(2));
 
   for (const char* b : {"cpu", "ref"}) {
@@ -373,14 +377,51 @@ TEST(QuantLmHead, GptqPackedLmHeadRunsQuantizedAndMatchesItsDequantization) {
     auto md = Model::load(dense_dir, be_dense.get(), {});
     ASSERT_TRUE(md.is_ok()) << md.status().to_string();
     auto mq = Model::load(gptq_dir, be_q.get(), {});
+    if (!want_error.empty()) {
+      ASSERT_FALSE(mq.is_ok());
+      EXPECT_TRUE(has(mq.status().to_string(), want_error)) << mq.status().to_string();
+      continue;
+    }
     ASSERT_TRUE(mq.is_ok()) << mq.status().to_string();
     EXPECT_EQ(lm_head_format(**md), "dense f32");
-    EXPECT_EQ(lm_head_format(**mq).rfind("int4", 0), 0u) << lm_head_format(**mq);  // run quantized, not dequantized
+    EXPECT_EQ(lm_head_format(**mq).rfind(want_prefix, 0), 0u) << lm_head_format(**mq);  // run quantized, not dequantized
     const std::vector<float> ld = three_token_logits(**md, be_dense.get()), lq = three_token_logits(**mq, be_q.get());
     ASSERT_EQ(ld.size(), lq.size());
     for (int64_t r = 0; r < 3; ++r)
       EXPECT_LT(frugal::testing::row_rel_error(lq.data() + r * n, ld.data() + r * n, n), 1e-4) << "row " << r;
   }
+}
+
+nlohmann::ordered_json gptq_qc(int bits, const nlohmann::ordered_json& dynamic = nullptr) {
+  nlohmann::ordered_json q = {{"quant_method", "gptq"}, {"bits", bits}, {"group_size", 32}, {"desc_act", false},
+                              {"sym", false}, {"lm_head", true}, {"checkpoint_format", "gptq"}};
+  if (!dynamic.is_null()) q["dynamic"] = dynamic;
+  return q;
+}
+
+TEST(QuantLmHead, GptqPackedLmHeadRunsQuantizedAndMatchesItsDequantization) {
+  gptq_lm_head_case(4, gptq_qc(4), "w4", "int4");
+  gptq_lm_head_case(8, gptq_qc(8), "w8", "int8");
+}
+
+// GPTQModel's "dynamic" rules: an 8-bit lm_head in a 4-bit checkpoint ("+:" overrides bits for
+// the modules its regex matches from the start). The first rule in the file's order decides: here
+// "+:lm_head" comes before "+:.*" (which sorts first as a json key) and must win. A "-:" rule
+// leaves a module unquantized, so a packed lm_head it matches is an error that names lm_head.
+TEST(QuantLmHead, GptqDynamicRulesApplyInTheFilesOrder) {
+  nlohmann::ordered_json first;
+  first["+:lm_head"] = {{"bits", 8}};
+  first["+:.*"] = {{"bits", 4}};
+  gptq_lm_head_case(8, gptq_qc(4, first), "dyn8", "int8");
+  nlohmann::ordered_json plain;
+  plain["lm_head$"] = {{"bits", 8}, {"group_size", 32}};
+  gptq_lm_head_case(8, gptq_qc(4, plain), "dyn8_noprefix", "int8");
+  nlohmann::ordered_json skip;
+  skip["-:^lm_head$"] = nlohmann::ordered_json::object();
+  gptq_lm_head_case(4, gptq_qc(4, skip), "skip", "", "lm_head");
+  nlohmann::ordered_json bad;
+  bad["+:lm_head("] = {{"bits", 8}};
+  gptq_lm_head_case(8, gptq_qc(4, bad), "bad_regex", "", "dynamic['+:lm_head(']");
 }
 
 // --lm-head int8 on dummy weights: the untied lm_head is int8 per channel, counted as `frugal

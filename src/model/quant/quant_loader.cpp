@@ -87,6 +87,45 @@ Result<QuantConfig> parse_quantization_config(const json& qc, const std::string&
       return unsupported(source + ": quantization_config.checkpoint_format = '" + fmt +
                          "' is not supported (gptq or gptq_v2)");
     c.zeros_v2 = fmt == "gptq_v2";
+    if (auto d = qc.find("dynamic"); d != qc.end() && !d->is_null()) {
+      if (!d->is_object()) return invalid_argument(source + ": quantization_config.dynamic must be an object");
+      for (auto it = d->begin(); it != d->end(); ++it) {
+        GptqDynamicRule r;
+        r.pattern = it.key();
+        std::string body = r.pattern;
+        if (body.rfind("-:", 0) == 0) {
+          r.skip = true;
+          body = body.substr(2);
+        } else if (body.rfind("+:", 0) == 0) {
+          body = body.substr(2);
+        }
+        const std::string where = source + ": quantization_config.dynamic['" + r.pattern + "']";
+        try {
+          r.re = std::regex(body, std::regex::ECMAScript);
+        } catch (const std::regex_error& e) {
+          return invalid_argument(where + " is not a regular expression frugal reads (" + e.what() + ")");
+        }
+        if (!it->is_object()) return invalid_argument(where + " must be an object of overrides");
+        const json& o = *it;
+        if (auto b = o.find("bits"); b != o.end()) {
+          if (!b->is_number_integer()) return invalid_argument(where + ".bits must be an integer");
+          r.bits = b->get<int>();
+        }
+        if (auto g = o.find("group_size"); g != o.end()) {
+          if (!g->is_number_integer()) return invalid_argument(where + ".group_size must be an integer");
+          r.group_size = g->get<int64_t>();
+        }
+        if (auto s = o.find("sym"); s != o.end()) {
+          if (!s->is_boolean()) return invalid_argument(where + ".sym must be true or false");
+          r.sym = s->get<bool>();
+        }
+        if (auto a = o.find("desc_act"); a != o.end()) {
+          if (!a->is_boolean()) return invalid_argument(where + ".desc_act must be true or false");
+          r.desc_act = a->get<bool>();
+        }
+        c.dynamic.push_back(std::move(r));
+      }
+    }
   } else if (method == "fp8") {
     c.method = QuantMethod::kFp8Block;
     c.bits = 8;
@@ -151,7 +190,37 @@ Result<QuantConfig> parse_quantization_config(const json& qc, const std::string&
   return c;
 }
 
+Status order_dynamic_rules(QuantConfig& c, const std::string& config_text, const std::string& source) {
+  if (c.dynamic.size() < 2) return Status::ok();
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(config_text, nullptr, false);
+  if (j.is_discarded() || !j.contains("quantization_config") || !j["quantization_config"].contains("dynamic"))
+    return invalid_argument(source + ": quantization_config.dynamic could not be read in order");
+  std::vector<GptqDynamicRule> ordered;
+  for (auto it = j["quantization_config"]["dynamic"].begin(); it != j["quantization_config"]["dynamic"].end(); ++it)
+    for (auto& r : c.dynamic)
+      if (r.pattern == it.key()) ordered.push_back(r);
+  if (ordered.size() != c.dynamic.size())
+    return invalid_argument(source + ": quantization_config.dynamic has repeated keys");
+  c.dynamic = std::move(ordered);
+  return Status::ok();
+}
+
+std::optional<QuantConfig> module_quant_config(const QuantConfig& c, const std::string& prefix) {
+  for (const GptqDynamicRule& r : c.dynamic) {
+    if (!std::regex_search(prefix, r.re, std::regex_constants::match_continuous)) continue;
+    if (r.skip) return std::nullopt;
+    QuantConfig m = c;
+    if (r.bits) m.bits = *r.bits;
+    if (r.group_size) m.group_size = *r.group_size;
+    if (r.sym) m.sym = *r.sym;
+    if (r.desc_act) m.desc_act = *r.desc_act;
+    return m;
+  }
+  return c;
+}
+
 bool is_quantized_linear(const QuantConfig& c, const SafetensorsSet& st, const std::string& prefix) {
+  if (!module_quant_config(c, prefix)) return false;  // a "-:" rule: stored dense
   for (const std::string& ig : c.ignore)
     if (prefix == ig || (prefix.size() > ig.size() && prefix.compare(prefix.size() - ig.size(), ig.size(), ig) == 0 &&
                          prefix[prefix.size() - ig.size() - 1] == '.'))
@@ -170,8 +239,11 @@ bool is_quantized_linear(const QuantConfig& c, const SafetensorsSet& st, const s
   return false;
 }
 
-Result<quant::QuantWeight> load_quant_linear(const QuantConfig& c, const SafetensorsSet& st,
+Result<quant::QuantWeight> load_quant_linear(const QuantConfig& base, const SafetensorsSet& st,
                                              const std::string& prefix) {
+  const std::optional<QuantConfig> mc = module_quant_config(base, prefix);
+  if (!mc) return invalid_argument(prefix + " is left unquantized by quantization_config.dynamic, yet read as quantized");
+  const QuantConfig& c = *mc;
   Lookup t(st, prefix);
   switch (c.method) {
     case QuantMethod::kAwq:

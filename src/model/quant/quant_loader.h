@@ -4,14 +4,15 @@
 // one linear prefix ("model.layers.0.self_attn.q_proj") found in a SafetensorsSet and converted
 // to quant::QuantWeight by checkpoint_layouts.h.
 //
-// Not yet wired into model/weights (that follows the Linear weight-format descriptor); the
-// router rule (MoE `gate` never quantized) and lm_head/embeddings staying precise are the
-// loader's to enforce when it calls is_quantized_linear.
+// model/weights calls it for every linear and an untied lm_head; the router rule (MoE `gate`
+// never run quantized) and embeddings staying precise are its to enforce.
 #pragma once
 
 #include <cstdint>
 
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,20 @@
 namespace frugal::model {
 
 enum class QuantMethod : uint8_t { kAwq, kGptq, kFp8Block, kCompressedTensors, kBnbNf4 };
+
+// One rule of GPTQModel's per-module "dynamic" config: a regular expression over module names
+// ("model.layers.0.mlp.down_proj", "lm_head") matched from the start (Python's re.match); "-:"
+// in front leaves the modules it matches unquantized, "+:" (or nothing) overrides the fields it
+// lists for them. The first rule in the file's order that matches a module decides (as GPTQModel
+// and vLLM apply them); other fields of a rule (damp_percent, ...) do not change the layout.
+struct GptqDynamicRule {
+  std::string pattern;  // the key as written, "+:" / "-:" included
+  std::regex re;
+  bool skip = false;
+  std::optional<int> bits;
+  std::optional<int64_t> group_size;
+  std::optional<bool> sym, desc_act;
+};
 
 struct QuantConfig {
   QuantMethod method = QuantMethod::kAwq;
@@ -35,10 +50,18 @@ struct QuantConfig {
   bool ct_per_tensor = false;        // compressed-tensors: strategy tensor (else channel)
   int64_t block_n = 128, block_k = 128;  // fp8 weight_block_size
   std::vector<std::string> ignore;   // modules left unquantized (names or suffixes)
+  std::vector<GptqDynamicRule> dynamic;  // gptq: per-module rules, in the file's order
 };
 
-// Parses config.json's "quantization_config" object; `source` names the file in errors.
+// Parses config.json's "quantization_config" object; `source` names the file in errors. A json
+// object keeps its keys sorted, so GPTQ "dynamic" rules come in key order here;
+// order_dynamic_rules puts them back in the order of the file's text.
 Result<QuantConfig> parse_quantization_config(const nlohmann::json& qc, const std::string& source);
+Status order_dynamic_rules(QuantConfig& c, const std::string& config_text, const std::string& source);
+
+// The config of one module: `c` with the first matching "dynamic" rule's overrides applied, or
+// nullopt when a "-:" rule leaves the module unquantized.
+std::optional<QuantConfig> module_quant_config(const QuantConfig& c, const std::string& prefix);
 
 // Whether the checkpoint stores `prefix` quantized (its tensors are there and it is not ignored).
 bool is_quantized_linear(const QuantConfig& c, const SafetensorsSet& st, const std::string& prefix);
