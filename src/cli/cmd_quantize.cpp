@@ -30,6 +30,7 @@ struct QuantizeArgs {
   std::string keep;
   bool no_clip = false;
   bool lm_head = false;
+  int32_t lm_head_bits = 0;
   double max_shard_gb = 4.0;
   std::string device = "auto";
 };
@@ -57,6 +58,7 @@ Status run_quantize(const QuantizeArgs& a) {
   r.options.awq_clip = !a.no_clip;
   r.options.keep = split_list(a.keep);
   r.options.lm_head = a.lm_head;
+  r.options.lm_head_bits = a.lm_head_bits;
   if (a.calib_tokens <= 0) return invalid_argument("--calib-tokens must be positive");
   if (a.max_shard_gb <= 0) return invalid_argument("--max-shard-gb must be positive");
   r.calib_file = a.calib;
@@ -108,6 +110,8 @@ void register_quantize(CLI::App& app) {
   cmd->add_flag("--no-clip", args->no_clip, "AWQ: skip the clipping search");
   cmd->add_flag("--lm-head", args->lm_head,
                 "quantize the untied lm_head too (round-to-nearest, the layout's format; GPTQ and compressed-tensors layouts)");
+  cmd->add_option("--lm-head-bits", args->lm_head_bits,
+                  "GPTQ: the lm_head's own bits, 4 or 8 (a GPTQModel dynamic rule; implies --lm-head)");
   cmd->add_option("--max-shard-gb", args->max_shard_gb, "largest safetensors shard, GB")->capture_default_str();
   cmd->add_option("--device", args->device, "auto|cpu|cuda: where calibration and GPTQ/AWQ math run (auto: cuda when built with it and a GPU is present)")
       ->capture_default_str();

@@ -50,6 +50,10 @@ struct QuantizeOptions {
   // "lm_head": true; compressed-tensors without lm_head in "ignore"). GPTQ and compressed-tensors
   // layouts only: AutoAWQ, bitsandbytes and DeepSeek-FP8 loaders expect a dense lm_head.
   bool lm_head = false;
+  // GPTQ layout: the lm_head's bits (4 or 8) when they differ from --format's, written as a
+  // GPTQModel "dynamic" rule ({"+:^lm_head$": {"bits": 8}}), as llama.cpp keeps its output tensor
+  // at more bits than the body. 0: the layout's. Implies lm_head.
+  int32_t lm_head_bits = 0;
 };
 
 // The layout `o` writes, or an error naming the unsupported flag combination.

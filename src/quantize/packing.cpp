@@ -345,7 +345,7 @@ nlohmann::json ct_args(int bits, const char* type, const char* strategy, bool dy
 }  // namespace
 
 nlohmann::json make_quantization_config(const StoredLayout& l, Method m, const std::vector<std::string>& kept,
-                                        bool lm_head) {
+                                        bool lm_head, int lm_head_bits) {
   using nlohmann::json;
   switch (l.layout) {
     case Layout::kGptq: {
@@ -353,11 +353,10 @@ nlohmann::json make_quantization_config(const StoredLayout& l, Method m, const s
                 {"damp_percent", 0.01}, {"true_sequential", true}, {"static_groups", l.static_groups},
                 {"checkpoint_format", l.gptq_v2 ? "gptq_v2" : "gptq"}, {"pack_dtype", "int32"}, {"quant_method", "gptq"},
                 {"meta", {{"quantizer", json::array({std::string("frugal quantize (") + method_name(m) + ")"})}}}};
-      if (!kept.empty()) {
-        json dyn = json::object();
-        for (const auto& k : kept) dyn["-:^" + k + "$"] = json::object();  // GPTQModel: "-:" skips a module
-        j["dynamic"] = dyn;
-      }
+      json dyn = json::object();
+      for (const auto& k : kept) dyn["-:^" + k + "$"] = json::object();  // GPTQModel: "-:" skips a module
+      if (lm_head && lm_head_bits != 0 && lm_head_bits != l.bits) dyn["+:^lm_head$"] = {{"bits", lm_head_bits}};
+      if (!dyn.empty()) j["dynamic"] = dyn;
       return j;
     }
     case Layout::kAwqGemm:

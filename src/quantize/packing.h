@@ -70,8 +70,9 @@ Result<std::vector<float>> read_quantized_linear(const std::string& prefix, cons
 
 // quantization_config <-> StoredLayout. `kept` lists modules left unquantized (by prefix).
 // lm_head: the checkpoint stores lm_head quantized (QuantizeOptions::lm_head).
+// lm_head_bits: GPTQ, the lm_head's own bits (a "dynamic" rule; 0: the layout's).
 nlohmann::json make_quantization_config(const StoredLayout& l, Method m, const std::vector<std::string>& kept,
-                                        bool lm_head = false);
+                                        bool lm_head = false, int lm_head_bits = 0);
 Result<StoredLayout> parse_quantization_config(const nlohmann::json& qc, const std::string& source);
 
 // The StoredLayout the options write (after choose_layout).

@@ -467,7 +467,7 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
   StoredLayout sl = stored_layout_for(o, layout);
 
   // Check every weight before writing anything: dtypes, group sizes, packing divisibility.
-  auto check_packable = [&](const model::TensorEntry& e) -> Status {
+  auto check_packable = [&](const model::TensorEntry& e, const StoredLayout& sl) -> Status {
     const std::string& name = e.name;
     if (is_kept(prefix_of(name), o.keep)) return Status::ok();
     const int64_t out = e.shape[0], in = e.shape[1];
@@ -497,12 +497,22 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
       continue;
     }
     if (!is_float) return unsupported("tensor " + name + ": dtype " + dtype_name(e.dtype) + "; frugal quantize reads bf16, f16 or f32 checkpoints");
-    FRUGAL_RETURN_IF_ERROR(check_packable(e));
+    FRUGAL_RETURN_IF_ERROR(check_packable(e, sl));
   }
   // --lm-head: an untied lm_head, in a layout whose loaders take it quantized.
   const model::TensorEntry* lm_head = st->find("lm_head.weight");
-  const bool quantize_lm_head = o.lm_head && !is_kept("lm_head", o.keep);
-  if (o.lm_head) {
+  const bool want_lm_head = o.lm_head || o.lm_head_bits != 0;
+  const bool quantize_lm_head = want_lm_head && !is_kept("lm_head", o.keep);
+  StoredLayout lm_layout = sl;  // the lm_head's (its own bits with --lm-head-bits)
+  if (o.lm_head_bits != 0) {
+    if (sl.layout != Layout::kGptq)
+      return unsupported(std::string("--lm-head-bits: the ") + layout_name(sl.layout) +
+                         " layout holds one format; only GPTQ (a GPTQModel \"dynamic\" rule) gives lm_head its own bits");
+    if (o.lm_head_bits != 4 && o.lm_head_bits != 8)
+      return invalid_argument("--lm-head-bits " + std::to_string(o.lm_head_bits) + ": expected 4 or 8");
+    lm_layout.bits = o.lm_head_bits;
+  }
+  if (want_lm_head) {
     if (sl.layout != Layout::kGptq && sl.layout != Layout::kCtInt8 && sl.layout != Layout::kCtInt8W8A8 &&
         sl.layout != Layout::kCtFp8)
       return unsupported(std::string("--lm-head: the ") + layout_name(sl.layout) +
@@ -515,7 +525,7 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
     if (lm_head->shape.ndim != 2 || !(lm_head->dtype == DType::kF32 || lm_head->dtype == DType::kF16 || lm_head->dtype == DType::kBF16))
       return unsupported("tensor lm_head.weight: dtype " + std::string(dtype_name(lm_head->dtype)) +
                          "; frugal quantize reads bf16, f16 or f32 checkpoints");
-    if (quantize_lm_head) FRUGAL_RETURN_IF_ERROR(check_packable(*lm_head));
+    if (quantize_lm_head) FRUGAL_RETURN_IF_ERROR(check_packable(*lm_head, lm_layout));
   }
   const DType keep_dtype = (layout == Layout::kGptq || layout == Layout::kAwqGemm) ? DType::kF16 : src_dtype;
 
@@ -560,7 +570,8 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
     const int64_t li = layer_of(name);
     if (li < 0) {
       if (quantize_lm_head && name == "lm_head.weight") {
-        FRUGAL_RETURN_IF_ERROR(rtn_uncalibrated(c, *st->find(name)));  // RTN: no calibration of its inputs
+        const Ctx lc{r, o, lm_layout, keep_dtype, writer, report, kept, math, ph};
+        FRUGAL_RETURN_IF_ERROR(rtn_uncalibrated(lc, *st->find(name)));  // RTN: no calibration of its inputs
         continue;
       }
       FRUGAL_RETURN_IF_ERROR(writer.add(copy_tensor(*st->find(name), src_dtype, keep_dtype)));
@@ -612,7 +623,7 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
   report.out_bytes = writer.total_bytes();
 
   // config.json: the source config with quantization_config and the stored dtype.
-  cfg["quantization_config"] = make_quantization_config(sl, o.method, kept, quantize_lm_head);
+  cfg["quantization_config"] = make_quantization_config(sl, o.method, kept, quantize_lm_head, o.lm_head_bits);
   const char* dt = keep_dtype == DType::kF16 ? "float16" : keep_dtype == DType::kBF16 ? "bfloat16" : "float32";
   cfg["dtype"] = dt;
   if (cfg.contains("torch_dtype")) cfg["torch_dtype"] = dt;

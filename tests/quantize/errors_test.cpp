@@ -203,6 +203,7 @@ TEST(QuantizeLmHead, WrittenQuantizedReadBackAndRefusedWhereItCannotApply) {
     const char* format_prefix;
   };
   const Case cases[] = {{"gptq", {.format = Format::kInt4, .group_size = 64, .lm_head = true}, "int4"},
+                        {"gptq_lm8", {.format = Format::kInt4, .group_size = 64, .lm_head_bits = 8}, "int8"},
                         {"ct_int8", {.format = Format::kInt8, .lm_head = true}, "int8"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -213,6 +214,10 @@ TEST(QuantizeLmHead, WrittenQuantizedReadBackAndRefusedWhereItCannotApply) {
     const nlohmann::json qc = testing::read_json_file(r.out_dir + "/config.json")["quantization_config"];
     if (qc["quant_method"] == "gptq") {
       EXPECT_TRUE(qc["lm_head"].get<bool>());
+      if (c.o.lm_head_bits == 8) {  // the 4-bit body's config, the lm_head's bits by a GPTQModel rule
+        EXPECT_EQ(qc["bits"], 4);
+        EXPECT_EQ(qc["dynamic"]["+:^lm_head$"]["bits"], 8) << qc.dump();
+      }
     } else {
       EXPECT_EQ(qc["ignore"], nlohmann::json::array());
     }
@@ -238,6 +243,10 @@ TEST(QuantizeLmHead, WrittenQuantizedReadBackAndRefusedWhereItCannotApply) {
                                      {.format = Format::kInt4, .method = Method::kAwq, .group_size = 64, .lm_head = true}));
   EXPECT_NE(msg.find("--lm-head"), std::string::npos) << msg;
   EXPECT_NE(msg.find("dense lm_head"), std::string::npos) << msg;
+  msg = error_of(request(testing::golden_dir("qwen2"), work + "/ctbits", {.format = Format::kInt8, .lm_head_bits = 4}));
+  EXPECT_NE(msg.find("--lm-head-bits"), std::string::npos) << msg;
+  msg = error_of(request(testing::golden_dir("qwen2"), work + "/bits3", {.format = Format::kInt4, .group_size = 64, .lm_head_bits = 3}));
+  EXPECT_NE(msg.find("--lm-head-bits 3"), std::string::npos) << msg;
   msg = error_of(request(testing::golden_dir("qwen2_tied"), work + "/tied", {.format = Format::kInt8, .lm_head = true}));
   EXPECT_NE(msg.find("tie_word_embeddings"), std::string::npos) << msg;
   EXPECT_TRUE(outputs_like(work, "awq").empty());
