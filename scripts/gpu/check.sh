@@ -34,6 +34,9 @@ unpack_debs() {
 }
 
 configure() {  # $1: source dir
+  # A cache left by the other source tree (the cuda_only fallback of an earlier call) would refuse.
+  local home; home=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null)
+  [ -z "$home" ] || [ "$home" = "$(cd "$1" && pwd)" ] || rm -rf "$BUILD_DIR"
   cmake -S "$1" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFRUGAL_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_PREFIX_PATH="$PREFIX/usr" >>"$OUT/build.log" 2>&1
 }
