@@ -10,7 +10,8 @@
 #   CUDA_ONLY=1     build scripts/gpu/cuda_only (core, ops, CUDA backend, its tests) instead of
 #                   the whole tree; also the automatic fallback when the whole tree fails to configure
 # Missing Debian packages (PCRE2, utf8proc, prometheus-cpp) travel as .deb files in
-# .devcarry/debs (carry: [".devcarry"]) and are unpacked into /tmp/prefix.
+# .devcarry/debs (carry: [".devcarry"]) and are unpacked into /tmp/prefix; scripts/gpu/fetch_debs.sh
+# fetches them into a fresh checkout.
 set -uo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # the repository root as working directory; ROOT, OUT, BUILD_DIR
