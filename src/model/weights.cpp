@@ -314,6 +314,7 @@ std::optional<Linear> fuse_rows(std::span<const Linear> parts) {
       // scale blocks must not straddle two parts, and one permutation cannot cover two.
       const int64_t groups = ops::weight_groups_k(wf, a.in);
       if (wf.act_order || wf.group_n == 0 || a.out % wf.group_n != 0) return std::nullopt;
+      if (wf.layout == ops::WeightLayout::kOutInTiles8 && a.out % 8 != 0) return std::nullopt;  // whole tiles
       if (!follows(a.weight.data, a.out * ops::weight_row_bytes(wf, a.in), b.weight.data) ||
           !follows(a.weight.scales, 4 * ops::weight_scale_rows(wf, a.out) * groups, b.weight.scales))
         return std::nullopt;
@@ -552,6 +553,20 @@ Status WeightStore::place(ops::Backend* backend, const std::vector<std::pair<std
     FRUGAL_RETURN_IF_ERROR(backend->upload(dst, v.data, static_cast<size_t>(v.nbytes())));
     tensors_[name] = TensorView{dst, v.dtype, v.shape};
     off += align_up(v.nbytes());
+  }
+  FRUGAL_RETURN_IF_ERROR(backend->synchronize());
+  // The backend may re-lay each quantized weight's codes for its kernels (CUDA: int4 tiles).
+  for (auto& [name, ql] : quant_) {
+    const TensorView* codes = find(name + "#codes");
+    const TensorView* scales = find(name + "#scales");
+    const TensorView* zeros = find(name + "#zeros");
+    const TensorView* perm = find(name + "#k_perm");
+    if (!codes || !scales) continue;
+    ops::WeightView w{.data = codes->data, .format = ql.format, .scales = scales->data,
+                      .zeros = zeros ? zeros->data : nullptr, .k_perm = perm ? static_cast<const int32_t*>(perm->data) : nullptr};
+    Result<ops::WeightFormat> f = backend->prepare_weight(w, ql.n, ql.k);
+    if (!f) return Status(f.status().code(), "weights: " + name + ": " + f.status().message());
+    ql.format = *f;
   }
   FRUGAL_RETURN_IF_ERROR(backend->synchronize());
   // Device copies are complete: the mmap and host dummy copies are no longer needed.

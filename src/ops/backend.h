@@ -53,6 +53,16 @@ class Backend {
     return unsupported(name() + " backend: no device memory to query");
   }
 
+  // A quantized n x k weight just placed in this backend's memory (codes, scales, offsets as
+  // w names them), offered once before any op reads it: the backend may re-lay its codes in
+  // place into a layout its kernels read faster and returns the format the weight now has
+  // (the CUDA backend: int4 in kOutInTiles8). Default: unchanged.
+  virtual Result<WeightFormat> prepare_weight(const WeightView& w, int64_t n, int64_t k) {
+    (void)n;
+    (void)k;
+    return w.format;
+  }
+
   // --- ops (ops/op_list.h): each returns unsupported(...) for parameters it cannot run ---
 #define FRUGAL_BACKEND_OP_(Name, method) virtual Status method(const Name##Params& p) = 0;
   FRUGAL_OPS(FRUGAL_BACKEND_OP_)

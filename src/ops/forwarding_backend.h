@@ -26,6 +26,9 @@ class ForwardingBackend : public Backend {
   Status device_memory(size_t* free_bytes, size_t* total_bytes) override {
     return inner_->device_memory(free_bytes, total_bytes);
   }
+  Result<WeightFormat> prepare_weight(const WeightView& w, int64_t n, int64_t k) override {
+    return inner_->prepare_weight(w, n, k);
+  }
 
 #define FRUGAL_FORWARD_OP_(Name, method) \
   Status method(const Name##Params& p) override { return inner_->method(p); }

@@ -50,12 +50,20 @@ FRUGAL_QUANT_HD QuantGeometry quant_geometry(const WeightFormat& f, int64_t n, i
   return g;
 }
 
+// Where byte b of row o's codes is stored: o row_bytes + b, or in kOutInTiles8 (weight_format.h)
+// at its place in the row's tile.
+FRUGAL_QUANT_HD int64_t quant_code_byte(const WeightFormat& f, const QuantGeometry& g, int64_t o, int64_t b) {
+  if (f.layout == WeightLayout::kOutInTiles8) return (o / 8) * 8 * g.row_bytes + (b / 64) * 512 + (o % 8) * 64 + b % 64;
+  return o * g.row_bytes + b;
+}
+
 // W[o, j'] in the internal column order (j' < k; see WeightView::k_perm), as a float.
 FRUGAL_QUANT_HD float quant_weight_element(const WeightView& w, const QuantGeometry& g, int64_t o, int64_t jp) {
-  const uint8_t* row = static_cast<const uint8_t*>(w.data) + o * g.row_bytes;
+  const uint8_t* codes = static_cast<const uint8_t*>(w.data);
+  const uint8_t* row = codes + o * g.row_bytes;
   float v = 0.0f;
   if (w.format.packing == WeightPacking::kBlock32Nibbles) {
-    const uint8_t byte = row[(jp / kQuantBlock) * (kQuantBlock / 2) + (jp % 16)];
+    const uint8_t byte = codes[quant_code_byte(w.format, g, o, (jp / kQuantBlock) * (kQuantBlock / 2) + (jp % 16))];
     const int code = (jp % kQuantBlock) < 16 ? (byte & 0xf) : (byte >> 4);
     if (w.format.scheme == WeightScheme::kNf4) {
       constexpr float kBook[16] = {FRUGAL_NF4_CODEBOOK};

@@ -48,10 +48,19 @@ enum class WeightPacking : uint8_t {
   kBlock32Nibbles,  // 4-bit codes in 32-code blocks of 16 bytes: byte i = code i | code (i + 16) << 4
 };
 
-// Which axis is contiguous in the stored weight (every scheme stores [n, k] rows today;
-// [k, n] checkpoint tensors such as AWQ / GPTQ `qweight` are transposed at load).
+// Which axis is contiguous in the stored weight (every scheme stores [n, k] rows; [k, n]
+// checkpoint tensors such as AWQ / GPTQ `qweight` are transposed at load).
 enum class WeightLayout : uint8_t {
   kOutIn,  // [n, k] row-major: HF nn.Linear `weight`
+  // int4 only, made by the CUDA backend from kOutIn when it places a weight (prepare_weight):
+  // the rows in tiles of 8 (n % 8 == 0), each tile's 8 row_bytes bytes in the same place as
+  // before but quad-major: the 64 bytes of quad t (codes 128 t .. 128 t + 127) of rows 0..7 of
+  // the tile one after another, so byte b of row o is at
+  //   (o / 8) 8 row_bytes + (b / 64) 512 + (o % 8) 64 + b % 64   (k % 128 == 0, no act order).
+  // A GEMV warp's 16-byte loads (lane = 4 row + chunk) then read 512 contiguous bytes.
+  // Scales and offsets keep their row order; rows n0.. of a weight start at n0 row_bytes when
+  // n0 % 8 == 0 (weight_row_step).
+  kOutInTiles8,
 };
 
 // Activations quantized on the fly for W8A8 kernels (FP8 E4M3 with dynamic scales).
@@ -159,9 +168,21 @@ inline int64_t weight_bytes(const WeightFormat& f, int64_t n, int64_t k) {
 }
 
 // The rows n0.. of a weight with k inputs: the same format, its pointers moved to row n0. For a
-// quantized weight n0 must be a multiple of weight_row_step (the rows of one scale row); a
-// per-tensor scale stays where it is.
-inline int64_t weight_row_step(const WeightFormat& f) { return is_quant_scheme(f.scheme) && f.group_n > 1 ? f.group_n : 1; }
+// quantized weight n0 must be a multiple of weight_row_step (the rows of one scale row, and of
+// one tile of kOutInTiles8); a per-tensor scale stays where it is.
+inline int64_t weight_row_step(const WeightFormat& f) {
+  const int64_t step = is_quant_scheme(f.scheme) && f.group_n > 1 ? f.group_n : 1;
+  if (f.layout != WeightLayout::kOutInTiles8) return step;
+  int64_t m = 8;  // lcm(8, step) without <numeric>
+  while (m % step != 0) m += 8;
+  return m;
+}
+// Whether a weight can be re-laid kOutInTiles8: int4 codes in input order, whole 128-code quads
+// per row and whole 8-row tiles.
+inline bool tiles8_fits(const WeightFormat& f, int64_t n, int64_t k) {
+  return f.scheme == WeightScheme::kInt4 && f.packing == WeightPacking::kBlock32Nibbles && !f.act_order &&
+         f.layout == WeightLayout::kOutIn && n > 0 && n % 8 == 0 && k > 0 && k % 128 == 0;
+}
 inline WeightView weight_rows_from(const WeightView& w, int64_t n0, int64_t k) {
   WeightView r = w;
   if (!is_quant_scheme(w.format.scheme)) {

@@ -4,6 +4,7 @@
 // scheme and op has a name.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -99,6 +100,74 @@ TEST(WeightFormat, EverySchemeHasANameAndItsDefaultIsValid) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
     EXPECT_TRUE(check_weight_format(dense_format(t), "test").is_ok()) << dtype_name(t);
     EXPECT_EQ(weight_format_name(dense_format(t)), std::string("dense ") + dtype_name(t));
+  }
+}
+
+// kOutInTiles8 (the CUDA backend's int4 layout, ops/weight_format.h): byte b of row o at
+// (o / 8) 8 row_bytes + (b / 64) 512 + (o % 8) 64 + b % 64. The reference backend reads it (its
+// matmul equals the row-major weight's exactly); the CPU backend, whose kernels read rows,
+// refuses it by name; the format check takes it for int4 without act order only. (The loop is
+// over the schemes the layout takes: int4 today.)
+TEST(WeightFormat, Tiles8IsReadByTheReferenceAndRefusedByTheCpu) {
+  const int64_t n = 24, k = 256, m = 3;
+  for (WeightScheme scheme : {WeightScheme::kInt4}) {
+    const WeightFormat f = quant_format(scheme, k, 128, true, 1);
+    const int64_t rb = weight_row_bytes(f, k);
+    ASSERT_EQ(rb, scheme == WeightScheme::kInt4 ? k / 2 : k);
+    std::vector<uint8_t> codes(static_cast<size_t>(n * rb)), tiled(codes.size());
+    std::vector<float> scales(static_cast<size_t>(n * 2)), zeros(scales.size()), x(static_cast<size_t>(m * k));
+    uint32_t h = 12345;
+    auto next = [&] { return h = h * 1664525u + 1013904223u; };
+    for (auto& c : codes) c = static_cast<uint8_t>(next() >> 24);
+    for (auto& v : scales) v = 0.01f + static_cast<float>(next() >> 24) / 25600.0f;
+    for (auto& v : zeros) v = static_cast<float>(static_cast<int>(next() >> 24) - 128) / 1280.0f;
+    for (auto& v : x) v = static_cast<float>(static_cast<int>(next() >> 24) - 128) / 128.0f;
+    for (int64_t o = 0; o < n; ++o)
+      for (int64_t b = 0; b < rb; ++b)
+        tiled[static_cast<size_t>((o / 8) * 8 * rb + (b / 64) * 512 + (o % 8) * 64 + b % 64)] = codes[static_cast<size_t>(o * rb + b)];
+    WeightView rows{.data = codes.data(), .format = f, .scales = scales.data(), .zeros = zeros.data()};
+    WeightView tiles = rows;
+    tiles.data = tiled.data();
+    tiles.format.layout = WeightLayout::kOutInTiles8;
+    std::vector<float> y0(static_cast<size_t>(m * n)), y1(y0.size()), y2(y0.size());
+    auto params = [&](const WeightView& w, std::vector<float>& y) {
+      return MatmulParams{.x = x.data(), .x_dtype = DType::kF32, .ld_x = k, .w = w, .bias = nullptr,
+                          .bias_dtype = DType::kF32, .y = y.data(), .y_dtype = DType::kF32, .ld_y = n,
+                          .m = m, .n = n, .k = k, .accumulate = false};
+    };
+    const std::string what = weight_scheme_name(scheme);
+    auto ref = make_ref_backend();
+    ASSERT_TRUE(ref->matmul(params(rows, y0)).is_ok()) << what;
+    const Status st = ref->matmul(params(tiles, y1));
+    ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
+    EXPECT_EQ(y0, y1) << what;
+    double mag = 0;
+    for (float v : y0) mag += std::abs(v);
+    EXPECT_GT(mag, 1.0) << what;  // not all zeros
+    auto cpu = make_cpu_backend();
+    ASSERT_TRUE(cpu->matmul(params(rows, y2)).is_ok()) << what;
+    const Status refused = cpu->matmul(params(tiles, y2));
+    EXPECT_FALSE(refused.is_ok()) << what;
+    EXPECT_TRUE(mentions(refused, "out_in_tiles8")) << refused.to_string();
+    EXPECT_TRUE(check_weight_format(tiles.format, "t").is_ok()) << what;
+    WeightFormat perm = tiles.format;
+    perm.act_order = true;
+    EXPECT_FALSE(check_weight_format(perm, "t").is_ok()) << what;
+    EXPECT_EQ(weight_row_step(tiles.format), 8);
+    EXPECT_EQ(weight_row_step(f), 1);
+    EXPECT_TRUE(tiles8_fits(f, 24, 256)) << what;
+    EXPECT_FALSE(tiles8_fits(f, 20, 256)) << what;                                    // a partial tile
+    EXPECT_FALSE(tiles8_fits(f, 24, scheme == WeightScheme::kInt4 ? 288 : 224)) << what;  // a partial quad
+    EXPECT_FALSE(tiles8_fits(tiles.format, 24, 256)) << what;                         // already tiled
+    WeightFormat ao = f;
+    ao.act_order = true;
+    EXPECT_FALSE(tiles8_fits(ao, 24, 256)) << what;
+  }
+  for (WeightScheme scheme : {WeightScheme::kInt8, WeightScheme::kFp8}) {
+    WeightFormat f = quant_format(scheme, 256, 128, false, scheme == WeightScheme::kFp8 ? 128 : 1);
+    EXPECT_FALSE(tiles8_fits(f, 256, 256)) << weight_scheme_name(scheme);
+    f.layout = WeightLayout::kOutInTiles8;
+    EXPECT_FALSE(check_weight_format(f, "t").is_ok()) << weight_scheme_name(scheme);
   }
 }
 

@@ -111,6 +111,8 @@ Status validate(const ops::MatmulParams& p) {
   FRUGAL_RETURN_IF_ERROR(need_f32(p.x_dtype, op, "x_dtype"));
   FRUGAL_RETURN_IF_ERROR(need_f32(p.y_dtype, op, "y_dtype"));
   FRUGAL_RETURN_IF_ERROR(ops::check_weight_view(p.w, op));
+  FRUGAL_RETURN_IF_ERROR(need(p.w.format.layout == ops::WeightLayout::kOutIn, op,
+                              "weight layout out_in_tiles8 is the CUDA backend's (its kernels read it); the CPU reads out_in"));
   if (p.bias) FRUGAL_RETURN_IF_ERROR(need_float(p.bias_dtype, op, "bias_dtype"));
   FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_x, p.k, op, "ld_x"));
   FRUGAL_RETURN_IF_ERROR(need_ld(p.ld_y, p.n, op, "ld_y"));
