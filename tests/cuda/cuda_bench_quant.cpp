@@ -251,28 +251,31 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           }
         }
       }
-      // The lean GEMV on tile-major codes (launch_quant_gemv_lean_tile_major: each warp load 512
-      // contiguous bytes), int4 only: checked bit for bit against the lean GEMV on the same logical
-      // codes, then timed beside its rows (copy 0 re-laid; the other copies are random either way).
-      if (fm.name == std::string("int4g128") && s.n % 16 == 0 && s.k % 128 == 0 && row_bytes % 64 == 0) {
-        const int64_t nq = row_bytes / 64;
-        std::vector<uint8_t> t(h.size());
-        for (int64_t r = 0; r < s.n; ++r)
-          for (int64_t qd = 0; qd < nq; ++qd)
-            std::memcpy(&t[static_cast<size_t>(((r / 16) * nq + qd) * 1024 + (r % 16 >= 8 ? 512 : 0) + (r % 8) * 64)],
-                        &h[static_cast<size_t>(r * row_bytes + qd * 64)], 64);
-        void* tm_codes = b->alloc(t.size()).value();
-        (void)b->upload(tm_codes, t.data(), t.size());
+      // The lean GEMV on the codes in kOutInTiles8 (what CudaBackend::prepare_weight makes of int4
+      // weights: each warp load 512 contiguous bytes), int4 only: checked bit for bit against the
+      // lean GEMV on the row-major codes, then timed beside its rows (copy 0 re-laid by the
+      // backend's kernel; the other copies are random either way).
+      if (fm.name == std::string("int4g128") && ops::tiles8_fits(f, s.n, s.k)) {
+        void* tm_codes = b->alloc(h.size()).value();
+        (void)b->upload(tm_codes, h.data(), h.size());
+        ops::WeightView wt = w;
+        wt.data = tm_codes;
+        const Result<ops::WeightFormat> tf = b->prepare_weight(wt, s.n, s.k);
+        if (!tf.is_ok() || tf->layout != ops::WeightLayout::kOutInTiles8) {
+          std::printf("CHECK %s tiles8: prepare_weight did not re-lay the codes\n", tag.c_str());
+          std::abort();
+        }
         void* y_tm = b->alloc(static_cast<size_t>(8 * s.n * 2)).value();
         for (int64_t m : {1, 3, 8}) {
           ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
           ops::MatmulParams pt = p;
           pt.w.data = tm_codes;
+          pt.w.format = *tf;
           pt.y = y_tm;
           const cudaError_t e1 = launch_quant_gemv(p, b->stream(), nullptr, QuantGemvKernel::kLean);
-          const cudaError_t e2 = launch_quant_gemv_lean_tile_major(pt, b->stream());
+          const cudaError_t e2 = launch_quant_gemv(pt, b->stream(), nullptr, QuantGemvKernel::kLean);
           if (e1 != cudaSuccess || e2 != cudaSuccess || cudaStreamSynchronize(b->stream()) != cudaSuccess) {
-            std::printf("CHECK %s tile-major m=%lld: CUDA error %s / %s\n", tag.c_str(), static_cast<long long>(m),
+            std::printf("CHECK %s tiles8 m=%lld: CUDA error %s / %s\n", tag.c_str(), static_cast<long long>(m),
                         cudaGetErrorString(e1), cudaGetErrorString(e2));
             std::abort();
           }
@@ -281,7 +284,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           (void)b->download(c.data(), y_tm, c.size() * 2);
           int64_t differ = 0;
           for (size_t i = 0; i < a.size(); ++i) differ += a[i] != c[i];
-          std::printf("CHECK %s tile-major m=%lld: %lld of %zu outputs differ from the lean GEMV's bits %s\n", tag.c_str(),
+          std::printf("CHECK %s tiles8 m=%lld: %lld of %zu outputs differ from the lean GEMV's bits %s\n", tag.c_str(),
                       static_cast<long long>(m), static_cast<long long>(differ), a.size(), differ == 0 ? "ok" : "FAIL");
         }
         for (int64_t m : {1, 2, 4, 8})
@@ -289,9 +292,10 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
             if (m != 1 && tu.u != 0) continue;
             set_quant_gemv_tuning(tu.u, tu.w);
             ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+            p.w.format = *tf;
             Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
               p.w.data = i % copies == 0 ? tm_codes : codes[static_cast<size_t>(i % copies)];
-              (void)launch_quant_gemv_lean_tile_major(p, b->stream());
+              (void)launch_quant_gemv(p, b->stream(), nullptr, QuantGemvKernel::kLean);
             });
             const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
             const double gbs = bytes / (tm.median_us * 1e3);

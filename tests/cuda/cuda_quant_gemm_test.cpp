@@ -11,9 +11,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -354,6 +356,177 @@ TEST(CudaQuantMatmul, DequantizedInRowSlicesPastTheGemmTokens) {
     }
   }
   backend()->set_dequant_scratch_max(size_t{512} << 20);
+}
+
+
+// int4 codes re-laid into kOutInTiles8 by CudaBackend::prepare_weight (what WeightStore::place
+// asks of it): the bytes where ops/weight_format.h's formula puts them (computed here from the
+// row-major codes), and every path that reads the layout (tile and lean GEMVs with and without
+// the silu epilogue, the bulk GEMV asked for, the slab GEMM also when another GEMM is
+// configured, the dequantization + cuBLASLt, the GEMV in passes, the correctness kernel) with
+// the same bits as on the row-major copy, and within bf16 of the dequantized oracle. n 296: a
+// partial 16-row tile, and with the silu epilogue up rows 148 on (not a tile boundary). Weights
+// the layout does not fit (n % 8, k % 128, int8) or FRUGAL_INT4_TILES=0 stay as they are.
+TEST(CudaInt4Tiles8, EveryPathReadsTheTiledCodesAsTheRowMajorOnes) {
+  const QFormat formats[] = {{"int4 g128 zeros", quant::CodeKind::kQ4, 128, 1, true},
+                             {"int4 channel", quant::CodeKind::kQ4, 0, 1, false}};
+  const std::pair<int64_t, int64_t> nks[] = {{296, 1408}, {2048, 4352}};
+  std::mt19937 rng(20);
+  int variant = 0;
+  for (const QFormat& f : formats)
+    for (auto [n, k] : nks) {
+      const std::unique_ptr<DeviceWeight> dw = device_weight(f, n, k, rng);
+      ASSERT_NE(dw, nullptr);
+      const ops::WeightView& rv = dw->view;  // row-major
+      Tensor tcodes(DType::kU8, static_cast<int64_t>(dw->w.q.size()));
+      std::memcpy(tcodes.host.data(), dw->w.q.data(), dw->w.q.size());
+      tcodes.to_device();
+      ops::WeightView tv = rv;
+      tv.data = tcodes.dev;
+      Result<ops::WeightFormat> tf = backend()->prepare_weight(tv, n, k);
+      ASSERT_TRUE(tf.is_ok()) << tf.status().to_string();
+      ASSERT_EQ(tf->layout, ops::WeightLayout::kOutInTiles8) << f.name << " n=" << n << " k=" << k;
+      tv.format = *tf;
+      const std::string shape = std::string(f.name) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+      {  // byte b of row o at (o / 8) 8 rb + (b / 64) 512 + (o % 8) 64 + b % 64
+        std::vector<uint8_t> got;
+        tcodes.from_device(&got, shape);
+        const int64_t rb = k / 2;
+        int64_t wrong = 0;
+        for (int64_t o = 0; o < n; ++o)
+          for (int64_t b = 0; b < rb; ++b)
+            wrong += got[static_cast<size_t>((o / 8) * 8 * rb + (b / 64) * 512 + (o % 8) * 64 + b % 64)] !=
+                     dw->w.q[static_cast<size_t>(o * rb + b)];
+        ASSERT_EQ(wrong, 0) << shape << ": bytes away from the layout's place";
+      }
+      // Runs `run` on the row-major and on the tiled weight (y from y0 each time): the same bytes,
+      // close to `want` on `mask`.
+      auto same = [&](const std::string& what, int64_t m, int64_t ld, const std::vector<uint8_t>& y0,
+                      const std::vector<uint8_t>& want, const std::vector<bool>& mask,
+                      const std::function<void(const ops::WeightView&, void* y)>& run, bool bits = true) {
+        std::vector<uint8_t> got[2];
+        for (int t = 0; t < 2; ++t) {
+          Tensor y(DType::kBF16, m * ld);
+          y.host = y0;
+          y.to_device();
+          run(t ? tv : rv, y.dev);
+          ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess) << what;
+          y.from_device(&got[t], what);
+          if (t) expect_close(y, want, 2e-2f, what + " (tiled)", mask);
+        }
+        if (bits) {
+          EXPECT_TRUE(got[0] == got[1]) << what << ": the tiled codes give other bits than the row-major ones";
+        }
+      };
+      for (int64_t m : {1, 3, 8, 9, 16, 33, 64, 100}) {
+        const bool bias = variant % 2 == 0, accumulate = variant % 3 == 1;
+        ++variant;
+        CaseInputs in(*dw, m, bias, accumulate, rng);
+        const int64_t ld_x = in.ld_x, ld_y = in.ld_y;
+        std::vector<bool> mask(static_cast<size_t>(m * ld_y));
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) mask[static_cast<size_t>(i * ld_y + j)] = true;
+        auto params = [&](const ops::WeightView& w, void* y) {
+          return ops::MatmulParams{in.x.dev, DType::kBF16, ld_x, w, bias ? in.b.dev : nullptr, DType::kBF16, y,
+                                   DType::kBF16, ld_y, m, n, k, accumulate};
+        };
+        const std::string tag = shape + " m=" + std::to_string(m) + (bias ? " bias" : "") + (accumulate ? " accumulate" : "");
+        // The correctness kernel.
+        same("ref " + tag, m, ld_y, in.y0.host, in.want, mask, [&](const ops::WeightView& w, void* y) {
+          ASSERT_EQ(launch_matmul_quant(params(w, y), backend()->stream()), cudaSuccess);
+        });
+        if (m <= 8) {
+          for (QuantGemvKernel kn : {QuantGemvKernel::kTile, QuantGemvKernel::kLean, QuantGemvKernel::kBulk})
+            for (int u : {0, 1, 4}) {
+              if (kn != QuantGemvKernel::kLean && u) continue;
+              set_quant_gemv_kernel(kn);
+              set_quant_gemv_tuning(u ? u : -1, -1);
+              const std::string what = std::string(kn == QuantGemvKernel::kTile ? "tile" : kn == QuantGemvKernel::kLean ? "lean" : "bulk") +
+                                       " u" + std::to_string(u) + " " + tag;
+              same(what, m, ld_y, in.y0.host, in.want, mask, [&](const ops::WeightView& w, void* y) {
+                const ops::MatmulParams p = params(w, y);
+                if (w.format.layout == ops::WeightLayout::kOutInTiles8) {
+                  ASSERT_FALSE(quant_gemv_bulk_ok(p)) << what;
+                }
+                ASSERT_EQ(launch_quant_gemv(p, backend()->stream()), cudaSuccess) << what;
+              }, kn != QuantGemvKernel::kBulk);  // bulk on the row-major codes, the lean GEMV on the tiled ones
+              if (kn == QuantGemvKernel::kBulk || accumulate) continue;
+              // The silu epilogue: out[t][c] = silu(gate) * up over rows c and n / 2 + c.
+              const int64_t half = n / 2, ld_out = half + 5;
+              Tensor out0(DType::kBF16, m * ld_out);
+              out0.fill_uniform(rng, -1, 1);
+              std::vector<uint8_t> want_out = out0.host;
+              std::vector<bool> omask(static_cast<size_t>(m * ld_out));
+              for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < half; ++j) {
+                  omask[static_cast<size_t>(i * ld_out + j)] = true;
+                  const float g = ops::ref::load(DType::kBF16, in.want.data(), i * ld_y + j);
+                  const float up = ops::ref::load(DType::kBF16, in.want.data(), i * ld_y + half + j);
+                  ops::ref::store(DType::kBF16, want_out.data(), i * ld_out + j, g / (1.f + std::exp(-g)) * up);
+                }
+              Tensor yy(DType::kBF16, m * ld_y);
+              same(what + " silu", m, ld_out, out0.host, want_out, omask, [&](const ops::WeightView& w, void* out) {
+                const SiluMulOut so{.out = out, .ld_out = ld_out};
+                ASSERT_EQ(launch_quant_gemv(params(w, yy.dev), backend()->stream(), &so), cudaSuccess) << what;
+              });
+            }
+          set_quant_gemv_kernel(QuantGemvKernel::kDefault);
+          set_quant_gemv_tuning(-1, -1);
+        } else if (m <= 64) {
+          // The slab GEMM; with the pipelined or one-quad GEMM configured, the tiled weight still runs the slab one.
+          for (QuantGemmKernel kn : {QuantGemmKernel::kSlab, QuantGemmKernel::kPipe, QuantGemmKernel::kQuad}) {
+            set_quant_gemm_kernel(kn);
+            std::vector<uint8_t> got[2];
+            for (int t = 0; t < 2; ++t) {
+              const ops::WeightView& w = t ? tv : rv;
+              if (kn != QuantGemmKernel::kSlab && t == 0) set_quant_gemm_kernel(QuantGemmKernel::kSlab);  // the same kernel on both
+              Tensor y(DType::kBF16, m * ld_y);
+              y.host = in.y0.host;
+              y.to_device();
+              const ops::MatmulParams p = params(w, y.dev);
+              const int splits = quant_gemm_splits(p, backend()->n_sms());
+              const size_t bytes = quant_gemm_scratch_bytes(p, splits);
+              void* partials = bytes ? backend()->alloc(bytes).value() : nullptr;
+              ASSERT_EQ(launch_quant_gemm(p, splits, partials, backend()->stream()), cudaSuccess) << tag;
+              ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
+              if (partials) backend()->free(partials);
+              y.from_device(&got[t], tag);
+              expect_close(y, in.want, 2e-2f, "GEMM " + tag, mask);
+              set_quant_gemm_kernel(kn);
+            }
+            EXPECT_TRUE(got[0] == got[1]) << "GEMM " << static_cast<int>(kn) << " " << tag << ": tiled bits differ";
+          }
+          set_quant_gemm_kernel(QuantGemmKernel::kDefault);
+        } else {
+          // Dequantized + cuBLASLt (whole, and 128-row slices), and the GEMV in passes (no slice fits).
+          for (size_t cap : {size_t{1} << 30, static_cast<size_t>(k) * 2 * 128, size_t{1}}) {
+            backend()->set_dequant_scratch_max(cap);
+            same("matmul scratch " + std::to_string(cap) + " " + tag, m, ld_y, in.y0.host, in.want, mask,
+                 [&](const ops::WeightView& w, void* y) {
+                   const Status st = backend()->matmul(params(w, y));
+                   ASSERT_TRUE(st.is_ok()) << st.to_string();
+                 });
+          }
+          backend()->set_dequant_scratch_max(size_t{512} << 20);
+        }
+      }
+    }
+  // What the layout does not fit stays row-major, and so does everything with tiles turned off.
+  for (auto [kind, n, k] : {std::tuple{quant::CodeKind::kQ4, int64_t{300}, int64_t{1408}},
+                            std::tuple{quant::CodeKind::kQ4, int64_t{296}, int64_t{1416}},
+                            std::tuple{quant::CodeKind::kQ8, int64_t{296}, int64_t{1408}}}) {
+    const std::unique_ptr<DeviceWeight> dw = device_weight({"other", kind, 128, 1, false}, n, k, rng);
+    ASSERT_NE(dw, nullptr);
+    Result<ops::WeightFormat> f = backend()->prepare_weight(dw->view, n, k);
+    ASSERT_TRUE(f.is_ok());
+    EXPECT_TRUE(*f == dw->view.format) << "n=" << n << " k=" << k;
+  }
+  const std::unique_ptr<DeviceWeight> dw = device_weight(formats[0], 296, 1408, rng);
+  backend()->set_int4_tiles(false);
+  Result<ops::WeightFormat> off = backend()->prepare_weight(dw->view, 296, 1408);
+  backend()->set_int4_tiles(true);
+  ASSERT_TRUE(off.is_ok());
+  EXPECT_EQ(off->layout, ops::WeightLayout::kOutIn);
 }
 
 }  // namespace

@@ -62,6 +62,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   b->fuse_norm_ = fuse_norm_env && std::strcmp(fuse_norm_env, "1") == 0;
   const char* fuse_route_env = std::getenv("FRUGAL_FUSE_ROUTE");
   b->set_route_mode(fuse_route_env != nullptr ? std::atoi(fuse_route_env) : 0);
+  const char* int4_tiles_env = std::getenv("FRUGAL_INT4_TILES");
+  b->int4_tiles_ = !(int4_tiles_env && std::strcmp(int4_tiles_env, "0") == 0);
   const char* fuse_silu_quant_env = std::getenv("FRUGAL_FUSE_SILU_QUANT");
   b->fuse_silu_quant_ = !(fuse_silu_quant_env && std::strcmp(fuse_silu_quant_env, "0") == 0);
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "stream"));
@@ -164,6 +166,26 @@ Status CudaBackend::device_memory(size_t* free_bytes, size_t* total_bytes) {
 }
 
 Status CudaBackend::synchronize() { return cuda_status(cudaStreamSynchronize(stream_), "synchronize"); }
+
+Result<ops::WeightFormat> CudaBackend::prepare_weight(const ops::WeightView& w, int64_t n, int64_t k) {
+  if (!int4_tiles_ || !w.data || !ops::tiles8_fits(w.format, n, k)) return w.format;
+  const int64_t row_bytes = ops::weight_row_bytes(w.format, k), tile = 8 * row_bytes, total = n * row_bytes;
+  // The codes pass through a temporary buffer in slices of whole tiles (at most 64 MiB).
+  const int64_t tmp_bytes = std::max(tile, std::min(total, int64_t{64} << 20) / tile * tile);
+  void* tmp = nullptr;
+  if (cudaMalloc(&tmp, static_cast<size_t>(tmp_bytes)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return w.format;  // no room for the slice: the weight stays row-major, which every kernel reads
+  }
+  const cudaError_t e = launch_int4_tiles8_relayout(const_cast<void*>(w.data), n, row_bytes, tmp,
+                                                    static_cast<size_t>(tmp_bytes), stream_);
+  const cudaError_t s = cudaStreamSynchronize(stream_);
+  cudaFree(tmp);
+  FRUGAL_RETURN_IF_ERROR(cuda_status(e != cudaSuccess ? e : s, "tiles8 re-layout"));
+  ops::WeightFormat f = w.format;
+  f.layout = ops::WeightLayout::kOutInTiles8;
+  return f;
+}
 
 Status CudaBackend::reserve_scratch(size_t nbytes) {
   if (nbytes <= scratch_bytes_) return Status::ok();

@@ -231,13 +231,13 @@ bool quant_gemv_bulk_ok(const ops::MatmulParams& p, QuantGemvKernel over = Quant
 // With `silu` (m <= 8): SwiGLU's gate_up epilogue, as launch_gemv's; `over` as quant_gemv_bulk_ok's.
 cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, const SiluMulOut* silu = nullptr,
                               QuantGemvKernel over = QuantGemvKernel::kDefault);
-// An experiment of cuda_kernel_bench (not used by the backend): the lean GEMV on int4 codes laid
-// out tile-major, so that each load instruction of a warp reads 512 contiguous bytes instead of 64
-// bytes of each of 8 rows. Codes of row r, quad qd (64 bytes: chunks c = 0..3 of 16 bytes) lie at
-//   ((r / 16) * (row_bytes / 64) + qd) * 1024 + (r % 16 >= 8) * 512 + ((r % 8) * 4 + c) * 16;
-// scales and offsets as launch_quant_gemv's, the same bits as its lean kernel. int4 only, m <= 8,
-// n % 16 == 0, k % 128 == 0 (cudaErrorInvalidValue otherwise).
-cudaError_t launch_quant_gemv_lean_tile_major(const ops::MatmulParams& p, cudaStream_t stream);
+// Re-lays n rows of int4 codes (row_bytes each) from row-major into kOutInTiles8
+// (ops/weight_format.h) in place, through `tmp` (tmp_bytes, a multiple of 8 row_bytes; the
+// codes pass through it in slices of whole tiles). The GEMVs, the slab GEMM, the dequantization
+// and the correctness kernel read the result when the weight's format says kOutInTiles8.
+// n % 8 == 0 and row_bytes % 64 == 0 (cudaErrorInvalidValue otherwise).
+cudaError_t launch_int4_tiles8_relayout(void* codes, int64_t n, int64_t row_bytes, void* tmp, size_t tmp_bytes,
+                                        cudaStream_t stream);
 // The bulk GEMV's shape (0: the default rule): consumer warps (4 | 8), ring stages (1..8) and
 // resident blocks an SM at most; also FRUGAL_QBULK_W / FRUGAL_QBULK_STAGES / FRUGAL_QBULK_BLOCKS.
 void set_quant_gemv_bulk_tuning(int warps, int stages, int blocks_per_sm);

@@ -411,6 +411,7 @@ size_t quant_gemm_pipe_scratch_bytes(const ops::MatmulParams& p, int splits) {
 }
 
 cudaError_t launch_quant_gemm_pipe(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream) {
+  if (p.w.format.layout != ops::WeightLayout::kOutIn) return cudaErrorInvalidValue;  // row-major codes only
   if (p.m * p.n == 0) return cudaSuccess;
   if (splits < 1 || (splits > 1 && partials == nullptr)) return cudaErrorInvalidValue;
   const PipeShape s = pipe_shape(p);

@@ -94,7 +94,6 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
   // last batch may be shorter), so a batch never straddles two groups' accumulators.
   const int batches_per_group = ks > 0 ? (ks + U - 1) / U : 0;
   const int n_batches = my_groups * batches_per_group;
-  const uint8_t* codes = static_cast<const uint8_t*>(p.w.data);
   const float* scales = static_cast<const float*>(p.w.scales);
   const float* zeros = static_cast<const float*>(p.w.zeros);
 
@@ -117,8 +116,8 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
       const bool in = live && u < len && chunk < n_chunks;
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        va[u][r] = in ? load_stream16(codes + row_of(lg, r, 0) * a.row_bytes + chunk * 16) : make_uint4(0, 0, 0, 0);
-        vb[u][r] = in ? load_stream16(codes + row_of(lg, r, 1) * a.row_bytes + chunk * 16) : make_uint4(0, 0, 0, 0);
+        va[u][r] = in ? load_stream16(row_codes16(a, row_of(lg, r, 0)) + (qb + lq + u) * quad_step16(a) + q) : make_uint4(0, 0, 0, 0);
+        vb[u][r] = in ? load_stream16(row_codes16(a, row_of(lg, r, 1)) + (qb + lq + u) * quad_step16(a) + q) : make_uint4(0, 0, 0, 0);
       }
     }
     ++loaded;

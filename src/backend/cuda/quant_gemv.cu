@@ -113,8 +113,9 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
   const int64_t n_a = kSilu ? half : p.n;  // rows row_a may store
   const int64_t ra = row_a < n_a ? row_a : n_a - 1, rb = row_b < p.n ? row_b : p.n - 1;  // clamp: loaded, never stored
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * 8 * MT;
-  const uint4* wa = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + ra * a.row_bytes);
-  const uint4* wb = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + rb * a.row_bytes);
+  const uint4* wa = row_codes16(a, ra) + q;  // chunk q of quad 0; quad t at + t qs
+  const uint4* wb = row_codes16(a, rb) + q;
+  const int qs = quad_step16(a);
   const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
   const float* sa_ptr = static_cast<const float*>(p.w.scales) + (ra / a.group_n) * a.groups_k;
   const float* sb_ptr = static_cast<const float*>(p.w.scales) + (rb / a.group_n) * a.groups_k;
@@ -133,10 +134,10 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_kernel(QGemvArgs a) {
   auto load_codes = [&](int base, uint4 (&va)[U], uint4 (&vb)[U]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int chunk = (base + u * W) * 4 + q;
-      const bool in = chunk < n_chunks;  // also false for quads past the row
-      va[u] = in ? load_stream16(wa + chunk) : make_uint4(0, 0, 0, 0);
-      vb[u] = in ? load_stream16(wb + chunk) : make_uint4(0, 0, 0, 0);
+      const int quad = base + u * W;
+      const bool in = quad * 4 + q < n_chunks;  // also false for quads past the row
+      va[u] = in ? load_stream16(wa + static_cast<int64_t>(quad) * qs) : make_uint4(0, 0, 0, 0);
+      vb[u] = in ? load_stream16(wb + static_cast<int64_t>(quad) * qs) : make_uint4(0, 0, 0, 0);
     }
   };
 
@@ -240,10 +241,10 @@ __device__ __forceinline__ void l2_rows(const QGemvArgs& a) {
 // against 72, the tile GEMV's 62; a 64-register cap spills). The
 // dequantization (8 ALU instructions per 32-bit word of codes) is the same as the tile kernel's,
 // so the saving is the loop's bookkeeping: 181 PTX instructions a quad against 225 (int4, m <= 8).
-// kTM (launch_quant_gemv_lean_tile_major, an experiment of cuda_kernel_bench): the codes laid out
-// tile-major, each (16-row tile, quad) 1 KB in one piece, lane l's 16 bytes of row a at 16 l and
-// of row b at 512 + 16 l, so each load instruction of a warp reads 512 contiguous bytes; only
-// whole quads (k a multiple of the quad, n of 16), no silu epilogue, no L2 request.
+// kTM: int4 codes in kOutInTiles8 (ops/weight_format.h; the CUDA backend re-lays int4 weights so
+// when it places them): a quad of 8 rows is 512 contiguous bytes, lane (g, q)'s chunk at 16 l, so
+// each 16-byte load instruction of a warp reads 512 contiguous bytes (row-major: 8 rows x 64
+// bytes). Only whole quads (tiles8_fits), no L2 request (launch_quant_gemv).
 template <QKind K, int W, int U, bool kOffsets, bool kSilu, bool kTM = false>
 __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   constexpr int C = codes_per_chunk<K>();
@@ -265,10 +266,10 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   const int64_t tok = m0 + gq < p.m ? m0 + gq : p.m - 1;  // clamp: read, never stored
   // Chunk q of quad 0 of this lane's rows, and its x (addresses only: nothing is read before the
   // first codes, which depend on no earlier kernel).
-  const uint4* wa = kTM ? reinterpret_cast<const uint4*>(p.w.data) + static_cast<int64_t>(blockIdx.x) * (a.row_bytes / 64) * 64 + lane
-                        : reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + ra * a.row_bytes) + q;
-  const uint4* wb = kTM ? wa + 32 : reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.w.data) + rb * a.row_bytes) + q;
-  constexpr int kQuadStride = kTM ? 64 : 4;  // uint4s from one quad's codes of a lane to the next's
+  const uint8_t* codes = static_cast<const uint8_t*>(p.w.data);
+  const uint4* wa = reinterpret_cast<const uint4*>(kTM ? codes + (ra >> 3) * 8 * a.row_bytes + (ra & 7) * 64 : codes + ra * a.row_bytes) + q;
+  const uint4* wb = reinterpret_cast<const uint4*>(kTM ? codes + (rb >> 3) * 8 * a.row_bytes + (rb & 7) * 64 : codes + rb * a.row_bytes) + q;
+  constexpr int kQuadStride = kTM ? 32 : 4;  // uint4s from one quad's codes of a lane to the next's
   const __nv_bfloat16* xq = static_cast<const __nv_bfloat16*>(p.x) + tok * p.ld_x + q * C;
   const float* sa_ptr = static_cast<const float*>(p.w.scales) + (ra / a.group_n) * a.groups_k;
   const float* sb_ptr = static_cast<const float*>(p.w.scales) + (rb / a.group_n) * a.groups_k;
@@ -564,6 +565,12 @@ QuantGemvKernel g_gemv_kernel = QuantGemvKernel::kDefault;
 // bytes in flight; fewer tiles (q, o, down) 8 warps and 2 quads; very few (k, v: < 64 tiles) 8 warps and 4.
 // 16-row tiles, or 8 gate channels with their up rows (the silu epilogue).
 int64_t row_tiles(const QGemvArgs& a) { return a.silu.out ? ceil_div(a.p.n / 2, 8) : ceil_div(a.p.n, 16); }
+template <QKind K, int W, bool kOffsets, bool kSilu, bool kTM>
+cudaError_t launch_lean_u(const QGemvArgs& a, int u, dim3 grid, cudaStream_t stream) {
+  if (u == 4) return launch_kernel(quant_gemv_lean_kernel<K, W, 4, kOffsets, kSilu, kTM>, grid, dim3(W * 32), 0, stream, a);
+  if (u == 1) return launch_kernel(quant_gemv_lean_kernel<K, W, 1, kOffsets, kSilu, kTM>, grid, dim3(W * 32), 0, stream, a);
+  return launch_kernel(quant_gemv_lean_kernel<K, W, 2, kOffsets, kSilu, kTM>, grid, dim3(W * 32), 0, stream, a);
+}
 template <QKind K, int W, int MT, bool kOffsets>
 cudaError_t launch_k(const QGemvArgs& a, int64_t tiles, bool lean, cudaStream_t stream) {
   static const int u_env0 = env_int("FRUGAL_QGEMV_U");
@@ -572,14 +579,13 @@ cudaError_t launch_k(const QGemvArgs& a, int64_t tiles, bool lean, cudaStream_t 
   const dim3 grid(static_cast<unsigned>(row_tiles(a)), static_cast<unsigned>(ceil_div(a.p.m, 8 * MT)));
   if constexpr (MT == 1) {
     if (lean) {
-      if (a.silu.out) {
-        if (u == 4) return launch_kernel(quant_gemv_lean_kernel<K, W, 4, kOffsets, true>, grid, dim3(W * 32), 0, stream, a);
-        if (u == 1) return launch_kernel(quant_gemv_lean_kernel<K, W, 1, kOffsets, true>, grid, dim3(W * 32), 0, stream, a);
-        return launch_kernel(quant_gemv_lean_kernel<K, W, 2, kOffsets, true>, grid, dim3(W * 32), 0, stream, a);
+      if constexpr (K == QKind::kInt4) {  // kOutInTiles8: int4 only
+        if (a.tiles8)
+          return a.silu.out ? launch_lean_u<K, W, kOffsets, true, true>(a, u, grid, stream)
+                            : launch_lean_u<K, W, kOffsets, false, true>(a, u, grid, stream);
       }
-      if (u == 4) return launch_kernel(quant_gemv_lean_kernel<K, W, 4, kOffsets, false>, grid, dim3(W * 32), 0, stream, a);
-      if (u == 1) return launch_kernel(quant_gemv_lean_kernel<K, W, 1, kOffsets, false>, grid, dim3(W * 32), 0, stream, a);
-      return launch_kernel(quant_gemv_lean_kernel<K, W, 2, kOffsets, false>, grid, dim3(W * 32), 0, stream, a);
+      return a.silu.out ? launch_lean_u<K, W, kOffsets, true, false>(a, u, grid, stream)
+                        : launch_lean_u<K, W, kOffsets, false, false>(a, u, grid, stream);
     }
     if (a.silu.out) {
       if (u == 4) return launch_kernel(quant_gemv_kernel<K, W, 4, 1, kOffsets, true>, grid, dim3(W * 32), 0, stream, a);
@@ -736,7 +742,8 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
   QGemvArgs a = gemv_args(p);
   if (silu) a.silu = *silu;
   a.early = quant_gemv_early() ? 1 : 0;
-  a.l2 = static_cast<int>(std::min<int64_t>(a.row_bytes, quant_gemv_l2() / 16 * 16));  // whole 16-byte units, within the row
+  // Whole 16-byte units, within the row; none in kOutInTiles8 (a row is not one piece there).
+  a.l2 = a.tiles8 ? 0 : static_cast<int>(std::min<int64_t>(a.row_bytes, quant_gemv_l2() / 16 * 16));
   if (quant_gemv_bulk_ok(p, over)) return launch_quant_gemv_bulk(a, stream);
   const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
   const bool lean = quant_gemv_kernel_choice(over) == QuantGemvKernel::kLean;
@@ -749,34 +756,6 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
     default: break;
   }
   return cudaErrorInvalidValue;
-}
-
-namespace {
-template <int W, bool kOffsets>
-cudaError_t launch_tile_major_w(const QGemvArgs& a, int u, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(a.p.n / 16), 1);
-  if (u == 4) return launch_kernel(quant_gemv_lean_kernel<QKind::kInt4, W, 4, kOffsets, false, true>, grid, dim3(W * 32), 0, stream, a);
-  if (u == 1) return launch_kernel(quant_gemv_lean_kernel<QKind::kInt4, W, 1, kOffsets, false, true>, grid, dim3(W * 32), 0, stream, a);
-  return launch_kernel(quant_gemv_lean_kernel<QKind::kInt4, W, 2, kOffsets, false, true>, grid, dim3(W * 32), 0, stream, a);
-}
-}  // namespace
-
-cudaError_t launch_quant_gemv_lean_tile_major(const ops::MatmulParams& p, cudaStream_t stream) {
-  if (p.m * p.n == 0) return cudaSuccess;
-  if (!quant_gemv_supported(p) || p.w.format.scheme != ops::WeightScheme::kInt4 || p.m > 8 || p.n % 16 != 0 ||
-      p.k % 128 != 0)
-    return cudaErrorInvalidValue;
-  QGemvArgs a = gemv_args(p);
-  if (a.row_bytes % 64 != 0) return cudaErrorInvalidValue;
-  a.early = quant_gemv_early() ? 1 : 0;
-  a.l2 = 0;
-  // The lean GEMV's shape rules (launch_w, launch_k), or set_quant_gemv_tuning's.
-  const int64_t tiles = p.n / 16;
-  const bool eight = g_tune_w == 8 || (g_tune_w != 4 && tiles < 1024);
-  const int u = g_tune_u > 0 ? g_tune_u : tiles >= 1024 ? 1 : tiles < 64 ? 4 : 2;
-  const bool offsets = p.w.format.zero == ops::ZeroPoint::kOffset;
-  if (eight) return offsets ? launch_tile_major_w<8, true>(a, u, stream) : launch_tile_major_w<8, false>(a, u, stream);
-  return offsets ? launch_tile_major_w<4, true>(a, u, stream) : launch_tile_major_w<4, false>(a, u, stream);
 }
 
 }  // namespace frugal::cuda
@@ -823,19 +802,28 @@ int64_t quant_gemm_min_m(QuantGemmKernel over, int over_min_m) {
   }
 }
 
-// Only when the pipelined kernel is the configured one (its launches raise their own limits
-// otherwise, once each).
+// The pipelined GEMM only when it is the configured one (its launches raise their own limits
+// otherwise, once each); the slab GEMM always: it also runs the weights in kOutInTiles8 whatever
+// GEMM is configured.
 cudaError_t prepare_quant_gemm() {
-  if (quant_gemm_kernel() == QuantGemmKernel::kPipe) return prepare_quant_gemm_pipe();
-  if (quant_gemm_kernel() == QuantGemmKernel::kSlab) return prepare_quant_gemm_slab();
-  return cudaSuccess;
+  if (quant_gemm_kernel() == QuantGemmKernel::kPipe)
+    if (const cudaError_t e = prepare_quant_gemm_pipe(); e != cudaSuccess) return e;
+  return prepare_quant_gemm_slab();
 }
+
+namespace {
+// The GEMM a call runs: the configured one, but the slab GEMM for codes in kOutInTiles8 (the
+// only GEMM that reads that layout).
+QuantGemmKernel gemm_kernel_for(const ops::MatmulParams& p, QuantGemmKernel over) {
+  return p.w.format.layout == ops::WeightLayout::kOutInTiles8 ? QuantGemmKernel::kSlab : quant_gemm_kernel(over);
+}
+}  // namespace
 
 // The first GEMM: splits of k, enough blocks for two per SM, at least 4 quads per split, no
 // empty split. The pipelined one: quant_gemm_pipe_splits.
 int quant_gemm_splits(const ops::MatmulParams& p, int n_sms, QuantGemmKernel over) {
-  if (quant_gemm_kernel(over) == QuantGemmKernel::kPipe) return quant_gemm_pipe_splits(p, n_sms);
-  if (quant_gemm_kernel(over) == QuantGemmKernel::kSlab) return quant_gemm_slab_splits(p, n_sms);
+  if (gemm_kernel_for(p, over) == QuantGemmKernel::kPipe) return quant_gemm_pipe_splits(p, n_sms);
+  if (gemm_kernel_for(p, over) == QuantGemmKernel::kSlab) return quant_gemm_slab_splits(p, n_sms);
   const GemmShape s = gemm_shape(p);
   const int64_t blocks = s.gx * s.gy, target = 2 * static_cast<int64_t>(n_sms);
   int64_t ks = std::clamp<int64_t>(ceil_div(target, blocks), 1, std::max(1, s.n_quads / 4));
@@ -844,16 +832,17 @@ int quant_gemm_splits(const ops::MatmulParams& p, int n_sms, QuantGemmKernel ove
 }
 
 size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits, QuantGemmKernel over) {
-  if (quant_gemm_kernel(over) == QuantGemmKernel::kPipe) return quant_gemm_pipe_scratch_bytes(p, splits);
-  if (quant_gemm_kernel(over) == QuantGemmKernel::kSlab) return quant_gemm_slab_scratch_bytes(p, splits);
+  if (gemm_kernel_for(p, over) == QuantGemmKernel::kPipe) return quant_gemm_pipe_scratch_bytes(p, splits);
+  if (gemm_kernel_for(p, over) == QuantGemmKernel::kSlab) return quant_gemm_slab_scratch_bytes(p, splits);
   return splits > 1 ? static_cast<size_t>(splits) * static_cast<size_t>(p.m * p.n) * sizeof(float) : 0;
 }
 
 cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
                               QuantGemmKernel over) {
   if (p.m * p.n == 0) return cudaSuccess;
-  if (quant_gemm_kernel(over) == QuantGemmKernel::kPipe) return launch_quant_gemm_pipe(p, splits, partials, stream);
-  if (quant_gemm_kernel(over) == QuantGemmKernel::kSlab) return launch_quant_gemm_slab(p, splits, partials, stream);
+  if (gemm_kernel_for(p, over) == QuantGemmKernel::kPipe) return launch_quant_gemm_pipe(p, splits, partials, stream);
+  if (gemm_kernel_for(p, over) == QuantGemmKernel::kSlab) return launch_quant_gemm_slab(p, splits, partials, stream);
+  if (p.w.format.layout != ops::WeightLayout::kOutIn) return cudaErrorInvalidValue;  // row-major codes only
   const GemmShape s = gemm_shape(p);
   if (splits < 1 || (splits > 1 && partials == nullptr)) return cudaErrorInvalidValue;
   const int qps = static_cast<int>(ceil_div(s.n_quads, splits));

@@ -110,7 +110,17 @@ struct QGemvArgs {
   SiluMulOut silu{};    // GEMV only: SwiGLU's gate_up epilogue when silu.out is set (kernels.h)
   int early = 0;        // lean GEMV only: its first codes are requested before pdl_wait()
   int l2 = 0;           // lean GEMV only: bytes of each of a block's rows asked of L2 at its start (0: none)
+  int tiles8 = 0;       // the codes are in kOutInTiles8 (int4; ops/weight_format.h), else row-major
 };
+
+// Row `row`'s codes: the uint4 of chunk 0 of quad 0, and the uint4 step from a quad of the row to
+// the next (row-major: 4; kOutInTiles8: 32, a quad of the tile's 8 rows is 512 bytes). Chunk q of
+// quad t is at row_codes16(a, row) + t quad_step16(a) + q in both.
+__device__ __forceinline__ const uint4* row_codes16(const QGemvArgs& a, int64_t row) {
+  const uint8_t* codes = static_cast<const uint8_t*>(a.p.w.data);
+  return reinterpret_cast<const uint4*>(a.tiles8 ? codes + (row >> 3) * 8 * a.row_bytes + (row & 7) * 64 : codes + row * a.row_bytes);
+}
+__device__ __forceinline__ int quad_step16(const QGemvArgs& a) { return a.tiles8 ? 32 : 4; }
 
 // The scale group of a quad: a shift in the common cases (g32..g1024, per channel), a 32-bit
 // division otherwise; never the 64-bit division the compiler emits for int64_t operands.
@@ -159,7 +169,9 @@ inline QGemvArgs gemv_args(const ops::MatmulParams& p) {
   for (int s = 0; s < 31; ++s)
     if ((int64_t{1} << s) == qpg) shift = s;
   if (g.groups_k == 1 || qpg >= (int64_t{1} << 31)) shift = 31;  // per channel: every quad in group 0
-  return QGemvArgs{p, g.row_bytes, g.group_k, g.groups_k, g.group_n, shift, static_cast<uint32_t>(std::min<int64_t>(qpg, UINT32_MAX)), SiluMulOut{}};
+  QGemvArgs a{p, g.row_bytes, g.group_k, g.groups_k, g.group_n, shift, static_cast<uint32_t>(std::min<int64_t>(qpg, UINT32_MAX)), SiluMulOut{}};
+  a.tiles8 = p.w.format.layout == ops::WeightLayout::kOutInTiles8 ? 1 : 0;
+  return a;
 }
 
 inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }

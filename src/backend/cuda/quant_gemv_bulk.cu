@@ -289,7 +289,9 @@ void set_quant_gemv_bulk_tuning(int warps, int stages, int blocks_per_sm) {
 }
 
 bool quant_gemv_bulk_ok(const ops::MatmulParams& p, QuantGemvKernel over) {
-  return quant_gemv_kernel_choice(over) == QuantGemvKernel::kBulk && p.m <= 8 && quant_device().major >= 9;
+  // Row-major codes only (kOutInTiles8 runs the lean GEMV, which reads it).
+  return quant_gemv_kernel_choice(over) == QuantGemvKernel::kBulk && p.m <= 8 && quant_device().major >= 9 &&
+         p.w.format.layout == ops::WeightLayout::kOutIn;
 }
 
 cudaError_t launch_quant_gemv_bulk(const qmma::QGemvArgs& a, cudaStream_t stream) {

@@ -34,10 +34,13 @@ __global__ void matmul_quant_kernel(ops::MatmulParams p, ops::QuantGeometry g) {
   }
 }
 
-// The value of internal code j' of a row (before scale and offset).
-__device__ __forceinline__ float code_value(const ops::WeightFormat& f, const uint8_t* row, int64_t jp) {
+// The value of internal code j' of row o (before scale and offset); 4-bit codes row-major or in
+// kOutInTiles8 (ops::quant_code_byte), 8-bit row-major.
+__device__ __forceinline__ float code_value(const ops::WeightFormat& f, const ops::QuantGeometry& g, const uint8_t* codes,
+                                            int64_t o, int64_t jp) {
+  const uint8_t* row = codes + o * g.row_bytes;
   if (f.packing == ops::WeightPacking::kBlock32Nibbles) {
-    const uint8_t byte = row[(jp >> 5) * 16 + (jp & 15)];
+    const uint8_t byte = codes[ops::quant_code_byte(f, g, o, (jp >> 5) * 16 + (jp & 15))];
     const int code = (jp & 31) < 16 ? (byte & 0xf) : (byte >> 4);
     if (f.scheme == ops::WeightScheme::kNf4) {
       constexpr float kBook[16] = {FRUGAL_NF4_CODEBOOK};
@@ -64,7 +67,7 @@ __global__ void dequant_bf16_kernel(ops::WeightView w, ops::QuantGeometry g, int
   const bool zeros = f.zero == ops::ZeroPoint::kOffset;
   const bool vec = !perm && k % 8 == 0 && (reinterpret_cast<uintptr_t>(out) & 15u) == 0;
   for (int64_t o = blockIdx.x; o < n; o += gridDim.x) {
-    const uint8_t* row = static_cast<const uint8_t*>(w.data) + o * g.row_bytes;
+    const uint8_t* codes = static_cast<const uint8_t*>(w.data);
     const float* sc = static_cast<const float*>(w.scales) + (o / g.group_n) * g.groups_k;
     const float* zr = zeros ? static_cast<const float*>(w.zeros) + o * g.groups_k : nullptr;
     __nv_bfloat16* orow = out + o * k;
@@ -74,17 +77,52 @@ __global__ void dequant_bf16_kernel(ops::WeightView w, ops::QuantGeometry g, int
       if (vec) {
         __align__(16) __nv_bfloat16 v[8];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) v[i] = __float2bfloat16(fmaf(s, code_value(f, row, j0 + i), z));
+        for (int i = 0; i < 8; ++i) v[i] = __float2bfloat16(fmaf(s, code_value(f, g, codes, o, j0 + i), z));
         *reinterpret_cast<uint4*>(orow + j0) = *reinterpret_cast<const uint4*>(v);
       } else {
         for (int64_t jp = j0; jp < j0 + 8 && jp < k; ++jp)
-          orow[perm ? w.k_perm[jp] : jp] = __float2bfloat16(fmaf(s, code_value(f, row, jp), z));
+          orow[perm ? w.k_perm[jp] : jp] = __float2bfloat16(fmaf(s, code_value(f, g, codes, o, jp), z));
       }
     }
   }
 }
 
+// kOutInTiles8 from row-major (ops/weight_format.h): 16-byte unit u of a slice of whole 8-row
+// tiles, tile t = u / (8 C) (C = row_bytes / 16 chunks a row), at tile index i = u % (8 C):
+// quad i / 32, row (i % 32) / 4, chunk 4 quad + i % 4 of that row in the source.
+__global__ void int4_tiles8_kernel(uint4* dst, const uint4* src, int64_t units, int64_t chunks) {
+  const int64_t per_tile = 8 * chunks;
+  for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < units;
+       u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = u / per_tile, i = u % per_tile;
+    const int64_t quad = i / 32, r = (i % 32) / 4, c = 4 * quad + i % 4;
+    dst[u] = src[t * per_tile + r * chunks + c];
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_int4_tiles8_relayout(void* codes, int64_t n, int64_t row_bytes, void* tmp, size_t tmp_bytes,
+                                        cudaStream_t stream) {
+  const int64_t tile_bytes = 8 * row_bytes;
+  if (n % 8 != 0 || row_bytes <= 0 || row_bytes % 64 != 0 || !tmp || static_cast<int64_t>(tmp_bytes) < tile_bytes)
+    return cudaErrorInvalidValue;
+  const int64_t tiles_per_slice = static_cast<int64_t>(tmp_bytes) / tile_bytes;
+  auto* base = static_cast<uint8_t*>(codes);
+  for (int64_t t0 = 0; t0 < n / 8; t0 += tiles_per_slice) {
+    const int64_t bytes = std::min(tiles_per_slice, n / 8 - t0) * tile_bytes;
+    uint8_t* slice = base + t0 * tile_bytes;
+    if (const cudaError_t e = cudaMemcpyAsync(tmp, slice, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream);
+        e != cudaSuccess)
+      return e;
+    const int64_t units = bytes / 16;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(units, 256), 132 * 16));
+    int4_tiles8_kernel<<<blocks, 256, 0, stream>>>(reinterpret_cast<uint4*>(slice), static_cast<const uint4*>(tmp), units,
+                                                   row_bytes / 16);
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
 
 cudaError_t launch_dequant_bf16(const ops::WeightView& w, int64_t n, int64_t k, void* out, cudaStream_t stream) {
   if (n * k == 0) return cudaSuccess;
