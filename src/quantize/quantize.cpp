@@ -272,6 +272,51 @@ Status rtn_uncalibrated(const Ctx& c, const model::TensorEntry& e) {
   return emit_linear(c, name, std::move(ts), std::move(deq), nullptr);
 }
 
+// The lm_head by GPTQ on its calibration inputs: the final norm of the residual stream after
+// every layer (the layers already quantized, as GPTQ's true-sequential mode sees them), with
+// the error table's output errors against RTN on the same inputs.
+Status gptq_lm_head(const Ctx& c, const HostCalibration& calib, const model::TensorEntry& lm, const model::TensorEntry& norm) {
+  const int64_t n = calib.n_tokens(), out = lm.shape[0], in = lm.shape[1];
+  if (norm.shape.ndim != 1 || norm.shape[0] != in)
+    return corrupt("tensor model.norm.weight: shape " + norm.shape.to_string() + ", expected [" + std::to_string(in) + "]");
+  std::vector<float> w(static_cast<size_t>(lm.shape.numel())), nw(static_cast<size_t>(in));
+  convert_to_f32(lm.dtype, lm.data, w.data(), lm.shape.numel());
+  convert_to_f32(norm.dtype, norm.data, nw.data(), in);
+  const std::vector<float> x = calib.final_norm(nw);
+  const GptqOptions go{.spec = int_spec(c.layout), .damp_percent = c.o.damp_percent, .block = c.o.gptq_block,
+                       .act_order = c.o.act_order, .static_groups = c.o.static_groups};
+  std::optional<GptqFactor> f;
+  std::optional<IntQuant> q;
+  {
+    PhaseTimer t(c.ph, Phases::kFactor);
+    FRUGAL_ASSIGN_OR_RETURN(GptqFactor gf, gptq_factor("lm_head", x, n, in, go, c.math));
+    f.emplace(std::move(gf));
+  }
+  {
+    PhaseTimer t(c.ph, Phases::kMethod);
+    FRUGAL_ASSIGN_OR_RETURN(IntQuant gq, gptq_quantize("lm_head", w, out, *f, go, c.math));
+    q.emplace(std::move(gq));
+  }
+  std::vector<float> deq, rdeq;
+  std::vector<OutTensor> ts;
+  {
+    PhaseTimer t(c.ph, Phases::kPack);
+    deq = q->dequantize();
+    FRUGAL_ASSIGN_OR_RETURN(ts, pack_gptq("lm_head", *q, c.layout.gptq_v2));
+    FRUGAL_RETURN_IF_ERROR(rtn_pack(c, "lm_head", w, out, in, &rdeq, false).status());
+  }
+  {
+    PhaseTimer t(c.ph, Phases::kError);
+    c.report.linears.push_back({.name = "lm_head", .out = out, .in = in, .kept = false,
+                                .err = relative_output_error(x, n, {}, w, deq, out, in, c.math),
+                                .err_rtn = relative_output_error(x, n, {}, w, rdeq, out, in, c.math),
+                                .weight_err = weight_error(w, deq)});
+  }
+  FRUGAL_RETURN_IF_ERROR(c.math.status().with_context("lm_head"));
+  PhaseTimer t(c.ph, Phases::kWrite);
+  return emit_linear(c, "lm_head", std::move(ts), std::move(deq), nullptr);
+}
+
 // Per-stage calibration inputs of one layer.
 struct Captured {
   std::vector<float> x[kNumStages];
@@ -564,14 +609,20 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
   Phases ph;
   const Ctx c{r, o, sl, keep_dtype, writer, report, kept, math, ph};
 
-  // Tensors outside the decoder layers (embeddings, final norm, lm_head) stay in precision.
+  // Tensors outside the decoder layers (embeddings, final norm, lm_head) stay in precision. A
+  // quantized lm_head is RTN without calibration of its inputs, or with --method gptq GPTQ on
+  // them, after the layers (their output is its input).
+  const Ctx lc{r, o, lm_layout, keep_dtype, writer, report, kept, math, ph};
+  const model::TensorEntry* final_norm = st->find("model.norm.weight");
+  const bool gptq_lm = quantize_lm_head && calib && o.method == Method::kGptq;
+  if (gptq_lm && final_norm == nullptr)
+    return corrupt("--lm-head with --method gptq: no model.norm.weight (the lm_head's calibration inputs are its output)");
   std::map<int64_t, std::vector<std::string>> by_layer;
   for (const auto& name : st->names()) {
     const int64_t li = layer_of(name);
     if (li < 0) {
       if (quantize_lm_head && name == "lm_head.weight") {
-        const Ctx lc{r, o, lm_layout, keep_dtype, writer, report, kept, math, ph};
-        FRUGAL_RETURN_IF_ERROR(rtn_uncalibrated(lc, *st->find(name)));  // RTN: no calibration of its inputs
+        if (!gptq_lm) FRUGAL_RETURN_IF_ERROR(rtn_uncalibrated(lc, *st->find(name)));  // RTN: no calibration of its inputs
         continue;
       }
       FRUGAL_RETURN_IF_ERROR(writer.add(copy_tensor(*st->find(name), src_dtype, keep_dtype)));
@@ -579,7 +630,7 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
       by_layer[li].push_back(name);
     }
   }
-  Progress progress(r.progress, static_cast<int64_t>(by_layer.size()));
+  Progress progress(r.progress, static_cast<int64_t>(by_layer.size()) + (gptq_lm ? 1 : 0));
   int64_t n_done = 0;
   progress.update(0, "");
   for (auto& [li, names] : by_layer) {
@@ -618,6 +669,12 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
     }
     const std::string phases = ph.line();
     progress.update(++n_done, "layer " + std::to_string(li) + (phases.empty() ? "" : ": " + phases));
+  }
+  if (gptq_lm) {
+    ph = Phases{};
+    FRUGAL_RETURN_IF_ERROR(gptq_lm_head(lc, *calib, *lm_head, *final_norm));
+    const std::string phases = ph.line();
+    progress.update(++n_done, "lm_head" + (phases.empty() ? std::string() : ": " + phases));
   }
   FRUGAL_RETURN_IF_ERROR(writer.finish());
   report.out_bytes = writer.total_bytes();

@@ -2,6 +2,7 @@
 // unsupported format/method pairs, group sizes that do not divide a dimension, empty or too
 // short calibration text, an existing output directory, an already-quantized model, and a
 // failure halfway through (a tensor missing in the last layer).
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -192,7 +193,7 @@ TEST(QuantizeMoe, RouterStaysPreciseAndExpertsQuantizeOneByOne) {
 }
 
 // --lm-head: the untied lm_head is written quantized (GPTQ's "lm_head": true, compressed-tensors
-// without lm_head in "ignore"), the engine's loader (code independent of the quantizer) reads
+// without lm_head in "ignore"; RTN, or with --method gptq GPTQ on the final norm's outputs), the engine's loader (code independent of the quantizer) reads
 // back exactly the weight the quantizer computed, and the loaded model runs it quantized. A tied
 // model and a layout whose loaders expect a dense lm_head are refused, naming the flag.
 TEST(QuantizeLmHead, WrittenQuantizedReadBackAndRefusedWhereItCannotApply) {
@@ -203,6 +204,7 @@ TEST(QuantizeLmHead, WrittenQuantizedReadBackAndRefusedWhereItCannotApply) {
     const char* format_prefix;
   };
   const Case cases[] = {{"gptq", {.format = Format::kInt4, .group_size = 64, .lm_head = true}, "int4"},
+                        {"gptq_calibrated", {.format = Format::kInt4, .method = Method::kGptq, .group_size = 64, .lm_head = true}, "int4"},
                         {"gptq_lm8", {.format = Format::kInt4, .group_size = 64, .lm_head_bits = 8}, "int8"},
                         {"ct_int8", {.format = Format::kInt8, .lm_head = true}, "int8"}};
   for (const Case& c : cases) {
@@ -211,6 +213,19 @@ TEST(QuantizeLmHead, WrittenQuantizedReadBackAndRefusedWhereItCannotApply) {
     r.keep_dequantized = true;
     auto rep = quantize_model(r);
     ASSERT_TRUE(rep.is_ok()) << rep.status().to_string();
+    // RTN: no calibration of the lm_head's inputs (no output error); GPTQ: on the final norm's
+    // outputs, with a smaller output error there than RTN's.
+    const LinearReport* lm = nullptr;
+    for (const auto& l : rep->linears)
+      if (l.name == "lm_head") lm = &l;
+    ASSERT_NE(lm, nullptr);
+    if (c.o.method == Method::kGptq) {
+      ASSERT_TRUE(std::isfinite(lm->err) && std::isfinite(lm->err_rtn)) << lm->err << " " << lm->err_rtn;
+      EXPECT_GT(lm->err, 0.0);
+      EXPECT_LT(lm->err, lm->err_rtn) << "GPTQ's lm_head output error against RTN's on the same inputs";
+    } else {
+      EXPECT_TRUE(std::isnan(lm->err));
+    }
     const nlohmann::json qc = testing::read_json_file(r.out_dir + "/config.json")["quantization_config"];
     if (qc["quant_method"] == "gptq") {
       EXPECT_TRUE(qc["lm_head"].get<bool>());
