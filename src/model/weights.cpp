@@ -557,14 +557,9 @@ Status WeightStore::place(ops::Backend* backend, const std::vector<std::pair<std
   FRUGAL_RETURN_IF_ERROR(backend->synchronize());
   // The backend may re-lay each quantized weight's codes for its kernels (CUDA: int4 tiles).
   for (auto& [name, ql] : quant_) {
-    const TensorView* codes = find(name + "#codes");
-    const TensorView* scales = find(name + "#scales");
-    const TensorView* zeros = find(name + "#zeros");
-    const TensorView* perm = find(name + "#k_perm");
-    if (!codes || !scales) continue;
-    ops::WeightView w{.data = codes->data, .format = ql.format, .scales = scales->data,
-                      .zeros = zeros ? zeros->data : nullptr, .k_perm = perm ? static_cast<const int32_t*>(perm->data) : nullptr};
-    Result<ops::WeightFormat> f = backend->prepare_weight(w, ql.n, ql.k);
+    const std::optional<ops::WeightView> w = quant_view(name, ql);
+    if (!w) continue;
+    Result<ops::WeightFormat> f = backend->prepare_weight(*w, ql.n, ql.k);
     if (!f) return Status(f.status().code(), "weights: " + name + ": " + f.status().message());
     ql.format = *f;
   }
@@ -583,19 +578,23 @@ const TensorView* WeightStore::find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
+std::optional<ops::WeightView> WeightStore::quant_view(const std::string& name, const QuantLinear& ql) const {
+  const TensorView* codes = find(name + "#codes");
+  const TensorView* scales = find(name + "#scales");
+  const TensorView* zeros = find(name + "#zeros");
+  const TensorView* perm = find(name + "#k_perm");
+  if (!codes || !scales) return std::nullopt;
+  return ops::WeightView{.data = codes->data, .format = ql.format, .scales = scales->data,
+                         .zeros = zeros ? zeros->data : nullptr,
+                         .k_perm = perm ? static_cast<const int32_t*>(perm->data) : nullptr};
+}
+
 Result<Linear> WeightStore::linear(const std::string& weight_name, const std::string& bias_name) const {
   Linear l;
   if (auto q = quant_.find(weight_name); q != quant_.end()) {
-    const TensorView* codes = find(weight_name + "#codes");
-    const TensorView* scales = find(weight_name + "#scales");
-    const TensorView* zeros = find(weight_name + "#zeros");
-    const TensorView* perm = find(weight_name + "#k_perm");
-    if (!codes || !scales) return internal_error("weights: quantized '" + weight_name + "' has no codes or scales");
-    l.weight.data = codes->data;
-    l.weight.format = q->second.format;
-    l.weight.scales = scales->data;
-    l.weight.zeros = zeros ? zeros->data : nullptr;
-    l.weight.k_perm = perm ? static_cast<const int32_t*>(perm->data) : nullptr;
+    const std::optional<ops::WeightView> w = quant_view(weight_name, q->second);
+    if (!w) return internal_error("weights: quantized '" + weight_name + "' has no codes or scales");
+    l.weight = *w;
     l.out = q->second.n;
     l.in = q->second.k;
     FRUGAL_RETURN_IF_ERROR(ops::check_weight_view(l.weight, weight_name.c_str()));

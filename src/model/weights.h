@@ -140,6 +140,9 @@ class WeightStore {
     int64_t n = 0, k = 0;
   };
   std::map<std::string, QuantLinear> quant_;                // by the spec's weight name
+  // The view of quantized weight `name` (codes, scales, offsets, permutation where placed), or
+  // nothing when its codes or scales are not placed.
+  std::optional<ops::WeightView> quant_view(const std::string& name, const QuantLinear& ql) const;
   std::vector<std::unique_ptr<quant::QuantWeight>> quant_host_;  // host copies (until uploaded)
   std::vector<std::vector<float>> dequant_host_;            // quantized routers / lm_head made f32
   std::vector<WeightRoleBytes> by_role_;
