@@ -74,7 +74,7 @@ FRUGAL_QUANT_HD float quant_weight_element(const WeightView& w, const QuantGeome
   } else if (w.format.scheme == WeightScheme::kFp8) {
     v = e4m3_value(row[jp]);
   } else {
-    v = static_cast<float>(static_cast<int8_t>(row[jp]));
+    v = static_cast<float>(static_cast<int8_t>(codes[quant_code_byte(w.format, g, o, jp)]));
   }
   const int64_t gk = jp / g.group_k;
   float x = static_cast<const float*>(w.scales)[(o / g.group_n) * g.groups_k + gk] * v;

@@ -104,8 +104,9 @@ Status check_weight_format(const WeightFormat& f, const char* what) {
         return invalid_argument(prefix(what, f) + ": " + (four ? "4-bit codes are packed block32_nibbles"
                                                                  : "8-bit codes are not packed"));
       if (f.layout != WeightLayout::kOutIn &&
-          !(f.layout == WeightLayout::kOutInTiles8 && f.scheme == WeightScheme::kInt4 && !f.act_order))
-        return invalid_argument(prefix(what, f) + ": layout must be out_in (out_in_tiles8: int4 without act order only)");
+          !(f.layout == WeightLayout::kOutInTiles8 && (f.scheme == WeightScheme::kInt4 || f.scheme == WeightScheme::kInt8) &&
+            !f.act_order))
+        return invalid_argument(prefix(what, f) + ": layout must be out_in (out_in_tiles8: int4 / int8 without act order only)");
       if (f.group_k < 0 || f.group_k % kQuantBlock != 0)
         return invalid_argument(prefix(what, f) + ": group_k must be 0 (all of k) or a multiple of 32");
       if (f.scheme == WeightScheme::kFp8 ? f.group_n < 0 : f.group_n != 1)

@@ -52,11 +52,11 @@ enum class WeightPacking : uint8_t {
 // checkpoint tensors such as AWQ / GPTQ `qweight` are transposed at load).
 enum class WeightLayout : uint8_t {
   kOutIn,  // [n, k] row-major: HF nn.Linear `weight`
-  // int4 only, made by the CUDA backend from kOutIn when it places a weight (prepare_weight):
-  // the rows in tiles of 8 (n % 8 == 0), each tile's 8 row_bytes bytes in the same place as
-  // before but quad-major: the 64 bytes of quad t (codes 128 t .. 128 t + 127) of rows 0..7 of
-  // the tile one after another, so byte b of row o is at
-  //   (o / 8) 8 row_bytes + (b / 64) 512 + (o % 8) 64 + b % 64   (k % 128 == 0, no act order).
+  // int4 and int8 only, made by the CUDA backend from kOutIn when it places a weight
+  // (prepare_weight): the rows in tiles of 8 (n % 8 == 0), each tile's 8 row_bytes bytes in the
+  // same place as before but quad-major: the 64 bytes of quad t (int4 codes 128 t .. 128 t + 127,
+  // int8 64 t .. 64 t + 63) of rows 0..7 of the tile one after another, so byte b of row o is at
+  //   (o / 8) 8 row_bytes + (b / 64) 512 + (o % 8) 64 + b % 64   (row_bytes % 64 == 0, no act order).
   // A GEMV warp's 16-byte loads (lane = 4 row + chunk) then read 512 contiguous bytes.
   // Scales and offsets keep their row order; rows n0.. of a weight start at n0 row_bytes when
   // n0 % 8 == 0 (weight_row_step).
@@ -177,11 +177,13 @@ inline int64_t weight_row_step(const WeightFormat& f) {
   while (m % step != 0) m += 8;
   return m;
 }
-// Whether a weight can be re-laid kOutInTiles8: int4 codes in input order, whole 128-code quads
-// per row and whole 8-row tiles.
+// Whether a weight can be re-laid kOutInTiles8: int4 or int8 codes in input order, whole
+// 64-byte quads per row (k % 128 == 0 for int4, k % 64 == 0 for int8) and whole 8-row tiles.
 inline bool tiles8_fits(const WeightFormat& f, int64_t n, int64_t k) {
-  return f.scheme == WeightScheme::kInt4 && f.packing == WeightPacking::kBlock32Nibbles && !f.act_order &&
-         f.layout == WeightLayout::kOutIn && n > 0 && n % 8 == 0 && k > 0 && k % 128 == 0;
+  const bool int4 = f.scheme == WeightScheme::kInt4 && f.packing == WeightPacking::kBlock32Nibbles;
+  const bool int8 = f.scheme == WeightScheme::kInt8 && f.packing == WeightPacking::kNone;
+  return (int4 || int8) && !f.act_order && f.layout == WeightLayout::kOutIn && n > 0 && n % 8 == 0 && k > 0 &&
+         k % (int4 ? 128 : 64) == 0;
 }
 inline WeightView weight_rows_from(const WeightView& w, int64_t n0, int64_t k) {
   WeightView r = w;

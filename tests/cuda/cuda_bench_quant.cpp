@@ -252,10 +252,10 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
         }
       }
       // The lean GEMV on the codes in kOutInTiles8 (what CudaBackend::prepare_weight makes of int4
-      // weights: each warp load 512 contiguous bytes), int4 only: checked bit for bit against the
+      // and int8 weights: each warp load 512 contiguous bytes): checked bit for bit against the
       // lean GEMV on the row-major codes, then timed beside its rows (copy 0 re-laid by the
       // backend's kernel; the other copies are random either way).
-      if (fm.name == std::string("int4g128") && ops::tiles8_fits(f, s.n, s.k)) {
+      if (ops::tiles8_fits(f, s.n, s.k)) {
         void* tm_codes = b->alloc(h.size()).value();
         (void)b->upload(tm_codes, h.data(), h.size());
         ops::WeightView wt = w;

@@ -359,17 +359,18 @@ TEST(CudaQuantMatmul, DequantizedInRowSlicesPastTheGemmTokens) {
 }
 
 
-// int4 codes re-laid into kOutInTiles8 by CudaBackend::prepare_weight (what WeightStore::place
+// int4 and int8 codes re-laid into kOutInTiles8 by CudaBackend::prepare_weight (what WeightStore::place
 // asks of it): the bytes where ops/weight_format.h's formula puts them (computed here from the
 // row-major codes), and every path that reads the layout (tile and lean GEMVs with and without
 // the silu epilogue, the bulk GEMV asked for, the slab GEMM also when another GEMM is
 // configured, the dequantization + cuBLASLt, the GEMV in passes, the correctness kernel) with
 // the same bits as on the row-major copy, and within bf16 of the dequantized oracle. n 296: a
 // partial 16-row tile, and with the silu epilogue up rows 148 on (not a tile boundary). Weights
-// the layout does not fit (n % 8, k % 128, int8) or FRUGAL_INT4_TILES=0 stay as they are.
+// the layout does not fit (n % 8, a partial quad, fp8) or FRUGAL_QUANT_TILES=0 stay as they are.
 TEST(CudaInt4Tiles8, EveryPathReadsTheTiledCodesAsTheRowMajorOnes) {
   const QFormat formats[] = {{"int4 g128 zeros", quant::CodeKind::kQ4, 128, 1, true},
-                             {"int4 channel", quant::CodeKind::kQ4, 0, 1, false}};
+                             {"int4 channel", quant::CodeKind::kQ4, 0, 1, false},
+                             {"int8 channel zeros", quant::CodeKind::kQ8, 0, 1, true}};
   const std::pair<int64_t, int64_t> nks[] = {{296, 1408}, {2048, 4352}};
   std::mt19937 rng(20);
   int variant = 0;
@@ -391,7 +392,7 @@ TEST(CudaInt4Tiles8, EveryPathReadsTheTiledCodesAsTheRowMajorOnes) {
       {  // byte b of row o at (o / 8) 8 rb + (b / 64) 512 + (o % 8) 64 + b % 64
         std::vector<uint8_t> got;
         tcodes.from_device(&got, shape);
-        const int64_t rb = k / 2;
+        const int64_t rb = f.kind == quant::CodeKind::kQ4 ? k / 2 : k;
         int64_t wrong = 0;
         for (int64_t o = 0; o < n; ++o)
           for (int64_t b = 0; b < rb; ++b)
@@ -514,7 +515,8 @@ TEST(CudaInt4Tiles8, EveryPathReadsTheTiledCodesAsTheRowMajorOnes) {
   // What the layout does not fit stays row-major, and so does everything with tiles turned off.
   for (auto [kind, n, k] : {std::tuple{quant::CodeKind::kQ4, int64_t{300}, int64_t{1408}},
                             std::tuple{quant::CodeKind::kQ4, int64_t{296}, int64_t{1416}},
-                            std::tuple{quant::CodeKind::kQ8, int64_t{296}, int64_t{1408}}}) {
+                            std::tuple{quant::CodeKind::kQ8, int64_t{296}, int64_t{1416}},
+                            std::tuple{quant::CodeKind::kF8, int64_t{296}, int64_t{1408}}}) {
     const std::unique_ptr<DeviceWeight> dw = device_weight({"other", kind, 128, 1, false}, n, k, rng);
     ASSERT_NE(dw, nullptr);
     Result<ops::WeightFormat> f = backend()->prepare_weight(dw->view, n, k);
@@ -522,9 +524,9 @@ TEST(CudaInt4Tiles8, EveryPathReadsTheTiledCodesAsTheRowMajorOnes) {
     EXPECT_TRUE(*f == dw->view.format) << "n=" << n << " k=" << k;
   }
   const std::unique_ptr<DeviceWeight> dw = device_weight(formats[0], 296, 1408, rng);
-  backend()->set_int4_tiles(false);
+  backend()->set_quant_tiles(false);
   Result<ops::WeightFormat> off = backend()->prepare_weight(dw->view, 296, 1408);
-  backend()->set_int4_tiles(true);
+  backend()->set_quant_tiles(true);
   ASSERT_TRUE(off.is_ok());
   EXPECT_EQ(off->layout, ops::WeightLayout::kOutIn);
 }

@@ -103,14 +103,13 @@ TEST(WeightFormat, EverySchemeHasANameAndItsDefaultIsValid) {
   }
 }
 
-// kOutInTiles8 (the CUDA backend's int4 layout, ops/weight_format.h): byte b of row o at
+// kOutInTiles8 (the CUDA backend's int4 / int8 layout, ops/weight_format.h): byte b of row o at
 // (o / 8) 8 row_bytes + (b / 64) 512 + (o % 8) 64 + b % 64. The reference backend reads it (its
 // matmul equals the row-major weight's exactly); the CPU backend, whose kernels read rows,
-// refuses it by name; the format check takes it for int4 without act order only. (The loop is
-// over the schemes the layout takes: int4 today.)
+// refuses it by name; the format check takes it for int4 / int8 without act order only.
 TEST(WeightFormat, Tiles8IsReadByTheReferenceAndRefusedByTheCpu) {
   const int64_t n = 24, k = 256, m = 3;
-  for (WeightScheme scheme : {WeightScheme::kInt4}) {
+  for (WeightScheme scheme : {WeightScheme::kInt4, WeightScheme::kInt8}) {
     const WeightFormat f = quant_format(scheme, k, 128, true, 1);
     const int64_t rb = weight_row_bytes(f, k);
     ASSERT_EQ(rb, scheme == WeightScheme::kInt4 ? k / 2 : k);
@@ -163,12 +162,10 @@ TEST(WeightFormat, Tiles8IsReadByTheReferenceAndRefusedByTheCpu) {
     ao.act_order = true;
     EXPECT_FALSE(tiles8_fits(ao, 24, 256)) << what;
   }
-  for (WeightScheme scheme : {WeightScheme::kInt8, WeightScheme::kFp8}) {
-    WeightFormat f = quant_format(scheme, 256, 128, false, scheme == WeightScheme::kFp8 ? 128 : 1);
-    EXPECT_FALSE(tiles8_fits(f, 256, 256)) << weight_scheme_name(scheme);
-    f.layout = WeightLayout::kOutInTiles8;
-    EXPECT_FALSE(check_weight_format(f, "t").is_ok()) << weight_scheme_name(scheme);
-  }
+  WeightFormat f8 = quant_format(WeightScheme::kFp8, 256, 128, false, 128);
+  EXPECT_FALSE(tiles8_fits(f8, 256, 256));  // W8A8's cuBLASLt GEMM reads fp8 rows
+  f8.layout = WeightLayout::kOutInTiles8;
+  EXPECT_FALSE(check_weight_format(f8, "t").is_ok());
 }
 
 TEST(OpList, EveryOpHasAUniqueName) {

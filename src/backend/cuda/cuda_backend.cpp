@@ -62,8 +62,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   b->fuse_norm_ = fuse_norm_env && std::strcmp(fuse_norm_env, "1") == 0;
   const char* fuse_route_env = std::getenv("FRUGAL_FUSE_ROUTE");
   b->set_route_mode(fuse_route_env != nullptr ? std::atoi(fuse_route_env) : 0);
-  const char* int4_tiles_env = std::getenv("FRUGAL_INT4_TILES");
-  b->int4_tiles_ = !(int4_tiles_env && std::strcmp(int4_tiles_env, "0") == 0);
+  const char* quant_tiles_env = std::getenv("FRUGAL_QUANT_TILES");
+  b->quant_tiles_ = !(quant_tiles_env && std::strcmp(quant_tiles_env, "0") == 0);
   const char* fuse_silu_quant_env = std::getenv("FRUGAL_FUSE_SILU_QUANT");
   b->fuse_silu_quant_ = !(fuse_silu_quant_env && std::strcmp(fuse_silu_quant_env, "0") == 0);
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking), "stream"));
@@ -168,7 +168,7 @@ Status CudaBackend::device_memory(size_t* free_bytes, size_t* total_bytes) {
 Status CudaBackend::synchronize() { return cuda_status(cudaStreamSynchronize(stream_), "synchronize"); }
 
 Result<ops::WeightFormat> CudaBackend::prepare_weight(const ops::WeightView& w, int64_t n, int64_t k) {
-  if (!int4_tiles_ || !w.data || !ops::tiles8_fits(w.format, n, k)) return w.format;
+  if (!quant_tiles_ || !w.data || !ops::tiles8_fits(w.format, n, k)) return w.format;
   const int64_t row_bytes = ops::weight_row_bytes(w.format, k), tile = 8 * row_bytes, total = n * row_bytes;
   // The codes pass through a temporary buffer in slices of whole tiles (at most 64 MiB).
   const int64_t tmp_bytes = std::max(tile, std::min(total, int64_t{64} << 20) / tile * tile);

@@ -40,10 +40,11 @@ class CudaBackend final : public ops::Backend {
   Status synchronize() override;
   bool weights_in_host_memory() const override { return false; }
   Status device_memory(size_t* free_bytes, size_t* total_bytes) override;
-  // int4 weights that tiles8_fits are re-laid into kOutInTiles8 (the GEMVs' warp loads read 512
-  // contiguous bytes) unless FRUGAL_INT4_TILES=0 or set_int4_tiles(false); others unchanged.
+  // int4 / int8 weights that tiles8_fits are re-laid into kOutInTiles8 (the GEMVs' warp loads
+  // read 512 contiguous bytes) unless FRUGAL_QUANT_TILES=0 or set_quant_tiles(false); others
+  // (fp8, which W8A8's cuBLASLt GEMM reads as rows) unchanged.
   Result<ops::WeightFormat> prepare_weight(const ops::WeightView& w, int64_t n, int64_t k) override;
-  void set_int4_tiles(bool on) { int4_tiles_ = on; }
+  void set_quant_tiles(bool on) { quant_tiles_ = on; }
 
   FRUGAL_BACKEND_OP_OVERRIDES  // every op of ops/op_list.h
   Status rope_kv_write(const ops::RopeKvWriteParams& p) override;  // fused where rope_kv_write_fusable
@@ -172,7 +173,7 @@ class CudaBackend final : public ops::Backend {
   int64_t lt_batched_calls_ = 0;
   int64_t fp8_gemv_max_m_ = -1;  // -1: kFp8GemvMaxM
   bool fuse_rope_kv_ = true;
-  bool int4_tiles_ = true;
+  bool quant_tiles_ = true;
   bool fuse_silu_mul_ = true;
   bool fuse_silu_quant_ = true;
   int64_t fused_silu_quant_calls_ = 0;

@@ -231,7 +231,7 @@ bool quant_gemv_bulk_ok(const ops::MatmulParams& p, QuantGemvKernel over = Quant
 // With `silu` (m <= 8): SwiGLU's gate_up epilogue, as launch_gemv's; `over` as quant_gemv_bulk_ok's.
 cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, const SiluMulOut* silu = nullptr,
                               QuantGemvKernel over = QuantGemvKernel::kDefault);
-// Re-lays n rows of int4 codes (row_bytes each) from row-major into kOutInTiles8
+// Re-lays n rows of int4 / int8 codes (row_bytes each) from row-major into kOutInTiles8
 // (ops/weight_format.h) in place, through `tmp` (tmp_bytes, a multiple of 8 row_bytes; the
 // codes pass through it in slices of whole tiles). The GEMVs, the slab GEMM, the dequantization
 // and the correctness kernel read the result when the weight's format says kOutInTiles8.

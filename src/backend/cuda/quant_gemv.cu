@@ -241,7 +241,7 @@ __device__ __forceinline__ void l2_rows(const QGemvArgs& a) {
 // against 72, the tile GEMV's 62; a 64-register cap spills). The
 // dequantization (8 ALU instructions per 32-bit word of codes) is the same as the tile kernel's,
 // so the saving is the loop's bookkeeping: 181 PTX instructions a quad against 225 (int4, m <= 8).
-// kTM: int4 codes in kOutInTiles8 (ops/weight_format.h; the CUDA backend re-lays int4 weights so
+// kTM: int4 / int8 codes in kOutInTiles8 (ops/weight_format.h; the CUDA backend re-lays them so
 // when it places them): a quad of 8 rows is 512 contiguous bytes, lane (g, q)'s chunk at 16 l, so
 // each 16-byte load instruction of a warp reads 512 contiguous bytes (row-major: 8 rows x 64
 // bytes). Only whole quads (tiles8_fits), no L2 request (launch_quant_gemv).
@@ -579,7 +579,7 @@ cudaError_t launch_k(const QGemvArgs& a, int64_t tiles, bool lean, cudaStream_t 
   const dim3 grid(static_cast<unsigned>(row_tiles(a)), static_cast<unsigned>(ceil_div(a.p.m, 8 * MT)));
   if constexpr (MT == 1) {
     if (lean) {
-      if constexpr (K == QKind::kInt4) {  // kOutInTiles8: int4 only
+      if constexpr (K != QKind::kFp8) {  // kOutInTiles8: int4 and int8
         if (a.tiles8)
           return a.silu.out ? launch_lean_u<K, W, kOffsets, true, true>(a, u, grid, stream)
                             : launch_lean_u<K, W, kOffsets, false, true>(a, u, grid, stream);

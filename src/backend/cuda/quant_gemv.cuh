@@ -110,7 +110,7 @@ struct QGemvArgs {
   SiluMulOut silu{};    // GEMV only: SwiGLU's gate_up epilogue when silu.out is set (kernels.h)
   int early = 0;        // lean GEMV only: its first codes are requested before pdl_wait()
   int l2 = 0;           // lean GEMV only: bytes of each of a block's rows asked of L2 at its start (0: none)
-  int tiles8 = 0;       // the codes are in kOutInTiles8 (int4; ops/weight_format.h), else row-major
+  int tiles8 = 0;       // the codes are in kOutInTiles8 (int4 / int8; ops/weight_format.h), else row-major
 };
 
 // Row `row`'s codes: the uint4 of chunk 0 of quad 0, and the uint4 step from a quad of the row to

@@ -34,8 +34,8 @@ __global__ void matmul_quant_kernel(ops::MatmulParams p, ops::QuantGeometry g) {
   }
 }
 
-// The value of internal code j' of row o (before scale and offset); 4-bit codes row-major or in
-// kOutInTiles8 (ops::quant_code_byte), 8-bit row-major.
+// The value of internal code j' of row o (before scale and offset); int4 / int8 codes row-major
+// or in kOutInTiles8 (ops::quant_code_byte), fp8 row-major.
 __device__ __forceinline__ float code_value(const ops::WeightFormat& f, const ops::QuantGeometry& g, const uint8_t* codes,
                                             int64_t o, int64_t jp) {
   const uint8_t* row = codes + o * g.row_bytes;
@@ -52,7 +52,7 @@ __device__ __forceinline__ float code_value(const ops::WeightFormat& f, const op
     const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(row[jp]), __NV_E4M3);
     return __half2float(__half(h));
   }
-  return static_cast<float>(static_cast<int8_t>(row[jp]));
+  return static_cast<float>(static_cast<int8_t>(codes[ops::quant_code_byte(f, g, o, jp)]));
 }
 
 // W[o, j] (original input order) as bf16, for the dequantize-then-cuBLASLt path of large m: one
