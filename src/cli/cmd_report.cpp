@@ -83,6 +83,10 @@ void register_report(CLI::App& app) {
   cmd->add_option("--calib", a->o.calib_file, "AWQ / GPTQ calibration text (default data/calib/war-and-peace-ch1-3.txt)");
   cmd->add_option("--calib-tokens", a->o.calib_tokens, "calibration tokens at most (default 2048; 512 with --quick)");
   cmd->add_option("--group-size", a->o.group_size, "group size of the int4 rows (AWQ, GPTQ, RTN)")->capture_default_str();
+  cmd->add_option("--lm-head", a->o.lm_head,
+                  "untied lm_head of the quantized rows: bf16 | int8 (int8, int4-gptq and int4-rtn checkpoints; every "
+                  "quantized row with --dummy-weights)")
+      ->capture_default_str();
   cmd->add_option("--gpu", a->o.gpu, "catalog GPU: price, TDP and the planner's prediction");
   cmd->add_option("--price-per-hour", a->o.price_per_hour, "USD per GPU-hour (default: the catalog's)");
   cmd->add_option("--text", a->o.text_file, "perplexity text for the quality columns");

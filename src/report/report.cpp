@@ -62,12 +62,17 @@ Est est_of_summary(const nlohmann::json& s, const char* key) {
 }
 
 bench::OfflineOptions bench_options(const ReportOptions& o, const std::vector<int32_t>& batches,
-                                    const std::string& model_dir, const std::string& precision = "bf16") {
+                                    const std::string& model_dir, const std::string& precision = "bf16",
+                                    const std::string& lm_head = "bf16") {
   bench::OfflineOptions b;
   b.engine.model_dir = model_dir;
   b.engine.dummy_weights = o.dummy_weights;
-  // Checkpoints load in the format they are stored in; dummy weights take the row's format.
-  if (o.dummy_weights) b.engine.weight_precision = dummy_precision(precision);
+  // Checkpoints load in the format they are stored in (the lm_head too); dummy weights take the
+  // row's format and lm_head.
+  if (o.dummy_weights) {
+    b.engine.weight_precision = dummy_precision(precision);
+    if (lm_head == "int8") b.engine.lm_head_precision = "int8";
+  }
   b.precision = precision;
   b.engine.device = o.device;
   b.engine.threads = o.threads;
@@ -151,6 +156,7 @@ void predict(const Prediction& pr, const ReportOptions& o, PrecisionRow& row) {
   r.gpu = pr.gpu;
   r.quant.precision = plan_precision(row.precision);
   if (r.quant.precision == plan::WeightPrecision::kInt4) r.quant.group_size = o.group_size;
+  r.quant.lm_head_int8 = row.lm_head == "int8";
   // The KV dtype the bench's engine uses (bench/offline.cpp): f32 on the CPU, bf16 on devices.
   r.kv_dtype = o.device.rfind("cuda", 0) == 0 ? DType::kBF16 : DType::kF32;
   r.context = std::min<int64_t>(o.quick ? 256 : 4096, pr.model.config.max_position_embeddings);
@@ -275,6 +281,8 @@ Result<std::map<std::string, std::string>> parse_checkpoints(const std::vector<s
 Result<Report> run_report(const ReportOptions& o) {
   if (o.out_dir.empty()) return invalid_argument("--out: expected a directory");
   if (o.precisions.empty()) return invalid_argument("--precisions: expected at least one");
+  if (o.lm_head != "bf16" && o.lm_head != "int8")
+    return invalid_argument("--lm-head: expected bf16 or int8, got '" + o.lm_head + "'");
   std::error_code ec;
   std::filesystem::create_directories(o.out_dir, ec);
   if (ec) return io_error("--out " + o.out_dir + ": cannot create the directory: " + ec.message());
@@ -287,6 +295,11 @@ Result<Report> run_report(const ReportOptions& o) {
   const std::string catalog = o.catalog.empty() ? plan::default_catalog_dir() : o.catalog;
   FRUGAL_ASSIGN_OR_RETURN(plan::ModelEntry model, plan::resolve_model(o.model_dir, catalog));
   rep.model = model.config.architecture + " (" + o.model_dir + ")";
+  const bool lm_int8 = o.lm_head == "int8";
+  if (lm_int8 && model.config.tie_word_embeddings)
+    return invalid_argument("--lm-head int8: " + o.model_dir +
+                            " ties lm_head to the embedding table (tie_word_embeddings), so there is no separate lm_head to "
+                            "quantize");
   Prediction pred{.model = model};
   if (!o.gpu.empty()) {
     FRUGAL_ASSIGN_OR_RETURN(auto gpus, plan::load_gpu_catalog(catalog));
@@ -352,8 +365,21 @@ Result<Report> run_report(const ReportOptions& o) {
     const auto reuse = o.checkpoints.find(row.precision);
     row.model_dir = reuse != o.checkpoints.end() ? reuse->second : o.model_dir;
     Status s = Status::ok();
+    // The row's lm_head (ReportOptions::lm_head): int8 in the quantized rows that can store it.
+    if (model.config.tie_word_embeddings) {
+      row.lm_head = "tied to the embeddings";
+    } else if (reuse != o.checkpoints.end()) {
+      row.lm_head = "as stored in the checkpoint";
+    } else if (!lm_int8 || row.precision == "bf16") {
+      row.lm_head = "bf16";
+    } else if (o.dummy_weights || lm_head_storable(row.precision)) {
+      row.lm_head = "int8";
+    } else {
+      row.lm_head = "bf16 (the " + row.precision + " checkpoint layout keeps it dense)";
+    }
     if (o.dummy_weights) {
-      row.weights_source = "dummy weights (" + dummy_precision(row.precision) + "; speed only)";
+      row.weights_source = "dummy weights (" + dummy_precision(row.precision) + (row.lm_head == "int8" ? ", lm_head int8" : "") +
+                           "; speed only)";
     } else if (reuse != o.checkpoints.end()) {
       row.weights_source = "checkpoint " + row.model_dir + " (--checkpoint)";
     } else if (row.precision == "bf16") {
@@ -365,7 +391,7 @@ Result<Report> run_report(const ReportOptions& o) {
                                    .cache_dir = o.quant_cache.empty() ? o.out_dir + "/checkpoints" : o.quant_cache,
                                    .calib_file = o.calib_file, .default_calib_file = default_calib_file(),
                                    .calib_tokens = o.calib_tokens > 0 ? o.calib_tokens : (o.quick ? 512 : 2048),
-                                   .group_size = o.group_size});
+                                   .group_size = o.group_size, .lm_head_int8 = row.lm_head == "int8"});
       if (ck.is_ok()) {
         row.model_dir = ck->dir;
         row.quantization = ck->description;
@@ -383,19 +409,21 @@ Result<Report> run_report(const ReportOptions& o) {
     if (o.dummy_weights) {
       for (const PrecisionRow& prev : rep.rows) {
         if (&prev == &row) break;
-        if (prev.status == "ok" && dummy_precision(prev.precision) == dummy_precision(row.precision)) same = &prev;
+        if (prev.status == "ok" && dummy_precision(prev.precision) == dummy_precision(row.precision) && prev.lm_head == row.lm_head)
+          same = &prev;
       }
     }
     if (s.is_ok() && same != nullptr) {
       PrecisionRow copy = *same;
       copy.precision = row.precision;
-      copy.weights_source = "dummy weights (" + dummy_precision(row.precision) + "; speed only): the " + same->precision +
+      copy.weights_source = "dummy weights (" + dummy_precision(row.precision) + (row.lm_head == "int8" ? ", lm_head int8" : "") +
+                            "; speed only): the " + same->precision +
                             " row's measurement (the same format and kernels)";
       row = copy;
     } else if (s.is_ok()) {
       auto telemetry = bench::TelemetrySampler::with_nvml();
       telemetry->start();
-      auto j = bench::run_offline(bench_options(o, batches, row.model_dir, row.precision));
+      auto j = bench::run_offline(bench_options(o, batches, row.model_dir, row.precision, row.lm_head));
       telemetry->stop();
       if (j.is_ok()) {
         read_bench(*j, row);

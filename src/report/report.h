@@ -47,6 +47,10 @@ struct ReportOptions {
   std::string calib_file;          // AWQ / GPTQ calibration text; empty: default_calib_file()
   int64_t calib_tokens = 0;        // 0: 2048 (512 with --quick)
   int64_t group_size = 128;        // the int4 rows' group (AWQ, GPTQ and RTN alike)
+  // The untied lm_head of the quantized rows: "bf16" (kept dense, the default) or "int8" (per
+  // channel, in the rows whose checkpoint layouts store it quantized: report_quantize.h's
+  // lm_head_storable; every quantized row with dummy weights). A tied model is refused with int8.
+  std::string lm_head = "bf16";
   // Polled between rows: true stops the run, the rows not run are written as such.
   std::function<bool()> should_stop;
   // Called after each row with a one-line status.
@@ -75,6 +79,9 @@ struct PrecisionRow {
   bool quant_reused = false;
   int64_t quant_calib_tokens = 0;
   double quant_seconds = 0;
+  // The row's lm_head: "bf16", "int8", "tied to the embeddings", "as stored in the checkpoint"
+  // (--checkpoint) or "bf16 (the ... layout keeps it dense)".
+  std::string lm_head;
   // Measured (bench, in process).
   double weights_gib = 0, kv_pool_gib = 0, workspace_gib = 0, graphs_gib = 0;
   double kv_bytes_per_token = 0;

@@ -46,7 +46,9 @@ Result<std::string> read_file(const std::string& path, const std::string& what) 
 
 }  // namespace
 
-Result<quantize::QuantizeOptions> quantize_options_for(const std::string& p, int64_t group_size) {
+bool lm_head_storable(const std::string& p) { return p == "int8" || p == "int4-gptq" || p == "int4-rtn"; }
+
+Result<quantize::QuantizeOptions> quantize_options_for(const std::string& p, int64_t group_size, bool lm_head_int8) {
   quantize::QuantizeOptions o;
   if (p == "fp8") {
     o.format = quantize::Format::kFp8;
@@ -61,6 +63,10 @@ Result<quantize::QuantizeOptions> quantize_options_for(const std::string& p, int
     o.format = quantize::Format::kNf4;
   } else {
     return invalid_argument("precision " + p + " is not made by frugal quantize (bf16 is the source checkpoint)");
+  }
+  if (lm_head_int8 && lm_head_storable(p)) {
+    o.lm_head = true;
+    if (o.format == quantize::Format::kInt4) o.lm_head_bits = 8;
   }
   FRUGAL_RETURN_IF_ERROR(quantize::choose_layout(o).status().with_context(p));
   return o;
@@ -82,7 +88,9 @@ std::string describe_quantization(const quantize::QuantizeOptions& o) {
   } else {
     s += " g" + std::to_string(g);
   }
-  return s + " (" + quantize::layout_name(*layout) + ")";
+  s += " (" + std::string(quantize::layout_name(*layout)) + ")";
+  if (o.lm_head || o.lm_head_bits != 0) s += ", lm_head int" + std::to_string(o.lm_head_bits != 0 ? o.lm_head_bits : 8);
+  return s;
 }
 
 Result<std::string> quantize_cache_key(const QuantizeRowOptions& o, const quantize::QuantizeOptions& q) {
@@ -115,6 +123,10 @@ Result<std::string> quantize_cache_key(const QuantizeRowOptions& o, const quanti
   h.add(static_cast<int64_t>(q.awq_grid));
   h.add(static_cast<int64_t>(q.smooth_alpha * 1e9));
   for (const std::string& k : q.keep) h.add(k);
+  if (q.lm_head || q.lm_head_bits != 0) {  // keyed only when set: the caches of earlier versions stay valid
+    h.add(std::string("lm_head"));
+    h.add(static_cast<int64_t>(q.lm_head_bits));
+  }
   if (quantize::needs_calibration(q.method)) {
     const std::string calib = o.calib_file.empty() ? o.default_calib_file : o.calib_file;
     FRUGAL_ASSIGN_OR_RETURN(std::string text, read_file(calib, "calibration text"));
@@ -127,7 +139,7 @@ Result<std::string> quantize_cache_key(const QuantizeRowOptions& o, const quanti
 }
 
 Result<QuantizedCheckpoint> quantize_or_reuse(const QuantizeRowOptions& o) {
-  FRUGAL_ASSIGN_OR_RETURN(quantize::QuantizeOptions q, quantize_options_for(o.precision, o.group_size));
+  FRUGAL_ASSIGN_OR_RETURN(quantize::QuantizeOptions q, quantize_options_for(o.precision, o.group_size, o.lm_head_int8));
   FRUGAL_ASSIGN_OR_RETURN(std::string key, quantize_cache_key(o, q));
   QuantizedCheckpoint ck;
   ck.description = describe_quantization(q);

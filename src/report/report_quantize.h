@@ -19,7 +19,15 @@ namespace frugal::report {
 //   int4-rtn   int4 RTN, group `group_size` (GPTQ layout)
 //   nf4        nf4, blocks of 64 (bitsandbytes)
 // The three int4 rows share one group size so their KLD compares the methods alone.
-Result<quantize::QuantizeOptions> quantize_options_for(const std::string& precision, int64_t group_size);
+// lm_head_int8: the untied lm_head quantized to 8 bits too, in the precisions whose layouts store
+// it so (lm_head_storable): int8 (compressed-tensors), int4-gptq and int4-rtn (GPTQ, the lm_head's
+// 8 bits by a GPTQModel "dynamic" rule; GPTQ on its inputs for int4-gptq). Elsewhere it is ignored.
+Result<quantize::QuantizeOptions> quantize_options_for(const std::string& precision, int64_t group_size,
+                                                       bool lm_head_int8 = false);
+
+// Whether the checkpoint layout of a report precision stores a quantized lm_head (AutoAWQ,
+// bitsandbytes and DeepSeek-FP8 loaders expect a dense one).
+bool lm_head_storable(const std::string& precision);
 
 // One line naming the method, format and group ("int4 AWQ g128", "int8 RTN per channel", ...).
 std::string describe_quantization(const quantize::QuantizeOptions& o);
@@ -32,6 +40,7 @@ struct QuantizeRowOptions {
   std::string default_calib_file;
   int64_t calib_tokens = 2048;
   int64_t group_size = 128;
+  bool lm_head_int8 = false;  // quantize_options_for
 };
 
 struct QuantizedCheckpoint {

@@ -98,6 +98,7 @@ std::string format_report_markdown(const Report& r) {
   for (const PrecisionRow& row : r.rows) {
     if (row.weights_source.empty()) continue;
     os << "- " << row.precision << ": " << row.weights_source;
+    if (row.lm_head.starts_with("bf16 (")) os << "; lm_head " << row.lm_head;  // --lm-head int8 asked, not storable here
     if (!row.quantization.empty()) {
       os << (row.quant_reused ? fmt::format(" (quantized in {:.1f} s by an earlier run", row.quant_seconds)
                               : fmt::format(" (quantized in {:.1f} s", row.quant_seconds));
@@ -152,6 +153,7 @@ nlohmann::json report_to_json(const Report& r) {
                          {"predicted_tok_per_s", s.predicted_tok_per_s}});
       }
       o["weights_source"] = row.weights_source;
+      o["lm_head"] = row.lm_head;
       if (!row.quantization.empty()) {
         o["quantization"] = {{"method", row.quantization},
                              {"checkpoint", row.model_dir},

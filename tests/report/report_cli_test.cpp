@@ -105,6 +105,9 @@ TEST(ReportCliTest, BadFlagsExit2NamingThem) {
   r = run_report("--quick --calib /nonexistent/calib.txt --out /tmp/unused");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("/nonexistent/calib.txt"), std::string::npos) << r.out;
+  r = run_report("--quick --lm-head int4 --out /tmp/unused");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--lm-head"), std::string::npos) << r.out;
   r = run_report("--quick");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--out"), std::string::npos) << r.out;

@@ -365,6 +365,101 @@ TEST(ReportQuantize, CacheReusesAndKeysOnEverySetting) {
   fs::remove_all(cache);
 }
 
+// --lm-head int8: the quantized rows whose checkpoint layouts store a quantized lm_head (int8,
+// int4-gptq, int4-rtn) get one (keyed in the cache, named in the description, written as the
+// quantizer's published config says), the others keep it dense and say so; with dummy weights
+// every quantized row runs an int8 lm_head, which the measured and the predicted weight bytes
+// both show; a tied model is refused, naming the flag. The golden qwen2 (untied, 192 x 384).
+TEST(ReportLmHead, QuantizedWhereTheLayoutStoresItAndRefusedWhenTied) {
+  const std::string golden = frugal::testing::source_root() + "/tests/data/golden/qwen2";
+  EXPECT_TRUE(quantize_options_for("int8", 128, true)->lm_head);
+  EXPECT_EQ(quantize_options_for("int4-gptq", 128, true)->lm_head_bits, 8);
+  EXPECT_EQ(quantize_options_for("int4-rtn", 128, true)->lm_head_bits, 8);
+  for (const char* p : {"int4-awq", "fp8", "nf4"}) {
+    const auto q = quantize_options_for(p, 128, true);
+    ASSERT_TRUE(q.is_ok()) << p;
+    EXPECT_FALSE(q->lm_head || q->lm_head_bits != 0) << p;
+    EXPECT_FALSE(lm_head_storable(p)) << p;
+  }
+  EXPECT_FALSE(quantize_options_for("int8", 128, false)->lm_head);
+  {  // The checkpoint: int4 RTN g64 with the lm_head at 8 bits (a GPTQModel "dynamic" rule).
+    const std::string cache = artifacts() + "/lm-head-cache";
+    fs::remove_all(cache);
+    QuantizeRowOptions q{.model_dir = golden, .precision = "int4-rtn", .cache_dir = cache,
+                         .default_calib_file = default_calib_file(), .group_size = 64};
+    const std::string dense_key = *quantize_cache_key(q, *quantize_options_for("int4-rtn", 64));
+    q.lm_head_int8 = true;
+    auto ck = quantize_or_reuse(q);
+    ASSERT_TRUE(ck.is_ok()) << ck.status().to_string();
+    EXPECT_EQ(ck->description, "int4 RTN g64 (gptq), lm_head int8");
+    EXPECT_NE(fs::path(ck->dir).filename().string(), "int4-rtn-" + dense_key) << "the lm_head keys the cache";
+    const auto qc = nlohmann::json::parse(read(ck->dir + "/config.json"))["quantization_config"];
+    EXPECT_TRUE(qc["lm_head"].get<bool>()) << qc.dump();
+    EXPECT_EQ(qc["bits"], 4);
+    EXPECT_EQ(qc["dynamic"]["+:^lm_head$"]["bits"], 8) << qc.dump();
+    fs::remove_all(cache);
+  }
+  {  // Dummy weights: every quantized row with an int8 lm_head; bf16 stays the baseline.
+    auto run = [&](const std::string& lm_head, const std::string& dir) {
+      ReportOptions o = quick(dir);
+      fs::remove_all(dir);
+      o.model_dir = golden + "/config.json";
+      o.dummy_weights = true;
+      o.precisions = {"bf16", "int8", "int4-awq", "int4-rtn"};
+      o.concurrency = {1};
+      o.lm_head = lm_head;
+      auto r = run_report(o);
+      EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+      return nlohmann::json::parse(read(dir + "/report.json"));
+    };
+    const auto j8 = run("int8", artifacts() + "/lm-head-dummy"), jb = run("bf16", artifacts() + "/lm-head-dummy-bf16");
+    ASSERT_EQ(j8["rows"].size(), 4u);
+    const char* want[] = {"bf16", "int8", "int8", "int8"};
+    for (size_t i = 0; i < 4; ++i) {
+      const auto& row = j8["rows"][i];
+      ASSERT_EQ(row["status"], "ok") << row.dump();
+      EXPECT_EQ(row["lm_head"], want[i]) << row.dump();
+      EXPECT_EQ(row["weights_source"].get<std::string>().find("lm_head int8") != std::string::npos, i > 0) << row.dump();
+      EXPECT_EQ(jb["rows"][i]["lm_head"], "bf16");
+    }
+    // int4-rtn shares int4-awq's measurement (same format, same lm_head).
+    EXPECT_NE(j8["rows"][3]["weights_source"].get<std::string>().find("int4-awq row's measurement"), std::string::npos);
+    for (size_t i : {1, 2}) {  // an int8 lm_head (vocab x hidden bytes + scales) is smaller than a bf16 one
+      const double m8 = j8["rows"][i]["measured"]["weights_gib"].get<double>(), mb = jb["rows"][i]["measured"]["weights_gib"].get<double>();
+      const double p8 = j8["rows"][i]["predicted"]["weights_gib"].get<double>(), pb = jb["rows"][i]["predicted"]["weights_gib"].get<double>();
+      EXPECT_LT(m8, mb) << i;
+      EXPECT_LT(p8, pb) << i;
+    }
+    EXPECT_EQ(j8["rows"][0]["measured"]["weights_gib"], jb["rows"][0]["measured"]["weights_gib"]) << "the bf16 row is untouched";
+  }
+  {  // A checkpoint layout that keeps the lm_head dense (bitsandbytes nf4): said in the row and the page.
+    const std::string dir = artifacts() + "/lm-head-nf4";
+    fs::remove_all(dir);
+    ReportOptions o = quick(dir);
+    o.model_dir = golden;
+    o.precisions = {"nf4"};
+    o.concurrency = {1};
+    o.lm_head = "int8";
+    auto r = run_report(o);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    const auto j = nlohmann::json::parse(read(dir + "/report.json"));
+    ASSERT_EQ(j["rows"][0]["status"], "ok") << j["rows"][0].dump();
+    EXPECT_EQ(j["rows"][0]["lm_head"], "bf16 (the nf4 checkpoint layout keeps it dense)");
+    EXPECT_EQ(j["rows"][0]["quantization"]["method"].get<std::string>().find("lm_head"), std::string::npos);
+    EXPECT_NE(read(dir + "/report.md").find("lm_head bf16 (the nf4 checkpoint layout keeps it dense)"), std::string::npos);
+    fs::remove_all(dir);
+  }
+  // Refused: a tied model (the default one), and a value other than bf16 / int8.
+  ReportOptions o = quick(artifacts() + "/lm-head-tied");
+  o.lm_head = "int8";
+  auto tied = run_report(o);
+  ASSERT_FALSE(tied.is_ok());
+  EXPECT_NE(tied.status().message().find("tie_word_embeddings"), std::string::npos) << tied.status().to_string();
+  EXPECT_NE(tied.status().message().find("--lm-head"), std::string::npos) << tied.status().to_string();
+  o.lm_head = "int4";
+  EXPECT_NE(run_report(o).status().message().find("'int4'"), std::string::npos);
+}
+
 TEST(ReportTest, BadInputIsNamed) {
   auto p = parse_precisions("bf16,int3");
   ASSERT_FALSE(p.is_ok());
