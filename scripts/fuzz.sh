@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_tokenizer fuzz_gguf fuzz_chat_template)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_tokenizer fuzz_gguf fuzz_chat_template fuzz_model_dir)
 build="$root/build-fuzz"
 san="-fsanitize=address,fuzzer-no-link -fno-omit-frame-pointer -g"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRUGAL_CUDA=OFF \
@@ -36,6 +36,17 @@ for t in "${targets[@]}"; do
         i=$((i + 1))
       done
       printf '\x00' > "$corpus/seed_json"; cat "$root/models/stories260K/tokenizer.json" >> "$corpus/seed_json" ;;
+    fuzz_model_dir)
+      # [u16 LE config length][config.json][model.safetensors' header: u64 length + JSON] of each
+      # golden and quantized fixture (the target writes the data section as zeros).
+      for d in "$root"/tests/data/golden/* "$root"/tests/data/quant/*; do
+        [ -f "$d/config.json" ] && [ -f "$d/model.safetensors" ] || continue
+        n=$(stat -c %s "$d/config.json")
+        [ "$n" -lt 65536 ] || continue
+        h=$(od -An -t u8 -N8 "$d/model.safetensors" | tr -d ' ')
+        seed="$corpus/seed_$(basename "$(dirname "$d")")_$(basename "$d")"
+        { printf "\\x$(printf %02x $((n & 255)))\\x$(printf %02x $((n >> 8)))"; cat "$d/config.json"; head -c $((8 + h)) "$d/model.safetensors"; } >"$seed"
+      done ;;
     fuzz_chat_template)
       # The project's chat templates, alone (the target's fixed conversation) and with a messages array.
       for f in "$shared"/chat-templates/*.jinja; do
