@@ -177,7 +177,7 @@ Result<ops::WeightFormat> CudaBackend::prepare_weight(const ops::WeightView& w, 
     (void)cudaGetLastError();
     return w.format;  // no room for the slice: the weight stays row-major, which every kernel reads
   }
-  const cudaError_t e = launch_int4_tiles8_relayout(const_cast<void*>(w.data), n, row_bytes, tmp,
+  const cudaError_t e = launch_quant_tiles8_relayout(const_cast<void*>(w.data), n, row_bytes, tmp,
                                                     static_cast<size_t>(tmp_bytes), stream_);
   const cudaError_t s = cudaStreamSynchronize(stream_);
   cudaFree(tmp);

@@ -236,7 +236,7 @@ cudaError_t launch_quant_gemv(const ops::MatmulParams& p, cudaStream_t stream, c
 // codes pass through it in slices of whole tiles). The GEMVs, the slab GEMM, the dequantization
 // and the correctness kernel read the result when the weight's format says kOutInTiles8.
 // n % 8 == 0 and row_bytes % 64 == 0 (cudaErrorInvalidValue otherwise).
-cudaError_t launch_int4_tiles8_relayout(void* codes, int64_t n, int64_t row_bytes, void* tmp, size_t tmp_bytes,
+cudaError_t launch_quant_tiles8_relayout(void* codes, int64_t n, int64_t row_bytes, void* tmp, size_t tmp_bytes,
                                         cudaStream_t stream);
 // The bulk GEMV's shape (0: the default rule): consumer warps (4 | 8), ring stages (1..8) and
 // resident blocks an SM at most; also FRUGAL_QBULK_W / FRUGAL_QBULK_STAGES / FRUGAL_QBULK_BLOCKS.

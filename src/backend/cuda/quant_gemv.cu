@@ -266,9 +266,8 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   const int64_t tok = m0 + gq < p.m ? m0 + gq : p.m - 1;  // clamp: read, never stored
   // Chunk q of quad 0 of this lane's rows, and its x (addresses only: nothing is read before the
   // first codes, which depend on no earlier kernel).
-  const uint8_t* codes = static_cast<const uint8_t*>(p.w.data);
-  const uint4* wa = reinterpret_cast<const uint4*>(kTM ? codes + (ra >> 3) * 8 * a.row_bytes + (ra & 7) * 64 : codes + ra * a.row_bytes) + q;
-  const uint4* wb = reinterpret_cast<const uint4*>(kTM ? codes + (rb >> 3) * 8 * a.row_bytes + (rb & 7) * 64 : codes + rb * a.row_bytes) + q;
+  const uint4* wa = row_codes16(p.w.data, a.row_bytes, ra, kTM) + q;
+  const uint4* wb = row_codes16(p.w.data, a.row_bytes, rb, kTM) + q;
   constexpr int kQuadStride = kTM ? 32 : 4;  // uint4s from one quad's codes of a lane to the next's
   const __nv_bfloat16* xq = static_cast<const __nv_bfloat16*>(p.x) + tok * p.ld_x + q * C;
   const float* sa_ptr = static_cast<const float*>(p.w.scales) + (ra / a.group_n) * a.groups_k;

@@ -116,9 +116,13 @@ struct QGemvArgs {
 // Row `row`'s codes: the uint4 of chunk 0 of quad 0, and the uint4 step from a quad of the row to
 // the next (row-major: 4; kOutInTiles8: 32, a quad of the tile's 8 rows is 512 bytes). Chunk q of
 // quad t is at row_codes16(a, row) + t quad_step16(a) + q in both.
+// `tiles8` a compile-time constant where a kernel is instantiated per layout (the lean GEMV).
+__device__ __forceinline__ const uint4* row_codes16(const void* codes, int64_t row_bytes, int64_t row, bool tiles8) {
+  const uint8_t* c = static_cast<const uint8_t*>(codes);
+  return reinterpret_cast<const uint4*>(tiles8 ? c + (row >> 3) * 8 * row_bytes + (row & 7) * 64 : c + row * row_bytes);
+}
 __device__ __forceinline__ const uint4* row_codes16(const QGemvArgs& a, int64_t row) {
-  const uint8_t* codes = static_cast<const uint8_t*>(a.p.w.data);
-  return reinterpret_cast<const uint4*>(a.tiles8 ? codes + (row >> 3) * 8 * a.row_bytes + (row & 7) * 64 : codes + row * a.row_bytes);
+  return row_codes16(a.p.w.data, a.row_bytes, row, a.tiles8 != 0);
 }
 __device__ __forceinline__ int quad_step16(const QGemvArgs& a) { return a.tiles8 ? 32 : 4; }
 

@@ -90,7 +90,7 @@ __global__ void dequant_bf16_kernel(ops::WeightView w, ops::QuantGeometry g, int
 // kOutInTiles8 from row-major (ops/weight_format.h): 16-byte unit u of a slice of whole 8-row
 // tiles, tile t = u / (8 C) (C = row_bytes / 16 chunks a row), at tile index i = u % (8 C):
 // quad i / 32, row (i % 32) / 4, chunk 4 quad + i % 4 of that row in the source.
-__global__ void int4_tiles8_kernel(uint4* dst, const uint4* src, int64_t units, int64_t chunks) {
+__global__ void quant_tiles8_kernel(uint4* dst, const uint4* src, int64_t units, int64_t chunks) {
   const int64_t per_tile = 8 * chunks;
   for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < units;
        u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -102,7 +102,7 @@ __global__ void int4_tiles8_kernel(uint4* dst, const uint4* src, int64_t units, 
 
 }  // namespace
 
-cudaError_t launch_int4_tiles8_relayout(void* codes, int64_t n, int64_t row_bytes, void* tmp, size_t tmp_bytes,
+cudaError_t launch_quant_tiles8_relayout(void* codes, int64_t n, int64_t row_bytes, void* tmp, size_t tmp_bytes,
                                         cudaStream_t stream) {
   const int64_t tile_bytes = 8 * row_bytes;
   if (n % 8 != 0 || row_bytes <= 0 || row_bytes % 64 != 0 || !tmp || static_cast<int64_t>(tmp_bytes) < tile_bytes)
@@ -117,7 +117,7 @@ cudaError_t launch_int4_tiles8_relayout(void* codes, int64_t n, int64_t row_byte
       return e;
     const int64_t units = bytes / 16;
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(units, 256), 132 * 16));
-    int4_tiles8_kernel<<<blocks, 256, 0, stream>>>(reinterpret_cast<uint4*>(slice), static_cast<const uint4*>(tmp), units,
+    quant_tiles8_kernel<<<blocks, 256, 0, stream>>>(reinterpret_cast<uint4*>(slice), static_cast<const uint4*>(tmp), units,
                                                    row_bytes / 16);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   }
