@@ -45,6 +45,10 @@ const char* method_name(Method m) {
   return "?";
 }
 
+bool layout_stores_lm_head(Layout l) {
+  return l == Layout::kGptq || l == Layout::kCtInt8 || l == Layout::kCtInt8W8A8 || l == Layout::kCtFp8;
+}
+
 const char* layout_name(Layout l) {
   switch (l) {
     case Layout::kGptq: return "gptq";

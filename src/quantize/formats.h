@@ -31,6 +31,9 @@ Result<Fp8Scale> parse_fp8_scale(const std::string& s);
 const char* format_name(Format f);
 const char* method_name(Method m);
 const char* layout_name(Layout l);
+// Whether the layout's loaders take a quantized lm_head (GPTQ's "lm_head": true, compressed-
+// tensors without lm_head in "ignore"); AutoAWQ, bitsandbytes and DeepSeek-FP8 expect it dense.
+bool layout_stores_lm_head(Layout l);
 
 struct QuantizeOptions {
   Format format = Format::kInt4;

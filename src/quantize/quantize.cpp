@@ -558,8 +558,7 @@ Result<QuantizeReport> quantize_model(const QuantizeRequest& r) {
     lm_layout.bits = o.lm_head_bits;
   }
   if (want_lm_head) {
-    if (sl.layout != Layout::kGptq && sl.layout != Layout::kCtInt8 && sl.layout != Layout::kCtInt8W8A8 &&
-        sl.layout != Layout::kCtFp8)
+    if (!layout_stores_lm_head(sl.layout))
       return unsupported(std::string("--lm-head: the ") + layout_name(sl.layout) +
                          " layout's loaders expect a dense lm_head; GPTQ (--method rtn/gptq, --format int4/int8) and "
                          "compressed-tensors (--format int8/fp8, w8a8) store it quantized");

@@ -46,7 +46,12 @@ Result<std::string> read_file(const std::string& path, const std::string& what) 
 
 }  // namespace
 
-bool lm_head_storable(const std::string& p) { return p == "int8" || p == "int4-gptq" || p == "int4-rtn"; }
+bool lm_head_storable(const std::string& p) {
+  const auto o = quantize_options_for(p, 128);  // the group does not change the layout
+  if (!o.is_ok()) return false;
+  const auto layout = quantize::choose_layout(*o);
+  return layout.is_ok() && quantize::layout_stores_lm_head(*layout);
+}
 
 Result<quantize::QuantizeOptions> quantize_options_for(const std::string& p, int64_t group_size, bool lm_head_int8) {
   quantize::QuantizeOptions o;
