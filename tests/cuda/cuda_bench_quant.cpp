@@ -126,8 +126,10 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
               [&](const ops::MatmulParams& p) { (void)launch_quant_gemv(p, b->stream()); });
       }
       set_quant_gemv_tuning(-1, -1);
-      // The lean GEMV in the tile kernel's shapes.
+      // The lean GEMV in the tile kernel's shapes, on its registers (ring 0; the default rows
+      // above run whatever quant_gemv_ring_depth picks, the ring rows below ask for theirs).
       set_quant_gemv_kernel(QuantGemvKernel::kLean);
+      set_quant_gemv_ring(0);
       for (CheckCase c : {CheckCase{1, 0}, CheckCase{1, 1}, CheckCase{1, 2}, CheckCase{1, 4}, CheckCase{3, 0}, CheckCase{8, 0}}) {
         set_quant_gemv_tuning(c.u, 0);
         check("lean m=" + std::to_string(c.m) + " u=" + std::to_string(c.u), c.m,
@@ -138,6 +140,13 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
         check("lean m=" + std::to_string(m) + " L2 rows", m, [&](const ops::MatmulParams& p) { (void)launch_quant_gemv(p, b->stream()); });
       }
       set_quant_gemv_l2(-1);
+      for (int ring : {3, 5})  // the shared-memory ring (set_quant_gemv_ring)
+        for (int64_t m : {1, 3, 8}) {
+          set_quant_gemv_ring(ring);
+          check("lean m=" + std::to_string(m) + " ring " + std::to_string(ring), m,
+                [&](const ops::MatmulParams& p) { (void)launch_quant_gemv(p, b->stream()); });
+        }
+      set_quant_gemv_ring(-1);
       set_quant_gemv_kernel(QuantGemvKernel::kDefault);
       set_quant_gemv_tuning(-1, -1);
       // The bulk GEMV (sm_90) in its default shape and others (consumer warps, stages).
@@ -236,7 +245,9 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
         table->add({name, tm, gbs, "GB/s", 100 * gbs / ceiling});
       };
       // The tile GEMV (and the GEMMs it hands m >= 9 to) and the lean GEMV (m <= 8) in the same
-      // shapes, so the two compare line by line.
+      // shapes, so the two compare line by line; qgemv-lean* rows on the registers (ring 0), the
+      // qgemv-ring* rows through the ring.
+      set_quant_gemv_ring(0);
       struct Tune { int u, w; const char* name; };
       for (QuantGemvKernel kern : {QuantGemvKernel::kTile, QuantGemvKernel::kLean}) {
         const bool lean = kern == QuantGemvKernel::kLean;
@@ -266,16 +277,25 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           std::abort();
         }
         void* y_tm = b->alloc(static_cast<size_t>(8 * s.n * 2)).value();
-        for (int64_t m : {1, 3, 8}) {
-          ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
-          ops::MatmulParams pt = p;
-          pt.w.data = tm_codes;
-          pt.w.format = *tf;
-          pt.y = y_tm;
-          const cudaError_t e1 = launch_quant_gemv(p, b->stream(), nullptr, QuantGemvKernel::kLean);
-          const cudaError_t e2 = launch_quant_gemv(pt, b->stream(), nullptr, QuantGemvKernel::kLean);
+        // The lean GEMV at m tokens on `pa` (into y) and on `pb` (into y_tm), ring depths ra / rb
+        // (set_quant_gemv_ring): how many outputs differ bit for bit.
+        auto differing = [&](const std::string& what, int64_t m, bool a_tiled, int ra, int rb) {
+          ops::MatmulParams pa{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+          if (a_tiled) {
+            pa.w.data = tm_codes;
+            pa.w.format = *tf;
+          }
+          ops::MatmulParams pb = pa;
+          pb.w.data = tm_codes;
+          pb.w.format = *tf;
+          pb.y = y_tm;
+          set_quant_gemv_ring(ra);
+          const cudaError_t e1 = launch_quant_gemv(pa, b->stream(), nullptr, QuantGemvKernel::kLean);
+          set_quant_gemv_ring(rb);
+          const cudaError_t e2 = launch_quant_gemv(pb, b->stream(), nullptr, QuantGemvKernel::kLean);
+          set_quant_gemv_ring(0);
           if (e1 != cudaSuccess || e2 != cudaSuccess || cudaStreamSynchronize(b->stream()) != cudaSuccess) {
-            std::printf("CHECK %s tiles8 m=%lld: CUDA error %s / %s\n", tag.c_str(), static_cast<long long>(m),
+            std::printf("CHECK %s %s m=%lld: CUDA error %s / %s\n", tag.c_str(), what.c_str(), static_cast<long long>(m),
                         cudaGetErrorString(e1), cudaGetErrorString(e2));
             std::abort();
           }
@@ -284,28 +304,67 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           (void)b->download(c.data(), y_tm, c.size() * 2);
           int64_t differ = 0;
           for (size_t i = 0; i < a.size(); ++i) differ += a[i] != c[i];
+          return std::make_pair(differ, a.size());
+        };
+        // One timed row of the lean GEMV on the tiled codes at m tokens, the knobs as they stand.
+        auto time_tiled = [&](int64_t m, const std::string& name) {
+          ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+          p.w.format = *tf;
+          Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+            p.w.data = i % copies == 0 ? tm_codes : codes[static_cast<size_t>(i % copies)];
+            (void)launch_quant_gemv(p, b->stream(), nullptr, QuantGemvKernel::kLean);
+          });
+          const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
+          const double gbs = bytes / (tm.median_us * 1e3);
+          table->add({name, tm, gbs, "GB/s", 100 * gbs / ceiling});
+        };
+        for (int64_t m : {1, 3, 8}) {
+          const auto [differ, total] = differing("tiles8", m, false, 0, 0);
           std::printf("CHECK %s tiles8 m=%lld: %lld of %zu outputs differ from the lean GEMV's bits %s\n", tag.c_str(),
-                      static_cast<long long>(m), static_cast<long long>(differ), a.size(), differ == 0 ? "ok" : "FAIL");
+                      static_cast<long long>(m), static_cast<long long>(differ), total, differ == 0 ? "ok" : "FAIL");
         }
         for (int64_t m : {1, 2, 4, 8})
           for (Tune tu : {Tune{0, 0, ""}, Tune{1, 4, " u1w4"}, Tune{2, 4, " u2w4"}, Tune{1, 8, " u1w8"}, Tune{2, 8, " u2w8"}}) {
             if (m != 1 && tu.u != 0) continue;
             set_quant_gemv_tuning(tu.u, tu.w);
-            ops::MatmulParams p{x, DType::kBF16, s.k, w, nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
-            p.w.format = *tf;
-            Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
-              p.w.data = i % copies == 0 ? tm_codes : codes[static_cast<size_t>(i % copies)];
-              (void)launch_quant_gemv(p, b->stream(), nullptr, QuantGemvKernel::kLean);
-            });
-            const double bytes = static_cast<double>(code_bytes) + 4.0 * (n_scales + n_zeros) + 2.0 * m * (s.k + s.n);
-            const double gbs = bytes / (tm.median_us * 1e3);
-            table->add({"qgemv-lean-tm m=" + std::to_string(m) + " " + tag + tu.name, tm, gbs, "GB/s", 100 * gbs / ceiling});
+            time_tiled(m, "qgemv-lean-tm m=" + std::to_string(m) + " " + tag + tu.name);
           }
+        // The ring (set_quant_gemv_ring) on the tiled codes: checked bit for bit against the lean
+        // GEMV's registers on them, then timed as the rows above.
+        set_quant_gemv_tuning(-1, -1);
+        for (int ring : {3, 5}) {
+          for (int64_t m : {1, 3, 8}) {
+            const auto [differ, total] = differing("tiles8 ring " + std::to_string(ring), m, true, 0, ring);
+            std::printf("CHECK %s tiles8 ring %d m=%lld: %lld of %zu outputs differ from the registers' bits %s\n", tag.c_str(),
+                        ring, static_cast<long long>(m), static_cast<long long>(differ), total, differ == 0 ? "ok" : "FAIL");
+          }
+          set_quant_gemv_ring(ring);
+          for (int64_t m : {1, 2, 4, 8})
+            for (Tune tu : {Tune{0, 0, ""}, Tune{1, 4, " w4"}, Tune{1, 8, " w8"}}) {
+              if (m != 1 && tu.u != 0) continue;
+              set_quant_gemv_tuning(tu.u, tu.w);
+              time_tiled(m, "qgemv-ring" + std::to_string(ring) + "-tm m=" + std::to_string(m) + " " + tag + tu.name);
+            }
+        }
+        set_quant_gemv_ring(0);
         set_quant_gemv_tuning(-1, -1);
         (void)cudaStreamSynchronize(b->stream());
         b->free(tm_codes);
         b->free(y_tm);
       }
+      // The ring on the row-major codes (fp8, and int4 / int8 where the tiles do not fit).
+      set_quant_gemv_kernel(QuantGemvKernel::kLean);
+      for (int ring : {3, 5})
+        for (int64_t m : {1, 2, 4, 8})
+          for (Tune tu : {Tune{0, 0, ""}, Tune{1, 4, " w4"}, Tune{1, 8, " w8"}}) {
+            if (m != 1 && tu.u != 0) continue;
+            set_quant_gemv_ring(ring);
+            set_quant_gemv_tuning(tu.u, tu.w);
+            time_gemv(m, "qgemv-ring" + std::to_string(ring) + " m=" + std::to_string(m) + " " + tag + tu.name);
+          }
+      set_quant_gemv_ring(0);  // the lean rows below: the registers
+      set_quant_gemv_tuning(-1, -1);
+      set_quant_gemv_kernel(QuantGemvKernel::kDefault);
       // The GEMV's loads alone (cuda_bench_load.cu): the lean GEMV's tile order against the same
       // bytes read linearly, 4 and 8 warps a block, as many blocks an SM as fit or 7 (the lean int4
       // GEMV's occupancy at 4 warps). Against the qgemv-lean rows: what the layout costs, and what
@@ -391,6 +450,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       free_shape();
     }
   }
+  set_quant_gemv_ring(-1);
 }
 
 }  // namespace frugal::cuda::bench

@@ -204,7 +204,8 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
 
 // The GEMV at m <= 8 (launch_quant_gemv), all three kernels: the tile GEMV, the lean one (1, 2 by
 // the default rule for these few tiles, and 4 quads a warp iteration; with and without its early
-// start and its L2 request; bit for bit the tile GEMV's, the partial last quad included) and the
+// start, its L2 request and its shared-memory ring of 3 or 5 quads a warp; bit for bit the tile
+// GEMV's, the partial last quad included) and the
 // bulk one of quant_gemv_bulk.cu in its shapes (4 / 8 consumer warps, 1..4 ring stages, one
 // block an SM so that a block walks many row tiles and the ring wraps across them), plain (bias,
 // accumulation into y, strided x and y) and with the silu epilogue, against the same oracle:
@@ -221,6 +222,7 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
     int warps, stages, blocks;  // the bulk kernel's shape (0: its default rule); lean: blocks = quads a warp iteration
     int early = 1;              // lean: the first codes before pdl_wait() (the default) or after
     int l2 = 0;                 // lean: bytes of each row asked of L2 at the block's start (set_quant_gemv_l2)
+    int ring = 0;               // lean: the shared-memory ring's depth (set_quant_gemv_ring; 0: registers)
   };
   const Variant variants[] = {{QuantGemvKernel::kTile, 0, 0, 0},
                               {QuantGemvKernel::kLean, 0, 0, 0},
@@ -229,6 +231,8 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
                               {QuantGemvKernel::kLean, 0, 0, 4},  // 4 quads
                               {QuantGemvKernel::kLean, 0, 0, 0, 1, 1 << 20},  // whole rows asked of L2
                               {QuantGemvKernel::kLean, 0, 0, 0, 0, 272},      // their first 272 bytes, late start
+                              {QuantGemvKernel::kLean, 0, 0, 0, 1, 0, 3},     // the ring of 3 quads a warp
+                              {QuantGemvKernel::kLean, 0, 0, 0, 0, 0, 5},     // of 5, late start
                               {QuantGemvKernel::kBulk, 0, 0, 0},
                               {QuantGemvKernel::kBulk, 4, 1, 1},
                               {QuantGemvKernel::kBulk, 8, 2, 1},
@@ -272,6 +276,7 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
             set_quant_gemv_tuning(lean ? v.blocks : -1, -1);
             set_quant_gemv_early(v.early);
             set_quant_gemv_l2(v.l2);
+            set_quant_gemv_ring(v.ring);
             Tensor y(DType::kBF16, m * ld_y), out(DType::kBF16, m * ld_out);
             y.host = y0.host;
             y.to_device();
@@ -287,7 +292,7 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
             ASSERT_EQ(launch_quant_gemv(p, backend()->stream(), silu ? &so : nullptr), cudaSuccess);
             ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
             const std::string what = std::string(bulk ? "bulk" : lean ? (v.early ? "lean" : "lean (late start)") : "tile") +
-                                     (v.l2 ? " L2 " + std::to_string(v.l2) : "") +
+                                     (v.l2 ? " L2 " + std::to_string(v.l2) : "") + (v.ring ? " ring " + std::to_string(v.ring) : "") +
                                      " w" + std::to_string(v.warps) +
                                      " stages " + std::to_string(v.stages) + " blocks " + std::to_string(v.blocks) + " " + f.name +
                                      " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
@@ -318,6 +323,7 @@ TEST(CudaQuantGemv, TileAndBulkKernelsAgainstDequantizedReference) {
   set_quant_gemv_tuning(-1, -1);
   set_quant_gemv_early(-1);
   set_quant_gemv_l2(-1);
+  set_quant_gemv_ring(-1);
 }
 
 // Past the GEMM's tokens (m > kQuantGemvMaxM) a quantized matmul is the weight dequantized to
@@ -361,8 +367,8 @@ TEST(CudaQuantMatmul, DequantizedInRowSlicesPastTheGemmTokens) {
 
 // int4 and int8 codes re-laid into kOutInTiles8 by CudaBackend::prepare_weight (what WeightStore::place
 // asks of it): the bytes where ops/weight_format.h's formula puts them (computed here from the
-// row-major codes), and every path that reads the layout (tile and lean GEMVs with and without
-// the silu epilogue, the bulk GEMV asked for, the slab GEMM also when another GEMM is
+// row-major codes), and every path that reads the layout (tile and lean GEMVs, the lean one
+// also through its shared-memory ring, with and without the silu epilogue, the bulk GEMV asked for, the slab GEMM also when another GEMM is
 // configured, the dequantization + cuBLASLt, the GEMV in passes, the correctness kernel) with
 // the same bits as on the row-major copy, and within bf16 of the dequantized oracle. n 296: a
 // partial 16-row tile, and with the silu epilogue up rows 148 on (not a tile boundary). Weights
@@ -438,12 +444,13 @@ TEST(CudaInt4Tiles8, EveryPathReadsTheTiledCodesAsTheRowMajorOnes) {
         });
         if (m <= 8) {
           for (QuantGemvKernel kn : {QuantGemvKernel::kTile, QuantGemvKernel::kLean, QuantGemvKernel::kBulk})
-            for (int u : {0, 1, 4}) {
+            for (int u : {0, 1, 4, -3, -5}) {  // u < 0: the shared-memory ring of -u quads a warp
               if (kn != QuantGemvKernel::kLean && u) continue;
               set_quant_gemv_kernel(kn);
-              set_quant_gemv_tuning(u ? u : -1, -1);
+              set_quant_gemv_tuning(u > 0 ? u : -1, -1);
+              set_quant_gemv_ring(u < 0 ? -u : 0);
               const std::string what = std::string(kn == QuantGemvKernel::kTile ? "tile" : kn == QuantGemvKernel::kLean ? "lean" : "bulk") +
-                                       " u" + std::to_string(u) + " " + tag;
+                                       (u < 0 ? " ring " + std::to_string(-u) : " u" + std::to_string(u)) + " " + tag;
               same(what, m, ld_y, in.y0.host, in.want, mask, [&](const ops::WeightView& w, void* y) {
                 const ops::MatmulParams p = params(w, y);
                 if (w.format.layout == ops::WeightLayout::kOutInTiles8) {
@@ -473,6 +480,7 @@ TEST(CudaInt4Tiles8, EveryPathReadsTheTiledCodesAsTheRowMajorOnes) {
             }
           set_quant_gemv_kernel(QuantGemvKernel::kDefault);
           set_quant_gemv_tuning(-1, -1);
+          set_quant_gemv_ring(-1);
         } else if (m <= 64) {
           // The slab GEMM; with the pipelined or one-quad GEMM configured, the tiled weight still runs the slab one.
           for (QuantGemmKernel kn : {QuantGemmKernel::kSlab, QuantGemmKernel::kPipe, QuantGemmKernel::kQuad}) {

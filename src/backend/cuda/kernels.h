@@ -195,6 +195,14 @@ bool quant_gemv_supported(const ops::MatmulParams& p);
 // Benchmark knob at m <= 8: quads per warp iteration (1 | 2 | 4; the next iteration's are in flight
 // meanwhile) and warps per row tile (4 | 8); 0 = the default rule.
 void set_quant_gemv_tuning(int quads_per_iteration, int warps);
+// The lean GEMV's shared-memory ring (quant_gemv.cu): its codes copied by cp.async through a
+// ring of 3 or 5 quads a warp instead of registers (depth >= 5: 5; 1..4: 3; 0: the registers).
+// FRUGAL_QGEMV_RING=<depth> or set_quant_gemv_ring (-1: back to the environment's, else the default).
+// gemv_class: 1 the fused gate/up (silu epilogue), 2 k > n (down), 4 the rest (q/k/v, o); the
+// classes FRUGAL_QGEMV_RING_ON (a mask, default 7: all) names take the ring, the others the
+// registers. The default depth: 3 for int4 and int8, 0 for fp8.
+int quant_gemv_ring_depth(bool fp8, int gemv_class);
+void set_quant_gemv_ring(int depth);
 // The lean GEMV's early start: its first quads' codes requested before pdl_wait(), under the
 // previous kernel's tail (the bf16 GEMV's small-matrix path does the same). FRUGAL_QGEMV_EARLY=0|1
 // (default 1) or set_quant_gemv_early (-1: back to the environment's).

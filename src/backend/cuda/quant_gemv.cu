@@ -245,7 +245,14 @@ __device__ __forceinline__ void l2_rows(const QGemvArgs& a) {
 // when it places them): a quad of 8 rows is 512 contiguous bytes, lane (g, q)'s chunk at 16 l, so
 // each 16-byte load instruction of a warp reads 512 contiguous bytes (row-major: 8 rows x 64
 // bytes). Only whole quads (tiles8_fits), no L2 request (launch_quant_gemv).
-template <QKind K, int W, int U, bool kOffsets, bool kSilu, bool kTM = false>
+// D > 0: the codes come through a ring of D quads a warp in shared memory instead of registers
+// (QGemvArgs / set_quant_gemv_ring): each lane copies its two 16-byte chunks of a quad with
+// cp.async and reads back only what it copied itself, so a warp needs no barrier, only its own
+// cp.async.wait_group. D - 1 quads a warp are in flight while one is multiplied, and they hold no
+// register (the register double buffer caps the lean GEMV's bytes in flight at about a quad a
+// warp: session 43's profile, long-scoreboard stalls the top reason, DRAM at 45%). Quads, order
+// and arithmetic are the register path's: the same bits. U is 1 there.
+template <QKind K, int W, int U, bool kOffsets, bool kSilu, bool kTM = false, int D = 0>
 __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   constexpr int C = codes_per_chunk<K>();
   constexpr int S = C / 4;   // mma steps per chunk
@@ -340,19 +347,55 @@ __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
       quad_math(cur[u].va, cur[u].vb, sa, sb, za, zb, xt);
     }
   };
-  Quad b0[U], b1[U];
+  if constexpr (D > 0) {
+    static_assert(D >= 3 && U == 1, "a ring of at least 3 quads, one quad an iteration");
+    __shared__ uint4 ring[W][D][2][32];  // [warp][slot][row a / b][lane]: a warp's 512-byte reads are conflict-free
+    uint4(*const mine)[2][32] = ring[warp];
+    // Quad `quad`'s chunks into slot `slot` as one group (an empty group past the full quads, so
+    // every iteration waits for the same count). The "memory" clobbers keep the compiler from
+    // moving shared-memory reads across the copies and the wait.
+    auto issue = [&](int slot, int quad) {
+      if (quad < n_full) {
+        cp_async16_l2<256>(&mine[slot][0][lane], wa + kQuadStride * quad, true);
+        cp_async16_l2<256>(&mine[slot][1][lane], wb + kQuadStride * quad, true);
+      }
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    };
 #pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int quad = warp + u * W;
-    if (quad < n_full) load_quad(b0[u], quad);
-  }
-  // Early (a.early): the first U quads' codes are in flight while the previous kernel drains
-  // (weights are written by no kernel of the step); x, scales and y only after the wait.
-  if (a.early) pdl_wait();
-  for (int base = warp; base < n_full; base += W * U) {
-    step(b0, b1, base);
+    for (int d = 0; d < D - 1; ++d) issue(d, warp + d * W);
+    if (a.early) pdl_wait();  // as below: the first codes are in flight under the previous kernel's tail
+    int slot = 0;
+    for (int quad = warp; quad < n_full; quad += W) {
+      asm volatile("cp.async.wait_group %0;" ::"n"(D - 2) : "memory");  // this quad's group has landed
+      const uint4 va = mine[slot][0][lane], vb = mine[slot][1][lane];
+      // Refill the slot the previous iteration read (its values are already used) with the quad
+      // D - 1 ahead.
+      issue(slot == 0 ? D - 1 : slot - 1, quad + (D - 1) * W);
+      slot = slot == D - 1 ? 0 : slot + 1;
+      uint4 xt[XV];
+      const uint4* xv = reinterpret_cast<const uint4*>(xq + static_cast<int64_t>(quad) * 4 * C);
 #pragma unroll
-    for (int u = 0; u < U; ++u) b0[u] = b1[u];
+      for (int v = 0; v < XV; ++v) xt[v] = __ldg(xv + v);
+      float sa, sb, za, zb;
+      group_params(quad, sa, sb, za, zb);
+      quad_math(va, vb, sa, sb, za, zb, xt);
+    }
+    asm volatile("cp.async.wait_group 0;" ::: "memory");  // nothing of this block's in flight at its end
+  } else {
+    Quad b0[U], b1[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int quad = warp + u * W;
+      if (quad < n_full) load_quad(b0[u], quad);
+    }
+    // Early (a.early): the first U quads' codes are in flight while the previous kernel drains
+    // (weights are written by no kernel of the step); x, scales and y only after the wait.
+    if (a.early) pdl_wait();
+    for (int base = warp; base < n_full; base += W * U) {
+      step(b0, b1, base);
+#pragma unroll
+      for (int u = 0; u < U; ++u) b0[u] = b1[u];
+    }
   }
 
   // The quads at the end of k (this warp's, after its full ones, as in the tile kernel): checked.
@@ -566,6 +609,10 @@ QuantGemvKernel g_gemv_kernel = QuantGemvKernel::kDefault;
 int64_t row_tiles(const QGemvArgs& a) { return a.silu.out ? ceil_div(a.p.n / 2, 8) : ceil_div(a.p.n, 16); }
 template <QKind K, int W, bool kOffsets, bool kSilu, bool kTM>
 cudaError_t launch_lean_u(const QGemvArgs& a, int u, dim3 grid, cudaStream_t stream) {
+  if (const int d = quant_gemv_ring_depth(K == QKind::kFp8, kSilu ? 1 : a.p.k > a.p.n ? 2 : 4); d > 0) {
+    if (d >= 5) return launch_kernel(quant_gemv_lean_kernel<K, W, 1, kOffsets, kSilu, kTM, 5>, grid, dim3(W * 32), 0, stream, a);
+    return launch_kernel(quant_gemv_lean_kernel<K, W, 1, kOffsets, kSilu, kTM, 3>, grid, dim3(W * 32), 0, stream, a);
+  }
   if (u == 4) return launch_kernel(quant_gemv_lean_kernel<K, W, 4, kOffsets, kSilu, kTM>, grid, dim3(W * 32), 0, stream, a);
   if (u == 1) return launch_kernel(quant_gemv_lean_kernel<K, W, 1, kOffsets, kSilu, kTM>, grid, dim3(W * 32), 0, stream, a);
   return launch_kernel(quant_gemv_lean_kernel<K, W, 2, kOffsets, kSilu, kTM>, grid, dim3(W * 32), 0, stream, a);
@@ -710,6 +757,19 @@ int quant_gemv_l2() {
   return g_gemv_l2 >= 0 ? g_gemv_l2 : env;
 }
 void set_quant_gemv_l2(int bytes) { g_gemv_l2 = bytes; }
+
+int g_gemv_ring = -1;
+// The default (measured on the 7B, H100, docs/perf/2026-12-06-session47.md): int4 and int8 through
+// the ring of 3 (batch-1 decode +5.8% / +1.8%, 4 and 8 sequences +3.4% / +2.9% int4), fp8 on the
+// registers (-6.3% with the ring: its conversion keeps more registers live, so the ring's
+// shared memory is not what its warps wait on).
+int quant_gemv_ring_depth(bool fp8, int gemv_class) {
+  static const int env = env_int("FRUGAL_QGEMV_RING", -1);
+  static const int classes = env_int("FRUGAL_QGEMV_RING_ON", 7);
+  const int d = g_gemv_ring >= 0 ? g_gemv_ring : env >= 0 ? env : fp8 ? 0 : 3;
+  return (classes & gemv_class) ? d : 0;
+}
+void set_quant_gemv_ring(int depth) { g_gemv_ring = depth; }
 
 int g_gemv_early = -1;
 bool quant_gemv_early() {
