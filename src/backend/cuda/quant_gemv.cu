@@ -761,8 +761,9 @@ void set_quant_gemv_l2(int bytes) { g_gemv_l2 = bytes; }
 int g_gemv_ring = -1;
 // The default (measured on the 7B, H100, docs/perf/2026-12-06-session47.md): int4 and int8 through
 // the ring of 3 (batch-1 decode +5.8% / +1.8%, 4 and 8 sequences +3.4% / +2.9% int4), fp8 on the
-// registers (-6.3% with the ring: its conversion keeps more registers live, so the ring's
-// shared memory is not what its warps wait on).
+// registers (-6.3% with the ring). fp8's register loop already streams the gate at 92% of copy in
+// the kernel bench (int4 70%), so there is little load latency for the ring to hide, and its
+// shared-memory stores and reads are instructions the loop did not have.
 int quant_gemv_ring_depth(bool fp8, int gemv_class) {
   static const int env = env_int("FRUGAL_QGEMV_RING", -1);
   static const int classes = env_int("FRUGAL_QGEMV_RING_ON", 7);
