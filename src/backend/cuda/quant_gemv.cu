@@ -246,12 +246,14 @@ __device__ __forceinline__ void l2_rows(const QGemvArgs& a) {
 // each 16-byte load instruction of a warp reads 512 contiguous bytes (row-major: 8 rows x 64
 // bytes). Only whole quads (tiles8_fits), no L2 request (launch_quant_gemv).
 // D > 0: the codes come through a ring of D quads a warp in shared memory instead of registers
-// (QGemvArgs / set_quant_gemv_ring): each lane copies its two 16-byte chunks of a quad with
+// (quant_gemv_ring_depth: the default for int4 and int8): each lane copies its two 16-byte chunks of a quad with
 // cp.async and reads back only what it copied itself, so a warp needs no barrier, only its own
 // cp.async.wait_group. D - 1 quads a warp are in flight while one is multiplied, and they hold no
 // register (the register double buffer caps the lean GEMV's bytes in flight at about a quad a
 // warp: session 43's profile, long-scoreboard stalls the top reason, DRAM at 45%). Quads, order
-// and arithmetic are the register path's: the same bits. U is 1 there.
+// and arithmetic are the register path's: the same bits. U is 1 there. Measured (H100,
+// 2026-12-06): 7B int4 batch 1 +5.8%, but the gate kernel alone only -1.5% (the loop's
+// instruction issue, not its loads in flight, is what bounds it now) and down alone +20%.
 template <QKind K, int W, int U, bool kOffsets, bool kSilu, bool kTM = false, int D = 0>
 __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   constexpr int C = codes_per_chunk<K>();
