@@ -237,7 +237,8 @@ class Generation {
       TextDelta tail = c.matcher->finish();
       d.text += tail.text;
       d.tokens.insert(d.tokens.end(), tail.tokens.begin(), tail.tokens.end());
-      c.finish_reason = finish_name(e.out.finish);
+      // The stream's last bytes may complete a stop string only once flushed (stop_matcher.h).
+      c.finish_reason = tail.stopped && e.out.finish != runtime::FinishReason::kError ? "stop" : finish_name(e.out.finish);
       c.done = true;
       if (e.out.finish == runtime::FinishReason::kError) {
         c.error = server_error("generation failed: " + e.out.error.to_string());

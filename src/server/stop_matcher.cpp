@@ -22,6 +22,27 @@ TextDelta StopMatcher::release(size_t upto) {
   return d;
 }
 
+size_t StopMatcher::find_stop() const {
+  // A stop string cannot start inside released text (its prefix would have been held back).
+  size_t best = std::string::npos;
+  for (const auto& s : stops_) {
+    size_t pos = text_.find(s, sent_);
+    if (pos != std::string::npos) best = std::min(best, pos);
+  }
+  return best;
+}
+
+TextDelta StopMatcher::cut(size_t at) {
+  stopped_ = true;
+  text_.resize(at);
+  // Tokens that contributed to the kept text are reported; the rest went into the stop.
+  std::erase_if(pending_, [&](const Pending& p) { return p.start >= at; });
+  for (auto& p : pending_) p.end = std::min(p.end, at);
+  TextDelta d = release(at);
+  d.stopped = true;
+  return d;
+}
+
 TextDelta StopMatcher::push(const std::vector<runtime::GeneratedToken>& tokens) {
   if (stopped_) return {};
   for (const auto& t : tokens) {
@@ -29,23 +50,7 @@ TextDelta StopMatcher::push(const std::vector<runtime::GeneratedToken>& tokens) 
     text_ += detok_->push(t.token);
     pending_.push_back({t, start, text_.size()});
     ++n_tokens_;
-    // A stop string cannot start inside released text (its prefix would have been held back).
-    size_t best = std::string::npos;
-    for (const auto& s : stops_) {
-      size_t from = sent_;
-      size_t pos = text_.find(s, from);
-      if (pos != std::string::npos) best = std::min(best, pos);
-    }
-    if (best != std::string::npos) {
-      stopped_ = true;
-      text_.resize(best);
-      // Tokens that contributed to the kept text are reported; the rest went into the stop.
-      std::erase_if(pending_, [&](const Pending& p) { return p.start >= best; });
-      for (auto& p : pending_) p.end = std::min(p.end, best);
-      TextDelta d = release(best);
-      d.stopped = true;
-      return d;
-    }
+    if (size_t at = find_stop(); at != std::string::npos) return cut(at);
   }
   size_t hold = 0;
   for (const auto& s : stops_) {
@@ -61,8 +66,12 @@ TextDelta StopMatcher::push(const std::vector<runtime::GeneratedToken>& tokens) 
 
 TextDelta StopMatcher::finish() {
   if (stopped_) return {};
+  // The held-back bytes of an unfinished character become U+FFFD here, which a stop string may
+  // contain ("\ufffd" as a stop was sent; fuzz_openai_request's stop check on a seed that ends
+  // inside a character showed it).
   text_ += detok_->flush();
   if (!pending_.empty()) pending_.back().end = text_.size();
+  if (size_t at = find_stop(); at != std::string::npos) return cut(at);
   return release(text_.size());
 }
 

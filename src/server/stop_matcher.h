@@ -32,13 +32,18 @@ class StopMatcher {
 
   // Adds tokens; returns what may be sent now. After `stopped`, further pushes return nothing.
   TextDelta push(const std::vector<runtime::GeneratedToken>& tokens);
-  // The engine finished (eos/length): releases the held-back text.
+  // The engine finished (eos/length): releases the held-back text, up to a stop string if the
+  // end of the stream completes one (then `stopped`).
   TextDelta finish();
   bool stopped() const { return stopped_; }
   int32_t n_tokens() const { return n_tokens_; }  // generated tokens consumed (until a stop)
 
  private:
   TextDelta release(size_t upto);
+  // Where the earliest stop string starts in the unreleased text, or npos.
+  size_t find_stop() const;
+  // Ends the stream at `at`, where a stop string starts: releases the text before it.
+  TextDelta cut(size_t at);
 
   std::unique_ptr<StreamDetokenizer> detok_;
   std::vector<std::string> stops_;

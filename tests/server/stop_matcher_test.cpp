@@ -42,6 +42,7 @@ MatchRun run(const std::string& generated, std::vector<std::string> stops) {
     TextDelta d = m.finish();
     r.text += d.text;
     r.n_released_tokens += d.tokens.size();
+    r.stopped = d.stopped;
   }
   return r;
 }
@@ -87,6 +88,23 @@ TEST(StopMatcher, MultiByteStop) {
   MatchRun r = run("abc日本def", {"本d"});
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.text, "abc日");
+}
+
+// The stream ends inside a character: its bytes become U+FFFD only when flushed, and a stop
+// string that the U+FFFD completes still stops it (fuzz_openai_request's stop check showed the
+// bug on a seed written to end a stream inside a character).
+TEST(StopMatcher, StopCompletedByTheFlushedReplacementCharacter) {
+  MatchRun r = run("ab\xE6\x97", {"\xEF\xBF\xBD"});
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "ab");
+  // The character's two tokens went out with "ab" (text still empty) before the flush showed them.
+  EXPECT_EQ(r.n_released_tokens, 4u);
+  r = run("ab\xE6\x97", {"b\xEF\xBF\xBD"});
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "a");
+  r = run("ab\xE6\x97", {"c"});  // no stop: the replacement character is sent
+  EXPECT_FALSE(r.stopped);
+  EXPECT_EQ(r.text, "ab\xEF\xBF\xBD");
 }
 
 TEST(StopMatcher, NoStopsPassesEverythingThrough) {
