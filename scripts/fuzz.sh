@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_tokenizer fuzz_gguf fuzz_chat_template fuzz_model_dir)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_tokenizer fuzz_gguf fuzz_chat_template fuzz_model_dir fuzz_openai_request)
 build="$root/build-fuzz"
 san="-fsanitize=address,fuzzer-no-link -fno-omit-frame-pointer -g"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRUGAL_CUDA=OFF \
@@ -55,6 +55,16 @@ for t in "${targets[@]}"; do
         cp "$f" "$corpus/$b"
         { cat "$f"; printf '\0[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]'; } > "$corpus/$b.msgs"
       done ;;
+    fuzz_openai_request)
+      # [mode byte][request body]: chat and completions bodies (mode bit 0), a 64-token context (bit 1).
+      printf '\x00{"messages":[{"role":"user","content":"What is 2+2?"}],"stop":["4","\\n\\n"],"max_tokens":8}' >"$corpus/seed_chat"
+      printf '\x02{"messages":[{"role":"system","content":"terse"},{"role":"user","content":"hi"},{"role":"assistant","content":"<think>x</think>yo","tool_calls":[{"type":"function","id":"c1","function":{"name":"f","arguments":"{\\"a\\":1}"}}]},{"role":"tool","content":"1","tool_call_id":"c1"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"n":2,"logprobs":true,"top_logprobs":3}' >"$corpus/seed_chat_tools"
+      printf '\x05{"prompt":"Once upon a time","stop":["on a","e u"],"echo":true,"logprobs":2,"max_tokens":4}' >"$corpus/seed_completion"
+      printf '\x1f{"prompt":[[9707,11,1879],[151643]],"max_tokens":3,"stop":"!"}' >"$corpus/seed_completion_ids"
+      # Two stop strings completed by the same token: the earlier-starting one must win.
+      printf '\x01{"prompt":"hello","stop":["o","llo"],"max_tokens":2}' >"$corpus/seed_two_stops"
+      # A stream that ends inside a character (byte token 163), and U+FFFD as the stop.
+      printf '\x01{"prompt":[[9,163]],"stop":["\\ufffd"],"max_tokens":2}' >"$corpus/seed_fffd" ;;
   esac
   echo "== $t: ${secs}s"
   log="$build/crashes/$t.log"
