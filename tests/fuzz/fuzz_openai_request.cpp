@@ -20,14 +20,13 @@
 // Seeds: scripts/fuzz.sh writes a few chat and completions bodies.
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <variant>
 
 #include <nlohmann/json.hpp>
 
+#include "core/mapped_file.h"
 #include "server/openai_params.h"
 #include "server/openai_prompt.h"
 #include "server/reasoning.h"
@@ -40,15 +39,14 @@ namespace {
 using namespace frugal;
 using namespace frugal::server;
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    std::fprintf(stderr, "fuzz_openai_request: cannot read %s\n", path.c_str());
+// The file's bytes; a missing fixture aborts the target at its first input.
+std::string fixture(const std::string& path) {
+  auto r = read_file(path);
+  if (!r.is_ok()) {
+    std::fprintf(stderr, "fuzz_openai_request: %s\n", r.status().to_string().c_str());
     std::abort();
   }
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
+  return std::move(*r);
 }
 
 struct Codec {
@@ -61,9 +59,9 @@ struct Codec {
 const TextCodec& codec() {
   static const Codec c = [] {
     const std::string root = FRUGAL_SOURCE_ROOT;
-    nlohmann::json config = nlohmann::json::parse(read_file(root + "/models/reference-qwen2-20m/tokenizer_config.json"));
-    config["chat_template"] = read_file(root + "/tests/data/shared/chat-templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja");
-    auto tok = Tokenizer::from_json(read_file(root + "/models/reference-qwen2-20m/tokenizer.json"), config.dump(), "fuzz");
+    nlohmann::json config = nlohmann::json::parse(fixture(root + "/models/reference-qwen2-20m/tokenizer_config.json"));
+    config["chat_template"] = fixture(root + "/tests/data/shared/chat-templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja");
+    auto tok = Tokenizer::from_json(fixture(root + "/models/reference-qwen2-20m/tokenizer.json"), config.dump(), "fuzz");
     if (!tok.is_ok()) {
       std::fprintf(stderr, "fuzz_openai_request: %s\n", tok.status().to_string().c_str());
       std::abort();
