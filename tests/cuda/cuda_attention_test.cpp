@@ -590,6 +590,26 @@ TEST(CudaAttention, DecodeTuningDispatch) {
   const int n32 = attention_decode_splits(p, backend()->n_sms());
   EXPECT_GE(n32, 2);
   EXPECT_TRUE(decode_fused_combine(p, n32, 4, 7, &fake_counters));  // 7 x n32 rows: a short merge
+  // From a quarter of the SMs' worth of (sequence, kv head) units each runs whole in one block
+  // up to kMaxChunkKeys (1024) keys, and in ceil(max_ctx / 1024) splits past it; fewer units
+  // keep the wave rule; whole_units 0 is the wave rule everywhere.
+  const int n_sms = backend()->n_sms();
+  const int whole_seqs = (decode_whole_units(n_sms) + 3) / 4;
+  p.n_seqs = p.n_tokens = whole_seqs;
+  p.max_ctx_len = 1024;
+  EXPECT_EQ(attention_decode_splits(p, n_sms), 1);
+  p.max_ctx_len = 4096;
+  EXPECT_EQ(attention_decode_splits(p, n_sms), 4);
+  p.max_ctx_len = 1024;
+  if (whole_seqs > 1) {
+    p.n_seqs = p.n_tokens = whole_seqs - 1;
+    EXPECT_GT(attention_decode_splits(p, n_sms), 1);
+    p.n_seqs = p.n_tokens = whole_seqs;
+  }
+  DecodeTuning waves = auto_combine;
+  waves.whole_units = 0;
+  set_decode_tuning(waves);
+  EXPECT_GT(attention_decode_splits(p, n_sms), 1);
   set_decode_tuning(was);
   set_decode_mma_enabled(mma_was);
 }

@@ -4,7 +4,8 @@
 // of a real model do. Usage: cuda_kernel_bench [--quick | --mixed (the mixed-step part only) |
 // --quant (the quantized GEMV / GEMM part only) | --decode-attn (decode attention: tensor-core
 // against CUDA-core kernel) | --attn (the paged attention rows: decode, prefill per kernel) |
-// --gemv (the dense GEMV rows, with the split-k / early-load A/B "gemv-ab") | --moe (the routed
+// --decode-splits (decode attention's split count against the batch) | --gemv (the dense GEMV
+// rows, with the split-k / early-load A/B "gemv-ab") | --moe (the routed
 // experts at DeepSeek-V2-Lite's shape: mma.sync against WMMA)]
 #include "cuda_bench.h"
 
@@ -428,6 +429,7 @@ int main(int argc, char** argv) {
   const bool attn_only = argc > 1 && std::strcmp(argv[1], "--attn") == 0;
   const bool gemv_only = argc > 1 && std::strcmp(argv[1], "--gemv") == 0;
   const bool moe_only = argc > 1 && std::strcmp(argv[1], "--moe") == 0;
+  const bool splits_only = argc > 1 && std::strcmp(argv[1], "--decode-splits") == 0;
   auto b = CudaBackend::create(0);
   if (!b.is_ok()) {
     std::fprintf(stderr, "%s\n", b.status().to_string().c_str());
@@ -448,6 +450,11 @@ int main(int argc, char** argv) {
   }
   if (decode_attn_only) {
     bench_decode_attention(b->get(), ceiling, &table);
+    table.print();
+    return 0;
+  }
+  if (splits_only) {
+    bench_decode_splits(b->get(), ceiling, &table);
     table.print();
     return 0;
   }

@@ -82,6 +82,9 @@ void bench_model_7b(CudaBackend* b, double ceiling_gbs, Table* table);
 // Decode attention at the 7B shape, the tensor-core kernel against the CUDA-core one, bf16 and
 // fp8 caches: one sequence at 32k and 256 sequences at 1k and 2k (cuda_bench_decode.cpp).
 void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table);
+// Decode attention (with its combine) at forced split counts, the default and the wave rule,
+// over batch sizes 1..256 (--decode-splits).
+void bench_decode_splits(CudaBackend* b, double ceiling_gbs, Table* table);
 
 // The quantized GEMV / GEMM paths on the 7B shapes (cuda_bench_quant.cpp).
 void bench_quant(CudaBackend* b, double ceiling_gbs, Table* table);

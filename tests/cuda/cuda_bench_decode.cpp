@@ -290,6 +290,80 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
   set_decode_tuning(tuning_was);
 }
 
+void bench_decode_splits(CudaBackend* b, double ceiling_gbs, Table* table) {
+  // The split count against the batch: 7B geometry (28 heads, 4 kv heads, 128 wide, bf16 KV),
+  // n sequences of ctx keys with max_ctx_len as a captured graph passes it (the power of two at
+  // or above ctx), the tensor-core kernel with the default combine at forced split counts, the
+  // default rule and the wave rule (whole_units 0). Attention and its combine are timed together
+  // (what a step pays); caches rotate through copies so the rows come from HBM.
+  constexpr int bs = 16, n_kv = 4, hd = 128, n_head = 28;
+  struct Shape {
+    int n_seqs, ctx, max_ctx;
+  };
+  (void)b->reserve_scratch(64u << 20);
+  const bool mma_was = decode_mma_enabled();
+  const DecodeTuning was = decode_tuning();
+  set_decode_mma_enabled(true);
+  for (Shape sh : {Shape{1, 256, 256}, Shape{1, 2048, 2048}, Shape{4, 512, 1024}, Shape{8, 512, 1024}, Shape{16, 512, 1024},
+                   Shape{32, 512, 1024}, Shape{64, 512, 1024}, Shape{8, 2048, 2048}, Shape{16, 2048, 2048},
+                   Shape{64, 2048, 2048}, Shape{256, 640, 1024}}) {
+    const int blocks_per_seq = (sh.max_ctx + bs - 1) / bs, n_blocks = blocks_per_seq * sh.n_seqs;
+    const int64_t elems = int64_t{n_blocks} * bs * n_kv * hd;
+    const double bytes = 2.0 * sh.n_seqs * sh.ctx * n_kv * hd * 2;
+    const int copies = static_cast<int>(std::max(1.0, std::min(16.0, 512e6 / (4.0 * elems))));
+    std::vector<void*> ks, vs, owned;
+    for (int c = 0; c < copies; ++c) {
+      ks.push_back(random_buffer(b, DType::kBF16, elems, 300 + 2 * static_cast<uint64_t>(c)));
+      vs.push_back(random_buffer(b, DType::kBF16, elems, 301 + 2 * static_cast<uint64_t>(c)));
+    }
+    void* q = random_buffer(b, DType::kBF16, int64_t{sh.n_seqs} * n_head * hd, 7);
+    void* out = b->alloc(static_cast<size_t>(sh.n_seqs) * n_head * hd * 2).value();
+    std::vector<int32_t> q_start(1, 0), ctx_len(static_cast<size_t>(sh.n_seqs), sh.ctx), tables(static_cast<size_t>(n_blocks));
+    for (int i = 0; i < sh.n_seqs; ++i) q_start.push_back(i + 1);
+    for (int i = 0; i < n_blocks; ++i) tables[static_cast<size_t>(i)] = static_cast<int32_t>((int64_t{i} * 7919) % n_blocks);
+    auto up = [&](const std::vector<int32_t>& v) {
+      void* d = b->alloc(v.size() * 4).value();
+      (void)b->upload(d, v.data(), v.size() * 4);
+      owned.push_back(d);
+      return static_cast<const int32_t*>(d);
+    };
+    ops::AttentionParams p{{ks[0], vs[0], DType::kBF16, n_blocks, bs, n_kv, hd, nullptr, nullptr, 1.f, 1.f},
+                           q, out, DType::kBF16, int64_t{n_head} * hd, int64_t{n_head} * hd, sh.n_seqs, sh.n_seqs,
+                           up(q_start), up(ctx_len), up(tables), blocks_per_seq, sh.max_ctx, n_head, 0,
+                           1.f / std::sqrt(float(hd))};
+    const std::string shape = std::to_string(sh.n_seqs) + "x" + std::to_string(sh.ctx) + " (max_ctx " + std::to_string(sh.max_ctx) + ")";
+    struct Mode {
+      std::string name;
+      int splits, whole;
+    };
+    std::vector<Mode> modes = {{"default", 0, -1}, {"wave rule", 0, 0}};
+    for (int n : {1, 2, 3, 4, 8, 16, 32}) modes.push_back({"forced " + std::to_string(n), n, -1});
+    for (const Mode& m : modes) {
+      DecodeTuning t = was;
+      t.splits = m.splits;
+      t.whole_units = m.whole;
+      set_decode_tuning(t);
+      const int splits = attention_decode_splits(p, b->n_sms());
+      if (m.splits > 0 && splits != m.splits) continue;  // capped by the context
+      Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
+        p.cache.k_cache = ks[static_cast<size_t>(i % copies)];
+        p.cache.v_cache = vs[static_cast<size_t>(i % copies)];
+        (void)b->attention(p);
+      });
+      const double gbs = bytes / (tm.median_us * 1e3);
+      table->add({"decode splits " + shape + " " + m.name + " (" + std::to_string(splits) + " splits)", tm, gbs, "GB/s",
+                  100 * gbs / ceiling_gbs});
+    }
+    for (void* d : ks) b->free(d);
+    for (void* d : vs) b->free(d);
+    for (void* d : owned) b->free(d);
+    b->free(q);
+    b->free(out);
+  }
+  set_decode_tuning(was);
+  set_decode_mma_enabled(mma_was);
+}
+
 void bench_model_7b(CudaBackend* b, double ceiling_gbs, Table* table) {
   Model m = build(b);
   const double weight_bytes = 2.0 * (kLayers * (kQkv * kHidden + kQkv + kHidden * kHidden + 2 * kInter * kHidden +

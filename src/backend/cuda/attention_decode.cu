@@ -662,6 +662,7 @@ DecodeTuning tuning_from_env() {
                          DecodeTuning::kSliced);
   t.warp_grain = env_choice("FRUGAL_DECODE_SPLIT_GRAIN", {{"warp", 1}, {"block", 0}}, 1) == 1;
   if (const char* e = std::getenv("FRUGAL_DECODE_SPLITS")) t.splits = std::max(0, std::atoi(e));
+  if (const char* e = std::getenv("FRUGAL_DECODE_WHOLE_UNITS")) t.whole_units = std::max(0, std::atoi(e));
   t.table_prefetch = env_choice("FRUGAL_DECODE_TABLE_PREFETCH", {{"1", 1}, {"0", 0}}, 0) == 1;
   t.l2_prefetch = env_choice("FRUGAL_DECODE_L2_PREFETCH", {{"1", 1}, {"0", 0}}, 0) == 1;
   return t;
@@ -689,6 +690,11 @@ DecodeTuning decode_tuning() {
     g_tuning_set = true;
   }
   return g_tuning;
+}
+
+int decode_whole_units(int n_sms) {
+  const int w = decode_tuning().whole_units;
+  return w >= 0 ? w : std::max(1, n_sms / 4);
 }
 
 void set_decode_tuning(const DecodeTuning& t) {
@@ -741,8 +747,11 @@ int attention_decode_splits(const ops::AttentionParams& p, int n_sms) {
   const int64_t units = int64_t{p.n_seqs} * p.cache.n_head_kv * ceil_div(group, heads_per_block(p));
   // One full wave of resident blocks, chunks no shorter than one block iteration (shorter ones
   // would only add combine work). A block runs its chunk in one pass, so long chunks need no cap.
+  // From decode_whole_units(n_sms) units, one block a unit: the splits' combine (a second
+  // kernel, or the last blocks' merge) costs more than the SMs left idle gain.
   const int kpi = keys_per_iteration(p);
-  const int64_t want = ceil_div(int64_t{n_sms} * occupancy(p), units);
+  const int whole = decode_whole_units(n_sms);
+  const int64_t want = whole > 0 && units >= whole ? 1 : ceil_div(int64_t{n_sms} * occupancy(p), units);
   int64_t hi = ceil_div(p.max_ctx_len, kpi);
   if (hi > kMaxSplits) hi = kMaxSplits;
   if (const int forced = decode_tuning().splits; forced > 0) return static_cast<int>(forced < hi ? forced : (hi < 1 ? 1 : hi));

@@ -421,12 +421,21 @@ struct DecodeTuning {
   int splits = 0;
   bool table_prefetch = false;
   bool l2_prefetch = false;
-  static DecodeTuning original() { return {2, kSeparate, false, 0}; }
+  // (sequence, KV head) units from which each runs whole in one block, split only past
+  // kMaxChunkKeys (decode_whole_units: -1 the default, 0 never, as before 2026-12-06).
+  int whole_units = -1;
+  static DecodeTuning original() { return {2, kSeparate, false, 0, false, false, 0}; }
 };
 constexpr size_t kFusedCombineAutoBytes = 128 << 10;
 constexpr int kFusedCombineMaxSplits = 512;  // the merge's weights live in shared memory
 constexpr int kDecodeDeepMaxUnits = 32;
 DecodeTuning decode_tuning();
+// The units (DecodeTuning::whole_units) from which a decode launch gives each unit one block
+// and no split up to kMaxChunkKeys keys: decode_tuning()'s value, or by default a quarter of the
+// SMs. Measured (H100, 2026-12-06, 7B at 16 / 64 sequences of ~544 keys): the split launches'
+// combine cost more than the idle SMs (1 split +6.4% / +8.7% int4, +4.2% / +12.7% bf16 end to
+// end, against 7 / 2 splits).
+int decode_whole_units(int n_sms);
 void set_decode_tuning(const DecodeTuning& t);
 // The decode kernels' tensor-core variant (attention_decode_mma.cu): a kv head's 2..16 query
 // heads as the rows of mma.sync tiles. attention_decode_splits / launch_attention_decode take it
