@@ -359,6 +359,10 @@ int smem_cap_kb() {
 SlabShape slab_shape(const ops::MatmulParams& p, int n_sms) {
   SlabShape s;
   s.mt = p.m <= 8 ? 1 : p.m <= 16 ? 2 : p.m <= 32 ? 4 : 8;
+  // FRUGAL_QSLAB_MT=1|2|4: at most that many 8-token tiles a pass (more passes, grid.y; each reads
+  // the codes again, through L2 when the passes run together, for less x a quad: fewer slices).
+  static const int mt_cap = env_int("FRUGAL_QSLAB_MT", 0);
+  if (mt_cap == 1 || mt_cap == 2 || mt_cap == 4) s.mt = std::min(s.mt, mt_cap);
   s.ch = slab_chains();
   int tu = 0, tr = 0;
   quant_gemm_tuning(&tu, &tr);

@@ -598,6 +598,30 @@ __global__ void quant_gemm_reduce_kernel(ops::MatmulParams p, const float* parti
   }
 }
 
+// The same sums, four rows of one token a thread (n % 4 == 0: a float4 never straddles two
+// tokens), the partials read once and streamed past L1 / out of L2 (__ldcs): each element's
+// slices still added in slice order, so the same bits as the scalar kernel.
+__global__ void quant_gemm_reduce4_kernel(ops::MatmulParams p, const float4* partials, int splits) {
+  pdl_wait();
+  const int64_t total4 = p.m * p.n / 4;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total4;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float4 v = __ldcs(partials + e);
+    for (int z = 1; z < splits; ++z) {
+      const float4 w = __ldcs(partials + static_cast<int64_t>(z) * total4 + e);
+      v.x += w.x;
+      v.y += w.y;
+      v.z += w.z;
+      v.w += w.w;
+    }
+    const int64_t tok = 4 * e / p.n, row = 4 * e % p.n;
+    store_y(p, row, tok, v.x);
+    store_y(p, row + 1, tok, v.y);
+    store_y(p, row + 2, tok, v.z);
+    store_y(p, row + 3, tok, v.w);
+  }
+}
+
 // Tuning knobs for the benchmark (FRUGAL_QGEMV_U=1|2|4 quads per warp per iteration, twice that
 // in flight with the double buffer, m <= 8;
 // FRUGAL_QGEMV_W=4|8 warps per tile; 0 = the default rule below); set_quant_gemv_tuning wins.
@@ -928,6 +952,11 @@ cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* part
 
 cudaError_t launch_quant_gemm_reduce(const ops::MatmulParams& p, const float* partials, int splits, cudaStream_t stream) {
   const int64_t total = p.m * p.n;
+  static const bool vec_env = env_int("FRUGAL_QGEMM_REDUCE4", 0) != 0;
+  if (vec_env && p.n % 4 == 0 && reinterpret_cast<uintptr_t>(partials) % 16 == 0) {
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(total / 4, 256), 132 * 8));
+    return launch_kernel(quant_gemm_reduce4_kernel, blocks, 256, 0, stream, p, reinterpret_cast<const float4*>(partials), splits);
+  }
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(total, 256), 132 * 8));
   return launch_kernel(quant_gemm_reduce_kernel, blocks, 256, 0, stream, p, partials, splits);
 }
