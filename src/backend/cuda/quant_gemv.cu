@@ -952,7 +952,7 @@ cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* part
 
 cudaError_t launch_quant_gemm_reduce(const ops::MatmulParams& p, const float* partials, int splits, cudaStream_t stream) {
   const int64_t total = p.m * p.n;
-  static const bool vec_env = env_int("FRUGAL_QGEMM_REDUCE4", 0) != 0;
+  static const bool vec_env = env_int("FRUGAL_QGEMM_REDUCE4", 1) != 0;
   if (vec_env && p.n % 4 == 0 && reinterpret_cast<uintptr_t>(partials) % 16 == 0) {
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(total / 4, 256), 132 * 8));
     return launch_kernel(quant_gemm_reduce4_kernel, blocks, 256, 0, stream, p, reinterpret_cast<const float4*>(partials), splits);
