@@ -53,6 +53,7 @@ struct QSlabArgs {
   int quads_per_split;   // quads of k per grid.z slice (the shared-memory layout's stride)
   int groups_per_block;  // row groups per block along grid.x
   float* partials;       // [gridDim.z][m][n] when gridDim.z > 1
+  uint32_t* tickets;     // [gridDim.y][row groups] (zero; left zero), or nullptr: the reduce kernel
 };
 
 // Shared-memory bytes per quad of a slice: the x slab (stage_x_slab's layout) and, when the
@@ -190,7 +191,7 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
           const int64_t row = group * 16 * R + 16 * r + gq + (i < 2 ? 0 : 8);
           const int64_t tok = m0 + 8 * t + 2 * q + (i & 1);
           const float v = acc[r][t][i];
-          acc[r][t][i] = 0.f;
+          if (!split || sa.tickets == nullptr) acc[r][t][i] = 0.f;
           if (row >= p.n || tok >= p.m) continue;
           if (split) {
             part_out[tok * p.n + row] = v;
@@ -198,6 +199,38 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
             store_y(p, row, tok, v);
           }
         }
+    if (!split || sa.tickets == nullptr) return;
+    // Tickets: this warp's slice of the group is written; the warp that takes the last ticket
+    // (the group's other slices all written and fenced before theirs) adds every slice in slice
+    // order, its own from registers (the value it stored), and stores y: the reduce kernel's
+    // sums, bit for bit. It leaves the ticket at zero for the next launch.
+    __threadfence();
+    __syncwarp();
+    uint32_t* ticket = sa.tickets + static_cast<int64_t>(blockIdx.y) * n_groups + group;
+    uint32_t taken = 0;
+    if (lane == 0) taken = atomicAdd(ticket, 1u);
+    taken = __shfl_sync(0xffffffffu, taken, 0);
+    const bool last = taken == gridDim.z - 1;
+    if (last) __threadfence();  // the other slices' stores, seen before this warp's loads
+    const int64_t slice = p.m * p.n;
+    const int zs = static_cast<int>(gridDim.z), zme = static_cast<int>(blockIdx.z);
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int t = 0; t < MT; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float own = acc[r][t][i];
+          acc[r][t][i] = 0.f;
+          const int64_t row = group * 16 * R + 16 * r + gq + (i < 2 ? 0 : 8);
+          const int64_t tok = m0 + 8 * t + 2 * q + (i & 1);
+          if (!last || row >= p.n || tok >= p.m) continue;
+          const float* at = sa.partials + tok * p.n + row;
+          float v = zme == 0 ? own : __ldcg(at);
+          for (int z = 1; z < zs; ++z) v += z == zme ? own : __ldcg(at + z * slice);
+          store_y(p, row, tok, v);
+        }
+    if (last && lane == 0) *ticket = 0u;
   };
   if (n_batches > 0) set_group(cg);
 
@@ -334,6 +367,13 @@ cudaError_t run(Op op, const OpArgs& o, const ops::MatmulParams& p, const SlabSh
 
 // set_quant_slab_limits' values (0: the environment's, else the default).
 int g_slab_blocks = 0, g_slab_smem_kb = 0;
+// set_quant_slab_tickets' value (-1: FRUGAL_QSLAB_TICKETS, else off).
+int g_slab_tickets = -1;
+
+bool slab_tickets_on() {
+  static const bool env = env_int("FRUGAL_QSLAB_TICKETS", 0) != 0;
+  return g_slab_tickets >= 0 ? g_slab_tickets == 1 : env;
+}
 // set_quant_slab_chains' value (0: FRUGAL_QSLAB_CHAINS, else 2).
 int g_slab_chains = 0;
 
@@ -450,6 +490,8 @@ void set_quant_slab_limits(int blocks, int smem_kb) {
 
 void set_quant_slab_chains(int chains) { g_slab_chains = std::max(0, chains); }
 
+void set_quant_slab_tickets(bool on) { g_slab_tickets = on ? 1 : 0; }
+
 // Raises every instantiation's shared-memory limit and caches its occupancy, outside any capture.
 cudaError_t prepare_quant_gemm_slab() {
   int sink = 0;
@@ -484,7 +526,8 @@ size_t quant_gemm_slab_scratch_bytes(const ops::MatmulParams& p, int splits) {
 // splits: the slices of slab_shape (what quant_gemm_slab_splits returned), or another count
 // (1: what a capture without scratch runs) whose slices fit the shared memory; one slice that
 // does not fit (long k at many tokens) runs the GEMV instead, which needs no scratch.
-cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream) {
+cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
+                                   uint32_t* tickets) {
   if (p.m * p.n == 0) return cudaSuccess;
   if (splits < 1 || (splits > 1 && partials == nullptr)) return cudaErrorInvalidValue;
   SlabShape s = slab_shape(p, quant_device().sms);
@@ -499,11 +542,14 @@ cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void*
     s.splits = splits;
     s.smem = static_cast<size_t>(qps) * per_quad;
   }
-  const QSlabArgs sa{gemv_args(p), s.qps, s.gpb, static_cast<float*>(partials)};
+  // Tickets where asked for and there are enough: one per (token pass, row group).
+  const int64_t n_tickets = s.gy * ceil_div(p.n, 16 * s.r);
+  uint32_t* const use_tickets = s.splits > 1 && tickets != nullptr && slab_tickets_on() && n_tickets <= kQuantGemmTickets ? tickets : nullptr;
+  const QSlabArgs sa{gemv_args(p), s.qps, s.gpb, static_cast<float*>(partials), use_tickets};
   const OpArgs o{&sa, dim3(static_cast<unsigned>(s.gx), static_cast<unsigned>(s.gy), static_cast<unsigned>(s.splits)), s.smem,
                  stream, nullptr};
   const cudaError_t err = run(Op::kLaunch, o, p, s);
-  if (err != cudaSuccess || s.splits == 1) return err;
+  if (err != cudaSuccess || s.splits == 1 || use_tickets != nullptr) return err;
   return launch_quant_gemm_reduce(p, static_cast<const float*>(partials), s.splits, stream);
 }
 
