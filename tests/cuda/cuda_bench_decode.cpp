@@ -159,6 +159,68 @@ void* random_fp8(CudaBackend* b, int64_t n, uint64_t seed) {
 
 }  // namespace
 
+// One decode-attention batch for the benchmarks: the 7B's 28 query / 4 kv heads of 128, n_seqs
+// sequences of ctx keys in 16-slot blocks (scattered block tables), max_ctx_len as given, and as
+// many copies of the K / V caches as keep 512 MB in rotation (so the rows come from HBM, not L2).
+// Bytes: the K and V rows read (and int8's per-(slot, head) scales).
+struct DecodeBatch {
+  static constexpr int bs = 16, n_kv = 4, hd = 128, n_head = 28;
+  CudaBackend* b;
+  ops::AttentionParams p{};
+  std::vector<void*> ks, vs, owned;
+  int copies = 1;
+  double bytes = 0;
+
+  DecodeBatch(CudaBackend* be, DType kv, int n_seqs, int ctx, int max_ctx) : b(be) {
+    const bool int8 = kv == DType::kI8;
+    const int blocks_per_seq = (max_ctx + bs - 1) / bs, n_blocks = blocks_per_seq * n_seqs;
+    const int64_t elems = int64_t{n_blocks} * bs * n_kv * hd;  // per cache
+    const int64_t n_scales = int64_t{n_blocks} * bs * n_kv;
+    bytes = 2.0 * n_seqs * ctx * n_kv * (hd * dtype_bytes(kv, 1) + (int8 ? 4 : 0));
+    copies = static_cast<int>(std::max(1.0, std::min(16.0, 512e6 / (2.0 * elems * dtype_bytes(kv, 1)))));
+    for (int c = 0; c < copies; ++c) {
+      const uint64_t seed = 200 + 2 * static_cast<uint64_t>(c);
+      // int8 codes: any byte; fp8: every finite code (random_fp8); bf16: values in [-1, 1).
+      ks.push_back(kv == DType::kBF16 ? random_buffer(b, kv, elems, seed) : random_fp8(b, elems, seed));
+      vs.push_back(kv == DType::kBF16 ? random_buffer(b, kv, elems, seed + 1) : random_fp8(b, elems, seed + 1));
+    }
+    void* k_scales = keep(int8 ? random_buffer(b, DType::kF32, n_scales, 11, 0.5f / 127, 1.5f / 127) : nullptr);
+    void* v_scales = keep(int8 ? random_buffer(b, DType::kF32, n_scales, 12, 0.5f / 127, 1.5f / 127) : nullptr);
+    void* q = keep(random_buffer(b, DType::kBF16, int64_t{n_seqs} * n_head * hd, 7));
+    void* out = keep(b->alloc(static_cast<size_t>(n_seqs) * n_head * hd * 2).value());
+    std::vector<int32_t> q_start(1, 0), ctx_len(static_cast<size_t>(n_seqs), ctx), tables(static_cast<size_t>(n_blocks));
+    for (int i = 0; i < n_seqs; ++i) q_start.push_back(i + 1);
+    for (int i = 0; i < n_blocks; ++i) tables[static_cast<size_t>(i)] = static_cast<int32_t>((int64_t{i} * 7919) % n_blocks);
+    p = {{ks[0], vs[0], kv, n_blocks, bs, n_kv, hd, static_cast<float*>(k_scales), static_cast<float*>(v_scales), 1.f / 64,
+          1.f / 64},
+         q, out, DType::kBF16, int64_t{n_head} * hd, int64_t{n_head} * hd, n_seqs, n_seqs,
+         up(q_start), up(ctx_len), up(tables), blocks_per_seq, max_ctx, n_head, 0, 1.f / std::sqrt(float(hd))};
+  }
+  DecodeBatch(const DecodeBatch&) = delete;
+  DecodeBatch& operator=(const DecodeBatch&) = delete;
+  ~DecodeBatch() {
+    for (auto* list : {&ks, &vs, &owned})
+      for (void* d : *list)
+        if (d != nullptr) b->free(d);
+  }
+  // Timing rep i reads copy i % copies.
+  void rotate(int i) {
+    p.cache.k_cache = ks[static_cast<size_t>(i % copies)];
+    p.cache.v_cache = vs[static_cast<size_t>(i % copies)];
+  }
+
+ private:
+  void* keep(void* d) {
+    owned.push_back(d);
+    return d;
+  }
+  const int32_t* up(const std::vector<int32_t>& v) {
+    void* d = keep(b->alloc(v.size() * 4).value());
+    (void)b->upload(d, v.data(), v.size() * 4);
+    return static_cast<const int32_t*>(d);
+  }
+};
+
 void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
   // Bytes counted: the K and V rows read (and int8's per-(slot, head) scales); queries, outputs
   // and partials are under 1% here. Caches smaller than 512 MB rotate through copies so that L2
@@ -170,7 +232,6 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
   // the sliced combine, the block-table and K/V L2 prefetches and forced split counts, once with
   // max_ctx_len = ctx and once as a captured graph passes it (the power of two above: 65,536).
   // FRUGAL_DABENCH_ONLY=<text> keeps the rows whose name contains it (e.g. "1x32768", "fp8 1x").
-  constexpr int bs = 16, n_kv = 4, hd = 128, n_head = 28;
   struct Shape {
     int n_seqs, ctx, max_ctx;
   };
@@ -235,55 +296,19 @@ void bench_decode_attention(CudaBackend* b, double ceiling_gbs, Table* table) {
         for (const Mode& m : list)
           if (only == nullptr || ("decode attn " + shape_name + " " + m.name).find(only) != std::string::npos) run.push_back(m);
       if (run.empty()) continue;
-      const int blocks_per_seq = (sh.max_ctx + bs - 1) / bs, n_blocks = blocks_per_seq * sh.n_seqs;
-      const int64_t elems = int64_t{n_blocks} * bs * n_kv * hd;  // per cache
-      const int64_t n_scales = int64_t{n_blocks} * bs * n_kv;
-      const double bytes = 2.0 * sh.n_seqs * sh.ctx * n_kv * (hd * dtype_bytes(kv, 1) + (int8 ? 4 : 0));
-      const double alloc_bytes = 2.0 * elems * dtype_bytes(kv, 1);
-      const int copies = static_cast<int>(std::max(1.0, std::min(16.0, 512e6 / alloc_bytes)));
-      std::vector<void*> owned, ks, vs;
-      for (int c = 0; c < copies; ++c) {
-        const uint64_t seed = 200 + 2 * static_cast<uint64_t>(c);
-        // int8 codes: any byte; fp8: every finite code (random_fp8); bf16: values in [-1, 1).
-        ks.push_back(kv == DType::kBF16 ? random_buffer(b, kv, elems, seed) : random_fp8(b, elems, seed));
-        vs.push_back(kv == DType::kBF16 ? random_buffer(b, kv, elems, seed + 1) : random_fp8(b, elems, seed + 1));
-      }
-      void* k_scales = int8 ? random_buffer(b, DType::kF32, n_scales, 11, 0.5f / 127, 1.5f / 127) : nullptr;
-      void* v_scales = int8 ? random_buffer(b, DType::kF32, n_scales, 12, 0.5f / 127, 1.5f / 127) : nullptr;
-      void* q = random_buffer(b, DType::kBF16, int64_t{sh.n_seqs} * n_head * hd, 7);
-      void* out = b->alloc(static_cast<size_t>(sh.n_seqs) * n_head * hd * 2).value();
-      std::vector<int32_t> q_start(1, 0), ctx_len(static_cast<size_t>(sh.n_seqs), sh.ctx), tables(static_cast<size_t>(n_blocks));
-      for (int i = 0; i < sh.n_seqs; ++i) q_start.push_back(i + 1);
-      for (int i = 0; i < n_blocks; ++i) tables[static_cast<size_t>(i)] = static_cast<int32_t>((int64_t{i} * 7919) % n_blocks);
-      auto up = [&](const std::vector<int32_t>& v) {
-        void* d = b->alloc(v.size() * 4).value();
-        (void)b->upload(d, v.data(), v.size() * 4);
-        owned.push_back(d);
-        return static_cast<const int32_t*>(d);
-      };
-      ops::AttentionParams p{{ks[0], vs[0], kv, n_blocks, bs, n_kv, hd, static_cast<float*>(k_scales),
-                              static_cast<float*>(v_scales), 1.f / 64, 1.f / 64},
-                             q, out, DType::kBF16, int64_t{n_head} * hd, int64_t{n_head} * hd, sh.n_seqs, sh.n_seqs,
-                             up(q_start), up(ctx_len), up(tables), blocks_per_seq, sh.max_ctx, n_head, 0,
-                             1.f / std::sqrt(float(hd))};
+      DecodeBatch d(b, kv, sh.n_seqs, sh.ctx, sh.max_ctx);
       for (const Mode& m : run) {
         set_decode_mma_enabled(m.mma);
         set_decode_tuning(m.tuning);
-        const int splits = attention_decode_splits(p, b->n_sms());
+        const int splits = attention_decode_splits(d.p, b->n_sms());
         Timing t = time_op(b->stream(), 30, 10, [&](int i) {
-          p.cache.k_cache = ks[static_cast<size_t>(i % copies)];
-          p.cache.v_cache = vs[static_cast<size_t>(i % copies)];
-          (void)b->attention(p);
+          d.rotate(i);
+          (void)b->attention(d.p);
         });
-        const double gbs = bytes / (t.median_us * 1e3);
+        const double gbs = d.bytes / (t.median_us * 1e3);
         table->add({"decode attn " + shape_name + " " + m.name + " (" + std::to_string(splits) + " splits)", t, gbs,
                     "GB/s", 100 * gbs / ceiling_gbs});
       }
-      for (void* d : ks) b->free(d);
-      for (void* d : vs) b->free(d);
-      for (void* d : owned) b->free(d);
-      for (void* d : {k_scales, v_scales, q, out})
-        if (d != nullptr) b->free(d);
     }
   }
   set_decode_mma_enabled(mma_was);
@@ -296,7 +321,6 @@ void bench_decode_splits(CudaBackend* b, double ceiling_gbs, Table* table) {
   // or above ctx), the tensor-core kernel with the default combine at forced split counts, the
   // default rule and the wave rule (whole_units 0). Attention and its combine are timed together
   // (what a step pays); caches rotate through copies so the rows come from HBM.
-  constexpr int bs = 16, n_kv = 4, hd = 128, n_head = 28;
   struct Shape {
     int n_seqs, ctx, max_ctx;
   };
@@ -307,30 +331,7 @@ void bench_decode_splits(CudaBackend* b, double ceiling_gbs, Table* table) {
   for (Shape sh : {Shape{1, 256, 256}, Shape{1, 2048, 2048}, Shape{4, 512, 1024}, Shape{8, 512, 1024}, Shape{16, 512, 1024},
                    Shape{32, 512, 1024}, Shape{64, 512, 1024}, Shape{8, 2048, 2048}, Shape{16, 2048, 2048},
                    Shape{64, 2048, 2048}, Shape{256, 640, 1024}}) {
-    const int blocks_per_seq = (sh.max_ctx + bs - 1) / bs, n_blocks = blocks_per_seq * sh.n_seqs;
-    const int64_t elems = int64_t{n_blocks} * bs * n_kv * hd;
-    const double bytes = 2.0 * sh.n_seqs * sh.ctx * n_kv * hd * 2;
-    const int copies = static_cast<int>(std::max(1.0, std::min(16.0, 512e6 / (4.0 * elems))));
-    std::vector<void*> ks, vs, owned;
-    for (int c = 0; c < copies; ++c) {
-      ks.push_back(random_buffer(b, DType::kBF16, elems, 300 + 2 * static_cast<uint64_t>(c)));
-      vs.push_back(random_buffer(b, DType::kBF16, elems, 301 + 2 * static_cast<uint64_t>(c)));
-    }
-    void* q = random_buffer(b, DType::kBF16, int64_t{sh.n_seqs} * n_head * hd, 7);
-    void* out = b->alloc(static_cast<size_t>(sh.n_seqs) * n_head * hd * 2).value();
-    std::vector<int32_t> q_start(1, 0), ctx_len(static_cast<size_t>(sh.n_seqs), sh.ctx), tables(static_cast<size_t>(n_blocks));
-    for (int i = 0; i < sh.n_seqs; ++i) q_start.push_back(i + 1);
-    for (int i = 0; i < n_blocks; ++i) tables[static_cast<size_t>(i)] = static_cast<int32_t>((int64_t{i} * 7919) % n_blocks);
-    auto up = [&](const std::vector<int32_t>& v) {
-      void* d = b->alloc(v.size() * 4).value();
-      (void)b->upload(d, v.data(), v.size() * 4);
-      owned.push_back(d);
-      return static_cast<const int32_t*>(d);
-    };
-    ops::AttentionParams p{{ks[0], vs[0], DType::kBF16, n_blocks, bs, n_kv, hd, nullptr, nullptr, 1.f, 1.f},
-                           q, out, DType::kBF16, int64_t{n_head} * hd, int64_t{n_head} * hd, sh.n_seqs, sh.n_seqs,
-                           up(q_start), up(ctx_len), up(tables), blocks_per_seq, sh.max_ctx, n_head, 0,
-                           1.f / std::sqrt(float(hd))};
+    DecodeBatch d(b, DType::kBF16, sh.n_seqs, sh.ctx, sh.max_ctx);
     const std::string shape = std::to_string(sh.n_seqs) + "x" + std::to_string(sh.ctx) + " (max_ctx " + std::to_string(sh.max_ctx) + ")";
     struct Mode {
       std::string name;
@@ -343,22 +344,16 @@ void bench_decode_splits(CudaBackend* b, double ceiling_gbs, Table* table) {
       t.splits = m.splits;
       t.whole_units = m.whole;
       set_decode_tuning(t);
-      const int splits = attention_decode_splits(p, b->n_sms());
+      const int splits = attention_decode_splits(d.p, b->n_sms());
       if (m.splits > 0 && splits != m.splits) continue;  // capped by the context
       Timing tm = time_op(b->stream(), 30, 10, [&](int i) {
-        p.cache.k_cache = ks[static_cast<size_t>(i % copies)];
-        p.cache.v_cache = vs[static_cast<size_t>(i % copies)];
-        (void)b->attention(p);
+        d.rotate(i);
+        (void)b->attention(d.p);
       });
-      const double gbs = bytes / (tm.median_us * 1e3);
+      const double gbs = d.bytes / (tm.median_us * 1e3);
       table->add({"decode splits " + shape + " " + m.name + " (" + std::to_string(splits) + " splits)", tm, gbs, "GB/s",
                   100 * gbs / ceiling_gbs});
     }
-    for (void* d : ks) b->free(d);
-    for (void* d : vs) b->free(d);
-    for (void* d : owned) b->free(d);
-    b->free(q);
-    b->free(out);
   }
   set_decode_tuning(was);
   set_decode_mma_enabled(mma_was);

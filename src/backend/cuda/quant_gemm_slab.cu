@@ -180,26 +180,31 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
   const bool split = gridDim.z > 1;
   float* part_out = split ? sa.partials + static_cast<int64_t>(blockIdx.z) * p.m * p.n : nullptr;
   float acc[R][MT][4] = {};
-  // c0, c1: row g, tokens 2q, 2q + 1 of the tile; c2, c3: row g + 8. Then zeroed for the next group.
-  auto store_group = [&](int64_t group) {
+  // Each of this lane's outputs of a group: its accumulator, row and token (c0, c1: row g, tokens
+  // 2q, 2q + 1 of the tile; c2, c3: row g + 8).
+  auto each_output = [&](int64_t group, auto&& f) {
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
       for (int t = 0; t < MT; ++t)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int64_t row = group * 16 * R + 16 * r + gq + (i < 2 ? 0 : 8);
-          const int64_t tok = m0 + 8 * t + 2 * q + (i & 1);
-          const float v = acc[r][t][i];
-          if (!split || sa.tickets == nullptr) acc[r][t][i] = 0.f;
-          if (row >= p.n || tok >= p.m) continue;
-          if (split) {
-            part_out[tok * p.n + row] = v;
-          } else {
-            store_y(p, row, tok, v);
-          }
-        }
-    if (!split || sa.tickets == nullptr) return;
+        for (int i = 0; i < 4; ++i)
+          f(acc[r][t][i], group * 16 * R + 16 * r + gq + (i < 2 ? 0 : 8), m0 + 8 * t + 2 * q + (i & 1));
+  };
+  // Stores the group's outputs (y, or this slice's partials) and zeroes them for the next group.
+  auto store_group = [&](int64_t group) {
+    const bool tickets = split && sa.tickets != nullptr;
+    each_output(group, [&](float& a, int64_t row, int64_t tok) {
+      const float v = a;
+      if (!tickets) a = 0.f;
+      if (row >= p.n || tok >= p.m) return;
+      if (split) {
+        part_out[tok * p.n + row] = v;
+      } else {
+        store_y(p, row, tok, v);
+      }
+    });
+    if (!tickets) return;
     // Tickets: this warp's slice of the group is written; the warp that takes the last ticket
     // (the group's other slices all written and fenced before theirs) adds every slice in slice
     // order, its own from registers (the value it stored), and stores y: the reduce kernel's
@@ -214,22 +219,15 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
     if (last) __threadfence();  // the other slices' stores, seen before this warp's loads
     const int64_t slice = p.m * p.n;
     const int zs = static_cast<int>(gridDim.z), zme = static_cast<int>(blockIdx.z);
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int t = 0; t < MT; ++t)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float own = acc[r][t][i];
-          acc[r][t][i] = 0.f;
-          const int64_t row = group * 16 * R + 16 * r + gq + (i < 2 ? 0 : 8);
-          const int64_t tok = m0 + 8 * t + 2 * q + (i & 1);
-          if (!last || row >= p.n || tok >= p.m) continue;
-          const float* at = sa.partials + tok * p.n + row;
-          float v = zme == 0 ? own : __ldcg(at);
-          for (int z = 1; z < zs; ++z) v += z == zme ? own : __ldcg(at + z * slice);
-          store_y(p, row, tok, v);
-        }
+    each_output(group, [&](float& a, int64_t row, int64_t tok) {
+      const float own = a;
+      a = 0.f;
+      if (!last || row >= p.n || tok >= p.m) return;
+      const float* at = sa.partials + tok * p.n + row;
+      float v = zme == 0 ? own : __ldcg(at);
+      for (int z = 1; z < zs; ++z) v += z == zme ? own : __ldcg(at + z * slice);
+      store_y(p, row, tok, v);
+    });
     if (last && lane == 0) *ticket = 0u;
   };
   if (n_batches > 0) set_group(cg);
