@@ -253,7 +253,9 @@ __device__ __forceinline__ void l2_rows(const QGemvArgs& a) {
 // warp: session 43's profile, long-scoreboard stalls the top reason, DRAM at 45%). Quads, order
 // and arithmetic are the register path's: the same bits. U is 1 there. Measured (H100,
 // 2026-12-06): 7B int4 batch 1 +5.8%, but the gate kernel alone only -1.5% (the loop's
-// instruction issue, not its loads in flight, is what bounds it now) and down alone +20%.
+// instruction issue, not its loads in flight, is what bounds it now) and down alone +20%; in the
+// step graph (PDL, its copies in flight while the previous kernel drains) down gains the most
+// (session 48: -83 us a step of kernel time).
 template <QKind K, int W, int U, bool kOffsets, bool kSilu, bool kTM = false, int D = 0>
 __global__ void __launch_bounds__(W * 32) quant_gemv_lean_kernel(QGemvArgs a) {
   constexpr int C = codes_per_chunk<K>();
@@ -789,7 +791,9 @@ int g_gemv_ring = -1;
 // the ring of 3 (batch-1 decode +5.8% / +1.8%, 4 and 8 sequences +3.4% / +2.9% int4), fp8 on the
 // registers (-6.3% with the ring). fp8's register loop already streams the gate at 92% of copy in
 // the kernel bench (int4 70%), so there is little load latency for the ring to hide, and its
-// shared-memory stores and reads are instructions the loop did not have.
+// shared-memory stores and reads are instructions the loop did not have. Per class (session 48's
+// run 1, int4 batch 1): down alone +2.8%, q/k/v and o alone +1.8%, gate/up alone neutral, all
+// +5.2%; int8's gain is all down's. Every class keeps it.
 int quant_gemv_ring_depth(bool fp8, int gemv_class) {
   static const int env = env_int("FRUGAL_QGEMV_RING", -1);
   static const int classes = env_int("FRUGAL_QGEMV_RING_ON", 7);
