@@ -35,5 +35,8 @@ for b in 8 32 4; do
   e2e int4_b${b} /tmp/q7b "" $B --batches $b --precision int4
   e2e int4_b${b}_wave /tmp/q7b "FRUGAL_DECODE_WHOLE_UNITS=0" $B --batches $b --precision int4
 done
+# The slab kernel's default path changed registers with the tickets' code (ptxas 13: int4 m = 16
+# 123 -> 120, m = 64 250 -> 242, no spills): its gate rows against session 45 run 3's (H200).
+l=$(left); [ $l -gt 60 ] && { (FRUGAL_QBENCH_ONLY="int4g128 gate" timeout 60 build-gpu/tests/cuda/cuda_kernel_bench --quant >$L/kq.txt 2>&1; echo "kbench quant gate rc $? ($((SECONDS-START)) s)" >>$S); grep -E "qgemm-slab2ch m=(16|64) " $L/kq.txt >>$S; }
 l=$(left); [ $l -gt 40 ] && { (timeout 40 build-gpu/tests/cuda/cuda_kernel_bench --decode-splits >$L/splits.txt 2>&1; echo "kbench splits rc $? ($((SECONDS-START)) s)" >>$S); grep -E "decode splits" $L/splits.txt >>$S; }
 finish 5
