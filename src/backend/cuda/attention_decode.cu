@@ -741,20 +741,16 @@ bool attention_decode_supported(const ops::AttentionParams& p) {
          p.max_ctx_len > 0 && c.block_size > 0;
 }
 
-int attention_decode_splits(const ops::AttentionParams& p, int n_sms) {
-  if (attention_decode_mma_applies(p)) return attention_decode_mma_splits(p, n_sms);
-  const int group = p.n_head / p.cache.n_head_kv;
-  const int64_t units = int64_t{p.n_seqs} * p.cache.n_head_kv * ceil_div(group, heads_per_block(p));
-  // One full wave of resident blocks, chunks no shorter than one block iteration (shorter ones
-  // would only add combine work). A block runs its chunk in one pass, so long chunks need no cap.
-  // From decode_whole_units(n_sms) units, one block a unit: the splits' combine (a second
-  // kernel, or the last blocks' merge) costs more than the SMs left idle gain.
-  const int kpi = keys_per_iteration(p);
-  const int whole = decode_whole_units(n_sms);
-  const int64_t want = whole > 0 && units >= whole ? 1 : ceil_div(int64_t{n_sms} * occupancy(p), units);
+// One full wave of resident blocks, chunks no shorter than one block iteration (shorter ones
+// would only add combine work). A block runs its chunk in one pass, so long chunks need no cap.
+// From decode_whole_units(n_sms) units, one block a unit: the splits' combine (a second kernel,
+// or the last blocks' merge) costs more than the SMs left idle gain.
+int decode_split_count(const ops::AttentionParams& p, int n_sms, int64_t units, int kpi, int occupancy) {
   int64_t hi = ceil_div(p.max_ctx_len, kpi);
   if (hi > kMaxSplits) hi = kMaxSplits;
   if (const int forced = decode_tuning().splits; forced > 0) return static_cast<int>(forced < hi ? forced : (hi < 1 ? 1 : hi));
+  const int whole = decode_whole_units(n_sms);
+  const int64_t want = whole > 0 && units >= whole ? 1 : ceil_div(int64_t{n_sms} * occupancy, units);
   // No split longer than kMaxChunkKeys: in a large batch "one wave" asks for one or two splits,
   // and a single long sequence would then run its whole context in one block while the rest
   // of the batch waits (64 short decoders + one 10k context: 5 -> 22 ms per step). Splits past
@@ -763,6 +759,13 @@ int attention_decode_splits(const ops::AttentionParams& p, int n_sms) {
   int64_t n = want > hi ? hi : want;
   if (n < floor_n) n = floor_n > hi ? hi : floor_n;
   return static_cast<int>(n < 1 ? 1 : n);
+}
+
+int attention_decode_splits(const ops::AttentionParams& p, int n_sms) {
+  if (attention_decode_mma_applies(p)) return attention_decode_mma_splits(p, n_sms);
+  const int group = p.n_head / p.cache.n_head_kv;
+  const int64_t units = int64_t{p.n_seqs} * p.cache.n_head_kv * ceil_div(group, heads_per_block(p));
+  return decode_split_count(p, n_sms, units, keys_per_iteration(p), occupancy(p));
 }
 
 size_t attention_decode_scratch_bytes(const ops::AttentionParams& p, int n_splits) {

@@ -47,8 +47,6 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxSplits = 4096;     // as attention_decode.cu (the combine's shared memory)
-constexpr int kMaxChunkKeys = 1024;  // as attention_decode.cu: no split longer than this
 constexpr float kQueryF16 = 0.0625f; // fp8: queries enter the f16 mma as q / 16
 
 template <int D, KvElem E>
@@ -601,20 +599,9 @@ int attention_decode_mma_stages(const ops::AttentionParams& p) {
 }
 
 int attention_decode_mma_splits(const ops::AttentionParams& p, int n_sms) {
-  // As attention_decode_splits: one full wave of resident blocks (of the stage count's
-  // occupancy), or one block a unit from decode_whole_units(n_sms) units; chunks of at least one
-  // block iteration and at most kMaxChunkKeys keys.
-  const int64_t units = int64_t{p.n_seqs} * p.cache.n_head_kv;
-  const int kpi = keys_per_iteration(p);
-  int64_t hi = ceil_div(p.max_ctx_len, kpi);
-  if (hi > kMaxSplits) hi = kMaxSplits;
-  if (const int forced = decode_tuning().splits; forced > 0) return static_cast<int>(forced < hi ? forced : (hi < 1 ? 1 : hi));
-  const int whole = decode_whole_units(n_sms);  // enough units: each whole in one block (up to kMaxChunkKeys)
-  const int64_t want = whole > 0 && units >= whole ? 1 : ceil_div(int64_t{n_sms} * occupancy(p, attention_decode_mma_stages(p)), units);
-  const int64_t floor_n = ceil_div(p.max_ctx_len, kMaxChunkKeys);
-  int64_t n = want > hi ? hi : want;
-  if (n < floor_n) n = floor_n > hi ? hi : floor_n;
-  return static_cast<int>(n < 1 ? 1 : n);
+  // decode_split_count's rule, at the stage count's occupancy and this kernel's block iteration.
+  return decode_split_count(p, n_sms, int64_t{p.n_seqs} * p.cache.n_head_kv, keys_per_iteration(p),
+                            occupancy(p, attention_decode_mma_stages(p)));
 }
 
 cudaError_t launch_attention_decode_mma(const ops::AttentionParams& p, int n_splits, void* partials,

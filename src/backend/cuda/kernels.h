@@ -443,6 +443,10 @@ DecodeTuning decode_tuning();
 // combine cost more than the idle SMs (1 split +6.4% / +8.7% int4, +4.2% / +12.7% bf16 end to
 // end, against 7 / 2 splits).
 int decode_whole_units(int n_sms);
+// The decode split count both decode kernels use (DecodeTuning::splits if forced; else the wave
+// rule at `occupancy` resident blocks an SM below decode_whole_units units, one split from
+// there; at least ceil(max_ctx_len / 1024), at most one split per kpi keys and 4096).
+int decode_split_count(const ops::AttentionParams& p, int n_sms, int64_t units, int kpi, int occupancy);
 void set_decode_tuning(const DecodeTuning& t);
 // The decode kernels' tensor-core variant (attention_decode_mma.cu): a kv head's 2..16 query
 // heads as the rows of mma.sync tiles. attention_decode_splits / launch_attention_decode take it
