@@ -9,7 +9,6 @@
 // and k (a partial last quad), strided x and y, bias, accumulation into y.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -506,40 +505,6 @@ TEST(CudaInt4Tiles8, EveryPathReadsTheTiledCodesAsTheRowMajorOnes) {
             }
             EXPECT_TRUE(got[0] == got[1]) << "GEMM " << static_cast<int>(kn) << " " << tag << ": tiled bits differ";
           }
-          // The slab GEMM's row-group tickets (the last warp of a group adds the slices, no reduce
-          // kernel): the reduce kernel's bits, at the default slices and at many (8 KB a slice),
-          // twice over the same tickets, which every launch leaves at zero.
-          set_quant_gemm_kernel(QuantGemmKernel::kSlab);
-          uint32_t* tickets = static_cast<uint32_t*>(backend()->alloc(kQuantGemmTickets * sizeof(uint32_t)).value());
-          ASSERT_EQ(cudaMemset(tickets, 0, kQuantGemmTickets * sizeof(uint32_t)), cudaSuccess);
-          for (int smem_kb : {0, 8}) {
-            set_quant_slab_limits(0, smem_kb);
-            for (int t = 0; t < 2; ++t) {
-              const ops::WeightView& w = t ? tv : rv;
-              Tensor y(DType::kBF16, m * ld_y);
-              const ops::MatmulParams p = params(w, y.dev);
-              const int splits = quant_gemm_splits(p, backend()->n_sms());
-              const size_t bytes = quant_gemm_scratch_bytes(p, splits);
-              void* partials = bytes ? backend()->alloc(bytes).value() : nullptr;
-              std::vector<uint8_t> want_bits, bits;
-              for (int run = 0; run < 3; ++run) {  // 0: the reduce kernel; 1, 2: tickets
-                set_quant_slab_tickets(run > 0);
-                y.host = in.y0.host;
-                y.to_device();
-                ASSERT_EQ(launch_quant_gemm(p, splits, partials, backend()->stream(), QuantGemmKernel::kDefault, tickets), cudaSuccess) << tag;
-                ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
-                y.from_device(run == 0 ? &want_bits : &bits, tag);
-                if (run > 0) EXPECT_TRUE(bits == want_bits) << "tickets, " << splits << " slices, run " << run << " " << tag;
-              }
-              if (partials) backend()->free(partials);
-            }
-          }
-          std::vector<uint32_t> left(kQuantGemmTickets);
-          ASSERT_EQ(cudaMemcpy(left.data(), tickets, left.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost), cudaSuccess);
-          EXPECT_EQ(std::count(left.begin(), left.end(), 0u), static_cast<std::ptrdiff_t>(left.size())) << "tickets left set " << tag;
-          backend()->free(tickets);
-          set_quant_slab_tickets(false);
-          set_quant_slab_limits(0, 0);
           set_quant_gemm_kernel(QuantGemmKernel::kDefault);
         } else {
           // Dequantized + cuBLASLt (whole, and 128-row slices), and the GEMV in passes (no slice fits).

@@ -74,9 +74,6 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   // The decode kernels' split counters start at zero and are left at zero by every launch.
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&b->decode_counters_, kDecodeCounters * sizeof(uint32_t)), "counters alloc"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(b->decode_counters_, 0, kDecodeCounters * sizeof(uint32_t)), "counters zero"));
-  // The slab GEMM's row-group tickets, the same way (kernels.h, launch_quant_gemm).
-  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&b->slab_tickets_, kQuantGemmTickets * sizeof(uint32_t)), "tickets alloc"));
-  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(b->slab_tickets_, 0, kQuantGemmTickets * sizeof(uint32_t)), "tickets zero"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&b->route_counter_, sizeof(uint32_t)), "route counter alloc"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(b->route_counter_, 0, sizeof(uint32_t)), "route counter zero"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_quant_gemm(), "quantized GEMM setup"));
@@ -91,7 +88,6 @@ CudaBackend::~CudaBackend() {
   if (scratch_) cudaFree(scratch_);
   if (decode_counters_) cudaFree(decode_counters_);
   if (route_counter_) cudaFree(route_counter_);
-  if (slab_tickets_) cudaFree(slab_tickets_);
   for (int i = 0; i < kStaging; ++i) {
     if (staging_[i]) cudaFreeHost(staging_[i]);
     if (staging_done_[i]) cudaEventDestroy(staging_done_[i]);
@@ -377,7 +373,7 @@ Status CudaBackend::quant_gemv_or_gemm(const ops::MatmulParams& p) {
       FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
     }
   }
-  return check_launch(launch_quant_gemm(p, splits, partials, stream_, quant_gemm_kernel_, slab_tickets_), "quant_gemm");
+  return check_launch(launch_quant_gemm(p, splits, partials, stream_, quant_gemm_kernel_), "quant_gemm");
 }
 
 // FP8 weights x FP8 activations (W8A8). The weight's scales decide the activation scales:

@@ -200,7 +200,6 @@ class CudaBackend final : public ops::Backend {
   std::map<SmallMKey, bool> small_m_choice_;
   std::atomic<int64_t> graph_bytes_{0};
   uint32_t* decode_counters_ = nullptr;  // kDecodeCounters words, zero between launches (kernels.h)
-  uint32_t* slab_tickets_ = nullptr;     // kQuantGemmTickets words, zero between launches (kernels.h)
   void* scratch_ = nullptr;  // grown on demand outside captures
   size_t scratch_bytes_ = 0;
   static constexpr size_t kDequantScratchMax = size_t{512} << 20;

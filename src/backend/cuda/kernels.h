@@ -306,15 +306,8 @@ void set_quant_gemm_min_m(int m);
 void set_quant_gemm_tuning(int warps, int row_tiles);
 int quant_gemm_splits(const ops::MatmulParams& p, int n_sms, QuantGemmKernel over = QuantGemmKernel::kDefault);
 size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits, QuantGemmKernel over = QuantGemmKernel::kDefault);
-// tickets: kQuantGemmTickets zeroed words (the backend's; every launch leaves them zero) or
-// nullptr. With them, FRUGAL_QSLAB_TICKETS=1 or set_quant_slab_tickets(true), the slab GEMM's
-// slices need no reduce kernel: the last warp to finish a row group's slice (a ticket per row
-// group and token pass) adds the slices' partials in slice order, from L2 just after they are
-// written, and stores y (the reduce kernel's bits). Opt-in until measured.
-constexpr int kQuantGemmTickets = 1 << 17;
-void set_quant_slab_tickets(bool on);
 cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
-                              QuantGemmKernel over = QuantGemmKernel::kDefault, uint32_t* tickets = nullptr);
+                              QuantGemmKernel over = QuantGemmKernel::kDefault);
 // Raises the kPipe (or kSlab) kernels' shared-memory limits and caches their occupancy outside
 // any capture; the backend calls it once at creation.
 cudaError_t prepare_quant_gemm();

@@ -928,10 +928,10 @@ size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits, QuantGem
 }
 
 cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
-                              QuantGemmKernel over, uint32_t* tickets) {
+                              QuantGemmKernel over) {
   if (p.m * p.n == 0) return cudaSuccess;
   if (gemm_kernel_for(p, over) == QuantGemmKernel::kPipe) return launch_quant_gemm_pipe(p, splits, partials, stream);
-  if (gemm_kernel_for(p, over) == QuantGemmKernel::kSlab) return launch_quant_gemm_slab(p, splits, partials, stream, tickets);
+  if (gemm_kernel_for(p, over) == QuantGemmKernel::kSlab) return launch_quant_gemm_slab(p, splits, partials, stream);
   if (p.w.format.layout != ops::WeightLayout::kOutIn) return cudaErrorInvalidValue;  // row-major codes only
   const GemmShape s = gemm_shape(p);
   if (splits < 1 || (splits > 1 && partials == nullptr)) return cudaErrorInvalidValue;

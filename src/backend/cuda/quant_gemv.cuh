@@ -245,8 +245,7 @@ cudaError_t prepare_quant_gemm_pipe();
 // does not fit the shared memory).
 int quant_gemm_slab_splits(const ops::MatmulParams& p, int n_sms);
 size_t quant_gemm_slab_scratch_bytes(const ops::MatmulParams& p, int splits);
-cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
-                                   uint32_t* tickets = nullptr);
+cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
 
 // An integer from the environment (tuning knobs of the quantized kernels), `fallback` when unset.
 inline int env_int(const char* name, int fallback = 0) {
