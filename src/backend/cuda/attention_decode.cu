@@ -789,9 +789,9 @@ cudaError_t launch_attention_combine(const ops::AttentionParams& p, int n_splits
 }
 
 cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits, void* partials, uint32_t* counters,
-                                    cudaStream_t stream) {
+                                    cudaStream_t stream, int n_sms) {
   if (p.n_tokens == 0 || p.n_seqs == 0) return cudaSuccess;
-  if (attention_decode_mma_applies(p)) return launch_attention_decode_mma(p, n_splits, partials, counters, stream);
+  if (attention_decode_mma_applies(p)) return launch_attention_decode_mma(p, n_splits, partials, counters, stream, n_sms);
   const int group = p.n_head / p.cache.n_head_kv;
   const bool fp8 = p.cache.cache_dtype == DType::kF8E4M3;
   DecodeArgs a{chunk_for(p, n_splits), n_splits, static_cast<int>(ceil_div(group, heads_per_block(p))),

@@ -589,23 +589,43 @@ bool attention_decode_mma_applies(const ops::AttentionParams& p) {
          (!int8 || (aligned(c.k_scales, 4) && aligned(c.v_scales, 4)));
 }
 
-int attention_decode_mma_stages(const ops::AttentionParams& p) {
+namespace {
+
+// The stages the split count is planned at: forced, 3 for a bf16 cache with at most
+// kDecodeDeepMaxUnits units, else 2. Measured on the H200 (2026-12-03, 1 x 32k): 3 stages gain
+// for bf16 KV (33.8 -> 29.6 us) and lose for the 8-bit caches (fp8 23.3 -> 24.4, int8 29.3 ->
+// 32.1 us).
+int planned_stages(const ops::AttentionParams& p) {
   const int ns = decode_tuning().mma_stages;
   if (ns >= 2 && ns <= 4) return ns;
-  // Measured on the H200 (2026-12-03, 1 x 32k): 3 stages gain for bf16 KV (33.8 -> 29.6 us)
-  // and lose for the 8-bit caches (fp8 23.3 -> 24.4, int8 29.3 -> 32.1 us).
   const bool bf16 = p.cache.cache_dtype == DType::kBF16;
   return bf16 && int64_t{p.n_seqs} * p.cache.n_head_kv <= kDecodeDeepMaxUnits ? 3 : 2;
 }
 
+}  // namespace
+
+int attention_decode_mma_stages(const ops::AttentionParams& p, int n_sms, int n_splits) {
+  const int planned = planned_stages(p);
+  if (planned != 2 || decode_tuning().mma_stages == 2 || p.cache.cache_dtype != DType::kBF16) return planned;
+  // A batch of bf16 caches: the deepest pipeline whose residency still holds the whole launch
+  // in one wave (the blocks' count is fixed by then; deeper stages only cost occupancy the
+  // launch does not use). Measured (H100, 2026-12-06, 7B int4, 512-token prompts, one split a
+  // unit): 16 sequences (64 blocks) 4 stages +1.7% (3 -0.4%), 64 sequences (256 blocks, two an
+  // SM at 3 stages) 3 stages +2.8%, end to end.
+  const int64_t blocks = int64_t{p.n_seqs} * p.cache.n_head_kv * n_splits;
+  for (int ns : {4, 3})
+    if (blocks <= int64_t{n_sms} * occupancy(p, ns)) return ns;
+  return 2;
+}
+
 int attention_decode_mma_splits(const ops::AttentionParams& p, int n_sms) {
-  // decode_split_count's rule, at the stage count's occupancy and this kernel's block iteration.
+  // decode_split_count's rule, at the planned stages' occupancy and this kernel's block iteration.
   return decode_split_count(p, n_sms, int64_t{p.n_seqs} * p.cache.n_head_kv, keys_per_iteration(p),
-                            occupancy(p, attention_decode_mma_stages(p)));
+                            occupancy(p, planned_stages(p)));
 }
 
 cudaError_t launch_attention_decode_mma(const ops::AttentionParams& p, int n_splits, void* partials,
-                                        uint32_t* counters, cudaStream_t stream) {
+                                        uint32_t* counters, cudaStream_t stream, int n_sms) {
   const int grain = keys_per_iteration(p, decode_tuning().warp_grain);
   const bool fp8 = p.cache.cache_dtype == DType::kF8E4M3;
   MmaArgs a{static_cast<int>(ceil_div(ceil_div(p.max_ctx_len, n_splits), grain) * grain), grain, n_splits,
@@ -618,7 +638,7 @@ cudaError_t launch_attention_decode_mma(const ops::AttentionParams& p, int n_spl
     // memory for up to kFusedCombineMaxSplits splits (Launch asserts it).
     if (decode_fused_combine(p, n_splits, p.cache.n_head_kv, p.n_head / p.cache.n_head_kv, counters)) a.counters = counters;
   }
-  return dispatch(p, attention_decode_mma_stages(p), Launch{p, a, stream});
+  return dispatch(p, attention_decode_mma_stages(p, n_sms, n_splits), Launch{p, a, stream});
 }
 
 }  // namespace frugal::cuda

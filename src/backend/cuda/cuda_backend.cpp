@@ -623,7 +623,7 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     if (size_t bytes = attention_decode_scratch_bytes(p, n_splits); bytes > 0) {
       FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
     }
-    return check_launch(launch_attention_decode(p, n_splits, partials, decode_counters_, stream_), "attention_decode");
+    return check_launch(launch_attention_decode(p, n_splits, partials, decode_counters_, stream_, n_sms_), "attention_decode");
   }
   // A mixed step (decodes first, then prefill chunks): the decode kernel takes the decoders
   // (the prefill kernel would give each one a 64-row tile of which one row is used) and the
@@ -649,7 +649,7 @@ Status CudaBackend::attention(const ops::AttentionParams& p) {
     if (bytes > 0) {
       FRUGAL_ASSIGN_OR_RETURN(partials, scratch(bytes));
     }
-    FRUGAL_RETURN_IF_ERROR(check_launch(launch_attention_decode(d, d_splits, partials, decode_counters_, stream_), "attention_decode"));
+    FRUGAL_RETURN_IF_ERROR(check_launch(launch_attention_decode(d, d_splits, partials, decode_counters_, stream_, n_sms_), "attention_decode"));
     return check_launch(launch_attention_prefill(f, f_splits, partials, stream_), "attention_prefill");
   }
   if (attention_prefill_supported(p)) {

@@ -382,14 +382,17 @@ cudaError_t prepare_attention_decode();
 // kernels leave them zero), or nullptr. With them, a split launch may merge its splits in the
 // last block of each (token, head unit) instead of a separate combine launch (decode_combine.cuh).
 constexpr int kDecodeCounters = 1 << 16;
+// n_sms: the device's SMs, as given to attention_decode_splits (the tensor-core kernel's stage
+// count depends on how many of them the launch's blocks fill).
 cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits, void* partials, uint32_t* counters,
-                                    cudaStream_t stream);
+                                    cudaStream_t stream, int n_sms);
 // Knobs of the decode kernels, for A/B runs on the GPU (process-wide; read from the environment
 // at first use; tests and benchmarks set them between launches on one thread):
 //   mma_stages (FRUGAL_DECODE_MMA_STAGES): cp.async stages per warp of the tensor-core kernel,
 //     2 (the original), 3 or 4; 0 = auto: 3 for a bf16 cache when the launch has at most
-//     kDecodeDeepMaxUnits (sequence, kv head) units (long-context decode of a few sequences),
-//     else 2.
+//     kDecodeDeepMaxUnits (sequence, kv head) units (long-context decode of a few sequences);
+//     for a larger bf16 batch the deepest of 4 / 3 whose residency holds all its blocks in one
+//     wave (attention_decode_mma_stages); else 2.
 //   combine (FRUGAL_DECODE_COMBINE = sliced | separate | auto | fused): how split partials are
 //     merged: sliced (default) launches the combine kernel with one block per (token, head, 32
 //     dims) (4x the blocks at head_dim 128: 1 x 28 heads was 28 blocks, latency bound; 1 x 32k
@@ -451,9 +454,10 @@ bool attention_decode_mma_applies(const ops::AttentionParams& p);
 int attention_decode_mma_splits(const ops::AttentionParams& p, int n_sms);
 cudaError_t prepare_attention_decode_mma();
 cudaError_t launch_attention_decode_mma(const ops::AttentionParams& p, int n_splits, void* partials,
-                                        uint32_t* counters, cudaStream_t stream);
-// Stages the tensor-core kernel runs p with (decode_tuning().mma_stages, or the auto choice).
-int attention_decode_mma_stages(const ops::AttentionParams& p);
+                                        uint32_t* counters, cudaStream_t stream, int n_sms);
+// Stages the tensor-core kernel runs p with in n_splits splits on n_sms SMs
+// (decode_tuning().mma_stages, or the auto choice).
+int attention_decode_mma_stages(const ops::AttentionParams& p, int n_sms, int n_splits);
 // Whether a launch of p with n_splits merges them in its last blocks (decode_tuning().combine;
 // counters non-null, at most kDecodeCounters (token, head unit) pairs and
 // kFusedCombineMaxSplits splits); units: the launch's head units per token, rows: query heads a
