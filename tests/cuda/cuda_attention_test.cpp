@@ -488,8 +488,9 @@ TEST(CudaAttention, DecodeMmaNoSplitLargeBatch) {
 // separate combine without prefetch (the same splits summed in the same order), with 500
 // forced splits too (several row batches per warp, more splits than threads). prefetch: bit 0
 // the block-table L1 prefetch, bit 1 the K/V rows' L2 prefetch.
-DecodeTuning tuned(int stages, int combine, bool warp_grain = true, int splits = 0, int prefetch = 0) {
+DecodeTuning tuned(int stages, int combine, bool warp_grain = true, int splits = 0, int prefetch = 0, int warps = 0) {
   DecodeTuning t;
+  t.mma_warps = warps;
   t.mma_stages = stages;
   t.combine = combine;
   t.warp_grain = warp_grain;
@@ -520,6 +521,11 @@ std::vector<Variant> decode_tunings() {
           {true, false, 1, tuned(4, fused)},
           {true, false, 1, tuned(4, sep, false)},
           {true, false, 1, tuned(3, fused, true, 500)},
+          {true, false, 1, tuned(2, sep, true, 0, 0, 8)},  // 8 warps a block
+          {true, false, 1, tuned(2, sliced, true, 0, 0, 8), true},
+          {true, false, 1, tuned(3, fused, true, 0, 0, 8)},
+          {true, false, 1, tuned(3, sep, true, 500, 0, 8)},
+          {true, false, 1, tuned(0, sliced, true, 0, 0, 8)},
           {true, false, 0, tuned(0, fused)},
           {true, false, 0, tuned(0, fused), true},
           {true, false, 0, DecodeTuning::original()},
@@ -600,6 +606,16 @@ TEST(CudaAttention, DecodeTuningDispatch) {
   p.cache.cache_dtype = DType::kBF16;
   set_decode_tuning(tuned(2, DecodeTuning::kAuto));
   EXPECT_EQ(attention_decode_mma_stages(p, 132, 1), 2);
+  // 8 warps: 3 stages where one block an SM holds the launch, else 2; never 4.
+  set_decode_tuning(tuned(0, DecodeTuning::kAuto, true, 0, 0, 8));
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).warps, 8);
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).stages, 2);  // 256 blocks
+  p.n_seqs = p.n_tokens = 16;
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).stages, 3);  // 64 blocks
+  set_decode_tuning(tuned(4, DecodeTuning::kAuto, true, 0, 0, 8));
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).stages, 3);
+  set_decode_tuning(DecodeTuning{});
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).warps, 4);
   set_decode_tuning(auto_combine);
   p.n_seqs = p.n_tokens = 32;
   p.max_ctx_len = 2048;

@@ -654,6 +654,7 @@ int env_choice(const char* name, std::initializer_list<std::pair<const char*, in
 DecodeTuning tuning_from_env() {
   DecodeTuning t;
   t.mma_stages = env_choice("FRUGAL_DECODE_MMA_STAGES", {{"2", 2}, {"3", 3}, {"4", 4}}, 0);
+  t.mma_warps = env_choice("FRUGAL_DECODE_MMA_WARPS", {{"4", 4}, {"8", 8}}, 0);
   t.combine = env_choice("FRUGAL_DECODE_COMBINE",
                          {{"auto", DecodeTuning::kAuto},
                           {"separate", DecodeTuning::kSeparate},

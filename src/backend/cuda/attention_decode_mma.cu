@@ -45,18 +45,18 @@
 namespace frugal::cuda {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
+// Warps a block (W): 4, or 8 for a launch whose blocks leave SMs idle (DecodeTuning::mma_warps).
+constexpr int kWarps = 4;
 constexpr float kQueryF16 = 0.0625f; // fp8: queries enter the f16 mma as q / 16
 
-template <int D, KvElem E>
+template <int D, KvElem E, int W = kWarps>
 struct Tile {
   static constexpr int kEB = KvElemTraits<E>::kBytes;
   static constexpr bool kF16 = E == KvElem::kFp8;
   static constexpr bool kInt8 = E == KvElem::kInt8;
   static constexpr int kKW = kEB == 2 ? 16 : 32;  // keys per warp per iteration
   static constexpr int kNT = kKW / 8;              // S n-tiles of a warp
-  static constexpr int kKPI = kWarps * kKW;        // keys per block per iteration
+  static constexpr int kKPI = W * kKW;             // keys per block per iteration
   static constexpr int kRowBytes = D * kEB;
   static constexpr int kRowStride = kRowBytes + 16;
   static constexpr int kPieces = kRowBytes / 16;   // 16-byte pieces per row
@@ -66,11 +66,11 @@ struct Tile {
   static constexpr int kVBytes = kVPT * kEB;       // 8, 16 or 32
   // One stage: K rows [kKW], V rows [kKW], then for int8 the K and V scales [2][kKW].
   static constexpr int kStageBytes = 2 * kKW * kRowStride + (kInt8 ? 2 * kKW * 4 : 0);
-  static constexpr int kMergeBytes = kWarps * 16 * (D + 2) * 4;  // o [kWarps][16][D], max, sum
+  static constexpr int kMergeBytes = W * 16 * (D + 2) * 4;  // o [W][16][D], max, sum
   // Shared memory of NS stages per warp (also the merge's, and the fused combine's weights).
   template <int NS>
   static constexpr int smem() {
-    return NS * kWarps * kStageBytes > kMergeBytes ? NS * kWarps * kStageBytes : kMergeBytes;
+    return NS * W * kStageBytes > kMergeBytes ? NS * W * kStageBytes : kMergeBytes;
   }
 };
 
@@ -263,15 +263,15 @@ __device__ __forceinline__ void pv_tile(const unsigned char* sv, const float (&s
 
 // Merges the warps' (max, sum, o) through shared memory (the stages, no longer read) and writes
 // the token's output rows (one split) or its partial rows and (max, sum) for the combine.
-template <int D, KvElem E>
+template <int D, KvElem E, int W>
 __device__ __forceinline__ void merge_and_store(const ops::AttentionParams& p, const MmaArgs& a, unsigned char* smem,
                                                 const float (&o)[D / 8][4], const float (&m_run)[2],
                                                 const float (&l_run)[2], int group, int t, int h0, int64_t ml_base) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
   __syncthreads();
-  float* mo = reinterpret_cast<float*>(smem);  // [kWarps][16][D]
-  float* mm = mo + kWarps * 16 * D;            // [kWarps][16]
-  float* ml = mm + kWarps * 16;                // [kWarps][16]
+  float* mo = reinterpret_cast<float*>(smem);  // [W][16][D]
+  float* mm = mo + W * 16 * D;                 // [W][16]
+  float* ml = mm + W * 16;                     // [W][16]
 #pragma unroll
   for (int v = 0; v < D / 8; ++v)
 #pragma unroll
@@ -287,14 +287,14 @@ __device__ __forceinline__ void merge_and_store(const ops::AttentionParams& p, c
     }
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < group * D; idx += kThreads) {
+  for (int idx = threadIdx.x; idx < group * D; idx += W * 32) {
     const int r = idx / D, d = idx % D;
     float m = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, mm[w * 16 + r]);
+    for (int w = 0; w < W; ++w) m = fmaxf(m, mm[w * 16 + r]);
     float l = 0.f, acc = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < W; ++w) {
       const float mw = mm[w * 16 + r];
       const float wt = mw == -INFINITY ? 0.f : exp2f(mw - m);
       l = fmaf(wt, ml[w * 16 + r], l);
@@ -312,9 +312,10 @@ __device__ __forceinline__ void merge_and_store(const ops::AttentionParams& p, c
 }
 
 // kHi: the group has more than 8 heads (A rows 8..15 hold queries, else zeros). NS: stages.
-template <int D, KvElem E, bool kHi, int NS>
-__global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::AttentionParams p, MmaArgs a) {
-  using T = Tile<D, E>;
+// W: warps, each with its own NS stages and its own keys of every block iteration.
+template <int D, KvElem E, bool kHi, int NS, int W>
+__global__ void __launch_bounds__(W * 32) attention_decode_mma_kernel(ops::AttentionParams p, MmaArgs a) {
+  using T = Tile<D, E, W>;
   constexpr int KW = T::kKW, NT = T::kNT, KPI = T::kKPI, RS = T::kRowStride, VPT = T::kVPT;
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
@@ -343,7 +344,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
     // The last split block of this (token, kv head) merges the splits (a.counters).
     auto combine = [&] {
       if (a.counters != nullptr)
-        fused_combine<D, kThreads>(p, a.n_splits, a.part_o, a.part_ml,
+        fused_combine<D, W * 32>(p, a.n_splits, a.part_o, a.part_ml,
                                    a.counters + static_cast<int64_t>(t - p.q_start[0]) * p.cache.n_head_kv + kvh, t, h0,
                                    group, reinterpret_cast<float*>(smem));
     };
@@ -353,7 +354,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
           a.part_ml[ml_base + static_cast<int64_t>(threadIdx.x) * a.n_splits] = make_float2(-INFINITY, 0.f);
         combine();
       } else {  // only for a context longer than max_ctx_len (a contract violation): zeros, not garbage
-        for (int idx = threadIdx.x; idx < group * D; idx += kThreads)
+        for (int idx = threadIdx.x; idx < group * D; idx += W * 32)
           static_cast<__nv_bfloat16*>(p.out)[static_cast<int64_t>(t) * p.ld_out + h0 * D + idx] = __float2bfloat16(0.f);
       }
       continue;
@@ -475,42 +476,47 @@ __global__ void __launch_bounds__(kThreads) attention_decode_mma_kernel(ops::Att
       l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
       l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
     }
-    merge_and_store<D, E>(p, a, smem, o, m_run, l_run, group, t, h0, ml_base);
+    merge_and_store<D, E, W>(p, a, smem, o, m_run, l_run, group, t, h0, ml_base);
     if (a.part_o != nullptr) combine();
   }
 }
 
 KvElem kv_elem(DType t) { return t == DType::kF8E4M3 ? KvElem::kFp8 : t == DType::kI8 ? KvElem::kInt8 : KvElem::kBF16; }
 
-// Calls f.template operator()<D, E, kHi, NS>() for the instantiation of (d, e, hi, ns).
+// Calls f.template operator()<D, E, kHi, NS, W>() for the instantiation of (d, e, hi, ns,
+// warps). 8 warps come with 2 or 3 stages (4 would not fit the shared memory at head_dim 128).
 template <int D, KvElem E, bool kHi, typename F>
-decltype(auto) with_stages(int ns, F&& f) {
+decltype(auto) with_stages(int ns, int warps, F&& f) {
+  if (warps == 8) return ns == 3 ? f.template operator()<D, E, kHi, 3, 8>() : f.template operator()<D, E, kHi, 2, 8>();
   switch (ns) {
-    case 3: return f.template operator()<D, E, kHi, 3>();
-    case 4: return f.template operator()<D, E, kHi, 4>();
-    default: return f.template operator()<D, E, kHi, 2>();
+    case 3: return f.template operator()<D, E, kHi, 3, kWarps>();
+    case 4: return f.template operator()<D, E, kHi, 4, kWarps>();
+    default: return f.template operator()<D, E, kHi, 2, kWarps>();
   }
 }
 
 template <int D, typename F>
-decltype(auto) with_elem(KvElem e, bool hi, int ns, F&& f) {
+decltype(auto) with_elem(KvElem e, bool hi, int ns, int warps, F&& f) {
   switch (e) {
-    case KvElem::kFp8: return hi ? with_stages<D, KvElem::kFp8, true>(ns, f) : with_stages<D, KvElem::kFp8, false>(ns, f);
-    case KvElem::kInt8: return hi ? with_stages<D, KvElem::kInt8, true>(ns, f) : with_stages<D, KvElem::kInt8, false>(ns, f);
-    default: return hi ? with_stages<D, KvElem::kBF16, true>(ns, f) : with_stages<D, KvElem::kBF16, false>(ns, f);
+    case KvElem::kFp8:
+      return hi ? with_stages<D, KvElem::kFp8, true>(ns, warps, f) : with_stages<D, KvElem::kFp8, false>(ns, warps, f);
+    case KvElem::kInt8:
+      return hi ? with_stages<D, KvElem::kInt8, true>(ns, warps, f) : with_stages<D, KvElem::kInt8, false>(ns, warps, f);
+    default:
+      return hi ? with_stages<D, KvElem::kBF16, true>(ns, warps, f) : with_stages<D, KvElem::kBF16, false>(ns, warps, f);
   }
 }
 
 template <typename F>
-decltype(auto) dispatch(int d, KvElem e, bool hi, int ns, F&& f) {
-  return d == 64 ? with_elem<64>(e, hi, ns, f) : with_elem<128>(e, hi, ns, f);
+decltype(auto) dispatch(int d, KvElem e, bool hi, int ns, int warps, F&& f) {
+  return d == 64 ? with_elem<64>(e, hi, ns, warps, f) : with_elem<128>(e, hi, ns, warps, f);
 }
 
 bool high_rows(const ops::AttentionParams& p) { return p.n_head / p.cache.n_head_kv > 8; }
 
 template <typename F>
-decltype(auto) dispatch(const ops::AttentionParams& p, int ns, F&& f) {
-  return dispatch(p.cache.head_dim, kv_elem(p.cache.cache_dtype), high_rows(p), ns, f);
+decltype(auto) dispatch(const ops::AttentionParams& p, int ns, int warps, F&& f) {
+  return dispatch(p.cache.head_dim, kv_elem(p.cache.cache_dtype), high_rows(p), ns, warps, f);
 }
 
 // Keys of one warp's (kw) or the block's (!kw) iteration; they depend on the element size only.
@@ -523,13 +529,13 @@ int keys_per_iteration(const ops::AttentionParams& p, bool kw = false) {
 
 // Raises the shared-memory limit once and caches the occupancy of one instantiation.
 struct Occupancy {
-  template <int D, KvElem E, bool kHi, int NS>
+  template <int D, KvElem E, bool kHi, int NS, int W>
   int operator()() const {
-    return cached_blocks_per_sm<attention_decode_mma_kernel<D, E, kHi, NS>>(kThreads, Tile<D, E>::template smem<NS>(), 1);
+    return cached_blocks_per_sm<attention_decode_mma_kernel<D, E, kHi, NS, W>>(W * 32, Tile<D, E, W>::template smem<NS>(), 1);
   }
 };
 
-int occupancy(const ops::AttentionParams& p, int ns) { return dispatch(p, ns, Occupancy{}); }
+int occupancy(const ops::AttentionParams& p, int ns, int warps = kWarps) { return dispatch(p, ns, warps, Occupancy{}); }
 
 // Launches one instantiation, then the combine kernel unless there is one split or the last
 // split blocks merge.
@@ -537,13 +543,13 @@ struct Launch {
   const ops::AttentionParams& p;
   const MmaArgs& a;
   cudaStream_t stream;
-  template <int D, KvElem E, bool kHi, int NS>
+  template <int D, KvElem E, bool kHi, int NS, int W>
   cudaError_t operator()() const {
-    constexpr int smem = Tile<D, E>::template smem<NS>();
+    constexpr int smem = Tile<D, E, W>::template smem<NS>();
     static_assert(16 * (kFusedCombineMaxSplits + 1) * 4 <= smem, "the fused merge's weights fit");
-    if (cudaError_t e = raise_dynamic_smem_once<attention_decode_mma_kernel<D, E, kHi, NS>>(smem); e != cudaSuccess) return e;
+    if (cudaError_t e = raise_dynamic_smem_once<attention_decode_mma_kernel<D, E, kHi, NS, W>>(smem); e != cudaSuccess) return e;
     const dim3 grid(static_cast<unsigned>(a.n_splits), static_cast<unsigned>(p.cache.n_head_kv), static_cast<unsigned>(p.n_seqs));
-    cudaError_t e = launch_kernel(attention_decode_mma_kernel<D, E, kHi, NS>, grid, kThreads, smem, stream, p, a);
+    cudaError_t e = launch_kernel(attention_decode_mma_kernel<D, E, kHi, NS, W>, grid, W * 32, smem, stream, p, a);
     if (e != cudaSuccess || a.part_o == nullptr || a.counters != nullptr) return e;
     return launch_attention_combine(p, a.n_splits, a.part_o, a.part_ml, stream);
   }
@@ -572,7 +578,9 @@ cudaError_t prepare_attention_decode_mma() {
   for (int d : {64, 128})
     for (KvElem e : {KvElem::kBF16, KvElem::kFp8, KvElem::kInt8})
       for (bool hi : {false, true})
-        for (int ns : {2, 3, 4}) sum += dispatch(d, e, hi, ns, Occupancy{});
+        for (int ns : {2, 3, 4})
+          for (int warps : {kWarps, 8})
+            if (warps == kWarps || ns < 4) sum += dispatch(d, e, hi, ns, warps, Occupancy{});
   (void)sum;
   return cudaGetLastError();
 }
@@ -604,9 +612,12 @@ int planned_stages(const ops::AttentionParams& p) {
 
 }  // namespace
 
-int attention_decode_mma_stages(const ops::AttentionParams& p, int n_sms, int n_splits) {
+DecodeMmaShape attention_decode_mma_shape(const ops::AttentionParams& p, int n_sms, int n_splits) {
+  const int forced_ns = decode_tuning().mma_stages, forced_w = decode_tuning().mma_warps;
+  const int warps = forced_w == 8 ? 8 : kWarps;
   const int planned = planned_stages(p);
-  if (planned != 2 || decode_tuning().mma_stages == 2 || p.cache.cache_dtype != DType::kBF16) return planned;
+  const bool batch = planned == 2 && forced_ns != 2 && p.cache.cache_dtype == DType::kBF16;
+  if (!batch) return {warps == 8 ? std::min(planned, 3) : planned, warps};
   // A batch of bf16 caches: the deepest pipeline whose residency still holds the whole launch
   // in one wave (the blocks' count is fixed by then; deeper stages only cost occupancy the
   // launch does not use). Measured (H100, 2026-12-06, 7B int4, 512-token prompts, one split a
@@ -614,14 +625,18 @@ int attention_decode_mma_stages(const ops::AttentionParams& p, int n_sms, int n_
   // SM at 3 stages) 3 stages +2.8%, end to end.
   const int64_t blocks = int64_t{p.n_seqs} * p.cache.n_head_kv * n_splits;
   for (int ns : {4, 3})
-    if (blocks <= int64_t{n_sms} * occupancy(p, ns)) return ns;
-  return 2;
+    if ((warps == kWarps || ns < 4) && blocks <= int64_t{n_sms} * occupancy(p, ns, warps)) return {ns, warps};
+  return {2, warps};
+}
+
+int attention_decode_mma_stages(const ops::AttentionParams& p, int n_sms, int n_splits) {
+  return attention_decode_mma_shape(p, n_sms, n_splits).stages;
 }
 
 int attention_decode_mma_splits(const ops::AttentionParams& p, int n_sms) {
   // decode_split_count's rule, at the planned stages' occupancy and this kernel's block iteration.
   return decode_split_count(p, n_sms, int64_t{p.n_seqs} * p.cache.n_head_kv, keys_per_iteration(p),
-                            occupancy(p, planned_stages(p)));
+                            occupancy(p, planned_stages(p)));  // (4 warps: its keys a block iteration too)
 }
 
 cudaError_t launch_attention_decode_mma(const ops::AttentionParams& p, int n_splits, void* partials,
@@ -638,7 +653,8 @@ cudaError_t launch_attention_decode_mma(const ops::AttentionParams& p, int n_spl
     // memory for up to kFusedCombineMaxSplits splits (Launch asserts it).
     if (decode_fused_combine(p, n_splits, p.cache.n_head_kv, p.n_head / p.cache.n_head_kv, counters)) a.counters = counters;
   }
-  return dispatch(p, attention_decode_mma_stages(p, n_sms, n_splits), Launch{p, a, stream});
+  const DecodeMmaShape shape = attention_decode_mma_shape(p, n_sms, n_splits);
+  return dispatch(p, shape.stages, shape.warps, Launch{p, a, stream});
 }
 
 }  // namespace frugal::cuda

@@ -427,6 +427,10 @@ struct DecodeTuning {
   // (sequence, KV head) units from which each runs whole in one block, split only past
   // kMaxChunkKeys (decode_whole_units: -1 the default, 0 never, as before 2026-12-06).
   int whole_units = -1;
+  // Warps a tensor-core decode block (FRUGAL_DECODE_MMA_WARPS = 4 | 8; 0 = auto, 4 for now):
+  // 8 gives each (sequence, kv head) block twice the warps over the same keys, merged in shared
+  // memory (no split, no combine), for batches whose blocks leave SMs idle; with 2 or 3 stages.
+  int mma_warps = 0;
   static DecodeTuning original() { return {2, kSeparate, false, 0, false, false, 0}; }
 };
 constexpr size_t kFusedCombineAutoBytes = 128 << 10;
@@ -455,8 +459,13 @@ int attention_decode_mma_splits(const ops::AttentionParams& p, int n_sms);
 cudaError_t prepare_attention_decode_mma();
 cudaError_t launch_attention_decode_mma(const ops::AttentionParams& p, int n_splits, void* partials,
                                         uint32_t* counters, cudaStream_t stream, int n_sms);
-// Stages the tensor-core kernel runs p with in n_splits splits on n_sms SMs
-// (decode_tuning().mma_stages, or the auto choice).
+// Stages and warps a block the tensor-core kernel runs p with in n_splits splits on n_sms SMs
+// (decode_tuning().mma_stages / mma_warps, or the auto choice).
+struct DecodeMmaShape {
+  int stages;
+  int warps;
+};
+DecodeMmaShape attention_decode_mma_shape(const ops::AttentionParams& p, int n_sms, int n_splits);
 int attention_decode_mma_stages(const ops::AttentionParams& p, int n_sms, int n_splits);
 // Whether a launch of p with n_splits merges them in its last blocks (decode_tuning().combine;
 // counters non-null, at most kDecodeCounters (token, head unit) pairs and
