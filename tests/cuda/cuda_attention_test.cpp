@@ -480,6 +480,16 @@ TEST(CudaAttention, DecodeMmaNoSplitLargeBatch) {
     check_attention({seqs, 28, 4, 128, 0, DType::kBF16, 0, kv}, kDecodeKernels);
 }
 
+// A batch whose (sequence, kv head) blocks are fewer than the SMs (16 x 4 on an H100 / H200):
+// the default runs it in blocks of 8 warps at 3 stages (attention_decode_mma_shape), every
+// cache type, against the reference and the CUDA-core kernel.
+TEST(CudaAttention, DecodeBatchFewerBlocksThanSms) {
+  std::vector<SeqSpec> seqs;
+  for (int i = 0; i < 16; ++i) seqs.push_back({1, 1 + (i * 211) % 1000});
+  for (DType kv : {DType::kBF16, DType::kF8E4M3, DType::kI8})
+    check_attention({seqs, 28, 4, 128, 0, DType::kBF16, 0, kv}, kDecodeKernels);
+}
+
 // The decode kernels' knobs (DecodeTuning), each against the reference: the tensor-core kernel
 // with 2, 3 and 4 cp.async stages, the splits merged by the combine kernel or fused into the
 // last split block (repeated: the same bits), the original block-rounded splits, a forced split
@@ -592,13 +602,22 @@ TEST(CudaAttention, DecodeTuningDispatch) {
   EXPECT_EQ(attention_decode_splits(p, backend()->n_sms()), 1);
   // 1,024 blocks: more than two waves at any depth (H100 / H200), so the original pipeline.
   EXPECT_EQ(attention_decode_mma_stages(p, backend()->n_sms(), 1), 2);
-  // Fewer blocks than SMs: 4 stages (one block an SM); up to twice the SMs: 3 (two an SM at
-  // head_dim 128, bf16); the 8-bit caches and forced stages keep theirs. Whole units: one split.
+  // Fewer blocks than SMs: 3 stages of 8 warps (one block an SM); up to twice the SMs: 3 stages
+  // of 4 (two an SM at head_dim 128, bf16); the 8-bit caches and forced stages keep theirs.
+  // Whole units: one split.
   p.n_seqs = p.n_tokens = 16;  // 64 blocks
   EXPECT_EQ(attention_decode_splits(p, backend()->n_sms()), 1);
-  EXPECT_EQ(attention_decode_mma_stages(p, 132, 1), 4);
+  EXPECT_EQ(attention_decode_mma_stages(p, 132, 1), 3);
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).warps, 8);
   EXPECT_EQ(attention_decode_mma_stages(p, 132, 3), 3);  // 192 blocks
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 3).warps, 4);
   EXPECT_EQ(attention_decode_mma_stages(p, 132, 5), 2);  // 320 blocks
+  DecodeTuning four = DecodeTuning{};
+  four.mma_warps = 4;
+  set_decode_tuning(four);
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).stages, 4);  // 4 warps forced: one block an SM at 4 stages
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).warps, 4);
+  set_decode_tuning(auto_combine);
   p.n_seqs = p.n_tokens = 64;                            // 256 blocks
   EXPECT_EQ(attention_decode_mma_stages(p, 132, 1), 3);
   p.cache.cache_dtype = DType::kI8;
@@ -615,7 +634,8 @@ TEST(CudaAttention, DecodeTuningDispatch) {
   set_decode_tuning(tuned(4, DecodeTuning::kAuto, true, 0, 0, 8));
   EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).stages, 3);
   set_decode_tuning(DecodeTuning{});
-  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).warps, 4);
+  p.n_seqs = p.n_tokens = 64;
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).warps, 4);  // 256 blocks: 4 warps
   set_decode_tuning(auto_combine);
   p.n_seqs = p.n_tokens = 32;
   p.max_ctx_len = 2048;

@@ -391,8 +391,9 @@ cudaError_t launch_attention_decode(const ops::AttentionParams& p, int n_splits,
 //   mma_stages (FRUGAL_DECODE_MMA_STAGES): cp.async stages per warp of the tensor-core kernel,
 //     2 (the original), 3 or 4; 0 = auto: 3 for a bf16 cache when the launch has at most
 //     kDecodeDeepMaxUnits (sequence, kv head) units (long-context decode of a few sequences);
-//     for a larger bf16 batch the deepest of 4 / 3 whose residency holds all its blocks in one
-//     wave (attention_decode_mma_stages); else 2.
+//     for a larger bf16 batch 3 stages of 8 warps where its blocks fit one an SM, else the
+//     deepest of 4 / 3 whose residency holds all its blocks in one wave
+//     (attention_decode_mma_shape); else 2.
 //   combine (FRUGAL_DECODE_COMBINE = sliced | separate | auto | fused): how split partials are
 //     merged: sliced (default) launches the combine kernel with one block per (token, head, 32
 //     dims) (4x the blocks at head_dim 128: 1 x 28 heads was 28 blocks, latency bound; 1 x 32k
@@ -427,9 +428,10 @@ struct DecodeTuning {
   // (sequence, KV head) units from which each runs whole in one block, split only past
   // kMaxChunkKeys (decode_whole_units: -1 the default, 0 never, as before 2026-12-06).
   int whole_units = -1;
-  // Warps a tensor-core decode block (FRUGAL_DECODE_MMA_WARPS = 4 | 8; 0 = auto, 4 for now):
-  // 8 gives each (sequence, kv head) block twice the warps over the same keys, merged in shared
-  // memory (no split, no combine), for batches whose blocks leave SMs idle; with 2 or 3 stages.
+  // Warps a tensor-core decode block (FRUGAL_DECODE_MMA_WARPS = 4 | 8; 0 = auto: 8 for a bf16
+  // batch whose blocks all fit one a SM at 3 stages, else 4): 8 gives each (sequence, kv head)
+  // block twice the warps over the same keys, merged in shared memory (no split, no combine);
+  // with 2 or 3 stages.
   int mma_warps = 0;
   static DecodeTuning original() { return {2, kSeparate, false, 0, false, false, 0}; }
 };
