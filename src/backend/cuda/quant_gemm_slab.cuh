@@ -194,22 +194,7 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
       float sc_a[R], sc_b[R], of_a[R], of_b[R];
       const int ql = cq + u;  // the unit's quad in the slice
       const uint32_t g = quad_group(a, static_cast<uint32_t>(qb + ql));
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-#pragma unroll
-        for (int s = 0; s < S; ++s) {
-          dequant_step<K>(va[u][r], s, A[r][s][0], A[r][s][2]);
-          dequant_step<K>(vb[u][r], s, A[r][s][1], A[r][s][3]);
-        }
-        sc_a[r] = __ldg(sa_p[r] + g);
-        sc_b[r] = __ldg(sb_p[r] + g);
-        of_a[r] = kOffsets ? __ldg(za_p[r] + g) : 0.f;
-        of_b[r] = kOffsets ? __ldg(zb_p[r] + g) : 0.f;
-        if constexpr (kBias128) {
-          of_a[r] -= 128.f * sc_a[r];
-          of_b[r] -= 128.f * sc_b[r];
-        }
-      }
+      quad_operands<K, R, kOffsets>(va[u], vb[u], g, sa_p, sb_p, za_p, zb_p, A, sc_a, sc_b, of_a, of_b);
       const uint4* xq = slab + ql * TOK * UT;
 #pragma unroll
       for (int t = 0; t < MT; ++t) {

@@ -527,22 +527,7 @@ __global__ void __launch_bounds__(W * 32) quant_gemm_kernel(QGemmArgs ga) {
     uint32_t A[R][S][4];
     float sa[R], sb[R], oa[R], ob[R];
     const uint32_t g = quad_group(a, static_cast<uint32_t>(quad));
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        dequant_step<K>(va[r], s, A[r][s][0], A[r][s][2]);
-        dequant_step<K>(vb[r], s, A[r][s][1], A[r][s][3]);
-      }
-      sa[r] = __ldg(sa_ptr[r] + g);
-      sb[r] = __ldg(sb_ptr[r] + g);
-      oa[r] = kOffsets ? __ldg(za_ptr[r] + g) : 0.f;
-      ob[r] = kOffsets ? __ldg(zb_ptr[r] + g) : 0.f;
-      if constexpr (kBias128) {
-        oa[r] -= 128.f * sa[r];
-        ob[r] -= 128.f * sb[r];
-      }
-    }
+    quad_operands<K, R, kOffsets>(va, vb, g, sa_ptr, sb_ptr, za_ptr, zb_ptr, A, sa, sb, oa, ob);
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
       if (t > 0 && m0 + 8 * t >= p.m) break;  // warp-uniform: the tile is past m

@@ -225,6 +225,33 @@ __device__ __forceinline__ void fold_quad(float (&acc)[4], const float (&part)[4
   }
 }
 
+// The head of the GEMMs' per-quad math for a row group of R tiles: the codes' A fragments
+// ({row a lo, row b lo, row a hi, row b hi} per tile and step), and group g's scales and offsets
+// (int4's +128 bias folded into the offset) from each tile's scale and zero-point rows.
+template <QKind K, int R, bool kOffsets>
+__device__ __forceinline__ void quad_operands(const uint4 (&va)[R], const uint4 (&vb)[R], uint32_t g,
+                                              const float* const* sa_p, const float* const* sb_p,
+                                              const float* const* za_p, const float* const* zb_p,
+                                              uint32_t (&A)[R][codes_per_chunk<K>() / 4][4], float (&sa)[R],
+                                              float (&sb)[R], float (&oa)[R], float (&ob)[R]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int s = 0; s < codes_per_chunk<K>() / 4; ++s) {
+      dequant_step<K>(va[r], s, A[r][s][0], A[r][s][2]);
+      dequant_step<K>(vb[r], s, A[r][s][1], A[r][s][3]);
+    }
+    sa[r] = __ldg(sa_p[r] + g);
+    sb[r] = __ldg(sb_p[r] + g);
+    oa[r] = kOffsets ? __ldg(za_p[r] + g) : 0.f;
+    ob[r] = kOffsets ? __ldg(zb_p[r] + g) : 0.f;
+    if constexpr (K == QKind::kInt4) {
+      oa[r] -= 128.f * sa[r];
+      ob[r] -= 128.f * sb[r];
+    }
+  }
+}
+
 }  // namespace frugal::cuda::qmma
 
 namespace frugal::cuda {
