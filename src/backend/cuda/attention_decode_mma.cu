@@ -49,14 +49,13 @@ namespace {
 constexpr int kWarps = 4;
 constexpr float kQueryF16 = 0.0625f; // fp8: queries enter the f16 mma as q / 16
 
-template <int D, KvElem E, int W = kWarps>
+template <int D, KvElem E>
 struct Tile {
   static constexpr int kEB = KvElemTraits<E>::kBytes;
   static constexpr bool kF16 = E == KvElem::kFp8;
   static constexpr bool kInt8 = E == KvElem::kInt8;
   static constexpr int kKW = kEB == 2 ? 16 : 32;  // keys per warp per iteration
   static constexpr int kNT = kKW / 8;              // S n-tiles of a warp
-  static constexpr int kKPI = W * kKW;             // keys per block per iteration
   static constexpr int kRowBytes = D * kEB;
   static constexpr int kRowStride = kRowBytes + 16;
   static constexpr int kPieces = kRowBytes / 16;   // 16-byte pieces per row
@@ -66,13 +65,15 @@ struct Tile {
   static constexpr int kVBytes = kVPT * kEB;       // 8, 16 or 32
   // One stage: K rows [kKW], V rows [kKW], then for int8 the K and V scales [2][kKW].
   static constexpr int kStageBytes = 2 * kKW * kRowStride + (kInt8 ? 2 * kKW * 4 : 0);
-  static constexpr int kMergeBytes = W * 16 * (D + 2) * 4;  // o [W][16][D], max, sum
-  // Shared memory of NS stages per warp (also the merge's, and the fused combine's weights).
-  template <int NS>
-  static constexpr int smem() {
-    return NS * W * kStageBytes > kMergeBytes ? NS * W * kStageBytes : kMergeBytes;
-  }
 };
+
+// Shared memory of a block of W warps with NS stages each (also the warps' merge, o [W][16][D],
+// max and sum, and the fused combine's weights).
+template <int D, KvElem E, int W, int NS>
+constexpr int block_smem() {
+  constexpr int stages = NS * W * Tile<D, E>::kStageBytes, merge = W * 16 * (D + 2) * 4;
+  return stages > merge ? stages : merge;
+}
 
 struct MmaArgs {
   int chunk;          // keys per split at most (from max_ctx_len, a multiple of grain)
@@ -315,8 +316,8 @@ __device__ __forceinline__ void merge_and_store(const ops::AttentionParams& p, c
 // W: warps, each with its own NS stages and its own keys of every block iteration.
 template <int D, KvElem E, bool kHi, int NS, int W>
 __global__ void __launch_bounds__(W * 32) attention_decode_mma_kernel(ops::AttentionParams p, MmaArgs a) {
-  using T = Tile<D, E, W>;
-  constexpr int KW = T::kKW, NT = T::kNT, KPI = T::kKPI, RS = T::kRowStride, VPT = T::kVPT;
+  using T = Tile<D, E>;
+  constexpr int KW = T::kKW, NT = T::kNT, KPI = W * T::kKW, RS = T::kRowStride, VPT = T::kVPT;
   pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tq = lane & 3;
@@ -524,14 +525,15 @@ int keys_per_iteration(const ops::AttentionParams& p, bool kw = false) {
   const bool wide = kv_elem(p.cache.cache_dtype) == KvElem::kBF16;
   using W = Tile<128, KvElem::kBF16>;
   using N = Tile<128, KvElem::kFp8>;
-  return kw ? (wide ? W::kKW : N::kKW) : (wide ? W::kKPI : N::kKPI);
+  const int keys = wide ? W::kKW : N::kKW;
+  return kw ? keys : kWarps * keys;  // a 4-warp block's
 }
 
 // Raises the shared-memory limit once and caches the occupancy of one instantiation.
 struct Occupancy {
   template <int D, KvElem E, bool kHi, int NS, int W>
   int operator()() const {
-    return cached_blocks_per_sm<attention_decode_mma_kernel<D, E, kHi, NS, W>>(W * 32, Tile<D, E, W>::template smem<NS>(), 1);
+    return cached_blocks_per_sm<attention_decode_mma_kernel<D, E, kHi, NS, W>>(W * 32, block_smem<D, E, W, NS>(), 1);
   }
 };
 
@@ -545,7 +547,7 @@ struct Launch {
   cudaStream_t stream;
   template <int D, KvElem E, bool kHi, int NS, int W>
   cudaError_t operator()() const {
-    constexpr int smem = Tile<D, E, W>::template smem<NS>();
+    constexpr int smem = block_smem<D, E, W, NS>();
     static_assert(16 * (kFusedCombineMaxSplits + 1) * 4 <= smem, "the fused merge's weights fit");
     if (cudaError_t e = raise_dynamic_smem_once<attention_decode_mma_kernel<D, E, kHi, NS, W>>(smem); e != cudaSuccess) return e;
     const dim3 grid(static_cast<unsigned>(a.n_splits), static_cast<unsigned>(p.cache.n_head_kv), static_cast<unsigned>(p.n_seqs));
