@@ -25,6 +25,8 @@
 // Layout of a unit: (row group, quad); a row group is R row tiles of 16 rows (R = 2 shares
 // every x fragment read from shared memory between two tiles: at m = 64 one tile would need
 // ~170 B/clk of shared memory per SM at the mma rate, two ~85, under the 128 available).
+// This file plans and launches; the kernel is in quant_gemm_slab.cuh, instantiated per format
+// in quant_gemm_slab_<format>.cu.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
