@@ -93,8 +93,10 @@ __global__ void __launch_bounds__(W * 32, D > 0 ? 3 : MT <= 2 && U <= 2 ? 2 : 1)
   // The load cursor: the group and slice quad of the next batch whose codes are requested.
   int64_t lg = g_first;
   int lq = 0, loaded = 0;
-  // Calls each(u, r, row a's chunk, row b's chunk, in) for the next batch's codes (in: inside
-  // the slice and the row; out: zeros), then moves the cursor on.
+  // Calls each(u, r, off, in) for the next batch's codes (off: the chunk's uint4 offset in a row
+  // of group lg, row_chunk below; in: inside the slice and the row, else zeros), then moves the
+  // cursor on. Addresses are built by the callee where it uses them (building them here for
+  // every chunk cost the register path's 17..64-token kernels 2-4 registers).
   auto next_batch = [&](auto&& each) {
     const bool live = loaded < n_batches;
     const int len = min(U, ks - lq);
@@ -103,9 +105,7 @@ __global__ void __launch_bounds__(W * 32, D > 0 ? 3 : MT <= 2 && U <= 2 ? 2 : 1)
       const int chunk = (qb + lq + u) * 4 + q;
       const bool in = live && u < len && chunk < n_chunks;
 #pragma unroll
-      for (int r = 0; r < R; ++r)
-        each(u, r, row_codes16(a, row_of(lg, r, 0)) + (qb + lq + u) * quad_step16(a) + q,
-             row_codes16(a, row_of(lg, r, 1)) + (qb + lq + u) * quad_step16(a) + q, in);
+      for (int r = 0; r < R; ++r) each(u, r, (qb + lq + u) * quad_step16(a) + q, in);
     }
     ++loaded;
     lq += len;
@@ -114,34 +114,19 @@ __global__ void __launch_bounds__(W * 32, D > 0 ? 3 : MT <= 2 && U <= 2 ? 2 : 1)
       lg += W;
     }
   };
-  // The register path's copy of the cursor walk (through next_batch, ptxas gave the 17..64
-  // token kernels 2-4 more registers).
+  auto row_chunk = [&](int r, int half, int off) { return row_codes16(a, row_of(lg, r, half)) + off; };
   auto load_batch = [&](uint4 (&va)[U][R], uint4 (&vb)[U][R]) {
-    const bool live = loaded < n_batches;
-    const int len = min(U, ks - lq);
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int chunk = (qb + lq + u) * 4 + q;
-      const bool in = live && u < len && chunk < n_chunks;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        va[u][r] = in ? load_stream16(row_codes16(a, row_of(lg, r, 0)) + (qb + lq + u) * quad_step16(a) + q) : make_uint4(0, 0, 0, 0);
-        vb[u][r] = in ? load_stream16(row_codes16(a, row_of(lg, r, 1)) + (qb + lq + u) * quad_step16(a) + q) : make_uint4(0, 0, 0, 0);
-      }
-    }
-    ++loaded;
-    lq += len;
-    if (lq == ks) {
-      lq = 0;
-      lg += W;
-    }
+    next_batch([&](int u, int r, int off, bool in) {
+      va[u][r] = in ? load_stream16(row_chunk(r, 0, off)) : make_uint4(0, 0, 0, 0);
+      vb[u][r] = in ? load_stream16(row_chunk(r, 1, off)) : make_uint4(0, 0, 0, 0);
+    });
   };
   // The ring (D > 0): this warp's [D][row a / b][lane] chunks after the x slab and its sums.
   uint4* const ring = slab + static_cast<int64_t>(sa.quads_per_split) * (TOK * UT + (kNeedX ? 2 * MT : 0)) + warp * D * 64;
   auto issue = [&](int slot) {  // the next batch into a slot, as one group ("memory": no shared read moves across)
-    next_batch([&](int, int, const uint4* ca, const uint4* cb, bool in) {
-      cp_async16_l2<256>(&ring[slot * 64 + lane], ca, in);
-      cp_async16_l2<256>(&ring[slot * 64 + 32 + lane], cb, in);
+    next_batch([&](int, int, int off, bool in) {
+      cp_async16_l2<256>(&ring[slot * 64 + lane], row_chunk(0, 0, off), in);
+      cp_async16_l2<256>(&ring[slot * 64 + 32 + lane], row_chunk(0, 1, off), in);
     });
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
