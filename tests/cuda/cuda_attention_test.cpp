@@ -574,11 +574,11 @@ TEST(CudaAttention, DecodeTuningDispatch) {
   uint32_t fake_counters = 0;
   set_decode_tuning(DecodeTuning{});
   const int n32k = attention_decode_splits(p, backend()->n_sms());
-  EXPECT_EQ(attention_decode_mma_stages(p, backend()->n_sms(), n32k), 3);  // 4 units: a few long sequences
+  EXPECT_EQ(attention_decode_mma_shape(p, backend()->n_sms(), n32k).stages, 3);  // 4 units: a few long sequences
   EXPECT_GE(n32k, 33);
   EXPECT_FALSE(decode_fused_combine(p, n32k, 4, 7, &fake_counters));  // the default merges separately
   p.cache.cache_dtype = DType::kF8E4M3;
-  EXPECT_EQ(attention_decode_mma_stages(p, backend()->n_sms(), n32k), 2);  // 8-bit caches keep 2 stages
+  EXPECT_EQ(attention_decode_mma_shape(p, backend()->n_sms(), n32k).stages, 2);  // 8-bit caches keep 2 stages
   p.cache.cache_dtype = DType::kBF16;
   DecodeTuning auto_combine;
   auto_combine.combine = DecodeTuning::kAuto;
@@ -589,7 +589,7 @@ TEST(CudaAttention, DecodeTuningDispatch) {
   set_decode_tuning(tuned(0, DecodeTuning::kSliced));
   EXPECT_FALSE(decode_fused_combine(p, n32k, 4, 7, &fake_counters));  // sliced: the combine kernel
   set_decode_tuning(tuned(4, DecodeTuning::kFused));
-  EXPECT_EQ(attention_decode_mma_stages(p, backend()->n_sms(), n32k), 4);
+  EXPECT_EQ(attention_decode_mma_shape(p, backend()->n_sms(), n32k).stages, 4);
   EXPECT_TRUE(decode_fused_combine(p, n32k, 4, 7, &fake_counters));
   EXPECT_FALSE(decode_fused_combine(p, kFusedCombineMaxSplits + 1, 4, 7, &fake_counters));
   EXPECT_FALSE(decode_fused_combine(p, 1, 4, 7, &fake_counters));
@@ -601,17 +601,17 @@ TEST(CudaAttention, DecodeTuningDispatch) {
   p.max_ctx_len = 1024;
   EXPECT_EQ(attention_decode_splits(p, backend()->n_sms()), 1);
   // 1,024 blocks: more than two waves at any depth (H100 / H200), so the original pipeline.
-  EXPECT_EQ(attention_decode_mma_stages(p, backend()->n_sms(), 1), 2);
+  EXPECT_EQ(attention_decode_mma_shape(p, backend()->n_sms(), 1).stages, 2);
   // Fewer blocks than SMs: 3 stages of 8 warps (one block an SM); up to twice the SMs: 3 stages
   // of 4 (two an SM at head_dim 128, bf16); the 8-bit caches and forced stages keep theirs.
   // Whole units: one split.
   p.n_seqs = p.n_tokens = 16;  // 64 blocks
   EXPECT_EQ(attention_decode_splits(p, backend()->n_sms()), 1);
-  EXPECT_EQ(attention_decode_mma_stages(p, 132, 1), 3);
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).stages, 3);
   EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).warps, 8);
-  EXPECT_EQ(attention_decode_mma_stages(p, 132, 3), 3);  // 192 blocks
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 3).stages, 3);  // 192 blocks
   EXPECT_EQ(attention_decode_mma_shape(p, 132, 3).warps, 4);
-  EXPECT_EQ(attention_decode_mma_stages(p, 132, 5), 2);  // 320 blocks
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 5).stages, 2);  // 320 blocks
   DecodeTuning four = DecodeTuning{};
   four.mma_warps = 4;
   set_decode_tuning(four);
@@ -619,12 +619,12 @@ TEST(CudaAttention, DecodeTuningDispatch) {
   EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).warps, 4);
   set_decode_tuning(auto_combine);
   p.n_seqs = p.n_tokens = 64;                            // 256 blocks
-  EXPECT_EQ(attention_decode_mma_stages(p, 132, 1), 3);
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).stages, 3);
   p.cache.cache_dtype = DType::kI8;
-  EXPECT_EQ(attention_decode_mma_stages(p, 132, 1), 2);
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).stages, 2);
   p.cache.cache_dtype = DType::kBF16;
   set_decode_tuning(tuned(2, DecodeTuning::kAuto));
-  EXPECT_EQ(attention_decode_mma_stages(p, 132, 1), 2);
+  EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).stages, 2);
   // 8 warps: 3 stages where one block an SM holds the launch, else 2; never 4.
   set_decode_tuning(tuned(0, DecodeTuning::kAuto, true, 0, 0, 8));
   EXPECT_EQ(attention_decode_mma_shape(p, 132, 1).warps, 8);

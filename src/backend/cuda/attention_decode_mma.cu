@@ -636,10 +636,6 @@ DecodeMmaShape attention_decode_mma_shape(const ops::AttentionParams& p, int n_s
   return {2, warps};
 }
 
-int attention_decode_mma_stages(const ops::AttentionParams& p, int n_sms, int n_splits) {
-  return attention_decode_mma_shape(p, n_sms, n_splits).stages;
-}
-
 int attention_decode_mma_splits(const ops::AttentionParams& p, int n_sms) {
   // decode_split_count's rule, at the planned stages' occupancy and this kernel's block iteration.
   return decode_split_count(p, n_sms, int64_t{p.n_seqs} * p.cache.n_head_kv, keys_per_iteration(p),

@@ -474,7 +474,6 @@ struct DecodeMmaShape {
   int warps;
 };
 DecodeMmaShape attention_decode_mma_shape(const ops::AttentionParams& p, int n_sms, int n_splits);
-int attention_decode_mma_stages(const ops::AttentionParams& p, int n_sms, int n_splits);
 // Whether a launch of p with n_splits merges them in its last blocks (decode_tuning().combine;
 // counters non-null, at most kDecodeCounters (token, head unit) pairs and
 // kFusedCombineMaxSplits splits); units: the launch's head units per token, rows: query heads a
