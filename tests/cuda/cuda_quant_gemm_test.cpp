@@ -129,7 +129,6 @@ struct Kernel {
   std::vector<std::pair<int, int>> shapes;  // (warps, row tiles); slab: (quads in flight, row tiles); (0, 0): the default
   std::vector<std::pair<int, int>> limits = {{0, 0}};  // slab: set_quant_slab_limits(blocks, smem KB); (0, 0): the default
   int chains = 1;  // slab: set_quant_slab_chains
-  int ring = 0;    // slab: set_quant_slab_ring (m <= 16)
 };
 
 TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
@@ -144,10 +143,7 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
                             {QuantGemmKernel::kQuad, "quad", {{0, 0}, {4, 1}, {8, 1}, {4, 2}}},
                             {QuantGemmKernel::kSlab, "slab", {{0, 0}, {4, 1}, {2, 1}}, {{0, 0}, {1, 0}, {1, 8}, {0, 8}}},
                             // two mma chains a token tile (the default): every shape, one band and many slices
-                            {QuantGemmKernel::kSlab, "slab 2 chains", {{0, 0}, {4, 1}, {2, 1}}, {{0, 0}, {1, 8}}, 2},
-                            // the codes through the shared-memory ring (m <= 16; above, the register path)
-                            {QuantGemmKernel::kSlab, "slab ring", {{0, 0}}, {{0, 0}, {1, 0}, {1, 8}}, 2, 1},
-                            {QuantGemmKernel::kSlab, "slab ring 1 chain", {{0, 0}}, {{0, 0}, {0, 8}}, 1, 1}};
+                            {QuantGemmKernel::kSlab, "slab 2 chains", {{0, 0}, {4, 1}, {2, 1}}, {{0, 0}, {1, 8}}, 2}};
   // n 300: one partial 128-row block (and a partial 16-row tile); k 1416: 12 int4 quads, the last
   // with one chunk of 4 (22 8-bit quads, the last with 2); n 2050 x k 4352: many units per block.
   const std::pair<int64_t, int64_t> nks[] = {{300, 1416}, {2050, 4352}};
@@ -177,7 +173,6 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
                 set_quant_gemm_tuning(wp, rt);
                 set_quant_slab_limits(blocks, smem_kb);
                 set_quant_slab_chains(kn.chains);
-                set_quant_slab_ring(kn.ring);
                 Tensor y(DType::kBF16, m * ld_y);
                 y.host = y0.host;
                 y.to_device();
@@ -205,7 +200,6 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
   set_quant_gemm_tuning(0, 0);
   set_quant_slab_limits(0, 0);
   set_quant_slab_chains(0);
-  set_quant_slab_ring(-1);
 }
 
 // The GEMV at m <= 8 (launch_quant_gemv), all three kernels: the tile GEMV, the lean one (1, 2 by
@@ -488,44 +482,28 @@ TEST(CudaInt4Tiles8, EveryPathReadsTheTiledCodesAsTheRowMajorOnes) {
           set_quant_gemv_tuning(-1, -1);
           set_quant_gemv_ring(-1);
         } else if (m <= 64) {
-          // The GEMM as configured on w: y's bits, checked against the oracle.
-          auto gemm_bits = [&](const ops::WeightView& w, std::vector<uint8_t>* bits) {
-            Tensor y(DType::kBF16, m * ld_y);
-            y.host = in.y0.host;
-            y.to_device();
-            const ops::MatmulParams p = params(w, y.dev);
-            const int splits = quant_gemm_splits(p, backend()->n_sms());
-            const size_t bytes = quant_gemm_scratch_bytes(p, splits);
-            void* partials = bytes ? backend()->alloc(bytes).value() : nullptr;
-            ASSERT_EQ(launch_quant_gemm(p, splits, partials, backend()->stream()), cudaSuccess) << tag;
-            ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
-            if (partials) backend()->free(partials);
-            y.from_device(bits, tag);
-            expect_close(y, in.want, 2e-2f, "GEMM " + tag, mask);
-          };
           // The slab GEMM; with the pipelined or one-quad GEMM configured, the tiled weight still runs the slab one.
           for (QuantGemmKernel kn : {QuantGemmKernel::kSlab, QuantGemmKernel::kPipe, QuantGemmKernel::kQuad}) {
             set_quant_gemm_kernel(kn);
             std::vector<uint8_t> got[2];
             for (int t = 0; t < 2; ++t) {
+              const ops::WeightView& w = t ? tv : rv;
               if (kn != QuantGemmKernel::kSlab && t == 0) set_quant_gemm_kernel(QuantGemmKernel::kSlab);  // the same kernel on both
-              gemm_bits(t ? tv : rv, &got[t]);
+              Tensor y(DType::kBF16, m * ld_y);
+              y.host = in.y0.host;
+              y.to_device();
+              const ops::MatmulParams p = params(w, y.dev);
+              const int splits = quant_gemm_splits(p, backend()->n_sms());
+              const size_t bytes = quant_gemm_scratch_bytes(p, splits);
+              void* partials = bytes ? backend()->alloc(bytes).value() : nullptr;
+              ASSERT_EQ(launch_quant_gemm(p, splits, partials, backend()->stream()), cudaSuccess) << tag;
+              ASSERT_EQ(cudaStreamSynchronize(backend()->stream()), cudaSuccess);
+              if (partials) backend()->free(partials);
+              y.from_device(&got[t], tag);
+              expect_close(y, in.want, 2e-2f, "GEMM " + tag, mask);
               set_quant_gemm_kernel(kn);
             }
             EXPECT_TRUE(got[0] == got[1]) << "GEMM " << static_cast<int>(kn) << " " << tag << ": tiled bits differ";
-          }
-          // The slab GEMM's shared-memory ring (m <= 16): the register path's bits, on both layouts.
-          if (m <= 16) {
-            set_quant_gemm_kernel(QuantGemmKernel::kSlab);
-            for (int t = 0; t < 2; ++t) {
-              std::vector<uint8_t> bits[2];
-              for (int ring = 0; ring < 2; ++ring) {
-                set_quant_slab_ring(ring);
-                gemm_bits(t ? tv : rv, &bits[ring]);
-              }
-              EXPECT_TRUE(bits[0] == bits[1]) << "slab ring " << tag << (t ? " tiled" : " row-major") << ": bits differ";
-            }
-            set_quant_slab_ring(-1);
           }
           set_quant_gemm_kernel(QuantGemmKernel::kDefault);
         } else {

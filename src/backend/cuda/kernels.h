@@ -299,12 +299,6 @@ void set_quant_slab_limits(int blocks, int smem_kb);
 // same bound; 7B int4 at 16 / 64 sequences +2.3% / +3.0% on an H100) or 1.
 // FRUGAL_QSLAB_CHAINS=1|2 or set_quant_slab_chains (0: back to the environment's).
 void set_quant_slab_chains(int chains);
-// The slab GEMM's shared-memory ring for codes at m <= 16 (FRUGAL_QSLAB_RING=1 or
-// set_quant_slab_ring(1); 0 off, -1 back to the environment's): each warp streams its codes
-// through a ring of quads by cp.async and runs a quad's mma steps outermost, so neither codes
-// nor A fragments sit in registers (three blocks an SM); the register path's bits. Opt-in until
-// measured.
-void set_quant_slab_ring(int on);
 QuantGemmKernel quant_gemm_kernel(QuantGemmKernel over = QuantGemmKernel::kDefault);
 void set_quant_gemm_kernel(QuantGemmKernel k);  // kDefault: FRUGAL_QGEMM_KERNEL, else kSlab
 int64_t quant_gemm_min_m(QuantGemmKernel over = QuantGemmKernel::kDefault, int over_min_m = -1);

@@ -63,13 +63,6 @@ cudaError_t run(Op op, const OpArgs& o, const ops::MatmulParams& p, const SlabSh
 int g_slab_blocks = 0, g_slab_smem_kb = 0;
 // set_quant_slab_chains' value (0: FRUGAL_QSLAB_CHAINS, else 2).
 int g_slab_chains = 0;
-// set_quant_slab_ring's value (-1: FRUGAL_QSLAB_RING, else off).
-int g_slab_ring = -1;
-
-bool slab_ring_on() {
-  static const bool env = env_int("FRUGAL_QSLAB_RING", 0) != 0;
-  return g_slab_ring >= 0 ? g_slab_ring > 0 : env;
-}
 
 int slab_chains() {
   static const int env = env_int("FRUGAL_QSLAB_CHAINS", 2);
@@ -100,11 +93,7 @@ SlabShape slab_shape(const ops::MatmulParams& p, int n_sms) {
   s.ch = slab_chains();
   int tu = 0, tr = 0;
   quant_gemm_tuning(&tu, &tr);
-  if (s.mt <= 2 && slab_ring_on()) {
-    s.ring = true;
-    s.u = s.r = 1;
-    s.extra = slab::kSlabRingBytes;
-  } else if (s.mt <= 2) {
+  if (s.mt <= 2) {
     s.r = 1;
     s.u = tu == 4 ? 4 : 2;
   } else {
@@ -128,15 +117,12 @@ SlabShape slab_shape(const ops::MatmulParams& p, int n_sms) {
   }
   const size_t kSmPerSm = quant_device().smem_per_sm, kReserved = 1024;  // per SM; the driver's per block
   const size_t cap = static_cast<size_t>(std::clamp(smem_cap_kb(), 8, 200)) * 1024;
-  // The slice's x: at most the cap, and what a block may take beside the ring (s.extra) at the
-  // register-limited residency.
-  const size_t per_block = std::max(kSmPerSm / static_cast<size_t>(reg_per_sm), kReserved + s.extra + per_quad);
-  const size_t budget = std::min({cap, slab_smem_max() - s.extra, per_block - kReserved - s.extra});
+  const size_t budget = std::min({cap, slab_smem_max(), kSmPerSm / static_cast<size_t>(reg_per_sm) - kReserved});
   const int64_t q_max = std::max<int64_t>(1, static_cast<int64_t>(budget / per_quad));
   const int64_t splits_min = ceil_div(n_quads, q_max);
   auto resident = [&](int64_t sp) {
     if (g_slab_blocks > 0) return static_cast<int64_t>(g_slab_blocks);
-    const size_t smem = static_cast<size_t>(ceil_div(n_quads, sp)) * per_quad + s.extra;
+    const size_t smem = static_cast<size_t>(ceil_div(n_quads, sp)) * per_quad;
     const int64_t by_smem = static_cast<int64_t>(kSmPerSm / (smem + kReserved));
     return std::max<int64_t>(1, std::min<int64_t>(reg_per_sm, by_smem)) * std::max(1, n_sms);
   };
@@ -178,7 +164,7 @@ SlabShape slab_shape(const ops::MatmulParams& p, int n_sms) {
   s.gx = best.gx;
   s.qps = static_cast<int>(qps);
   s.splits = static_cast<int>(splits);
-  s.smem = static_cast<size_t>(qps) * per_quad + s.extra;
+  s.smem = static_cast<size_t>(qps) * per_quad;
   return s;
 }
 
@@ -191,8 +177,6 @@ void set_quant_slab_limits(int blocks, int smem_kb) {
 
 void set_quant_slab_chains(int chains) { g_slab_chains = std::max(0, chains); }
 
-void set_quant_slab_ring(int on) { g_slab_ring = on < 0 ? -1 : on > 0 ? 1 : 0; }
-
 // Raises every instantiation's shared-memory limit and caches its occupancy, outside any capture.
 cudaError_t prepare_quant_gemm_slab() {
   int sink = 0;
@@ -204,14 +188,12 @@ cudaError_t prepare_quant_gemm_slab() {
       p.w.format.scheme = scheme;
       p.w.format.zero = offsets ? ops::ZeroPoint::kOffset : ops::ZeroPoint::kNone;
       for (int mt : {1, 2, 4, 8})
-        for (int alt : {0, 1, 2})
+        for (int alt : {0, 1})
           for (int ch : {1, 2}) {
-            if (alt == 2 && mt > 2) continue;  // the ring: m <= 16
             SlabShape s;
             s.mt = mt;
             s.ch = ch;
-            s.ring = alt == 2;
-            s.u = s.ring ? 1 : mt <= 2 ? (alt ? 4 : 2) : (alt ? 2 : 1);
+            s.u = mt <= 2 ? (alt ? 4 : 2) : (alt ? 2 : 1);
             s.r = mt <= 2 || alt ? 1 : 2;
             (void)run(Op::kBlocksPerSm, o, p, s);
           }
@@ -235,14 +217,14 @@ cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void*
   SlabShape s = slab_shape(p, quant_device().sms);
   if (splits != s.splits) {
     const int64_t n_quads = ceil_div(ops::quant_geometry(p.w.format, p.n, p.k).row_bytes / 16, 4);
-    const size_t per_quad = (s.smem - s.extra) / static_cast<size_t>(s.qps);
+    const size_t per_quad = s.smem / static_cast<size_t>(s.qps);
     const int64_t qps = ceil_div(n_quads, splits);
-    const bool fits = static_cast<size_t>(qps) * per_quad + s.extra <= slab_smem_max();
+    const bool fits = static_cast<size_t>(qps) * per_quad <= slab_smem_max();
     if (splits == 1 && !fits) return launch_quant_gemv(p, stream);
     if (ceil_div(n_quads, qps) != splits || !fits) return cudaErrorInvalidValue;
     s.qps = static_cast<int>(qps);
     s.splits = splits;
-    s.smem = static_cast<size_t>(qps) * per_quad + s.extra;
+    s.smem = static_cast<size_t>(qps) * per_quad;
   }
   const QSlabArgs sa{gemv_args(p), s.qps, s.gpb, static_cast<float*>(partials)};
   const OpArgs o{&sa, dim3(static_cast<unsigned>(s.gx), static_cast<unsigned>(s.gy), static_cast<unsigned>(s.splits)), s.smem,

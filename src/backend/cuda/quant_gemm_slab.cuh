@@ -45,16 +45,8 @@ constexpr size_t slab_quad_bytes(bool int4, int mt, bool need_x) {
 // even and the odd steps in two, added at the end; a different f32 summation order, so other
 // bits, within the same bound). Nsight Compute (2026-12-05, H100) put the fixed-latency
 // dependency first among the stalls at 2-3.5 warps a scheduler; two chains halve the longest.
-// D > 0 (kSlabRing, opt-in: FRUGAL_QSLAB_RING=1; MT <= 2, one quad a batch, one row tile): the
-// codes come through a ring of D quads a warp in shared memory, each lane copying its own two
-// chunks by cp.async and reading back only those (no barrier, as the lean GEMV's ring), and a
-// quad's mma steps run outermost (each step's A fragments made just before its token tiles'
-// mmas, each tile's x pair read from the slab then): no codes and no A fragments held in
-// registers, so three blocks an SM (<= 80 registers) and D - 1 quads a warp in flight. The
-// same mmas in the same chains: the register path's bits.
-template <QKind K, int W, int R, int U, int MT, bool kOffsets, int CH, int D = 0>
-__global__ void __launch_bounds__(W * 32, D > 0 ? 3 : MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_slab_kernel(QSlabArgs sa) {
-  static_assert(D == 0 || (D >= 3 && U == 1 && R == 1 && MT <= 2), "the ring: one quad a batch, one row tile, <= 16 tokens");
+template <QKind K, int W, int R, int U, int MT, bool kOffsets, int CH>
+__global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_slab_kernel(QSlabArgs sa) {
   constexpr int C = codes_per_chunk<K>();
   constexpr int S = C / 4;    // mma steps per chunk
   constexpr int XV = C / 8;   // 16-byte x units per chunk
@@ -93,11 +85,7 @@ __global__ void __launch_bounds__(W * 32, D > 0 ? 3 : MT <= 2 && U <= 2 ? 2 : 1)
   // The load cursor: the group and slice quad of the next batch whose codes are requested.
   int64_t lg = g_first;
   int lq = 0, loaded = 0;
-  // Calls each(u, r, off, in) for the next batch's codes (off: the chunk's uint4 offset in a row
-  // of group lg, row_chunk below; in: inside the slice and the row, else zeros), then moves the
-  // cursor on. Addresses are built by the callee where it uses them (building them here for
-  // every chunk cost the register path's 17..64-token kernels 2-4 registers).
-  auto next_batch = [&](auto&& each) {
+  auto load_batch = [&](uint4 (&va)[U][R], uint4 (&vb)[U][R]) {
     const bool live = loaded < n_batches;
     const int len = min(U, ks - lq);
 #pragma unroll
@@ -105,7 +93,10 @@ __global__ void __launch_bounds__(W * 32, D > 0 ? 3 : MT <= 2 && U <= 2 ? 2 : 1)
       const int chunk = (qb + lq + u) * 4 + q;
       const bool in = live && u < len && chunk < n_chunks;
 #pragma unroll
-      for (int r = 0; r < R; ++r) each(u, r, (qb + lq + u) * quad_step16(a) + q, in);
+      for (int r = 0; r < R; ++r) {
+        va[u][r] = in ? load_stream16(row_codes16(a, row_of(lg, r, 0)) + (qb + lq + u) * quad_step16(a) + q) : make_uint4(0, 0, 0, 0);
+        vb[u][r] = in ? load_stream16(row_codes16(a, row_of(lg, r, 1)) + (qb + lq + u) * quad_step16(a) + q) : make_uint4(0, 0, 0, 0);
+      }
     }
     ++loaded;
     lq += len;
@@ -114,30 +105,9 @@ __global__ void __launch_bounds__(W * 32, D > 0 ? 3 : MT <= 2 && U <= 2 ? 2 : 1)
       lg += W;
     }
   };
-  auto row_chunk = [&](int r, int half, int off) { return row_codes16(a, row_of(lg, r, half)) + off; };
-  auto load_batch = [&](uint4 (&va)[U][R], uint4 (&vb)[U][R]) {
-    next_batch([&](int u, int r, int off, bool in) {
-      va[u][r] = in ? load_stream16(row_chunk(r, 0, off)) : make_uint4(0, 0, 0, 0);
-      vb[u][r] = in ? load_stream16(row_chunk(r, 1, off)) : make_uint4(0, 0, 0, 0);
-    });
-  };
-  // The ring (D > 0): this warp's [D][row a / b][lane] chunks after the x slab and its sums.
-  uint4* const ring = slab + static_cast<int64_t>(sa.quads_per_split) * (TOK * UT + (kNeedX ? 2 * MT : 0)) + warp * D * 64;
-  auto issue = [&](int slot) {  // the next batch into a slot, as one group ("memory": no shared read moves across)
-    next_batch([&](int, int, int off, bool in) {
-      cp_async16_l2<256>(&ring[slot * 64 + lane], row_chunk(0, 0, off), in);
-      cp_async16_l2<256>(&ring[slot * 64 + 32 + lane], row_chunk(0, 1, off), in);
-    });
-    asm volatile("cp.async.commit_group;" ::: "memory");
-  };
 
   uint4 va[U][R], vb[U][R];
-  if constexpr (D > 0) {
-#pragma unroll
-    for (int d = 0; d < D - 1; ++d) issue(d);  // before the wait: the codes need no earlier kernel
-  } else {
-    load_batch(va, vb);  // before the wait: the codes need no earlier kernel
-  }
+  load_batch(va, vb);  // before the wait: the codes need no earlier kernel
   pdl_wait();
 
   // The slice's x, every token of the pass, once for the whole block.
@@ -213,60 +183,7 @@ __global__ void __launch_bounds__(W * 32, D > 0 ? 3 : MT <= 2 && U <= 2 ? 2 : 1)
   };
   if (n_batches > 0) set_group(cg);
 
-  int slot = 0;
   for (int b = 0; b < n_batches; ++b) {
-    if constexpr (D > 0) {
-      // This batch's group has landed; its chunks into registers, then the slot the previous
-      // batch read is refilled with the batch D - 1 ahead.
-      asm volatile("cp.async.wait_group %0;" ::"n"(D - 2) : "memory");
-      const uint4 ca = ring[slot * 64 + lane], cb = ring[slot * 64 + 32 + lane];
-      issue(slot == 0 ? D - 1 : slot - 1);
-      slot = slot == D - 1 ? 0 : slot + 1;
-      const uint32_t g = quad_group(a, static_cast<uint32_t>(qb + cq));
-      float sc_a[1], sc_b[1], of_a[1], of_b[1];
-      quad_params<K, 1, kOffsets>(g, sa_p, sb_p, za_p, zb_p, sc_a, sc_b, of_a, of_b);
-      const uint4* xq = slab + cq * TOK * UT;
-      float part[MT][4], odd[MT][4];
-#pragma unroll
-      for (int t = 0; t < MT; ++t)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) part[t][i] = odd[t][i] = 0.f;
-      // quad_tile_mmas' mmas, steps outermost: each tile's chains see the same mmas in the same order.
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        uint32_t a0, a1, a2, a3;
-        dequant_step<K>(ca, s, a0, a2);
-        dequant_step<K>(cb, s, a1, a3);
-#pragma unroll
-        for (int t = 0; t < MT; ++t) {
-          if (t > 0 && m0 + 8 * t >= p.m) break;  // warp-uniform: the tile is past m
-          const uint2 xx = x_pair<K>(xq, 8 * t + gq, q, s);
-          mma_bf16(CH == 2 && s % 2 ? odd[t] : part[t], a0, a1, a2, a3, xx.x, xx.y);
-        }
-      }
-#pragma unroll
-      for (int t = 0; t < MT; ++t) {
-        if (t > 0 && m0 + 8 * t >= p.m) break;
-        if constexpr (CH == 2) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) part[t][i] += odd[t][i];
-        }
-        float x0 = 0.f, x1 = 0.f;
-        if constexpr (kNeedX) {
-          const float2 xs = *reinterpret_cast<const float2*>(sums + (cq * MT + t) * 8 + 2 * q);
-          x0 = xs.x;
-          x1 = xs.y;
-        }
-        fold_quad<kNeedX>(acc[0][t], part[t], sc_a[0], sc_b[0], of_a[0], of_b[0], x0, x1, x0, x1);
-      }
-      if (++cq == ks) {  // the group's slice is done
-        store_group(cg);
-        cq = 0;
-        cg += W;
-        if (b + 1 < n_batches) set_group(cg);
-      }
-      continue;
-    }
     uint4 na[U][R], nb[U][R];
     load_batch(na, nb);  // the next batch's codes (zeros past the last)
     const int len = min(U, ks - cq);
@@ -312,7 +229,6 @@ __global__ void __launch_bounds__(W * 32, D > 0 ? 3 : MT <= 2 && U <= 2 ? 2 : 1)
         vb[u][r] = nb[u][r];
       }
   }
-  if constexpr (D > 0) asm volatile("cp.async.wait_group 0;" ::: "memory");  // nothing in flight at the block's end
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -320,14 +236,8 @@ __global__ void __launch_bounds__(W * 32, D > 0 ? 3 : MT <= 2 && U <= 2 ? 2 : 1)
 // at 17..64 (MT 4, 8) (1, 2) (the default) and (2, 1). set_quant_gemm_tuning(u, r) or
 // FRUGAL_QGEMM_W / FRUGAL_QGEMM_R pick another; FRUGAL_QSLAB_SMEM_KB caps the slice's shared memory.
 
-// The ring's depth (quads a warp) where it runs, and its shared memory a block.
-constexpr int kSlabRing = 4;
-constexpr size_t kSlabRingBytes = size_t{kSlabWarps} * kSlabRing * 2 * 32 * 16;
-
 struct SlabShape {
   int u = 2, r = 1, mt = 1, ch = 1;
-  bool ring = false;        // the codes through kSlabRing quads a warp of shared memory (u = r = 1, mt <= 2)
-  size_t extra = 0;         // shared memory a block beside the slice's x (the ring's)
   int qps = 1, splits = 1;  // quads per slice, slices
   int gpb = kSlabWarps;     // row groups per block
   int64_t gx = 1, gy = 1;
@@ -343,9 +253,9 @@ struct OpArgs {
   int* out;
 };
 
-template <QKind K, int R, int U, int MT, bool kOffsets, int CH, int D = 0>
+template <QKind K, int R, int U, int MT, bool kOffsets, int CH>
 cudaError_t run_k(Op op, const OpArgs& o) {
-  constexpr auto kernel = quant_gemm_slab_kernel<K, kSlabWarps, R, U, MT, kOffsets, CH, D>;
+  constexpr auto kernel = quant_gemm_slab_kernel<K, kSlabWarps, R, U, MT, kOffsets, CH>;
   const cudaError_t raised = raise_dynamic_smem_once<kernel>(slab_smem_max());
   if (op == Op::kBlocksPerSm) {
     // Registers and warps alone (shared memory is accounted for by the caller).
@@ -356,9 +266,8 @@ cudaError_t run_k(Op op, const OpArgs& o) {
   return launch_kernel(kernel, o.grid, dim3(kSlabWarps * 32), o.smem, o.stream, *o.sa);
 }
 template <QKind K, int MT, bool kOffsets, int CH>
-cudaError_t run_ur(Op op, const OpArgs& o, int u, int r, bool ring) {
+cudaError_t run_ur(Op op, const OpArgs& o, int u, int r) {
   if constexpr (MT <= 2) {
-    if (ring) return run_k<K, 1, 1, MT, kOffsets, CH, kSlabRing>(op, o);
     return u == 4 ? run_k<K, 1, 4, MT, kOffsets, CH>(op, o) : run_k<K, 1, 2, MT, kOffsets, CH>(op, o);
   } else {
     return r == 1 ? run_k<K, 1, 2, MT, kOffsets, CH>(op, o) : run_k<K, 2, 1, MT, kOffsets, CH>(op, o);
@@ -366,7 +275,7 @@ cudaError_t run_ur(Op op, const OpArgs& o, int u, int r, bool ring) {
 }
 template <QKind K, int MT, bool kOffsets>
 cudaError_t run_ch(Op op, const OpArgs& o, const SlabShape& s) {
-  return s.ch == 2 ? run_ur<K, MT, kOffsets, 2>(op, o, s.u, s.r, s.ring) : run_ur<K, MT, kOffsets, 1>(op, o, s.u, s.r, s.ring);
+  return s.ch == 2 ? run_ur<K, MT, kOffsets, 2>(op, o, s.u, s.r) : run_ur<K, MT, kOffsets, 1>(op, o, s.u, s.r);
 }
 template <QKind K, bool kOffsets>
 cudaError_t run_mt(Op op, const OpArgs& o, const SlabShape& s) {

@@ -165,15 +165,6 @@ __device__ __forceinline__ void x_frag(const uint4* slab, int tk, int q, uint4 (
   for (int v = 0; v < XV; ++v) xt[v] = slab[tk * UT + ((v * 4 + q) ^ ((tk & 1) << 2))];
 }
 
-// Lane (g, q)'s two x words of mma step s for token tk of a staged slab (x_frag's words
-// x_word_lo / x_word_hi of step s, adjacent in one 16-byte unit), as one 8-byte load.
-template <QKind K>
-__device__ __forceinline__ uint2 x_pair(const uint4* slab, int tk, int q, int s) {
-  constexpr int UT = 4 * (codes_per_chunk<K>() / 8);
-  const int w = x_word_lo<K>(s), v = w / 4;
-  return reinterpret_cast<const uint2*>(&slab[tk * UT + ((v * 4 + q) ^ ((tk & 1) << 2))])[(w % 4) / 2];
-}
-
 inline QGemvArgs gemv_args(const ops::MatmulParams& p) {
   const ops::QuantGeometry g = ops::quant_geometry(p.w.format, p.n, p.k);
   const int64_t quad_codes = p.w.format.scheme == ops::WeightScheme::kInt4 ? 128 : 64;
@@ -234,14 +225,22 @@ __device__ __forceinline__ void fold_quad(float (&acc)[4], const float (&part)[4
   }
 }
 
-// Group g's scales and offsets (int4's +128 bias folded into the offset) for a row group of R
-// tiles, from each tile's scale and zero-point rows.
+// The head of the GEMMs' per-quad math for a row group of R tiles: the codes' A fragments
+// ({row a lo, row b lo, row a hi, row b hi} per tile and step), and group g's scales and offsets
+// (int4's +128 bias folded into the offset) from each tile's scale and zero-point rows.
 template <QKind K, int R, bool kOffsets>
-__device__ __forceinline__ void quad_params(uint32_t g, const float* const* sa_p, const float* const* sb_p,
-                                            const float* const* za_p, const float* const* zb_p, float (&sa)[R],
-                                            float (&sb)[R], float (&oa)[R], float (&ob)[R]) {
+__device__ __forceinline__ void quad_operands(const uint4 (&va)[R], const uint4 (&vb)[R], uint32_t g,
+                                              const float* const* sa_p, const float* const* sb_p,
+                                              const float* const* za_p, const float* const* zb_p,
+                                              uint32_t (&A)[R][codes_per_chunk<K>() / 4][4], float (&sa)[R],
+                                              float (&sb)[R], float (&oa)[R], float (&ob)[R]) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int s = 0; s < codes_per_chunk<K>() / 4; ++s) {
+      dequant_step<K>(va[r], s, A[r][s][0], A[r][s][2]);
+      dequant_step<K>(vb[r], s, A[r][s][1], A[r][s][3]);
+    }
     sa[r] = __ldg(sa_p[r] + g);
     sb[r] = __ldg(sb_p[r] + g);
     oa[r] = kOffsets ? __ldg(za_p[r] + g) : 0.f;
@@ -251,24 +250,6 @@ __device__ __forceinline__ void quad_params(uint32_t g, const float* const* sa_p
       ob[r] -= 128.f * sb[r];
     }
   }
-}
-
-// The head of the GEMMs' per-quad math for a row group of R tiles: the codes' A fragments
-// ({row a lo, row b lo, row a hi, row b hi} per tile and step) and quad_params.
-template <QKind K, int R, bool kOffsets>
-__device__ __forceinline__ void quad_operands(const uint4 (&va)[R], const uint4 (&vb)[R], uint32_t g,
-                                              const float* const* sa_p, const float* const* sb_p,
-                                              const float* const* za_p, const float* const* zb_p,
-                                              uint32_t (&A)[R][codes_per_chunk<K>() / 4][4], float (&sa)[R],
-                                              float (&sb)[R], float (&oa)[R], float (&ob)[R]) {
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int s = 0; s < codes_per_chunk<K>() / 4; ++s) {
-      dequant_step<K>(va[r], s, A[r][s][0], A[r][s][2]);
-      dequant_step<K>(vb[r], s, A[r][s][1], A[r][s][3]);
-    }
-  quad_params<K, R, kOffsets>(g, sa_p, sb_p, za_p, zb_p, sa, sb, oa, ob);
 }
 
 }  // namespace frugal::cuda::qmma
