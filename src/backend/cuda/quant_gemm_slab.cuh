@@ -85,17 +85,36 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
   // The load cursor: the group and slice quad of the next batch whose codes are requested.
   int64_t lg = g_first;
   int lq = 0, loaded = 0;
+  // kRowPtrs (one row tile a warp): the cursor group's two row pointers (chunk q of quad 0 of
+  // rows a and b) are built once a group, not for every chunk (SASS, 2026-12-06: ~135 of the
+  // ~1,060 instructions of a 2-quad batch at m = 16 rebuilt the clamped rows, both layouts'
+  // addresses and the 64-bit products each batch). Two row tiles keep the per-chunk build: their
+  // kernels are at 187-250 registers.
+  constexpr bool kRowPtrs = R == 1;
+  const int qs = quad_step16(a);
+  const uint4* la = nullptr;
+  const uint4* lb = nullptr;
+  auto set_load_rows = [&](int64_t group) {  // clamped rows: any group gives valid pointers
+    la = row_codes16(a, row_of(group, 0, 0)) + q;
+    lb = row_codes16(a, row_of(group, 0, 1)) + q;
+  };
+  if constexpr (kRowPtrs) set_load_rows(lg);
   auto load_batch = [&](uint4 (&va)[U][R], uint4 (&vb)[U][R]) {
     const bool live = loaded < n_batches;
     const int len = min(U, ks - lq);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int chunk = (qb + lq + u) * 4 + q;
+      const int quad = qb + lq + u, chunk = quad * 4 + q;
       const bool in = live && u < len && chunk < n_chunks;
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        va[u][r] = in ? load_stream16(row_codes16(a, row_of(lg, r, 0)) + (qb + lq + u) * quad_step16(a) + q) : make_uint4(0, 0, 0, 0);
-        vb[u][r] = in ? load_stream16(row_codes16(a, row_of(lg, r, 1)) + (qb + lq + u) * quad_step16(a) + q) : make_uint4(0, 0, 0, 0);
+        if constexpr (kRowPtrs) {
+          va[u][r] = in ? load_stream16(la + quad * qs) : make_uint4(0, 0, 0, 0);
+          vb[u][r] = in ? load_stream16(lb + quad * qs) : make_uint4(0, 0, 0, 0);
+        } else {
+          va[u][r] = in ? load_stream16(row_codes16(a, row_of(lg, r, 0)) + quad * qs + q) : make_uint4(0, 0, 0, 0);
+          vb[u][r] = in ? load_stream16(row_codes16(a, row_of(lg, r, 1)) + quad * qs + q) : make_uint4(0, 0, 0, 0);
+        }
       }
     }
     ++loaded;
@@ -103,6 +122,7 @@ __global__ void __launch_bounds__(W * 32, MT <= 2 && U <= 2 ? 2 : 1) quant_gemm_
     if (lq == ks) {
       lq = 0;
       lg += W;
+      if constexpr (kRowPtrs) set_load_rows(lg);
     }
   };
 
