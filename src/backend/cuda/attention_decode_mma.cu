@@ -484,8 +484,14 @@ __global__ void __launch_bounds__(W * 32) attention_decode_mma_kernel(ops::Atten
 
 KvElem kv_elem(DType t) { return t == DType::kF8E4M3 ? KvElem::kFp8 : t == DType::kI8 ? KvElem::kInt8 : KvElem::kBF16; }
 
+// The (stages, warps) pairs instantiated: 2-4 stages at 4 warps, 2 or 3 at 8 (4 would not fit
+// the shared memory at head_dim 128).
+constexpr bool shape_built(int ns, int warps) {
+  return warps == kWarps ? ns >= 2 && ns <= 4 : warps == 8 && (ns == 2 || ns == 3);
+}
+
 // Calls f.template operator()<D, E, kHi, NS, W>() for the instantiation of (d, e, hi, ns,
-// warps). 8 warps come with 2 or 3 stages (4 would not fit the shared memory at head_dim 128).
+// warps) (shape_built; any other stage count at 8 warps takes 2).
 template <int D, KvElem E, bool kHi, typename F>
 decltype(auto) with_stages(int ns, int warps, F&& f) {
   if (warps == 8) return ns == 3 ? f.template operator()<D, E, kHi, 3, 8>() : f.template operator()<D, E, kHi, 2, 8>();
@@ -582,7 +588,7 @@ cudaError_t prepare_attention_decode_mma() {
       for (bool hi : {false, true})
         for (int ns : {2, 3, 4})
           for (int warps : {kWarps, 8})
-            if (warps == kWarps || ns < 4) sum += dispatch(d, e, hi, ns, warps, Occupancy{});
+            if (shape_built(ns, warps)) sum += dispatch(d, e, hi, ns, warps, Occupancy{});
   (void)sum;
   return cudaGetLastError();
 }
@@ -632,7 +638,7 @@ DecodeMmaShape attention_decode_mma_shape(const ops::AttentionParams& p, int n_s
   // splits a unit) it would lose or tie, so 4 warps there).
   if (forced_w == 0 && blocks <= int64_t{n_sms} * occupancy(p, 3, 8)) return {3, 8};
   for (int ns : {4, 3})
-    if ((warps == kWarps || ns < 4) && blocks <= int64_t{n_sms} * occupancy(p, ns, warps)) return {ns, warps};
+    if (shape_built(ns, warps) && blocks <= int64_t{n_sms} * occupancy(p, ns, warps)) return {ns, warps};
   return {2, warps};
 }
 
