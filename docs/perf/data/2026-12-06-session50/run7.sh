@@ -9,29 +9,16 @@
 # 4. On an H200: the issue points.
 # Run as: run(command: "STOP=540 bash docs/perf/data/2026-12-06-session50/run7.sh", carry: [".devcarry"]).
 source docs/perf/data/2026-12-05-session40/lib.sh
+source docs/perf/data/2026-12-06-session50/ab.sh
 S=$OUT/s7.txt
 D=docs/perf/data/2026-12-06-session50
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader >>$S
-mkdir -p /tmp/old && tar cf - --exclude=./build-gpu . | (cd /tmp/old && tar xf -)
+copy_tree
 patch -p1 <$D/row_ptrs_r2.diff >>$S 2>&1 || { echo "patch failed" >>$S; finish 7; exit 0; }
 export TARGETS="frugal cuda_ops_test cuda_kernel_bench"; build; unset TARGETS
-(cd /tmp/old && TARGETS="frugal cuda_kernel_bench" bash scripts/gpu/check.sh build >$L/build_old.log 2>&1; echo "old build rc $? ($((SECONDS-START)) s)" >>$S)
-(timeout 100 build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaInt4Tiles8.*:CudaQuantGemm.*' >$L/tests.log 2>&1
- echo "tests rc $? ($((SECONDS-START)) s)" >>$S)
-grep -E "FAILED|Failure|PASSED|bits differ" $L/tests.log | head -8 >>$S
-for v in new old; do
-  bin=build-gpu; [ $v = old ] && bin=/tmp/old/build-gpu
-  FRUGAL_QBENCH_ONLY="int4g128 gate" timeout 60 $bin/tests/cuda/cuda_kernel_bench --quant >$L/kq_$v.txt 2>&1
-  echo "kbench $v rc $? ($((SECONDS-START)) s)" >>$S
-  grep -E "qgemm-slab2ch m=(16|32|64) " $L/kq_$v.txt | head -3 | sed "s/^/$v /" >>$S
-done
-e2eb() { # name bin args...
-  local name=$1 bin=$2; shift 2
-  local l=$(left); [ $l -gt 18 ] || { echo "$name: no time ($l s)" >>$S; return; }
-  timeout $((l-2)) $bin/src/cli/frugal bench offline --device cuda --gpu h200 --ceiling-gbps 4259 --ceiling-tflops 790 \
-    --dummy-weights /tmp/q7b/config.json "$@" --json $L/$name.json >$L/$name.txt 2>&1
-  echo "== $name rc $? ($((SECONDS-START)) s)" >>$S; grep -E "^decode" $L/$name.txt | tail -1 >>$S
-}
+build_old "frugal cuda_kernel_bench"
+quant_tests
+kbench_ab "qgemm-slab2ch m=(16|32|64) "
 B="--prefill-lens 0 --decode-prompt-len 512 --decode-tokens 64 --reps 2 --warmup 1"
 for b in 64 32; do
   e2eb int4_b${b}_new build-gpu $B --batches $b --precision int4
