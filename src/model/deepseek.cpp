@@ -411,18 +411,18 @@ class DeepseekFamily final : public ForwardFamily {
         .x = ws_.q, .x_dtype = act, .ld_x = q_ld, .stride_x = qk_, .w = a.w_abs.data(), .w_dtype = wt,
         .stride_w = lat * qk_, .y = ws_.qcat, .y_dtype = act, .ld_y = cat_ld, .stride_y = lat, .batch = H_, .m = n,
         .n = lat, .k = qk_}));
-    FRUGAL_RETURN_IF_ERROR(be->attention(ops::AttentionParams{
-        .cache = cache, .q = ws_.qcat, .out = ws_.ocat, .act_dtype = act, .ld_q = cat_ld, .ld_out = cat_ld,
-        .n_seqs = in.n_seqs, .n_tokens = static_cast<int32_t>(n), .q_start = in.q_start, .ctx_len = in.ctx_len,
-        .block_tables = in.block_tables, .max_blocks_per_seq = in.max_blocks_per_seq, .max_ctx_len = in.max_ctx_len,
-        .n_head = static_cast<int32_t>(H_), .sliding_window = 0, .scale = scale_, .n_decode_seqs = in.n_decode_seqs,
-        .decode_max_ctx_len = in.decode_max_ctx_len}));
-    // v[h] = W_UV[h] (the latent part of the output); W_UV[h] is rows [h (nope + v) + nope, + v) of kv_b.
-    FRUGAL_RETURN_IF_ERROR(be->batched_matmul(ops::BatchedMatmulParams{
-        .x = ws_.ocat, .x_dtype = act, .ld_x = cat_ld, .stride_x = lat,
-        .w = static_cast<const uint8_t*>(a.kv_b.weight.data) + dtype_bytes(wt, nope_ * rank_), .w_dtype = wt,
-        .stride_w = (nope_ + vdim_) * rank_, .y = ws_.attn, .y_dtype = act, .ld_y = H_ * vdim_, .stride_y = vdim_,
-        .batch = H_, .m = n, .n = vdim_, .k = rank_}));
+    // Attention in the latent space, then v[h] = W_UV[h] (the latent part of each head's output);
+    // W_UV[h] is rows [h (nope + v) + nope, + v) of kv_b. One fused op (ocat is its scratch).
+    FRUGAL_RETURN_IF_ERROR(be->attention_batched_matmul(ops::AttentionBatchedMatmulParams{
+        .attn = {.cache = cache, .q = ws_.qcat, .out = ws_.ocat, .act_dtype = act, .ld_q = cat_ld, .ld_out = cat_ld,
+                 .n_seqs = in.n_seqs, .n_tokens = static_cast<int32_t>(n), .q_start = in.q_start, .ctx_len = in.ctx_len,
+                 .block_tables = in.block_tables, .max_blocks_per_seq = in.max_blocks_per_seq,
+                 .max_ctx_len = in.max_ctx_len, .n_head = static_cast<int32_t>(H_), .sliding_window = 0, .scale = scale_,
+                 .n_decode_seqs = in.n_decode_seqs, .decode_max_ctx_len = in.decode_max_ctx_len},
+        .mm = {.x = ws_.ocat, .x_dtype = act, .ld_x = cat_ld, .stride_x = lat,
+               .w = static_cast<const uint8_t*>(a.kv_b.weight.data) + dtype_bytes(wt, nope_ * rank_), .w_dtype = wt,
+               .stride_w = (nope_ + vdim_) * rank_, .y = ws_.attn, .y_dtype = act, .ld_y = H_ * vdim_,
+               .stride_y = vdim_, .batch = H_, .m = n, .n = vdim_, .k = rank_}}));
     return layers::linear(be, a.o, act, ws_.attn, H_ * vdim_, ws_.resid, hidden, n, true);
   }
 

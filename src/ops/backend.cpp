@@ -49,6 +49,11 @@ Status Backend::mla_kv_prologue(const MlaKvPrologueParams& p) {
   return kv_write(p.kv);
 }
 
+Status Backend::attention_batched_matmul(const AttentionBatchedMatmulParams& p) {
+  FRUGAL_RETURN_IF_ERROR(attention(p.attn));
+  return batched_matmul(p.mm);
+}
+
 Status Backend::moe_router(const MoeRouterParams& p) {
   FRUGAL_RETURN_IF_ERROR(rms_norm(p.norm));
   FRUGAL_RETURN_IF_ERROR(matmul(p.mm));

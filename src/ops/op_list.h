@@ -38,7 +38,8 @@
   X(SiluMulMatmul, silu_mul_matmul)     \
   X(MlaKvPrologue, mla_kv_prologue)     \
   X(MoeRouter, moe_router)              \
-  X(RmsNormMatmul, rms_norm_matmul)
+  X(RmsNormMatmul, rms_norm_matmul)     \
+  X(AttentionBatchedMatmul, attention_batched_matmul)
 
 #define FRUGAL_ALL_OPS(X) FRUGAL_OPS(X) FRUGAL_OPTIONAL_OPS(X) FRUGAL_FUSED_OPS(X)
 

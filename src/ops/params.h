@@ -324,6 +324,17 @@ struct BatchedMatmulParams {
   int64_t k;
 };
 
+// attention(attn) then batched_matmul(mm) of its output per head (fused op, ops/op_list.h): MLA's
+// W_UV after attention in the latent space. In the model mm.x is attn.out (mm.stride_x the head's
+// width, mm.ld_x attn.ld_out, mm.k at most the head's width: W_UV reads the latent part of each
+// head's row). A backend may then merge the attention's splits straight into the matmul and not
+// write attn.out: attn.out is scratch, its contents afterwards unspecified; mm.y is the result,
+// and must not overlap attn.q or attn.out. Any other Params run as the sequence.
+struct AttentionBatchedMatmulParams {
+  AttentionParams attn;
+  BatchedMatmulParams mm;
+};
+
 // A DeepSeekMoE layer's experts over tokens grouped by expert (each token runs only its top_k
 // routed experts) plus, optionally, its shared experts (one gated MLP every token runs):
 //   h[t, k]  = act(silu(x[t] . gate_e[j]) * (x[t] . up_e[j]))   j < inter, e = topk_idx[t, k]

@@ -214,6 +214,11 @@ void mla_kv_prologue(const MlaKvPrologueParams& p) {
   kv_write(p.kv);
 }
 
+void attention_batched_matmul(const AttentionBatchedMatmulParams& p) {
+  attention(p.attn);
+  batched_matmul(p.mm);
+}
+
 void moe_router(const MoeRouterParams& p) {
   rms_norm(p.norm);
   matmul(p.mm);

@@ -29,6 +29,9 @@ struct AttnCase {
   int64_t gap;  // extra elements per q/out row
   bool shared_kv = false;   // MLA's latent cache: one buffer is both K and V
   int32_t n_decode = 0;     // AttentionParams::n_decode_seqs (leading one-token sequences)
+  // > 0: attention_batched_matmul, each head's output row (its first uv_k values) times its own
+  // [uv_n, uv_k] matrix (MLA's W_UV), checked on the matmul's result.
+  int32_t uv_n = 0, uv_k = 0;
 
   std::string describe() const {
     std::string s = "attention seqs=";
@@ -36,7 +39,8 @@ struct AttnCase {
     return s + " heads=" + std::to_string(n_head) + "/" + std::to_string(n_head_kv) + " head_dim=" +
            std::to_string(head_dim) + " block=" + std::to_string(block_size) + " window=" + std::to_string(window) + " sinks=" + std::to_string(sinks) +
            " cache=" + dtype_name(cache_dtype) + " gap=" + std::to_string(gap) + (shared_kv ? " shared_kv" : "") +
-           " n_decode=" + std::to_string(n_decode);
+           " n_decode=" + std::to_string(n_decode) +
+           (uv_n > 0 ? " then per head " + std::to_string(uv_n) + "x" + std::to_string(uv_k) : "");
   }
 };
 
@@ -133,6 +137,36 @@ bool AttentionRunner::run(const AttnCase& c) {
     p.n_decode_seqs = c.n_decode;
     for (int32_t s = 0; s < c.n_decode; ++s) p.decode_max_ctx_len = std::max(p.decode_max_ctx_len, ctx_len[static_cast<size_t>(s)]);
   }
+  if (c.uv_n > 0) {
+    // W_UV-like weights: head b's [uv_n, uv_k] rows start 2 rows into a (uv_n + 2)-row block (the
+    // kv_b layout's nope rows before them); y rows have a gap like out's.
+    const int64_t stride_w = int64_t{c.uv_n + 2} * c.uv_k, y_w = int64_t{c.n_head} * c.uv_n;
+    HostMat w(act_, c.n_head, stride_w, stride_w), y0(act_, n_tokens, y_w, y_w + c.gap);
+    w.fill_random(*rng_, 1.0f);
+    y0.fill_random(*rng_, 1.0f);
+    auto dw = h_->upload(w.data(), w.bytes.size()), dy = h_->upload(y0.data(), y0.bytes.size());
+    const int64_t w_off = 2 * int64_t{c.uv_k};
+    ops::AttentionBatchedMatmulParams f{
+        .attn = p,
+        .mm = {.x = p.out, .x_dtype = act_, .ld_x = p.ld_out, .stride_x = c.head_dim,
+               .w = static_cast<const uint8_t*>(dw->ptr()) + dtype_bytes(act_, w_off), .w_dtype = act_,
+               .stride_w = stride_w, .y = dy->ptr(), .y_dtype = act_, .ld_y = y0.ld, .stride_y = c.uv_n,
+               .batch = c.n_head, .m = n_tokens, .n = c.uv_n, .k = c.uv_k}};
+    if (!h_->ran(backend_->attention_batched_matmul(f), ops::OpKind::kAttentionBatchedMatmul,
+                 std::string("cache=") + dtype_name(c.cache_dtype), what))
+      return false;
+    HostMat got = y0, want = y0, want_out = out0;
+    got.bytes = dy->download();
+    f.attn.cache.k_cache = kc.data(), f.attn.cache.v_cache = c.shared_kv ? kc.data() : vc.data();
+    f.attn.q = q.data(), f.attn.out = want_out.data();
+    f.attn.q_start = q_start.data(), f.attn.ctx_len = ctx_len.data(), f.attn.block_tables = tables.data();
+    f.mm.x = want_out.data(), f.mm.w = static_cast<const uint8_t*>(w.data()) + dtype_bytes(act_, w_off), f.mm.y = want.data();
+    ops::ref::attention_batched_matmul(f);
+    EXPECT_TRUE(compare_mats(got, want, y0, tol_, what));
+    for (auto* b : {dq.get(), dout.get(), dkc.get(), dvc.get(), dqs.get(), dctx.get(), dtab.get(), dw.get(), dy.get()})
+      EXPECT_TRUE(b->check_guards(what));
+    return true;
+  }
   if (!h_->ran(backend_->attention(p), ops::OpKind::kAttention,
                std::string("cache=") + dtype_name(c.cache_dtype) + (c.sinks > 0 ? " sinks" : ""), what))
     return false;
@@ -189,6 +223,36 @@ void OpCases::attention() {
           AttentionRunner runner(this, backend(), act(), act_tol(), &rng_);
           runner.run(c);
         }
+}
+
+// attention then a per-head matmul of its output (MLA's W_UV): the latent cache's shapes (576 wide,
+// W_UV on its first 512; an odd 136 on 128), 16 heads (V2-Lite) and a partial group of 17,
+// decodes alone short and long (CUDA: the MLA kernel split over the context, its splits merged
+// straight into the matmul), a mixed step and prefill chunks (the sequence); and a GQA cache
+// (the sequence everywhere).
+void OpCases::attention_batched_matmul() {
+  const std::vector<std::pair<std::vector<SeqSpec>, int32_t>> batches = {
+      {{{1, 300}}, 1},                          // one decode, long: many splits
+      {{{1, 37}, {1, 300}, {1, 1}}, 3},         // decodes alone
+      {{{1, 37}, {1, 300}, {5, 5}, {7, 40}}, 2},  // a mixed step
+  };
+  int variant = 0;
+  for (int32_t head_dim : {576, 136})
+    for (int32_t n_head : {16, 17})
+      for (DType cache_t : {DType::kF32, DType::kBF16})
+        for (const auto& [seqs, n_decode] : batches) {
+          const int32_t uv_k = head_dim == 576 ? 512 : 128, uv_n = head_dim == 576 ? 128 : 32;
+          const AttnCase c{.seqs = seqs, .n_head = n_head, .n_head_kv = 1, .head_dim = head_dim,
+                           .block_size = variant % 3 == 1 ? 5 : 16, .window = 0, .sinks = 0, .cache_dtype = cache_t,
+                           .gap = variant++ % 2 ? 8 : 0, .shared_kv = true, .n_decode = n_decode, .uv_n = uv_n,
+                           .uv_k = uv_k};
+          AttentionRunner runner(this, backend(), act(), act_tol(), &rng_);
+          runner.run(c);
+        }
+  const AttnCase gqa{.seqs = {{1, 40}, {3, 9}}, .n_head = 4, .n_head_kv = 2, .head_dim = 64, .block_size = 16,
+                     .window = 0, .sinks = 0, .cache_dtype = DType::kBF16, .gap = 0, .uv_n = 16, .uv_k = 64};
+  AttentionRunner runner(this, backend(), act(), act_tol(), &rng_);
+  runner.run(gqa);
 }
 
 }  // namespace frugal::testing
