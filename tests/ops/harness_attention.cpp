@@ -137,6 +137,13 @@ bool AttentionRunner::run(const AttnCase& c) {
     p.n_decode_seqs = c.n_decode;
     for (int32_t s = 0; s < c.n_decode; ++s) p.decode_max_ctx_len = std::max(p.decode_max_ctx_len, ctx_len[static_cast<size_t>(s)]);
   }
+  // The same Params on the host copies, for the reference.
+  auto on_host = [&](ops::AttentionParams r, void* out) {
+    r.cache.k_cache = kc.data(), r.cache.v_cache = c.shared_kv ? kc.data() : vc.data(), r.q = q.data(), r.out = out;
+    if (int8) r.cache.k_scales = static_cast<float*>(ks.data()), r.cache.v_scales = static_cast<float*>(vs.data());
+    r.q_start = q_start.data(), r.ctx_len = ctx_len.data(), r.block_tables = tables.data();
+    return r;
+  };
   if (c.uv_n > 0) {
     // W_UV-like weights: head b's [uv_n, uv_k] rows start 2 rows into a (uv_n + 2)-row block (the
     // kv_b layout's nope rows before them); y rows have a gap like out's.
@@ -157,13 +164,12 @@ bool AttentionRunner::run(const AttnCase& c) {
       return false;
     HostMat got = y0, want = y0, want_out = out0;
     got.bytes = dy->download();
-    f.attn.cache.k_cache = kc.data(), f.attn.cache.v_cache = c.shared_kv ? kc.data() : vc.data();
-    f.attn.q = q.data(), f.attn.out = want_out.data();
-    f.attn.q_start = q_start.data(), f.attn.ctx_len = ctx_len.data(), f.attn.block_tables = tables.data();
+    f.attn = on_host(f.attn, want_out.data());
     f.mm.x = want_out.data(), f.mm.w = static_cast<const uint8_t*>(w.data()) + dtype_bytes(act_, w_off), f.mm.y = want.data();
     ops::ref::attention_batched_matmul(f);
     EXPECT_TRUE(compare_mats(got, want, y0, tol_, what));
-    for (auto* b : {dq.get(), dout.get(), dkc.get(), dvc.get(), dqs.get(), dctx.get(), dtab.get(), dw.get(), dy.get()})
+    for (auto* b : {dq.get(), dout.get(), dkc.get(), dvc.get(), dqs.get(), dctx.get(), dtab.get(), dks.get(), dvs.get(),
+                    dw.get(), dy.get()})
       EXPECT_TRUE(b->check_guards(what));
     return true;
   }
@@ -172,10 +178,7 @@ bool AttentionRunner::run(const AttnCase& c) {
     return false;
   HostMat got = out0, want = out0;
   got.bytes = dout->download();
-  p.cache.k_cache = kc.data(), p.cache.v_cache = c.shared_kv ? kc.data() : vc.data(), p.q = q.data(), p.out = want.data();
-  if (int8) p.cache.k_scales = static_cast<float*>(ks.data()), p.cache.v_scales = static_cast<float*>(vs.data());
-  p.q_start = q_start.data(), p.ctx_len = ctx_len.data(), p.block_tables = tables.data();
-  ops::ref::attention(p);
+  ops::ref::attention(on_host(p, want.data()));
   EXPECT_TRUE(compare_mats(got, want, out0, tol_, what));
   for (auto* b : {dq.get(), dout.get(), dkc.get(), dvc.get(), dqs.get(), dctx.get(), dtab.get(), dks.get(), dvs.get()})
     EXPECT_TRUE(b->check_guards(what));
