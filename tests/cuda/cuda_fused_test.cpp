@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -143,6 +144,80 @@ TEST(CudaFused, MlaKvPrologueEqualsNormRopeKvWrite) {
             [](bool on) { backend()->set_fuse_mla_prologue(on); }, [] { return backend()->fused_mla_prologue_calls(); },
             what, backend()->fuse_mla_prologue());
       }
+}
+
+// MLA's attention then W_UV on V2-Lite's shapes (16 heads, latent rows of 576, W_UV 128 x 512 a
+// head inside kv_b's [nope 128 | v 128] x 512 blocks): the decode kernel's splits merged straight
+// into the per-head matmul against attention then batched_matmul, bit for bit (ocat is the fused
+// op's scratch: not compared), for one long decode, several decodes, 16 of them and a mixed step,
+// and a partial group of 17 heads.
+TEST(CudaFused, AttentionBatchedMatmulEqualsAttentionThenMatmul) {
+  const int D = 576, rank = 512, vdim = 128, nope = 128, bs = 16;
+  struct Case {
+    std::vector<std::pair<int32_t, int32_t>> seqs;  // (new tokens, context)
+    int32_t n_decode;
+    int32_t n_head;
+  };
+  const Case cases[] = {{{{1, 300}}, 1, 16},
+                        {{{1, 37}, {1, 300}, {1, 1000}}, 3, 16},
+                        {{{1, 300}, {1, 41}, {1, 700}, {1, 129}, {1, 2}, {1, 64}, {1, 65}, {1, 999},
+                          {1, 300}, {1, 41}, {1, 700}, {1, 129}, {1, 2}, {1, 64}, {1, 65}, {1, 999}}, 16, 16},
+                        {{{1, 300}, {1, 77}, {5, 200}}, 2, 16},
+                        {{{1, 300}, {1, 511}}, 2, 17}};
+  for (const Case& c : cases) {
+    const int32_t H = c.n_head, n_seqs = static_cast<int32_t>(c.seqs.size());
+    int32_t n_tok = 0, max_ctx = 0, dec_ctx = 0, blocks = 0, max_blocks = 0;
+    for (size_t s = 0; s < c.seqs.size(); ++s) {
+      n_tok += c.seqs[s].first;
+      max_ctx = std::max(max_ctx, c.seqs[s].second);
+      if (static_cast<int32_t>(s) < c.n_decode) dec_ctx = std::max(dec_ctx, c.seqs[s].second);
+      const int32_t nb = (c.seqs[s].second + bs - 1) / bs;
+      blocks += nb;
+      max_blocks = std::max(max_blocks, nb);
+    }
+    const std::string what = "attention_batched_matmul seqs=" + std::to_string(n_seqs) + " tokens=" + std::to_string(n_tok) +
+                             " heads=" + std::to_string(H) + " max_ctx=" + std::to_string(max_ctx);
+    std::mt19937 rng(static_cast<unsigned>(n_tok * 7 + H));
+    const int64_t cat_ld = int64_t{H} * D, n_slots = int64_t{blocks} * bs;
+    Tensor q(DType::kBF16, n_tok * cat_ld), cache(DType::kBF16, n_slots * D), kvb(DType::kBF16, int64_t{H} * (nope + vdim) * rank);
+    Tensor y(DType::kBF16, n_tok * int64_t{H} * vdim + 8);
+    Tensor ocat(DType::kBF16, n_tok * cat_ld);
+    q.fill_uniform(rng, -2, 2);
+    cache.fill_uniform(rng, -1, 1);
+    kvb.fill_uniform(rng, -0.1f, 0.1f);
+    y.fill_uniform(rng, -1, 1);
+    ocat.fill_uniform(rng, -1, 1);
+    ocat.to_device();
+    std::vector<int32_t> tables(static_cast<size_t>(n_seqs) * max_blocks, -1), q_start{0}, ctx;
+    std::vector<int32_t> pool(static_cast<size_t>(blocks));
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    size_t next = 0;
+    for (int32_t s = 0; s < n_seqs; ++s) {
+      const auto [nq, cl] = c.seqs[static_cast<size_t>(s)];
+      for (int32_t j = 0; j < (cl + bs - 1) / bs; ++j) tables[static_cast<size_t>(s * max_blocks + j)] = pool[next++];
+      q_start.push_back(q_start.back() + nq);
+      ctx.push_back(cl);
+    }
+    DevInts di;
+    const ops::AttentionBatchedMatmulParams f{
+        .attn = {.cache = {.k_cache = cache.dev, .v_cache = cache.dev, .cache_dtype = DType::kBF16,
+                           .n_blocks = blocks, .block_size = bs, .n_head_kv = 1, .head_dim = D},
+                 .q = q.dev, .out = ocat.dev, .act_dtype = DType::kBF16, .ld_q = cat_ld, .ld_out = cat_ld,
+                 .n_seqs = n_seqs, .n_tokens = n_tok, .q_start = di(q_start), .ctx_len = di(ctx),
+                 .block_tables = di(tables), .max_blocks_per_seq = max_blocks, .max_ctx_len = max_ctx, .n_head = H,
+                 .sliding_window = 0, .scale = 0.07f, .n_decode_seqs = c.n_decode, .decode_max_ctx_len = dec_ctx},
+        .mm = {.x = ocat.dev, .x_dtype = DType::kBF16, .ld_x = cat_ld, .stride_x = D,
+               .w = static_cast<const uint8_t*>(kvb.dev) + 2 * int64_t{nope} * rank, .w_dtype = DType::kBF16,
+               .stride_w = int64_t{nope + vdim} * rank, .y = y.dev, .y_dtype = DType::kBF16, .ld_y = int64_t{H} * vdim,
+               .stride_y = vdim, .batch = H, .m = n_tok, .n = vdim, .k = rank}};
+    const int splits = mla_decode_splits(f.attn, backend()->n_sms());
+    EXPECT_TRUE(mla_combine_uv_fusable(f.attn, f.mm, splits)) << what << " splits=" << splits;
+    expect_fused_equals_sequence(
+        {&q, &cache, &kvb, &y}, [&] { return backend()->attention_batched_matmul(f); },
+        [](bool on) { backend()->set_fuse_mla_uv(on); }, [] { return backend()->fused_mla_uv_calls(); }, what,
+        backend()->fuse_mla_uv());
+  }
 }
 
 // SwiGLU's gate_up GEMV with silu_mul in its epilogue: the 7B MLP's k (3584) over 2 x 1000 rows

@@ -54,6 +54,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   b->fuse_rope_kv_ = !(fuse_rope_kv_env && std::strcmp(fuse_rope_kv_env, "0") == 0);
   const char* fuse_mla_env = std::getenv("FRUGAL_FUSE_MLA_PROLOGUE");
   b->fuse_mla_prologue_ = !(fuse_mla_env && std::strcmp(fuse_mla_env, "0") == 0);
+  const char* fuse_mla_uv_env = std::getenv("FRUGAL_FUSE_MLA_UV");
+  b->fuse_mla_uv_ = !(fuse_mla_uv_env && std::strcmp(fuse_mla_uv_env, "0") == 0);
   // Off unless FRUGAL_FUSE_SILU=1: measured no faster at batch 1 on the H200 (2026-12-03, 7B:
   // bf16 236.3 tok/s fused against 237.3 unfused, int4 347.9 against 347.8).
   const char* fuse_silu_env = std::getenv("FRUGAL_FUSE_SILU");
@@ -595,6 +597,22 @@ Status CudaBackend::mla_kv_prologue(const ops::MlaKvPrologueParams& p) {
 Status CudaBackend::kv_write(const ops::KvWriteParams& p) {
   FRUGAL_RETURN_IF_ERROR(check_kv_write(p));
   return check_launch(launch_kv_write(p, stream_), "kv_write");
+}
+
+// MLA's attention and W_UV: the split merge and the per-head matmul in one kernel
+// (mla_combine_uv_fusable), unless FRUGAL_FUSE_MLA_UV=0; else the two ops.
+Status CudaBackend::attention_batched_matmul(const ops::AttentionBatchedMatmulParams& f) {
+  const ops::AttentionParams& p = f.attn;
+  if (fuse_mla_uv_ && p.sink_tokens == 0 && p.n_tokens > 0 && p.n_seqs > 0 && mla_decode_supported(p)) {
+    const int splits = mla_decode_splits(p, n_sms_);
+    if (mla_combine_uv_fusable(p, f.mm, splits)) {
+      FRUGAL_ASSIGN_OR_RETURN(void* partials, scratch(mla_decode_scratch_bytes(p, splits)));
+      FRUGAL_RETURN_IF_ERROR(check_launch(launch_mla_decode_uv(p, splits, partials, f.mm, stream_), "mla_decode_uv"));
+      ++fused_mla_uv_calls_;
+      return Status::ok();
+    }
+  }
+  return ops::Backend::attention_batched_matmul(f);
 }
 
 // One new token per sequence (decode) goes to the split-KV kernel, anything else to the

@@ -53,6 +53,7 @@ class CudaBackend final : public ops::Backend {
   Status mla_kv_prologue(const ops::MlaKvPrologueParams& p) override;
   Status moe_router(const ops::MoeRouterParams& p) override;  // one kernel where moe_router_fusable
   Status rms_norm_matmul(const ops::RmsNormMatmulParams& p) override;    // one GEMV where rms_norm_gemv_fusable  // one kernel where mla_kv_prologue_fusable
+  Status attention_batched_matmul(const ops::AttentionBatchedMatmulParams& p) override;  // merge + W_UV where mla_combine_uv_fusable
 
   bool supports_sample() const override { return true; }
   Status sample(const SampleParams& p) override;
@@ -116,6 +117,11 @@ class CudaBackend final : public ops::Backend {
   void set_fuse_mla_prologue(bool on) { fuse_mla_prologue_ = on; }
   bool fuse_mla_prologue() const { return fuse_mla_prologue_; }
   int64_t fused_mla_prologue_calls() const { return fused_mla_prologue_calls_; }
+  // attention_batched_matmul as MLA's split merge and W_UV in one kernel (on unless
+  // FRUGAL_FUSE_MLA_UV=0).
+  void set_fuse_mla_uv(bool on) { fuse_mla_uv_ = on; }
+  bool fuse_mla_uv() const { return fuse_mla_uv_; }
+  int64_t fused_mla_uv_calls() const { return fused_mla_uv_calls_; }
   // moe_router (DeepSeekMoE's input norm, router GEMV and routing) fused, where the matmul runs
   // the GEMV: route mode 1, one cluster kernel (sm_90; the norm inside it where it fits, else its
   // own kernel first); 2, the cluster kernel after the norm's own kernel; 3, the norm's kernel
@@ -181,6 +187,8 @@ class CudaBackend final : public ops::Backend {
   int64_t fused_rope_kv_calls_ = 0;
   int64_t fused_silu_mul_calls_ = 0;
   int64_t fused_mla_prologue_calls_ = 0;
+  bool fuse_mla_uv_ = true;
+  int64_t fused_mla_uv_calls_ = 0;
   int route_mode_ = 0;  // set_route_mode
   uint32_t* route_counter_ = nullptr;  // one word, zero between launches (launch_moe_router_grid)
   int64_t fused_route_calls_ = 0;

@@ -130,6 +130,14 @@ cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* p
 enum class MlaMerge : int { kCombineKernel = 0, kAuto = 1, kFused = 2 };
 inline constexpr int64_t kMlaFusedMergeMaxBytes = 256 << 10;
 bool mla_decode_fuses_combine(const ops::AttentionParams& p, int splits, const uint32_t* counters);
+// attention_batched_matmul for MLA (W_UV after the latent attention): the decode kernel's splits
+// (partials, never merged by its last blocks) then one kernel that merges each (token, head)'s
+// splits and runs the per-head matmul on them, the combine kernel's and the batched GEMV's bits,
+// without writing p.out. Where mla_combine_uv_fusable(p, mm, splits): mm reads p.out's rows as
+// the model lays them (x = out, a head a batch entry, k <= head_dim) at the GEMV's m, splits > 1.
+bool mla_combine_uv_fusable(const ops::AttentionParams& p, const ops::BatchedMatmulParams& mm, int splits);
+cudaError_t launch_mla_decode_uv(const ops::AttentionParams& p, int splits, void* partials, const ops::BatchedMatmulParams& mm,
+                                 cudaStream_t stream);
 MlaMerge mla_merge_mode();
 void set_mla_merge_mode(MlaMerge m);
 // The MLA kernel's tensor-core variant (mma.sync, head_dim 576, bf16): mla_decode_splits /

@@ -26,6 +26,50 @@ namespace {
 
 constexpr int kWarps = 8;
 
+// The batched GEMV's bf16 arithmetic, shared with the fused W_UV below so both give the same
+// bits: acc[r][i] += kRows rows of w (k long, bf16) against the inputs x_at(i, j) (16-byte loads
+// of bf16) for i < m, each lane its 8-wide chunks in order of k, pair by pair, kU chunks of a row
+// in flight.
+template <int kRows, int kU, int kMaxM, typename XAt>
+__device__ __forceinline__ void rows_dot_bf16(const __nv_bfloat16* const (&w)[kRows], int64_t k, int64_t m, XAt x_at,
+                                              float (&acc)[kRows][kMaxM]) {
+  const int lane = threadIdx.x % 32;
+  for (int64_t j0 = lane * 8; j0 < k; j0 += 32 * 8 * kU) {
+    uint4 wv[kU][kRows];
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) wv[u][r] = j0 + 256 * u < k ? load_stream16(w[r] + j0 + 256 * u) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t j = j0 + 256 * u;
+      if (j >= k) break;
+#pragma unroll
+      for (int i = 0; i < kMaxM; ++i) {
+        if (i >= m) break;
+        const uint4 xv = x_at(i, j);
+        const auto* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv[u][r]);
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const float2 wf = __bfloat1622float2(w2[q]), f = __bfloat1622float2(x2[q]);
+            acc[r][i] += wf.x * f.x + wf.y * f.y;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Whether the batched GEMV takes its 16-byte path for p (the fused W_UV requires it).
+__host__ __device__ __forceinline__ bool batched_gemv_vec(const ops::BatchedMatmulParams& p) {
+  return p.w_dtype == DType::kBF16 && p.x_dtype == DType::kBF16 && p.k % 8 == 0 && p.ld_x % 8 == 0 &&
+         p.stride_x % 8 == 0 && p.stride_w % 8 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+}
+
 // One warp per kRows consecutive outputs o of batch entry b: w[b][o, :] against x[b][i, :] for
 // every i < m (m <= kMaxM), f32 accumulation in a fixed order (each lane its 8-wide chunks in
 // order of k, then a butterfly). The bf16 path issues kU chunks of each of its rows (16-byte
@@ -48,43 +92,14 @@ __global__ void __launch_bounds__(kWarps * 32) batched_gemv_kernel(ops::BatchedM
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int i = 0; i < kMaxM; ++i) acc[r][i] = 0.f;
-  const bool vec = p.w_dtype == DType::kBF16 && p.x_dtype == DType::kBF16 && p.k % 8 == 0 && p.ld_x % 8 == 0 &&
-                   p.stride_x % 8 == 0 && p.stride_w % 8 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
-  if (vec) {
+  if (batched_gemv_vec(p)) {
     const __nv_bfloat16* w[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r)  // rows past n read row n - 1 (never stored)
       w[r] = reinterpret_cast<const __nv_bfloat16*>(wbase) + b * p.stride_w + min(o0 + r, p.n - 1) * p.k;
     const auto* x = static_cast<const __nv_bfloat16*>(p.x) + x_off;
-    for (int64_t j0 = lane * 8; j0 < p.k; j0 += 32 * 8 * kU) {
-      uint4 wv[kU][kRows];
-#pragma unroll
-      for (int u = 0; u < kU; ++u)
-#pragma unroll
-        for (int r = 0; r < kRows; ++r)
-          wv[u][r] = j0 + 256 * u < p.k ? load_stream16(w[r] + j0 + 256 * u) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int64_t j = j0 + 256 * u;
-        if (j >= p.k) break;
-#pragma unroll
-        for (int i = 0; i < kMaxM; ++i) {
-          if (i >= p.m) break;
-          const uint4 xv = *reinterpret_cast<const uint4*>(x + i * p.ld_x + j);
-          const auto* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) {
-            const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv[u][r]);
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              const float2 wf = __bfloat1622float2(w2[q]), f = __bfloat1622float2(x2[q]);
-              acc[r][i] += wf.x * f.x + wf.y * f.y;
-            }
-          }
-        }
-      }
-    }
+    rows_dot_bf16<kRows, kU>(w, p.k, p.m, [&](int i, int64_t j) { return *reinterpret_cast<const uint4*>(x + i * p.ld_x + j); },
+                             acc);
   } else {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -436,6 +451,67 @@ __global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(ops::Atten
   merge_split_rows<kCombineThreads>(p, splits, partials, t, h, 1, wt, &inv_s);
 }
 
+// The combine and the per-head matmul after it in one launch (attention_batched_matmul: MLA's
+// W_UV): grid (row chunks of mm.n, heads, tokens). Each block merges its (token, head)'s splits
+// over the mm.k dims the matmul reads into shared memory, rounded to bf16 as the combine kernel
+// stores them (split_weights, then each dim's f32 sum in split order: merge_split_rows's bits),
+// then each warp takes kUvRows rows of the head's matrix with the batched GEMV's arithmetic (each
+// lane its 8-wide chunks in order of k, rows_dot_bf16, then the xor tree): the sequence's bits, with
+// one launch and no round trip of the merged rows through global memory. The merge is repeated by
+// the head's mm.n / (kUvWarps kUvRows) blocks (8 at V2-Lite: 4 splits x 2 KB of f32 each).
+constexpr int kUvWarps = 8, kUvRows = 2;
+__global__ void __launch_bounds__(kUvWarps * 32) mla_combine_uv_kernel(ops::AttentionParams p, int splits, float* partials,
+                                                                        ops::BatchedMatmulParams mm) {
+  pdl_wait();
+  __shared__ float wt[kMaxSplits];
+  __shared__ float inv_s;
+  __shared__ __align__(16) __nv_bfloat16 xrow[kMaxD];
+  const int t = blockIdx.z, h = blockIdx.y;
+  const int64_t u0 = (int64_t{t} * p.n_head + h) * splits;
+  if (threadIdx.x < 32) {
+    const float iv = split_weights(part_ml(partials, p, splits, u0), splits, wt);
+    if (threadIdx.x == 0) inv_s = iv;
+  }
+  __syncthreads();
+  const int C = p.cache.head_dim / 4;
+  const float4* acc4 = reinterpret_cast<const float4*>(part_acc(partials, u0, p.cache.head_dim));
+  for (int c = threadIdx.x; c < static_cast<int>(mm.k / 4); c += kUvWarps * 32) {
+    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s = 0; s < splits; ++s) {
+      const float w = wt[s];
+      if (w == 0.f) continue;
+      const float4 v = __ldcg(acc4 + int64_t{s} * C + c);
+      a.x = fmaf(v.x, w, a.x);
+      a.y = fmaf(v.y, w, a.y);
+      a.z = fmaf(v.z, w, a.z);
+      a.w = fmaf(v.w, w, a.w);
+    }
+    const float iv = inv_s;
+    xrow[4 * c] = __float2bfloat16(a.x * iv);
+    xrow[4 * c + 1] = __float2bfloat16(a.y * iv);
+    xrow[4 * c + 2] = __float2bfloat16(a.z * iv);
+    xrow[4 * c + 3] = __float2bfloat16(a.w * iv);
+  }
+  __syncthreads();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kUvWarps + warp) * kUvRows;
+  if (o0 >= mm.n) return;  // no barrier follows
+  const __nv_bfloat16* w[kUvRows];
+#pragma unroll
+  for (int r = 0; r < kUvRows; ++r)  // rows past n read row n - 1 (never stored)
+    w[r] = static_cast<const __nv_bfloat16*>(mm.w) + h * mm.stride_w + min(o0 + r, mm.n - 1) * mm.k;
+  float acc[kUvRows][1] = {};
+  rows_dot_bf16<kUvRows, 2>(w, mm.k, 1, [&](int, int64_t j) { return *reinterpret_cast<const uint4*>(xrow + j); }, acc);
+#pragma unroll
+  for (int r = 0; r < kUvRows; ++r) {
+    if (o0 + r >= mm.n) break;
+    float v = acc[r][0];
+#pragma unroll
+    for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+    if (lane == 0) store_f(mm.y_dtype, mm.y, h * mm.stride_y + int64_t{t} * mm.ld_y + o0 + r, v);
+  }
+}
+
 // ---- MLA decode attention on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulators) ----
 // One block per (query token, group of 16 heads, split) as the CUDA-core kernel above, the 16
 // heads being the M = 16 rows of every mma (all of them share the single latent KV head). The
@@ -755,19 +831,45 @@ size_t mla_decode_scratch_bytes(const ops::AttentionParams& p, int splits) {
   return sizeof(float) * static_cast<size_t>(p.n_tokens) * p.n_head * splits * (2 + p.cache.head_dim);
 }
 
+namespace {
+
+// The decode kernel alone (its last blocks merge where `fused` is set).
+cudaError_t launch_mla_decode_kernel(const ops::AttentionParams& p, int splits, float* part, uint32_t* fused,
+                                     cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>((p.n_head + kHB - 1) / kHB), static_cast<unsigned>(splits));
+  if (mla_decode_mma_applies(p)) {
+    if (const cudaError_t err = raise_dynamic_smem_once<mla_decode_mma_kernel>(kMmaSmem); err != cudaSuccess) return err;
+    return launch_kernel(mla_decode_mma_kernel, grid, kMmaThreads, kMmaSmem, stream, p, splits, part, fused);
+  }
+  return launch_kernel(mla_decode_kernel, grid, kHB * kKC, 0, stream, p, splits, part, fused);
+}
+
+}  // namespace
+
+bool mla_combine_uv_fusable(const ops::AttentionParams& p, const ops::BatchedMatmulParams& mm, int splits) {
+  // The matmul reads the attention's output rows as written (x = out, one head a batch entry, the
+  // latent part only), at decode sizes (the batched GEMV's m), with the GEMV's 16-byte path.
+  return splits > 1 && splits <= kMaxSplits && mla_decode_supported(p) && p.n_tokens > 0 && mm.x == p.out &&
+         mm.ld_x == p.ld_out && mm.stride_x == p.cache.head_dim && mm.batch == p.n_head && mm.m == p.n_tokens &&
+         mm.m <= kBatchedGemvMaxM && mm.n > 0 && mm.k > 0 && mm.k <= p.cache.head_dim && mm.k % 8 == 0 &&
+         batched_gemv_vec(mm) && (mm.y_dtype == DType::kBF16 || mm.y_dtype == DType::kF32 || mm.y_dtype == DType::kF16);
+}
+
+cudaError_t launch_mla_decode_uv(const ops::AttentionParams& p, int splits, void* partials, const ops::BatchedMatmulParams& mm,
+                                 cudaStream_t stream) {
+  auto* part = static_cast<float*>(partials);
+  if (const cudaError_t err = launch_mla_decode_kernel(p, splits, part, nullptr, stream); err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(ceil_div(mm.n, int64_t{kUvWarps} * kUvRows)), static_cast<unsigned>(mm.batch),
+                  static_cast<unsigned>(p.n_tokens));
+  return launch_kernel(mla_combine_uv_kernel, grid, kUvWarps * 32, 0, stream, p, splits, part, mm);
+}
+
 cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, uint32_t* counters,
                               cudaStream_t stream) {
   if (p.n_tokens == 0) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>((p.n_head + kHB - 1) / kHB), static_cast<unsigned>(splits));
   uint32_t* fused = mla_decode_fuses_combine(p, splits, counters) ? counters : nullptr;
   auto* part = static_cast<float*>(partials);
-  cudaError_t err;
-  if (mla_decode_mma_applies(p)) {
-    if (err = raise_dynamic_smem_once<mla_decode_mma_kernel>(kMmaSmem); err != cudaSuccess) return err;
-    err = launch_kernel(mla_decode_mma_kernel, grid, kMmaThreads, kMmaSmem, stream, p, splits, part, fused);
-  } else {
-    err = launch_kernel(mla_decode_kernel, grid, kHB * kKC, 0, stream, p, splits, part, fused);
-  }
+  const cudaError_t err = launch_mla_decode_kernel(p, splits, part, fused, stream);
   if (err != cudaSuccess || splits == 1 || fused != nullptr) return err;
   return launch_kernel(mla_combine_kernel, dim3(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>(p.n_head)),
                        kCombineThreads, 0, stream, p, splits, part);
