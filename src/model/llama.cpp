@@ -138,21 +138,37 @@ class LlamaFamily final : public ForwardFamily {
     FRUGAL_RETURN_IF_ERROR(step.tap("embed", ws_.resid, n, hidden));
 
     const layers::GqaScratch scratch{.q = ws_.q, .k = ws_.k, .v = ws_.v, .out = ws_.attn};
+    // Each norm goes with the projection before it (matmul_rms_norm: o with the MLP's norm, down
+    // with the next layer's attention norm; a backend may normalize in the projection's split
+    // epilogue) or with the one after it (rms_norm_matmul), where FP8 weights after it may take
+    // the norm into their W8A8 activation quantization. Tensor-parallel ranks keep them apart
+    // (the all-reduce comes between).
+    const auto norm_after = [&](const LlamaLayer& l) {
+      return comm_ == nullptr && !(l.attn.qkv && l.attn.qkv->weight.format.scheme == ops::WeightScheme::kFp8);
+    };
+    bool attn_normed = false;  // ws_.xn holds this layer's attention norm (the last down ran it)
     for (size_t i = 0; i < layers_.size(); ++i) {
       const LlamaLayer& l = layers_[i];
       layers::GqaShape shape = shape_;
       shape.sliding_window = l.sliding_window;
       shape.sink_tokens = l.sliding_window > 0 ? static_cast<int32_t>(config_.attention_sink_tokens) : 0;
-      // x += attn(rms_norm(x)): the norm with the qkv projection (one fused op)
+      // x += attn(rms_norm(x)): the norm with the qkv projection (one fused op) or already run
       const ops::RmsNormParams attn_norm = layers::rms_norm_params(l.attn_norm, act, ws_.resid, ws_.xn, n, eps);
+      const ops::RmsNormParams mlp_norm = layers::rms_norm_params(l.mlp_norm, act, ws_.resid, ws_.xn, n, eps);
+      const bool mlp_norm_with_o = comm_ == nullptr && !layers::mlp_norm_with_gate_up(l.mlp);
       FRUGAL_RETURN_IF_ERROR(layers::gqa_attention(be, act, l.attn, shape, step.in, kv.layer(static_cast<int32_t>(i)),
-                                                   ws_.xn, ws_.resid, scratch, &attn_norm));
+                                                   ws_.xn, ws_.resid, scratch, attn_normed ? nullptr : &attn_norm,
+                                                   mlp_norm_with_o ? &mlp_norm : nullptr));
       if (comm_) FRUGAL_RETURN_IF_ERROR(comm_->all_reduce_sum(ws_.resid, n * hidden, act));
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap("blk." + std::to_string(i) + ".attn_out", ws_.resid, n, hidden));
-      // x += mlp(rms_norm(x)): the norm inside the MLP (with FP8 gate_up weights, one fused op)
-      const ops::RmsNormParams mlp_norm = layers::rms_norm_params(l.mlp_norm, act, ws_.resid, ws_.xn, n, eps);
+      // x += mlp(rms_norm(x)): the norm with o (above), or inside the MLP (with FP8 gate_up
+      // weights, one fused op); the next layer's attention norm with down where norm_after
+      const bool next_with_down = i + 1 < layers_.size() && norm_after(layers_[i + 1]);
+      const ops::RmsNormParams next_norm =
+          next_with_down ? layers::rms_norm_params(layers_[i + 1].attn_norm, act, ws_.resid, ws_.xn, n, eps) : attn_norm;
       FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, l.mlp, n, ws_.xn, ws_.resid, ws_.gate, ws_.up, !comm_ || layout_.rank == 0,
-                                               &mlp_norm));
+                                               mlp_norm_with_o ? nullptr : &mlp_norm, next_with_down ? &next_norm : nullptr));
+      attn_normed = next_with_down;
       if (comm_) FRUGAL_RETURN_IF_ERROR(comm_->all_reduce_sum(ws_.resid, n * hidden, act));
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap("blk." + std::to_string(i) + ".out", ws_.resid, n, hidden));
     }

@@ -65,6 +65,11 @@ Status Backend::rms_norm_matmul(const RmsNormMatmulParams& p) {
   return matmul(p.mm);
 }
 
+Status Backend::matmul_rms_norm(const MatmulRmsNormParams& p) {
+  FRUGAL_RETURN_IF_ERROR(matmul(p.mm));
+  return rms_norm(p.norm);
+}
+
 Result<DeviceBuffer> DeviceBuffer::create(Backend* backend, size_t nbytes) {
   DeviceBuffer b;
   FRUGAL_ASSIGN_OR_RETURN(b.ptr_, backend->alloc(nbytes));

@@ -39,6 +39,7 @@
   X(MlaKvPrologue, mla_kv_prologue)     \
   X(MoeRouter, moe_router)              \
   X(RmsNormMatmul, rms_norm_matmul)     \
+  X(MatmulRmsNorm, matmul_rms_norm)     \
   X(AttentionBatchedMatmul, attention_batched_matmul)
 
 #define FRUGAL_ALL_OPS(X) FRUGAL_OPS(X) FRUGAL_OPTIONAL_OPS(X) FRUGAL_FUSED_OPS(X)

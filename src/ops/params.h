@@ -255,6 +255,17 @@ struct RmsNormMatmulParams {
   MatmulParams mm;
 };
 
+// matmul(mm) then rms_norm(norm) (fused op, ops/op_list.h): a projection that adds into the
+// residual stream (o, down) and the next block's input norm over it. In the model norm.x is mm.y
+// (ld_x mm.ld_y, rows mm.m, dim mm.n), no residual, and norm.y apart from mm.y; a backend may then
+// normalize in the matmul's epilogue (CUDA: over its split-k partials, with no reduce kernel of
+// its own). mm.y and norm.y are both results (the stream and its norm). Any other Params run as
+// the sequence.
+struct MatmulRmsNormParams {
+  MatmulParams mm;
+  RmsNormParams norm;
+};
+
 // rms_norm(norm), matmul(mm), then moe_route(route) (fused op, ops/op_list.h): DeepSeekMoE's
 // router over the block's input norm. In the model mm.x is norm.y (ld_x norm.ld_y, k norm.dim; no
 // residual, norm.y apart from norm.x) and mm writes the f32 logits route reads (mm.y ==

@@ -230,6 +230,11 @@ void rms_norm_matmul(const RmsNormMatmulParams& p) {
   matmul(p.mm);
 }
 
+void matmul_rms_norm(const MatmulRmsNormParams& p) {
+  matmul(p.mm);
+  rms_norm(p.norm);
+}
+
 void attention(const AttentionParams& p) {
   const auto& c = p.cache;
   const int group = p.n_head / c.n_head_kv;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
+#include "cuda_quant_util.h"
 #include "cuda_test_util.h"
 #include "ops/weight_format.h"
 
@@ -378,6 +379,73 @@ TEST(CudaFused, RmsNormMatmulEqualsNormThenMatmul) {
         {&x, &xn, &y}, [&] { return backend()->rms_norm_matmul(p); }, [](bool on) { backend()->set_fuse_norm(on); },
         [] { return backend()->fused_norm_calls(); }, what, backend()->fuse_norm());
   }
+}
+
+// The split GEMM's epilogues (matmul_rms_norm, matmul_silu_mul over the slab GEMM's k slices: the
+// op's kernel adds the f32 partials itself) against the slab GEMM, its reduce kernel, then the
+// op's own kernel: int4 g128 with and without zero points and int8 per channel, 9 / 16 / 33
+// tokens, the slab's own plan on a long k (the 7B down projection's 18,944: several slices) and
+// many thin slices on a short one (set_quant_slab_limits: 8 KB a slice), bias, and the residual
+// add the model makes (accumulate).
+TEST(CudaFused, SplitEpiloguesEqualReduceThenOp) {
+  const QFormat formats[] = {{"int4 g128", quant::CodeKind::kQ4, 128, 1, false},
+                             {"int4 g128 zeros", quant::CodeKind::kQ4, 128, 1, true},
+                             {"int8 channel", quant::CodeKind::kQ8, 0, 1, false}};
+  struct Shape {
+    int64_t n, k;
+    int smem_kb;  // set_quant_slab_limits' slice cap (0: the plan's own)
+  };
+  const Shape shapes[] = {{512, 18944, 0}, {1024, 3584, 8}};
+  const bool was = backend()->fuse_split();
+  for (const QFormat& f : formats)
+    for (const Shape& sh : shapes) {
+      std::mt19937 rng(static_cast<unsigned>(sh.n + sh.k + f.offsets));
+      const auto dw = device_weight(f, sh.n, sh.k, rng, /*dequantize=*/false);
+      ASSERT_TRUE(dw != nullptr);
+      set_quant_slab_limits(0, sh.smem_kb);
+      for (int64_t m : {9, 16, 33}) {
+        const std::string what = std::string(f.name) + " n=" + std::to_string(sh.n) + " k=" + std::to_string(sh.k) +
+                                 " m=" + std::to_string(m) + (sh.smem_kb ? " thin slices" : "");
+        const int64_t ld_x = sh.k + 8, ld_y = sh.n + 8, half = sh.n / 2;
+        Tensor x(DType::kBF16, m * ld_x), bias(DType::kBF16, sh.n), y(DType::kBF16, m * ld_y);
+        Tensor yn(DType::kBF16, m * sh.n), nw(DType::kBF16, sh.n), out(DType::kBF16, m * half);
+        x.fill_uniform(rng, -1, 1);
+        bias.fill_uniform(rng, -1, 1);
+        y.fill_uniform(rng, -4, 4);
+        nw.fill_uniform(rng, 0.5f, 1.5f);
+        std::fill(yn.host.begin(), yn.host.end(), uint8_t{0x11});
+        std::fill(out.host.begin(), out.host.end(), uint8_t{0x11});
+        x.to_device();
+        bias.to_device();
+        nw.to_device();
+        const ops::MatmulParams mm{.x = x.dev, .x_dtype = DType::kBF16, .ld_x = ld_x, .w = dw->view, .bias = bias.dev,
+                                   .bias_dtype = DType::kBF16, .y = y.dev, .y_dtype = DType::kBF16, .ld_y = ld_y, .m = m,
+                                   .n = sh.n, .k = sh.k, .accumulate = true};
+        EXPECT_GT(quant_gemm_splits(mm, backend()->n_sms()), 1) << what << ": the slab GEMM runs one slice";
+        const ops::MatmulRmsNormParams pn{
+            .mm = mm,
+            .norm = {.x = y.dev, .residual = nullptr, .y = yn.dev, .weight = nw.dev, .act_dtype = DType::kBF16,
+                     .weight_dtype = DType::kBF16, .rows = m, .dim = sh.n, .ld_x = ld_y, .ld_res = sh.n, .ld_y = sh.n,
+                     .eps = 1e-6f}};
+        expect_fused_equals_sequence(
+            {&y, &yn}, [&] { return backend()->matmul_rms_norm(pn); }, [](bool on) { backend()->set_fuse_split(on); },
+            [] { return backend()->fused_split_calls(); }, "matmul_rms_norm " + what, was);
+        // gate_up's shape: [gate | up] halves of y, no accumulate; y itself is not compared (the
+        // fused op leaves it unwritten).
+        ops::MatmulSiluMulParams ps{
+            .mm = mm,
+            .act = {.gate = y.dev, .up = static_cast<uint8_t*>(y.dev) + 2 * half, .out = out.dev, .act_dtype = DType::kBF16,
+                    .n_tokens = m, .dim = half, .ld_gate = ld_y, .ld_up = ld_y, .ld_out = half}};
+        ps.mm.accumulate = false;
+        const bool silu_was = backend()->fuse_silu_mul();
+        backend()->set_fuse_silu_mul(false);  // the GEMV epilogue (m <= 8) is not this path
+        expect_fused_equals_sequence(
+            {&out}, [&] { return backend()->matmul_silu_mul(ps); }, [](bool on) { backend()->set_fuse_split(on); },
+            [] { return backend()->fused_split_calls(); }, "matmul_silu_mul " + what, was);
+        backend()->set_fuse_silu_mul(silu_was);
+      }
+      set_quant_slab_limits(0, 0);
+    }
 }
 
 }  // namespace

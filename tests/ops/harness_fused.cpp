@@ -540,4 +540,60 @@ void OpCases::rms_norm_matmul() {
   run_case(1, 2048, 64, act(), false, true);
 }
 
+
+// A projection into the residual stream and the next block's input norm over it: norm.x is mm.y
+// (what a backend may fuse: CUDA normalizes in the split GEMM's epilogue), accumulate (the
+// model's residual add) and not, bias, row gaps, dims the bf16 norm takes (multiples of 8, one to
+// four vectors a thread) and odd ones, every dense float weight dtype; "separate": norm.x is
+// another buffer (the sequence as written). mm.y and norm.y must both match ref::matmul then
+// ref::rms_norm. The quantized weights the CUDA split epilogue runs on are checked against the
+// sequence bit for bit in cuda_fused_test (CudaFused.SplitEpiloguesEqualReduceThenOp).
+void OpCases::matmul_rms_norm() {
+  int variant = 0;
+  auto run_case = [&](int64_t m, int64_t dim, int64_t k, DType wt, bool separate) {
+    const bool has_bias = variant % 3 == 1, accumulate = variant % 4 != 2;
+    const int64_t gap = variant % 2 ? 8 : 0;
+    ++variant;
+    const std::string what = "matmul_rms_norm m=" + std::to_string(m) + " dim=" + std::to_string(dim) + " k=" +
+                             std::to_string(k) + " w=" + tag(wt) + (has_bias ? " bias" : "") +
+                             (accumulate ? " accumulate" : "") + (separate ? " separate" : "") + " gap=" + std::to_string(gap);
+    HostMat x(act(), m, k, k + gap), w(wt, dim, k, k), bias(act(), 1, dim, dim), y0(act(), m, dim, dim + gap);
+    HostMat other(act(), m, dim, dim), nw(act(), 1, dim, dim), yn0(act(), m, dim, dim + gap);
+    x.fill_random(rng_, 1.0f);
+    w.fill_random(rng_, 0.5f);
+    bias.fill_random(rng_, 1.0f);
+    y0.fill_random(rng_, 2.0f);
+    other.fill_random(rng_, 1.0f);
+    nw.fill_random(rng_, 1.5f);
+    yn0.fill_random(rng_, 1.0f);
+    auto dx = upload(x), dw = upload(w), db = upload(bias), dy = upload(y0), dother = upload(other), dnw = upload(nw),
+         dyn = upload(yn0);
+    const ops::MatmulRmsNormParams p{
+        .mm = {.x = dx->ptr(), .x_dtype = act(), .ld_x = x.ld, .w = ops::dense_weight(dw->ptr(), wt),
+               .bias = has_bias ? db->ptr() : nullptr, .bias_dtype = act(), .y = dy->ptr(), .y_dtype = act(),
+               .ld_y = y0.ld, .m = m, .n = dim, .k = k, .accumulate = accumulate},
+        .norm = {.x = separate ? dother->ptr() : dy->ptr(), .residual = nullptr, .y = dyn->ptr(), .weight = dnw->ptr(),
+                 .act_dtype = act(), .weight_dtype = act(), .rows = m, .dim = dim,
+                 .ld_x = separate ? other.ld : y0.ld, .ld_res = dim, .ld_y = yn0.ld, .eps = 1e-6f}};
+    if (!ran(backend()->matmul_rms_norm(p), ops::OpKind::kMatmulRmsNorm, "w=" + tag(wt), what)) return;
+    HostMat got_y = download(*dy, y0), got_yn = download(*dyn, yn0), want_y = y0, want_yn = yn0;
+    ops::MatmulRmsNormParams r = p;
+    r.mm.x = x.data(), r.mm.w = ops::dense_weight(w.data(), wt), r.mm.bias = has_bias ? bias.data() : nullptr;
+    r.mm.y = want_y.data();
+    r.norm.x = separate ? other.data() : want_y.data(), r.norm.y = want_yn.data(), r.norm.weight = nw.data();
+    ops::ref::matmul_rms_norm(r);
+    EXPECT_TRUE(compare_mats(got_y, want_y, y0, act_tol(), what + " (mm.y)"));
+    EXPECT_TRUE(compare_mats(got_yn, want_yn, yn0, act_tol(), what + " (norm.y)"));
+    for (auto* b : {dx.get(), dw.get(), db.get(), dy.get(), dother.get(), dnw.get(), dyn.get()})
+      EXPECT_TRUE(b->check_guards(what));
+  };
+  for (int64_t m : {1, 3, 9, 33})
+    for (int64_t dim : {64, 136, 2048})
+      for (int64_t k : {64, 200}) run_case(m, dim, k, act(), false);
+  for (DType wt : {DType::kF32, DType::kBF16, DType::kF16}) run_case(3, 136, 72, wt, false);
+  run_case(2, 67, 13, act(), false);      // odd dim: the generic norm kernel
+  run_case(1, 16384, 64, act(), false);   // four 8-wide vectors a thread
+  run_case(4, 256, 64, act(), true);
+}
+
 }  // namespace frugal::testing

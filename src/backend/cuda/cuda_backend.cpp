@@ -56,6 +56,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   b->fuse_mla_prologue_ = !(fuse_mla_env && std::strcmp(fuse_mla_env, "0") == 0);
   const char* fuse_mla_uv_env = std::getenv("FRUGAL_FUSE_MLA_UV");
   b->fuse_mla_uv_ = !(fuse_mla_uv_env && std::strcmp(fuse_mla_uv_env, "0") == 0);
+  const char* fuse_split_env = std::getenv("FRUGAL_FUSE_SPLIT");
+  b->fuse_split_ = !(fuse_split_env && std::strcmp(fuse_split_env, "0") == 0);
   // Off unless FRUGAL_FUSE_SILU=1: measured no faster at batch 1 on the H200 (2026-12-03, 7B:
   // bf16 236.3 tok/s fused against 237.3 unfused, int4 347.9 against 347.8).
   const char* fuse_silu_env = std::getenv("FRUGAL_FUSE_SILU");
@@ -376,6 +378,22 @@ Status CudaBackend::quant_gemv_or_gemm(const ops::MatmulParams& p) {
     }
   }
   return check_launch(launch_quant_gemm(p, splits, partials, stream_, quant_gemm_kernel_), "quant_gemm");
+}
+
+Result<const float*> CudaBackend::matmul_to_partials(const ops::MatmulParams& p, int* splits) {
+  *splits = 1;
+  if (!fuse_split_ || p.m == 0 || p.n == 0 || p.w.format.scheme == ops::WeightScheme::kDense) return nullptr;
+  if (!quant_gemv_first(p) || p.m < quant_gemm_min_m(quant_gemm_kernel_, quant_gemm_min_m_) ||
+      !quant_gemm_partials_ok(p, quant_gemm_kernel_))
+    return nullptr;
+  const int s = quant_gemm_splits(p, n_sms_, quant_gemm_kernel_);
+  if (s < 2) return nullptr;
+  const size_t bytes = quant_gemm_scratch_bytes(p, s, quant_gemm_kernel_);
+  if (capturing_ && bytes > scratch_bytes_) return nullptr;  // the sequence runs one slice
+  FRUGAL_ASSIGN_OR_RETURN(void* partials, scratch(bytes));
+  FRUGAL_RETURN_IF_ERROR(check_launch(launch_quant_gemm_partials(p, s, partials, stream_, quant_gemm_kernel_), "quant_gemm"));
+  *splits = s;
+  return static_cast<const float*>(partials);
 }
 
 // FP8 weights x FP8 activations (W8A8). The weight's scales decide the activation scales:
@@ -723,7 +741,35 @@ Status CudaBackend::matmul_silu_mul(const ops::MatmulSiluMulParams& p) {
       return Status::ok();
     }
   }
+  // The slab GEMM in k slices: silu_mul adds the partials itself (no reduce kernel).
+  if (fuse_split_ && split_silu_mul_ok(mm, p.act)) {
+    FRUGAL_RETURN_IF_ERROR(check_matmul(mm));
+    int splits = 1;
+    FRUGAL_ASSIGN_OR_RETURN(const float* partials, matmul_to_partials(mm, &splits));
+    if (partials != nullptr) {
+      FRUGAL_RETURN_IF_ERROR(check_launch(launch_split_silu_mul(mm, partials, splits, p.act, stream_), "split_silu_mul"));
+      ++fused_split_calls_;
+      return Status::ok();
+    }
+  }
   return ops::Backend::matmul_silu_mul(p);  // the sequence
+}
+
+// A projection into the residual stream, then the next block's norm over it: where the matmul
+// runs the slab GEMM in k slices, the norm's kernel adds the partials (split_rms_norm: y written,
+// then normalized); else the two ops.
+Status CudaBackend::matmul_rms_norm(const ops::MatmulRmsNormParams& p) {
+  if (fuse_split_ && split_rms_norm_ok(p.mm, p.norm)) {
+    FRUGAL_RETURN_IF_ERROR(check_matmul(p.mm));
+    int splits = 1;
+    FRUGAL_ASSIGN_OR_RETURN(const float* partials, matmul_to_partials(p.mm, &splits));
+    if (partials != nullptr) {
+      FRUGAL_RETURN_IF_ERROR(check_launch(launch_split_rms_norm(p.mm, partials, splits, p.norm, stream_), "split_rms_norm"));
+      ++fused_split_calls_;
+      return Status::ok();
+    }
+  }
+  return ops::Backend::matmul_rms_norm(p);  // the sequence
 }
 
 // SwiGLU's down projection over silu(gate) * up: where the matmul reads exactly act's product

@@ -54,6 +54,7 @@ class CudaBackend final : public ops::Backend {
   Status moe_router(const ops::MoeRouterParams& p) override;  // one kernel where moe_router_fusable
   Status rms_norm_matmul(const ops::RmsNormMatmulParams& p) override;    // one GEMV where rms_norm_gemv_fusable  // one kernel where mla_kv_prologue_fusable
   Status attention_batched_matmul(const ops::AttentionBatchedMatmulParams& p) override;  // merge + W_UV where mla_combine_uv_fusable
+  Status matmul_rms_norm(const ops::MatmulRmsNormParams& p) override;  // the norm in a split GEMM's epilogue
 
   bool supports_sample() const override { return true; }
   Status sample(const SampleParams& p) override;
@@ -122,6 +123,13 @@ class CudaBackend final : public ops::Backend {
   void set_fuse_mla_uv(bool on) { fuse_mla_uv_ = on; }
   bool fuse_mla_uv() const { return fuse_mla_uv_; }
   int64_t fused_mla_uv_calls() const { return fused_mla_uv_calls_; }
+  // The split GEMM's epilogues: where a quantized matmul runs the slab GEMM in more than one k
+  // slice, matmul_rms_norm's norm and matmul_silu_mul's silu_mul add its f32 partials themselves
+  // (split_rms_norm / split_silu_mul, kernels.h) instead of the reduce kernel then their own: one
+  // launch and one round trip of y fewer, the same bits. On unless FRUGAL_FUSE_SPLIT=0.
+  void set_fuse_split(bool on) { fuse_split_ = on; }
+  bool fuse_split() const { return fuse_split_; }
+  int64_t fused_split_calls() const { return fused_split_calls_; }
   // moe_router (DeepSeekMoE's input norm, router GEMV and routing) fused, where the matmul runs
   // the GEMV: route mode 1, one cluster kernel (sm_90; the norm inside it where it fits, else its
   // own kernel first); 2, the cluster kernel after the norm's own kernel; 3, the norm's kernel
@@ -159,6 +167,10 @@ class CudaBackend final : public ops::Backend {
   Status matmul_w8a8(const ops::MatmulParams& p, const ops::SiluMulParams* silu = nullptr,
                      const ops::RmsNormParams* norm = nullptr);
   Status quant_gemv_or_gemm(const ops::MatmulParams& p);
+  // Where p runs the slab GEMM in more than one k slice (matmul_quant's route) and fuse_split_:
+  // enqueues it into f32 partials in the scratch, without the reduce kernel, and returns them
+  // (*splits the slices); else nullptr, nothing enqueued (the caller runs its sequence).
+  Result<const float*> matmul_to_partials(const ops::MatmulParams& p, int* splits);
   // The weight dequantized to bf16 in the scratch and multiplied by cuBLASLt, in slices of rows
   // that fit (set_dequant_scratch_max); kUnsupported when no slice fits or cuBLASLt refuses.
   Status matmul_dequant_lt(const ops::MatmulParams& p);
@@ -189,6 +201,8 @@ class CudaBackend final : public ops::Backend {
   int64_t fused_mla_prologue_calls_ = 0;
   bool fuse_mla_uv_ = true;
   int64_t fused_mla_uv_calls_ = 0;
+  bool fuse_split_ = true;
+  int64_t fused_split_calls_ = 0;
   int route_mode_ = 0;  // set_route_mode
   uint32_t* route_counter_ = nullptr;  // one word, zero between launches (launch_moe_router_grid)
   int64_t fused_route_calls_ = 0;

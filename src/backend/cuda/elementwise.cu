@@ -206,11 +206,43 @@ __device__ __forceinline__ uint4 pack8(const float f[8]) {
 
 bool aligned(const void* ptr, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0; }
 
+// The split GEMMs' epilogues: 8 outputs (rows row..row + 7 of token tok) of a matmul whose k
+// slices left f32 partials [splits][m][n] (quant_gemm_reduce's input): the slices added in slice
+// order, then the bias, then y itself when accumulating, rounded to bf16 (y_dtype), as
+// quant_gemm_reduce's store_y computes them, bit for bit. n % 8 == 0, partials 16-byte aligned.
+struct SplitY {
+  ops::MatmulParams mm;
+  const float* partials;
+  int splits;
+};
+
+__device__ __forceinline__ void split_y8(const SplitY& s, int64_t tok, int64_t row, float v[8]) {
+  const int64_t total = s.mm.m * s.mm.n, at = tok * s.mm.n + row;
+  const float4* p0 = reinterpret_cast<const float4*>(s.partials + at);
+  float4 a = __ldcs(p0), b = __ldcs(p0 + 1);
+  for (int z = 1; z < s.splits; ++z) {
+    const float4* pz = reinterpret_cast<const float4*>(s.partials + static_cast<int64_t>(z) * total + at);
+    const float4 c = __ldcs(pz), d = __ldcs(pz + 1);
+    a.x += c.x, a.y += c.y, a.z += c.z, a.w += c.w;
+    b.x += d.x, b.y += d.y, b.z += d.z, b.w += d.w;
+  }
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    if (s.mm.bias) v[e] += load_f(s.mm.bias_dtype, s.mm.bias, row + e);
+    if (s.mm.accumulate) v[e] += load_f(s.mm.y_dtype, s.mm.y, tok * s.mm.ld_y + row + e);
+    v[e] = round_to(DType::kBF16, v[e]);
+  }
+}
+
 // One block per row, VPT 8-element vectors per thread held in registers between the two passes.
 // The norm weight is loaded before pdl_wait (no kernel writes it): in decode the kernel is one
 // block whose run is a chain of latencies, and the weight load was the last link of it.
-template <int VPT>
-__global__ void rms_norm_bf16_kernel(ops::RmsNormParams p) {
+// kSplit (split_rms_norm, a matmul_rms_norm's epilogue): x is the matmul's y, made here from its
+// partials (split_y8) and written to y before it is normalized, as the reduce kernel then this
+// one would (x = mm.y, no residual).
+template <int VPT, bool kSplit>
+__global__ void rms_norm_bf16_kernel(ops::RmsNormParams p, SplitY sy) {
   __shared__ float red[32];
   const int64_t r = blockIdx.x;
   const int nvec = static_cast<int>(p.dim / 8);
@@ -230,13 +262,18 @@ __global__ void rms_norm_bf16_kernel(ops::RmsNormParams p) {
   for (int k = 0; k < VPT; ++k) {
     const int idx = threadIdx.x + k * blockDim.x;
     if (idx >= nvec) continue;
-    unpack8(*reinterpret_cast<const uint4*>(x + idx * 8), v[k]);
-    if (p.residual) {
-      float rv[8];
-      unpack8(*reinterpret_cast<const uint4*>(res + idx * 8), rv);
+    if constexpr (kSplit) {
+      split_y8(sy, r, static_cast<int64_t>(idx) * 8, v[k]);
+      *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(sy.mm.y) + r * sy.mm.ld_y + idx * 8) = pack8(v[k]);
+    } else {
+      unpack8(*reinterpret_cast<const uint4*>(x + idx * 8), v[k]);
+      if (p.residual) {
+        float rv[8];
+        unpack8(*reinterpret_cast<const uint4*>(res + idx * 8), rv);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[k][e] = __bfloat162float(__float2bfloat16(v[k][e] + rv[e]));
-      *reinterpret_cast<uint4*>(res + idx * 8) = pack8(v[k]);
+        for (int e = 0; e < 8; ++e) v[k][e] = __bfloat162float(__float2bfloat16(v[k][e] + rv[e]));
+        *reinterpret_cast<uint4*>(res + idx * 8) = pack8(v[k]);
+      }
     }
 #pragma unroll
     for (int e = 0; e < 8; ++e) ss += v[k][e] * v[k][e];
@@ -311,6 +348,22 @@ __global__ void silu_mul_bf16_kernel(ops::SiluMulParams p) {
   *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.out) + t * p.ld_out + v * 8) = pack8(o);
 }
 
+// silu_mul over a split matmul's [gate | up] halves (split_silu_mul, a matmul_silu_mul's
+// epilogue): gate and up made from the partials (split_y8), then silu_mul_bf16_kernel's
+// arithmetic; the matmul's y is not written.
+__global__ void split_silu_mul_bf16_kernel(ops::SiluMulParams p, SplitY sy) {
+  pdl_wait();
+  const int64_t t = blockIdx.y;
+  const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (v * 8 >= p.dim) return;
+  float g[8], u[8], o[8];
+  split_y8(sy, t, v * 8, g);
+  split_y8(sy, t, p.dim + v * 8, u);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) o[e] = silu_mul_f(g[e], u[e]);
+  *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.out) + t * p.ld_out + v * 8) = pack8(o);
+}
+
 bool silu_mul_bf16_ok(const ops::SiluMulParams& p) {
   return p.act_dtype == DType::kBF16 && p.dim % 8 == 0 && p.ld_gate % 8 == 0 && p.ld_up % 8 == 0 &&
          p.ld_out % 8 == 0 && p.n_tokens <= 65535 && aligned(p.gate, 16) && aligned(p.up, 16) && aligned(p.out, 16);
@@ -331,18 +384,58 @@ cudaError_t launch_embedding(const ops::EmbeddingParams& p, cudaStream_t stream)
   return launch_kernel(embedding_kernel, static_cast<unsigned>(p.n_tokens), row_threads(p.dim), 0, stream, p);
 }
 
+namespace {
+bool float_dtype(DType t) { return t == DType::kBF16 || t == DType::kF16 || t == DType::kF32; }
+
+// rms_norm_bf16_kernel's launch: VPT vectors a thread, the fewest warps that cover the row.
+template <bool kSplit>
+cudaError_t launch_rms_norm_bf16(const ops::RmsNormParams& p, const SplitY& sy, cudaStream_t stream) {
+  const int64_t nvec = p.dim / 8;
+  const int vpt = nvec <= 1024 ? 1 : nvec <= 2048 ? 2 : 4;
+  const int threads = static_cast<int>(std::max<int64_t>(32, ceil_div(ceil_div(nvec, vpt), 32) * 32));
+  const unsigned rows = static_cast<unsigned>(p.rows);
+  if (vpt == 1) return launch_kernel(rms_norm_bf16_kernel<1, kSplit>, rows, threads, 0, stream, p, sy);
+  if (vpt == 2) return launch_kernel(rms_norm_bf16_kernel<2, kSplit>, rows, threads, 0, stream, p, sy);
+  return launch_kernel(rms_norm_bf16_kernel<4, kSplit>, rows, threads, 0, stream, p, sy);
+}
+
+// What split_y8 reads: bf16 y, n a multiple of 8 (whole 8-row vectors, none straddling two
+// tokens), 16-byte aligned partials.
+bool split_y_ok(const ops::MatmulParams& mm, const float* partials, int splits) {
+  return splits >= 1 && partials != nullptr && aligned(partials, 16) && mm.y_dtype == DType::kBF16 && mm.n % 8 == 0 &&
+         mm.m > 0 && (!mm.bias || float_dtype(mm.bias_dtype));
+}
+}  // namespace
+
 cudaError_t launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return cudaSuccess;
-  if (rms_norm_bf16_ok(p)) {
-    const int64_t nvec = p.dim / 8;
-    const int vpt = nvec <= 1024 ? 1 : nvec <= 2048 ? 2 : 4;
-    const int threads = static_cast<int>(std::max<int64_t>(32, ceil_div(ceil_div(nvec, vpt), 32) * 32));
-    const unsigned rows = static_cast<unsigned>(p.rows);
-    if (vpt == 1) return launch_kernel(rms_norm_bf16_kernel<1>, rows, threads, 0, stream, p);
-    if (vpt == 2) return launch_kernel(rms_norm_bf16_kernel<2>, rows, threads, 0, stream, p);
-    return launch_kernel(rms_norm_bf16_kernel<4>, rows, threads, 0, stream, p);
-  }
+  if (rms_norm_bf16_ok(p)) return launch_rms_norm_bf16<false>(p, SplitY{}, stream);
   return launch_kernel(rms_norm_kernel, static_cast<unsigned>(p.rows), row_threads(p.dim), 0, stream, p);
+}
+
+bool split_rms_norm_ok(const ops::MatmulParams& mm, const ops::RmsNormParams& norm) {
+  return rms_norm_bf16_ok(norm) && norm.residual == nullptr && norm.x == mm.y && norm.ld_x == mm.ld_y &&
+         norm.rows == mm.m && norm.dim == mm.n && norm.rows <= 0x7fffffff && mm.y_dtype == DType::kBF16 && mm.n % 8 == 0 &&
+         (!mm.bias || float_dtype(mm.bias_dtype));
+}
+
+cudaError_t launch_split_rms_norm(const ops::MatmulParams& mm, const float* partials, int splits,
+                                  const ops::RmsNormParams& norm, cudaStream_t stream) {
+  if (!split_rms_norm_ok(mm, norm) || !split_y_ok(mm, partials, splits)) return cudaErrorInvalidValue;
+  return launch_rms_norm_bf16<true>(norm, SplitY{mm, partials, splits}, stream);
+}
+
+bool split_silu_mul_ok(const ops::MatmulParams& mm, const ops::SiluMulParams& act) {
+  return silu_mul_bf16_ok(act) && !mm.accumulate && mm.y_dtype == DType::kBF16 && mm.n == 2 * act.dim &&
+         act.n_tokens == mm.m && act.gate == mm.y && act.ld_gate == mm.ld_y && act.ld_up == mm.ld_y &&
+         act.up == static_cast<const uint8_t*>(mm.y) + 2 * act.dim && (!mm.bias || float_dtype(mm.bias_dtype));
+}
+
+cudaError_t launch_split_silu_mul(const ops::MatmulParams& mm, const float* partials, int splits,
+                                  const ops::SiluMulParams& act, cudaStream_t stream) {
+  if (!split_silu_mul_ok(mm, act) || !split_y_ok(mm, partials, splits)) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(ceil_div(act.dim / 8, kThreads)), static_cast<unsigned>(act.n_tokens));
+  return launch_kernel(split_silu_mul_bf16_kernel, grid, kThreads, 0, stream, act, SplitY{mm, partials, splits});
 }
 
 cudaError_t launch_rope(const ops::RopeParams& p, cudaStream_t stream) {

@@ -23,6 +23,21 @@ cudaError_t launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t stream);
 cudaError_t launch_rope(const ops::RopeParams& p, cudaStream_t stream);
 cudaError_t launch_silu_mul(const ops::SiluMulParams& p, cudaStream_t stream);
 cudaError_t launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t stream);
+// The split GEMMs' epilogues (elementwise.cu): the op that reads a matmul's y, run over the
+// matmul's f32 k-slice partials [splits][m][n] (launch_quant_gemm_partials) instead of after the
+// reduce kernel: y made from the partials with the reduce's arithmetic (slice order, + bias, + y
+// when accumulating, bf16), then the op's own, so the same bits as the reduce kernel then the op.
+//  - split_rms_norm (matmul_rms_norm): norm.x is mm.y (no residual, ld_x ld_y, rows m, dim n); y
+//    is written (the residual stream), then normalized into norm.y, one block a token.
+//  - split_silu_mul (matmul_silu_mul): act reads the [gate | up] halves of mm.y; mm.y is not
+//    written.
+// The _ok functions say where the Params have that shape (bf16 y, n a multiple of 8).
+bool split_rms_norm_ok(const ops::MatmulParams& mm, const ops::RmsNormParams& norm);
+cudaError_t launch_split_rms_norm(const ops::MatmulParams& mm, const float* partials, int splits,
+                                  const ops::RmsNormParams& norm, cudaStream_t stream);
+bool split_silu_mul_ok(const ops::MatmulParams& mm, const ops::SiluMulParams& act);
+cudaError_t launch_split_silu_mul(const ops::MatmulParams& mm, const float* partials, int splits,
+                                  const ops::SiluMulParams& act, cudaStream_t stream);
 cudaError_t launch_kv_write(const ops::KvWriteParams& p, cudaStream_t stream);
 // The fused RoPE + KV write (rope_kv_write.cu): one kernel for the model's layout (kv.k is rope.k,
 // bf16, rotate_half with rotary_dim % 4 == 0, head_dim <= 256, any kv_write cache dtype), equal bit
@@ -316,6 +331,12 @@ int quant_gemm_splits(const ops::MatmulParams& p, int n_sms, QuantGemmKernel ove
 size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits, QuantGemmKernel over = QuantGemmKernel::kDefault);
 cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
                               QuantGemmKernel over = QuantGemmKernel::kDefault);
+// The slab GEMM's k slices into `partials` ([splits][m][n] f32, quant_gemm_scratch_bytes) without
+// the reduce kernel, for a split epilogue (above) to add them; splits > 1. quant_gemm_partials_ok:
+// whether p's GEMM is the slab one (the only GEMM whose partials have that layout).
+bool quant_gemm_partials_ok(const ops::MatmulParams& p, QuantGemmKernel over = QuantGemmKernel::kDefault);
+cudaError_t launch_quant_gemm_partials(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
+                                       QuantGemmKernel over = QuantGemmKernel::kDefault);
 // Raises the kPipe (or kSlab) kernels' shared-memory limits and caches their occupancy outside
 // any capture; the backend calls it once at creation.
 cudaError_t prepare_quant_gemm();

@@ -211,7 +211,8 @@ size_t quant_gemm_slab_scratch_bytes(const ops::MatmulParams& p, int splits) {
 // splits: the slices of slab_shape (what quant_gemm_slab_splits returned), or another count
 // (1: what a capture without scratch runs) whose slices fit the shared memory; one slice that
 // does not fit (long k at many tokens) runs the GEMV instead, which needs no scratch.
-cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream) {
+cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
+                                   bool reduce) {
   if (p.m * p.n == 0) return cudaSuccess;
   if (splits < 1 || (splits > 1 && partials == nullptr)) return cudaErrorInvalidValue;
   SlabShape s = slab_shape(p, quant_device().sms);
@@ -230,7 +231,7 @@ cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void*
   const OpArgs o{&sa, dim3(static_cast<unsigned>(s.gx), static_cast<unsigned>(s.gy), static_cast<unsigned>(s.splits)), s.smem,
                  stream, nullptr};
   const cudaError_t err = run(Op::kLaunch, o, p, s);
-  if (err != cudaSuccess || s.splits == 1) return err;
+  if (err != cudaSuccess || s.splits == 1 || !reduce) return err;
   return launch_quant_gemm_reduce(p, static_cast<const float*>(partials), s.splits, stream);
 }
 

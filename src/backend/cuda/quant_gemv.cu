@@ -912,6 +912,16 @@ size_t quant_gemm_scratch_bytes(const ops::MatmulParams& p, int splits, QuantGem
   return splits > 1 ? static_cast<size_t>(splits) * static_cast<size_t>(p.m * p.n) * sizeof(float) : 0;
 }
 
+bool quant_gemm_partials_ok(const ops::MatmulParams& p, QuantGemmKernel over) {
+  return gemm_kernel_for(p, over) == QuantGemmKernel::kSlab;
+}
+
+cudaError_t launch_quant_gemm_partials(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
+                                       QuantGemmKernel over) {
+  if (!quant_gemm_partials_ok(p, over) || splits < 2 || partials == nullptr) return cudaErrorInvalidValue;
+  return launch_quant_gemm_slab(p, splits, partials, stream, /*reduce=*/false);
+}
+
 cudaError_t launch_quant_gemm(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
                               QuantGemmKernel over) {
   if (p.m * p.n == 0) return cudaSuccess;

@@ -269,10 +269,11 @@ cudaError_t prepare_quant_gemm_pipe();
 
 // The slab GEMM (quant_gemm_slab.cu) behind launch_quant_gemm & co. when quant_gemm_kernel() is
 // kSlab; `splits` is the number of k slices (1: the whole k in one, or the GEMV where one slice
-// does not fit the shared memory).
+// does not fit the shared memory). reduce false: the partials are left for the caller (splits > 1).
 int quant_gemm_slab_splits(const ops::MatmulParams& p, int n_sms);
 size_t quant_gemm_slab_scratch_bytes(const ops::MatmulParams& p, int splits);
-cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream);
+cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
+                                   bool reduce = true);
 
 // An integer from the environment (tuning knobs of the quantized kernels), `fallback` when unset.
 inline int env_int(const char* name, int fallback = 0) {

@@ -8,7 +8,8 @@ namespace frugal::model::layers {
 
 Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaShape& shape,
                      const StepInputs& step, const ops::KvCacheLayer& cache, const void* x,
-                     void* residual, const GqaScratch& s, const ops::RmsNormParams* norm) {
+                     void* residual, const GqaScratch& s, const ops::RmsNormParams* norm,
+                     const ops::RmsNormParams* post_norm) {
   const int64_t n = step.n_tokens;
   const int64_t hidden = w.q.in;
   const int64_t q_dim = static_cast<int64_t>(shape.n_head) * shape.head_dim;
@@ -45,6 +46,7 @@ Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaS
       .n_head = shape.n_head, .sliding_window = shape.sliding_window, .scale = shape.scale,
       .sink_tokens = shape.sink_tokens,
       .n_decode_seqs = step.n_decode_seqs, .decode_max_ctx_len = step.decode_max_ctx_len}));
+  if (post_norm) return linear_norm(b, w.o, act, s.out, q_dim, residual, hidden, n, shape.accumulate_o, *post_norm);
   return linear(b, w.o, act, s.out, q_dim, residual, hidden, n, shape.accumulate_o);
 }
 

@@ -58,9 +58,12 @@ struct GqaScratch {
 
 // residual[n_tokens, hidden] += o_proj(attention(x)); x is the normed input [n_tokens, hidden].
 // With `norm` (whose y is x) the input norm runs here too, as one fused op with the fused qkv
-// projection (rms_norm_matmul) where w.qkv is set, else before the three projections.
+// projection (rms_norm_matmul) where w.qkv is set, else before the three projections. With
+// `post_norm` (whose x is residual) the next norm runs with o_proj as one fused op
+// (matmul_rms_norm: a backend may normalize in the projection's epilogue).
 Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaShape& shape,
                      const StepInputs& step, const ops::KvCacheLayer& cache, const void* x,
-                     void* residual, const GqaScratch& s, const ops::RmsNormParams* norm = nullptr);
+                     void* residual, const GqaScratch& s, const ops::RmsNormParams* norm = nullptr,
+                     const ops::RmsNormParams* post_norm = nullptr);
 
 }  // namespace frugal::model::layers

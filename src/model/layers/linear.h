@@ -14,6 +14,17 @@ inline Status linear(ops::Backend* b, const Linear& l, DType act, const void* x,
                                      .ld_y = ld_y, .m = m, .n = l.out, .k = l.in, .accumulate = accumulate});
 }
 
+// linear(l) into y, then `norm` over y (norm.x is y: the next block's input norm over the residual
+// stream the projection adds into) as one fused op (matmul_rms_norm; a backend may normalize in
+// the matmul's epilogue). y and norm.y are both written.
+inline Status linear_norm(ops::Backend* b, const Linear& l, DType act, const void* x, int64_t ld_x, void* y,
+                          int64_t ld_y, int64_t m, bool accumulate, const ops::RmsNormParams& norm) {
+  return b->matmul_rms_norm(ops::MatmulRmsNormParams{
+      .mm = {.x = x, .x_dtype = act, .ld_x = ld_x, .w = l.weight, .bias = l.bias, .bias_dtype = l.bias_dtype, .y = y,
+             .y_dtype = act, .ld_y = ld_y, .m = m, .n = l.out, .k = l.in, .accumulate = accumulate},
+      .norm = norm});
+}
+
 // The Params of y[rows, dim] = rms_norm(x) * weight (x and y contiguous).
 inline ops::RmsNormParams rms_norm_params(const Norm& n, DType act, const void* x, void* y, int64_t rows, double eps) {
   return ops::RmsNormParams{.x = x, .residual = nullptr, .y = y, .weight = n.weight, .act_dtype = act,

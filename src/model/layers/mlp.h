@@ -22,13 +22,19 @@ struct MlpWeights {
 // overwritten with down's output (a tensor-parallel rank's partial sum, before its all-reduce).
 // With `norm` (whose y is x) the block's input norm runs here too: with FP8 gate_up and down
 // weights as one fused op with the gate_up projection (rms_norm_matmul: a backend may normalize
-// inside its W8A8 activation quantization), otherwise first.
+// inside its W8A8 activation quantization; mlp_norm_with_gate_up), otherwise first. With
+// `post_norm` (whose x is residual: the next block's input norm) it runs with the down projection
+// as one fused op (matmul_rms_norm), on the plain down path (not with FP8 down weights).
+inline bool mlp_norm_with_gate_up(const MlpWeights& w) {
+  return w.gate_up && w.gate_up->weight.format.scheme == ops::WeightScheme::kFp8 &&
+         w.down.weight.format.scheme == ops::WeightScheme::kFp8;
+}
+
 inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t n, const void* x,
                         void* residual, void* gate_buf, void* up_buf, bool accumulate = true,
-                        const ops::RmsNormParams* norm = nullptr) {
+                        const ops::RmsNormParams* norm = nullptr, const ops::RmsNormParams* post_norm = nullptr) {
   const int64_t hidden = w.gate.in, inter = w.gate.out;
-  const bool fp8_gate_up = w.gate_up && w.gate_up->weight.format.scheme == ops::WeightScheme::kFp8;
-  const bool norm_with_gate_up = norm && fp8_gate_up && w.down.weight.format.scheme == ops::WeightScheme::kFp8;
+  const bool norm_with_gate_up = norm && mlp_norm_with_gate_up(w);
   if (norm && !norm_with_gate_up) FRUGAL_RETURN_IF_ERROR(b->rms_norm(*norm));
   const void* prod = gate_buf;
   const ops::MatmulParams down{.x = up_buf, .x_dtype = act, .ld_x = inter, .w = w.down.weight, .bias = w.down.bias,
@@ -43,10 +49,11 @@ inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t
         .m = n, .n = 2 * inter, .k = hidden, .accumulate = false};
     if (norm_with_gate_up) FRUGAL_RETURN_IF_ERROR(b->rms_norm_matmul(ops::RmsNormMatmulParams{.norm = *norm, .mm = gate_up}));
     else FRUGAL_RETURN_IF_ERROR(b->matmul(gate_up));  // the norm (if any) ran above
-    return b->silu_mul_matmul(ops::SiluMulMatmulParams{
+    FRUGAL_RETURN_IF_ERROR(b->silu_mul_matmul(ops::SiluMulMatmulParams{
         .act = {.gate = gate_buf, .up = static_cast<uint8_t*>(gate_buf) + dtype_bytes(act, inter), .out = up_buf,
                 .act_dtype = act, .n_tokens = n, .dim = inter, .ld_gate = 2 * inter, .ld_up = 2 * inter, .ld_out = inter},
-        .mm = down});
+        .mm = down}));
+    return post_norm ? b->rms_norm(*post_norm) : Status::ok();
   }
   if (w.gate_up) {
     // One op: a backend may compute the product in the gate_up matmul's epilogue (gate_buf unwritten).
@@ -73,6 +80,7 @@ inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t
   }
   ops::MatmulParams d = down;
   d.x = prod;
+  if (post_norm) return b->matmul_rms_norm(ops::MatmulRmsNormParams{.mm = d, .norm = *post_norm});
   return b->matmul(d);
 }
 
