@@ -65,6 +65,11 @@ Status Backend::rms_norm_matmul(const RmsNormMatmulParams& p) {
   return matmul(p.mm);
 }
 
+Status Backend::matmul_rope_kv_write(const MatmulRopeKvWriteParams& p) {
+  FRUGAL_RETURN_IF_ERROR(matmul(p.mm));
+  return rope_kv_write(p.rkv);
+}
+
 Status Backend::matmul_rms_norm(const MatmulRmsNormParams& p) {
   FRUGAL_RETURN_IF_ERROR(matmul(p.mm));
   return rms_norm(p.norm);

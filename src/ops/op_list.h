@@ -34,6 +34,7 @@
 // (ops/params.h says what each may skip). The reference is the sequence of references.
 #define FRUGAL_FUSED_OPS(X)             \
   X(RopeKvWrite, rope_kv_write)         \
+  X(MatmulRopeKvWrite, matmul_rope_kv_write) \
   X(MatmulSiluMul, matmul_silu_mul)     \
   X(SiluMulMatmul, silu_mul_matmul)     \
   X(MlaKvPrologue, mla_kv_prologue)     \

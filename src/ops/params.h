@@ -133,6 +133,17 @@ struct RopeKvWriteParams {
   KvWriteParams kv;
 };
 
+// matmul(mm) then rope_kv_write(rkv) (fused op, ops/op_list.h): the fused qkv projection, then RoPE
+// and the cache write over its rows. In the model rkv reads mm.y's [q | k | v] rows (rope.q is
+// mm.y, rope.k and kv.k its k columns, kv.v its v columns, every ld mm.ld_y, n_tokens mm.m, no
+// accumulate); a backend may then run RoPE and the cache write in the matmul's epilogue (CUDA:
+// over its split-k partials). Results: mm.y's q rows rotated (what attention reads) and the cache;
+// mm.y's k and v rows are scratch. Any other Params run as the sequence.
+struct MatmulRopeKvWriteParams {
+  MatmulParams mm;
+  RopeKvWriteParams rkv;
+};
+
 // rms_norm(norm) then rope(rope) then kv_write(kv) (fused op, ops/op_list.h): MLA's latent cache
 // row (model/deepseek.cpp). In the model the rows [c | k_pe] of kv_a's output are normalized on
 // c in place (norm.x == norm.y, no residual, norm.dim = kv_lora_rank), rope turns q_pe of every

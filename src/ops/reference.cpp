@@ -230,6 +230,11 @@ void rms_norm_matmul(const RmsNormMatmulParams& p) {
   matmul(p.mm);
 }
 
+void matmul_rope_kv_write(const MatmulRopeKvWriteParams& p) {
+  matmul(p.mm);
+  rope_kv_write(p.rkv);
+}
+
 void matmul_rms_norm(const MatmulRmsNormParams& p) {
   matmul(p.mm);
   rms_norm(p.norm);

@@ -446,6 +446,67 @@ TEST(CudaFused, SplitEpiloguesEqualReduceThenOp) {
       }
       set_quant_slab_limits(0, 0);
     }
+  // The qkv projection's epilogue: 7B's heads (28 q, 4 kv of 128; [q | k | v] = 4,608 rows over
+  // 3,584), bf16 and int8 caches, a padding token; the q rows of y (rotated) and the caches.
+  const int n_head = 28, n_kv = 4, hd = 128, bs = 16, n_blocks = 80;
+  const int64_t q_dim = int64_t{n_head} * hd, kv_dim = int64_t{n_kv} * hd, width = q_dim + 2 * kv_dim, hidden = 3584;
+  const int64_t n_slots = int64_t{n_blocks} * bs;
+  for (const QFormat& f : formats) {
+    std::mt19937 rng(static_cast<unsigned>(7 + f.offsets));
+    const auto dw = device_weight(f, width, hidden, rng, /*dequantize=*/false);
+    ASSERT_TRUE(dw != nullptr);
+    for (DType cache_t : {DType::kBF16, DType::kI8})
+      for (int64_t m : {9, 16, 33}) {
+        const std::string what = std::string("matmul_rope_kv_write ") + f.name + " cache=" + dtype_name(cache_t) +
+                                 " m=" + std::to_string(m);
+        Tensor x(DType::kBF16, m * hidden), bias(DType::kBF16, width), y(DType::kBF16, m * width);
+        Tensor kc(cache_t, n_slots * kv_dim), vc(cache_t, n_slots * kv_dim), ks(DType::kF32, n_slots * n_kv),
+            vs(DType::kF32, n_slots * n_kv);
+        x.fill_uniform(rng, -1, 1);
+        bias.fill_uniform(rng, -1, 1);
+        std::fill(y.host.begin(), y.host.end(), uint8_t{0x11});
+        for (Tensor* t : {&kc, &vc, &ks, &vs}) std::fill(t->host.begin(), t->host.end(), uint8_t{0x11});
+        x.to_device();
+        bias.to_device();
+        std::vector<int32_t> pos, slots;
+        for (int64_t t = 0; t < m; ++t) {
+          pos.push_back(static_cast<int32_t>(300 + 97 * t));
+          slots.push_back(t == 1 ? -1 : static_cast<int32_t>((37 * t + 5) % n_slots));
+        }
+        std::vector<float> inv(static_cast<size_t>(hd / 2));
+        for (int i = 0; i < hd / 2; ++i) inv[static_cast<size_t>(i)] = std::pow(1e6f, -2.f * i / hd);
+        DevInts di;
+        auto* yq = static_cast<uint8_t*>(y.dev);
+        const bool int8 = cache_t == DType::kI8;
+        const ops::MatmulRopeKvWriteParams p{
+            .mm = {.x = x.dev, .x_dtype = DType::kBF16, .ld_x = hidden, .w = dw->view, .bias = bias.dev,
+                   .bias_dtype = DType::kBF16, .y = y.dev, .y_dtype = DType::kBF16, .ld_y = width, .m = m, .n = width,
+                   .k = hidden, .accumulate = false},
+            .rkv = {.rope = {.q = yq, .k = yq + 2 * q_dim, .act_dtype = DType::kBF16, .positions = di(pos),
+                             .inv_freq = di.floats(inv), .n_tokens = m, .ld_q = width, .ld_k = width, .n_head = n_head,
+                             .n_head_kv = n_kv, .head_dim = hd, .rotary_dim = hd, .attention_factor = 1.f},
+                    .kv = {.cache = {.k_cache = kc.dev, .v_cache = vc.dev, .cache_dtype = cache_t, .n_blocks = n_blocks,
+                                     .block_size = bs, .n_head_kv = n_kv, .head_dim = hd,
+                                     .k_scales = int8 ? static_cast<float*>(ks.dev) : nullptr,
+                                     .v_scales = int8 ? static_cast<float*>(vs.dev) : nullptr},
+                           .k = yq + 2 * q_dim, .v = yq + 2 * (q_dim + kv_dim), .act_dtype = DType::kBF16, .ld_k = width,
+                           .ld_v = width, .slot_mapping = di(slots), .n_tokens = m}}};
+        EXPECT_GT(quant_gemm_splits(p.mm, backend()->n_sms()), 1) << what << ": the slab GEMM runs one slice";
+        // y's k and v rows are scratch for the fused op: the op is followed by a copy of q's
+        // columns (the rows attention reads), which is compared with the caches.
+        Tensor yq_only(DType::kBF16, m * q_dim);
+        expect_fused_equals_sequence(
+            {&kc, &vc, &ks, &vs, &yq_only},
+            [&] {
+              FRUGAL_RETURN_IF_ERROR(backend()->matmul_rope_kv_write(p));
+              const cudaError_t e = cudaMemcpy2DAsync(yq_only.dev, static_cast<size_t>(q_dim * 2), y.dev,
+                                                      static_cast<size_t>(width * 2), static_cast<size_t>(q_dim * 2),
+                                                      static_cast<size_t>(m), cudaMemcpyDeviceToDevice, backend()->stream());
+              return e == cudaSuccess ? Status::ok() : internal_error("copy q rows: " + std::string(cudaGetErrorString(e)));
+            },
+            [](bool on) { backend()->set_fuse_split(on); }, [] { return backend()->fused_split_calls(); }, what, was);
+      }
+  }
 }
 
 }  // namespace

@@ -596,4 +596,97 @@ void OpCases::matmul_rms_norm() {
   run_case(4, 256, 64, act(), true);
 }
 
+
+// The fused qkv projection, then RoPE and the cache write over its [q | k | v] rows (what a backend
+// may fuse: CUDA runs RoPE and the write in the split GEMM's epilogue): GQA shapes, rotary dims
+// full and partial, 1..9 tokens with a padding token (slot -1), bias, row gaps, bf16 and f32
+// caches, every dense float weight dtype. The q rows of mm.y (rotated) and both caches must match
+// ref::matmul then ref::rope_kv_write; mm.y's k and v rows are scratch (not compared), its gap
+// columns untouched. The quantized weights the CUDA epilogue runs on are checked against the
+// sequence bit for bit in cuda_fused_test (CudaFused.SplitEpiloguesEqualReduceThenOp).
+void OpCases::matmul_rope_kv_write() {
+  int variant = 0;
+  std::uniform_int_distribution<int32_t> pos_dist(0, 40000);
+  auto run_case = [&](int32_t head_dim, int32_t rot, int64_t n_tokens, int64_t k, DType wt, DType cache_t) {
+    const int32_t n_head = 4 + variant % 2 * 2, n_head_kv = 2, block_size = 5, n_blocks = 6;
+    const bool has_bias = variant % 3 != 1;
+    const int64_t q_dim = int64_t{n_head} * head_dim, kv_dim = int64_t{n_head_kv} * head_dim;
+    const int64_t width = q_dim + 2 * kv_dim, gap = variant++ % 2 ? 6 : 0;
+    const std::string what = "matmul_rope_kv_write head_dim=" + std::to_string(head_dim) + " rotary_dim=" +
+                             std::to_string(rot) + " n_head=" + std::to_string(n_head) + " n_tokens=" +
+                             std::to_string(n_tokens) + " k=" + std::to_string(k) + " w=" + tag(wt) + " cache=" +
+                             tag(cache_t) + (has_bias ? " bias" : "") + " gap=" + std::to_string(gap);
+    HostMat x(act(), n_tokens, k, k + gap), w(wt, width, k, k), bias(act(), 1, width, width);
+    HostMat y0(act(), n_tokens, width, width + gap);
+    x.fill_random(rng_, 1.0f);
+    w.fill_random(rng_, 0.5f);
+    bias.fill_random(rng_, 1.0f);
+    y0.fill_random(rng_, 1.0f);
+    const int64_t n_slots = int64_t{n_blocks} * block_size;
+    HostMat kc(cache_t, n_slots, kv_dim, kv_dim), vc(cache_t, n_slots, kv_dim, kv_dim);
+    kc.fill_random(rng_, 1.0f);
+    vc.fill_random(rng_, 1.0f);
+    std::vector<int32_t> slots(static_cast<size_t>(n_slots)), pos(static_cast<size_t>(n_tokens));
+    std::iota(slots.begin(), slots.end(), 0);
+    std::shuffle(slots.begin(), slots.end(), rng_);
+    slots.resize(static_cast<size_t>(n_tokens));
+    if (n_tokens > 1) slots[1] = -1;  // a padding token: rotated, not written
+    for (auto& v : pos) v = pos_dist(rng_);
+    const std::vector<float> inv_freq = rope_inv_freq(rot);
+    auto dx = upload(x), dw = upload(w), db = upload(bias), dy = upload(y0), dkc = upload(kc), dvc = upload(vc),
+         dslots = upload(slots), dpos = upload(pos), dfreq = upload(inv_freq);
+    auto at = [&](void* base, int64_t col) { return static_cast<uint8_t*>(base) + dtype_bytes(act(), col); };
+    ops::MatmulRopeKvWriteParams p{
+        .mm = {.x = dx->ptr(), .x_dtype = act(), .ld_x = x.ld, .w = ops::dense_weight(dw->ptr(), wt),
+               .bias = has_bias ? db->ptr() : nullptr, .bias_dtype = act(), .y = dy->ptr(), .y_dtype = act(),
+               .ld_y = y0.ld, .m = n_tokens, .n = width, .k = k, .accumulate = false},
+        .rkv = {.rope = {.q = dy->ptr(), .k = at(dy->ptr(), q_dim), .act_dtype = act(),
+                         .positions = static_cast<const int32_t*>(dpos->ptr()),
+                         .inv_freq = static_cast<const float*>(dfreq->ptr()), .n_tokens = n_tokens, .ld_q = y0.ld,
+                         .ld_k = y0.ld, .n_head = n_head, .n_head_kv = n_head_kv, .head_dim = head_dim,
+                         .rotary_dim = rot, .attention_factor = 1.0f},
+                .kv = {.cache = {.k_cache = dkc->ptr(), .v_cache = dvc->ptr(), .cache_dtype = cache_t,
+                                 .n_blocks = n_blocks, .block_size = block_size, .n_head_kv = n_head_kv,
+                                 .head_dim = head_dim},
+                       .k = at(dy->ptr(), q_dim), .v = at(dy->ptr(), q_dim + kv_dim), .act_dtype = act(),
+                       .ld_k = y0.ld, .ld_v = y0.ld, .slot_mapping = static_cast<const int32_t*>(dslots->ptr()),
+                       .n_tokens = n_tokens}}};
+    if (!ran(backend()->matmul_rope_kv_write(p), ops::OpKind::kMatmulRopeKvWrite, "w=" + tag(wt), what)) return;
+    HostMat got_y = download(*dy, y0), got_kc = download(*dkc, kc), got_vc = download(*dvc, vc);
+    HostMat want_y = y0, want_kc = kc, want_vc = vc;
+    ops::MatmulRopeKvWriteParams r = p;
+    r.mm.x = x.data(), r.mm.w = ops::dense_weight(w.data(), wt), r.mm.bias = has_bias ? bias.data() : nullptr;
+    r.mm.y = want_y.data();
+    r.rkv.rope.q = want_y.data(), r.rkv.rope.k = at(want_y.data(), q_dim);
+    r.rkv.rope.positions = pos.data(), r.rkv.rope.inv_freq = inv_freq.data();
+    r.rkv.kv.cache.k_cache = want_kc.data(), r.rkv.kv.cache.v_cache = want_vc.data();
+    r.rkv.kv.k = at(want_y.data(), q_dim), r.rkv.kv.v = at(want_y.data(), q_dim + kv_dim);
+    r.rkv.kv.slot_mapping = slots.data();
+    ops::ref::matmul_rope_kv_write(r);
+    HostMat got_q(act(), n_tokens, q_dim, q_dim), want_q = got_q;
+    for (int64_t i = 0; i < n_tokens; ++i) {
+      for (int64_t j = 0; j < q_dim; ++j) {
+        got_q.set(i, j, got_y.get(i, j));
+        want_q.set(i, j, want_y.get(i, j));
+      }
+      for (int64_t j = width; j < y0.ld; ++j) {  // the gaps hold a sentinel (NaN equals NaN here)
+        const float g = got_y.get(i, j), o = y0.get(i, j);
+        EXPECT_TRUE(g == o || (std::isnan(g) && std::isnan(o))) << what << ": y's gap written at [" << i << ", " << j << "]";
+      }
+    }
+    EXPECT_TRUE(compare_mats(got_q, want_q, want_q, act_tol(), what + " (q rows)"));
+    // A bf16 cache rounds what the matmul gave: a value next to a rounding boundary may land one
+    // bf16 step (2^-8 relative) from the reference's.
+    const double cache_tol = cache_t == DType::kBF16 ? std::max(act_tol(), 1.0 / 128) : act_tol();
+    EXPECT_TRUE(compare_mats(got_kc, want_kc, kc, cache_tol, what + " (k cache)"));
+    EXPECT_TRUE(compare_mats(got_vc, want_vc, vc, cache_tol, what + " (v cache)"));
+    for (auto* b : {dx.get(), dw.get(), db.get(), dy.get(), dkc.get(), dvc.get(), dslots.get(), dpos.get(), dfreq.get()})
+      EXPECT_TRUE(b->check_guards(what));
+  };
+  for (DType cache_t : {DType::kBF16, DType::kF32})
+    for (int64_t n_tokens : {1, 5, 9})
+      for (auto [hd, rot] : {std::pair<int32_t, int32_t>{128, 128}, {64, 32}}) run_case(hd, rot, n_tokens, 72, act(), cache_t);
+  for (DType wt : {DType::kF32, DType::kBF16, DType::kF16}) run_case(64, 64, 3, 40, wt, DType::kBF16);
+}
+
 }  // namespace frugal::testing

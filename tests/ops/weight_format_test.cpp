@@ -176,9 +176,9 @@ TEST(OpList, EveryOpHasAUniqueName) {
     EXPECT_TRUE(names.insert(n).second) << n;
   }
   // 12 required ops (moe_route, scale_rows, moe_experts, batched_matmul for DeepSeek), sample, and
-  // the fused rope_kv_write, matmul_silu_mul, silu_mul_matmul, mla_kv_prologue, moe_router,
-  // rms_norm_matmul, matmul_rms_norm and attention_batched_matmul
-  EXPECT_EQ(names.size(), 21u);
+  // the fused rope_kv_write, matmul_rope_kv_write, matmul_silu_mul, silu_mul_matmul, mla_kv_prologue,
+  // moe_router, rms_norm_matmul, matmul_rms_norm and attention_batched_matmul
+  EXPECT_EQ(names.size(), 22u);
   EXPECT_TRUE(op_is_required(OpKind::kMatmul));
   EXPECT_FALSE(op_is_required(OpKind::kSample));
   EXPECT_TRUE(op_is_required(OpKind::kRopeKvWrite));  // every backend has it (the default runs the sequence)
@@ -186,6 +186,7 @@ TEST(OpList, EveryOpHasAUniqueName) {
   EXPECT_TRUE(op_is_required(OpKind::kMoeRouter));
   EXPECT_TRUE(op_is_required(OpKind::kRmsNormMatmul));
   EXPECT_TRUE(op_is_required(OpKind::kMatmulRmsNorm));
+  EXPECT_TRUE(op_is_required(OpKind::kMatmulRopeKvWrite));
   EXPECT_TRUE(op_is_required(OpKind::kAttentionBatchedMatmul));
 }
 

@@ -755,6 +755,26 @@ Status CudaBackend::matmul_silu_mul(const ops::MatmulSiluMulParams& p) {
   return ops::Backend::matmul_silu_mul(p);  // the sequence
 }
 
+// The fused qkv projection, then RoPE and the cache write over its rows: where the matmul runs the
+// slab GEMM in k slices (and rope_kv_write would fuse), the RoPE kernel adds the partials
+// (split_rope_kv_write); else matmul then rope_kv_write.
+Status CudaBackend::matmul_rope_kv_write(const ops::MatmulRopeKvWriteParams& p) {
+  if (fuse_split_ && fuse_rope_kv_ && split_rope_kv_write_ok(p.mm, p.rkv)) {
+    FRUGAL_RETURN_IF_ERROR(check_matmul(p.mm));
+    FRUGAL_RETURN_IF_ERROR(check_rope(p.rkv.rope));
+    FRUGAL_RETURN_IF_ERROR(check_kv_write(p.rkv.kv));
+    int splits = 1;
+    FRUGAL_ASSIGN_OR_RETURN(const float* partials, matmul_to_partials(p.mm, &splits));
+    if (partials != nullptr) {
+      FRUGAL_RETURN_IF_ERROR(
+          check_launch(launch_split_rope_kv_write(p.mm, partials, splits, p.rkv, stream_), "split_rope_kv_write"));
+      ++fused_split_calls_;
+      return Status::ok();
+    }
+  }
+  return ops::Backend::matmul_rope_kv_write(p);  // the sequence
+}
+
 // A projection into the residual stream, then the next block's norm over it: where the matmul
 // runs the slab GEMM in k slices, the norm's kernel adds the partials (split_rms_norm: y written,
 // then normalized); else the two ops.

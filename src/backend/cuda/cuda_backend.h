@@ -55,6 +55,7 @@ class CudaBackend final : public ops::Backend {
   Status rms_norm_matmul(const ops::RmsNormMatmulParams& p) override;    // one GEMV where rms_norm_gemv_fusable  // one kernel where mla_kv_prologue_fusable
   Status attention_batched_matmul(const ops::AttentionBatchedMatmulParams& p) override;  // merge + W_UV where mla_combine_uv_fusable
   Status matmul_rms_norm(const ops::MatmulRmsNormParams& p) override;  // the norm in a split GEMM's epilogue
+  Status matmul_rope_kv_write(const ops::MatmulRopeKvWriteParams& p) override;  // RoPE + KV write in a split GEMM's epilogue
 
   bool supports_sample() const override { return true; }
   Status sample(const SampleParams& p) override;
@@ -124,8 +125,9 @@ class CudaBackend final : public ops::Backend {
   bool fuse_mla_uv() const { return fuse_mla_uv_; }
   int64_t fused_mla_uv_calls() const { return fused_mla_uv_calls_; }
   // The split GEMM's epilogues: where a quantized matmul runs the slab GEMM in more than one k
-  // slice, matmul_rms_norm's norm and matmul_silu_mul's silu_mul add its f32 partials themselves
-  // (split_rms_norm / split_silu_mul, kernels.h) instead of the reduce kernel then their own: one
+  // slice, matmul_rms_norm's norm, matmul_silu_mul's silu_mul and matmul_rope_kv_write's RoPE and
+  // cache write add its f32 partials themselves (split_rms_norm / split_silu_mul /
+  // split_rope_kv_write, kernels.h) instead of the reduce kernel then their own: one
   // launch and one round trip of y fewer, the same bits. On unless FRUGAL_FUSE_SPLIT=0.
   void set_fuse_split(bool on) { fuse_split_ = on; }
   bool fuse_split() const { return fuse_split_; }

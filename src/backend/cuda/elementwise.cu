@@ -9,6 +9,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_quant.cuh"
+#include "backend/cuda/split_epilogue.cuh"
 
 namespace frugal::cuda {
 
@@ -205,35 +206,6 @@ __device__ __forceinline__ uint4 pack8(const float f[8]) {
 }
 
 bool aligned(const void* ptr, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0; }
-
-// The split GEMMs' epilogues: 8 outputs (rows row..row + 7 of token tok) of a matmul whose k
-// slices left f32 partials [splits][m][n] (quant_gemm_reduce's input): the slices added in slice
-// order, then the bias, then y itself when accumulating, rounded to bf16 (y_dtype), as
-// quant_gemm_reduce's store_y computes them, bit for bit. n % 8 == 0, partials 16-byte aligned.
-struct SplitY {
-  ops::MatmulParams mm;
-  const float* partials;
-  int splits;
-};
-
-__device__ __forceinline__ void split_y8(const SplitY& s, int64_t tok, int64_t row, float v[8]) {
-  const int64_t total = s.mm.m * s.mm.n, at = tok * s.mm.n + row;
-  const float4* p0 = reinterpret_cast<const float4*>(s.partials + at);
-  float4 a = __ldcs(p0), b = __ldcs(p0 + 1);
-  for (int z = 1; z < s.splits; ++z) {
-    const float4* pz = reinterpret_cast<const float4*>(s.partials + static_cast<int64_t>(z) * total + at);
-    const float4 c = __ldcs(pz), d = __ldcs(pz + 1);
-    a.x += c.x, a.y += c.y, a.z += c.z, a.w += c.w;
-    b.x += d.x, b.y += d.y, b.z += d.z, b.w += d.w;
-  }
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    if (s.mm.bias) v[e] += load_f(s.mm.bias_dtype, s.mm.bias, row + e);
-    if (s.mm.accumulate) v[e] += load_f(s.mm.y_dtype, s.mm.y, tok * s.mm.ld_y + row + e);
-    v[e] = round_to(DType::kBF16, v[e]);
-  }
-}
 
 // One block per row, VPT 8-element vectors per thread held in registers between the two passes.
 // The norm weight is loaded before pdl_wait (no kernel writes it): in decode the kernel is one

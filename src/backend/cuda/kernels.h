@@ -35,6 +35,12 @@ cudaError_t launch_gather_rows(const ops::GatherRowsParams& p, cudaStream_t stre
 bool split_rms_norm_ok(const ops::MatmulParams& mm, const ops::RmsNormParams& norm);
 cudaError_t launch_split_rms_norm(const ops::MatmulParams& mm, const float* partials, int splits,
                                   const ops::RmsNormParams& norm, cudaStream_t stream);
+//  - split_rope_kv_write (matmul_rope_kv_write): the model's [q | k | v] rows of mm.y (rope_kv_write's
+//    layout, rope_kv_write_fusable); q's rotated rows are written back to y, k and v go to the
+//    cache only.
+bool split_rope_kv_write_ok(const ops::MatmulParams& mm, const ops::RopeKvWriteParams& p);
+cudaError_t launch_split_rope_kv_write(const ops::MatmulParams& mm, const float* partials, int splits,
+                                       const ops::RopeKvWriteParams& p, cudaStream_t stream);
 bool split_silu_mul_ok(const ops::MatmulParams& mm, const ops::SiluMulParams& act);
 cudaError_t launch_split_silu_mul(const ops::MatmulParams& mm, const float* partials, int splits,
                                   const ops::SiluMulParams& act, cudaStream_t stream);

@@ -18,6 +18,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_quant.cuh"
+#include "backend/cuda/split_epilogue.cuh"
 
 namespace frugal::cuda {
 namespace {
@@ -40,8 +41,12 @@ __device__ __forceinline__ float2 round2(float2 v) {
 __device__ __forceinline__ float abs_max(float m, float2 v) { return fmaxf(m, fmaxf(fabsf(v.x), fabsf(v.y))); }
 
 // Row `row` of token `tok`: q heads, then k heads, then v heads (store_cache2: kv_quant.cuh).
-__device__ __forceinline__ void rope_kv_row(const ops::RopeKvWriteParams& p, int64_t tok, int row, int lane,
-                                            const float* sc) {
+// kSplit (split_rope_kv_write, matmul_rope_kv_write's epilogue): the rows are the qkv matmul's
+// outputs made from its k-slice partials (split_y2: q, k, v at columns [0, q_dim), [q_dim,
+// q_dim + kv_dim), then v), and only q's rotated rows go back to y (k and v there are scratch).
+template <bool kSplit>
+__device__ __forceinline__ void rope_kv_row(const ops::RopeKvWriteParams& p, const SplitY& sy, int64_t tok, int row,
+                                            int lane, const float* sc) {
   const ops::RopeParams& r = p.rope;
   const ops::KvCacheLayer& c = p.kv.cache;
   const int rot = r.rotary_dim, half = rot / 2, hd = r.head_dim;
@@ -53,19 +58,22 @@ __device__ __forceinline__ void rope_kv_row(const ops::RopeKvWriteParams& p, int
   // The row in three parts: lo pairs (2u, 2u + 1) for u < rot / 4, their rotate_half partners
   // hi (2u + half, ...), and the unrotated tail [rot, hd). A v row is partitioned alike.
   const int n_rot = rot / 4, n_tail = (hd - rot) / 2;
+  const int64_t q_dim = static_cast<int64_t>(r.n_head) * hd, kv_dim = static_cast<int64_t>(r.n_head_kv) * hd;
+  const int64_t col0 = (is_q ? 0 : is_v ? q_dim + kv_dim : q_dim) + static_cast<int64_t>(h) * hd;
+  auto ld2 = [&](int x) { return kSplit ? split_y2(sy, tok, col0 + x) : load2(src + x); };
   float2 lo[kRotSlots] = {}, hi[kRotSlots] = {}, tail[kTailSlots] = {};
 #pragma unroll
   for (int i = 0; i < kRotSlots; ++i) {
     const int u = lane + 32 * i;
     if (u < n_rot) {
-      lo[i] = load2(src + 2 * u);
-      hi[i] = load2(src + 2 * u + half);
+      lo[i] = ld2(2 * u);
+      hi[i] = ld2(2 * u + half);
     }
   }
 #pragma unroll
   for (int i = 0; i < kTailSlots; ++i) {
     const int u = lane + 32 * i;
-    if (u < n_tail) tail[i] = load2(src + rot + 2 * u);
+    if (u < n_tail) tail[i] = ld2(rot + 2 * u);
   }
   float amax = 0.f;
   if (!is_v) {
@@ -77,6 +85,7 @@ __device__ __forceinline__ void rope_kv_row(const ops::RopeKvWriteParams& p, int
       const float2 b = rope_rotate(lo[i].y, hi[i].y, sc[e + 1], sc[half + e + 1]);
       lo[i] = round2(make_float2(a.x, b.x));
       hi[i] = round2(make_float2(a.y, b.y));
+      if (kSplit && !is_q) continue;  // k's rows in y are scratch
       store2(rotated + e, lo[i]);
       store2(rotated + e + half, hi[i]);
     }
@@ -115,7 +124,8 @@ __device__ __forceinline__ void rope_kv_row(const ops::RopeKvWriteParams& p, int
 // The cos / sin table is built before pdl_wait: positions and inv_freq are the step's inputs,
 // copied from the host before its first kernel and written by none, so the table's loads and
 // sincosf run under the qkv GEMV this kernel follows instead of after it.
-__global__ void __launch_bounds__(kWarps * 32) rope_kv_write_kernel(ops::RopeKvWriteParams p) {
+template <bool kSplit>
+__global__ void __launch_bounds__(kWarps * 32) rope_kv_write_kernel(ops::RopeKvWriteParams p, SplitY sy) {
   extern __shared__ float sc[];  // [half] cos, [half] sin
   const ops::RopeParams& r = p.rope;
   const int64_t tok = blockIdx.x;
@@ -131,7 +141,7 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kv_write_kernel(ops::RopeKvW
   __syncthreads();
   const int rows = r.n_head + 2 * r.n_head_kv, lane = threadIdx.x & 31;
   for (int row = static_cast<int>(blockIdx.y) * kWarps + (threadIdx.x >> 5); row < rows; row += gridDim.y * kWarps)
-    rope_kv_row(p, tok, row, lane, sc);
+    rope_kv_row<kSplit>(p, sy, tok, row, lane, sc);
 }
 
 bool aligned(const void* ptr, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0; }
@@ -152,13 +162,36 @@ bool rope_kv_write_fusable(const ops::RopeKvWriteParams& p) {
          aligned(w.cache.k_cache, 4) && aligned(w.cache.v_cache, 4) && (r.n_head + 2 * r.n_head_kv) / kWarps < 65535;
 }
 
-cudaError_t launch_rope_kv_write(const ops::RopeKvWriteParams& p, cudaStream_t stream) {
+namespace {
+template <bool kSplit>
+cudaError_t launch_rope_kv(const ops::RopeKvWriteParams& p, const SplitY& sy, cudaStream_t stream) {
   if (p.rope.n_tokens == 0) return cudaSuccess;
   const ops::RopeParams& r = p.rope;
   const int64_t ys = r.n_tokens >= kOneBlockTokens ? 1 : ceil_div(r.n_head + 2 * r.n_head_kv, kWarps);
   const dim3 grid(static_cast<unsigned>(r.n_tokens), static_cast<unsigned>(ys));
-  return launch_kernel(rope_kv_write_kernel, grid, kWarps * 32, static_cast<size_t>(r.rotary_dim) * sizeof(float), stream,
-                       p);
+  return launch_kernel(rope_kv_write_kernel<kSplit>, grid, kWarps * 32, static_cast<size_t>(r.rotary_dim) * sizeof(float),
+                       stream, p, sy);
+}
+}  // namespace
+
+cudaError_t launch_rope_kv_write(const ops::RopeKvWriteParams& p, cudaStream_t stream) {
+  return launch_rope_kv<false>(p, SplitY{}, stream);
+}
+
+bool split_rope_kv_write_ok(const ops::MatmulParams& mm, const ops::RopeKvWriteParams& p) {
+  const ops::RopeParams& r = p.rope;
+  const int64_t q_dim = static_cast<int64_t>(r.n_head) * r.head_dim, kv_dim = static_cast<int64_t>(r.n_head_kv) * r.head_dim;
+  const auto* y = static_cast<const uint8_t*>(mm.y);
+  return rope_kv_write_fusable(p) && mm.y_dtype == DType::kBF16 && !mm.accumulate && mm.m == r.n_tokens &&
+         mm.n == q_dim + 2 * kv_dim && r.q == mm.y && r.k == y + 2 * q_dim && p.kv.v == y + 2 * (q_dim + kv_dim) &&
+         r.ld_q == mm.ld_y && r.ld_k == mm.ld_y && p.kv.ld_v == mm.ld_y &&
+         (!mm.bias || mm.bias_dtype == DType::kBF16 || mm.bias_dtype == DType::kF16 || mm.bias_dtype == DType::kF32);
+}
+
+cudaError_t launch_split_rope_kv_write(const ops::MatmulParams& mm, const float* partials, int splits,
+                                       const ops::RopeKvWriteParams& p, cudaStream_t stream) {
+  if (!split_rope_kv_write_ok(mm, p) || splits < 1 || partials == nullptr || !aligned(partials, 8)) return cudaErrorInvalidValue;
+  return launch_rope_kv<true>(p, SplitY{mm, partials, splits}, stream);
 }
 
 }  // namespace frugal::cuda

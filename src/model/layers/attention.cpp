@@ -22,22 +22,33 @@ Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaS
   if (norm && !w.qkv) FRUGAL_RETURN_IF_ERROR(b->rms_norm(*norm));
   if (w.qkv) {
     ld_q = ld_kv = q_dim + 2 * kv_dim;
-    if (norm) FRUGAL_RETURN_IF_ERROR(norm_linear(b, *norm, *w.qkv, act, s.q, ld_q, false));
-    else FRUGAL_RETURN_IF_ERROR(linear(b, *w.qkv, act, x, hidden, s.q, ld_q, n, false));
     k = static_cast<uint8_t*>(s.q) + dtype_bytes(act, q_dim);
     v = static_cast<uint8_t*>(s.q) + dtype_bytes(act, q_dim + kv_dim);
-  } else {
-    FRUGAL_RETURN_IF_ERROR(linear(b, w.q, act, x, hidden, q, q_dim, n, false));
-    FRUGAL_RETURN_IF_ERROR(linear(b, w.k, act, x, hidden, k, kv_dim, n, false));
-    FRUGAL_RETURN_IF_ERROR(linear(b, w.v, act, x, hidden, v, kv_dim, n, false));
   }
   // RoPE then the cache write of the rotated k and of v: one op, one kernel where the backend fuses.
-  FRUGAL_RETURN_IF_ERROR(b->rope_kv_write(ops::RopeKvWriteParams{
+  const ops::RopeKvWriteParams rkv{
       .rope = {.q = q, .k = k, .act_dtype = act, .positions = step.positions, .inv_freq = step.inv_freq,
                .n_tokens = n, .ld_q = ld_q, .ld_k = ld_kv, .n_head = shape.n_head, .n_head_kv = shape.n_head_kv,
                .head_dim = shape.head_dim, .rotary_dim = shape.rotary_dim, .attention_factor = shape.attention_factor},
       .kv = {.cache = cache, .k = k, .v = v, .act_dtype = act, .ld_k = ld_kv, .ld_v = ld_kv,
-             .slot_mapping = step.slot_mapping, .n_tokens = n}}));
+             .slot_mapping = step.slot_mapping, .n_tokens = n}};
+  if (w.qkv && norm) {
+    FRUGAL_RETURN_IF_ERROR(norm_linear(b, *norm, *w.qkv, act, s.q, ld_q, false));
+    FRUGAL_RETURN_IF_ERROR(b->rope_kv_write(rkv));
+  } else if (w.qkv) {
+    // The projection and RoPE + the cache write as one fused op (a backend may run the latter in
+    // the matmul's epilogue); k and v's rows of s.q are scratch afterwards.
+    const Linear& l = *w.qkv;
+    FRUGAL_RETURN_IF_ERROR(b->matmul_rope_kv_write(ops::MatmulRopeKvWriteParams{
+        .mm = {.x = x, .x_dtype = act, .ld_x = hidden, .w = l.weight, .bias = l.bias, .bias_dtype = l.bias_dtype,
+               .y = s.q, .y_dtype = act, .ld_y = ld_q, .m = n, .n = l.out, .k = l.in, .accumulate = false},
+        .rkv = rkv}));
+  } else {
+    FRUGAL_RETURN_IF_ERROR(linear(b, w.q, act, x, hidden, q, q_dim, n, false));
+    FRUGAL_RETURN_IF_ERROR(linear(b, w.k, act, x, hidden, k, kv_dim, n, false));
+    FRUGAL_RETURN_IF_ERROR(linear(b, w.v, act, x, hidden, v, kv_dim, n, false));
+    FRUGAL_RETURN_IF_ERROR(b->rope_kv_write(rkv));
+  }
   FRUGAL_RETURN_IF_ERROR(b->attention(ops::AttentionParams{
       .cache = cache, .q = q, .out = s.out, .act_dtype = act, .ld_q = ld_q, .ld_out = q_dim,
       .n_seqs = step.n_seqs, .n_tokens = static_cast<int32_t>(n), .q_start = step.q_start,

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Session 52, run 2: the split GEMM's epilogues (matmul_rms_norm / matmul_silu_mul add the slab
+# Session 52, run 2: the split GEMM's epilogues (matmul_rms_norm / matmul_silu_mul / matmul_rope_kv_write add the slab
 # GEMM's k-slice partials in the norm's / SwiGLU's own kernel: no reduce kernel), one build, A/B by
 # FRUGAL_FUSE_SPLIT.
 # 1. CudaFused.* (SplitEpiloguesEqualReduceThenOp: bit for bit against reduce then op, eager and
 #    from a graph), CudaQuantGemm.* (the slab launch without its reduce), the op harness's
 #    matmul_rms_norm / matmul_silu_mul / rms_norm / quantized matmul, the goldens and the
 #    quantized checkpoints end to end on the GPU (the Llama family's new norm placement).
-# 2. 7B int4 / int8 at 16 sequences and int4 at 64 (512-token prompts), both ways; int4 batch 1.
+# 2. 7B int4 / int8 at 16 sequences and int4 at 64 (512-token prompts), both ways; bf16 at 16 (18.3's
+#    ratio on the same card); int4 batch 1; a trace of int4 at 16; int4 at 16 both ways again if time is left.
 # Run as: run(command: "STOP=540 bash docs/perf/data/2026-12-06-session52/run2.sh", carry: [".devcarry"])
 source docs/perf/data/2026-12-05-session40/lib.sh
 S=$OUT/s2.txt
@@ -15,7 +16,7 @@ export TARGETS="frugal cuda_ops_test cuda_harness_test cuda_golden_test cuda_qua
 (timeout 120 build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaFused.*:CudaQuantGemm.*' >$L/ops.log 2>&1
  echo "ops tests rc $? ($((SECONDS-START)) s)" >>$S)
 grep -E "FAILED|Failure|PASSED|differ|did not run|one slice" $L/ops.log | head -12 >>$S
-(timeout 120 build-gpu/tests/cuda/cuda_harness_test --gtest_filter='*MatmulRmsNorm*:*MatmulSiluMul*:*OpHarness.RmsNorm*:*MatmulQuant*' >$L/harness.log 2>&1
+(timeout 120 build-gpu/tests/cuda/cuda_harness_test --gtest_filter='*MatmulRmsNorm*:*MatmulSiluMul*:*OpHarness.RmsNorm*:*MatmulQuant*:*RopeKvWrite*' >$L/harness.log 2>&1
  echo "harness rc $? ($((SECONDS-START)) s)" >>$S)
 grep -E "FAILED|Failure|PASSED|cases ran" $L/harness.log | head -14 >>$S
 (timeout 90 build-gpu/tests/cuda_golden/cuda_golden_test >$L/golden.log 2>&1; echo "golden rc $? ($((SECONDS-START)) s)" >>$S)
@@ -30,8 +31,9 @@ e2e int8_b16_s1 /tmp/q7b "FRUGAL_FUSE_SPLIT=1" $B --batches 16 --precision int8
 e2e int8_b16_s0 /tmp/q7b "FRUGAL_FUSE_SPLIT=0" $B --batches 16 --precision int8
 e2e int4_b64_s1 /tmp/q7b "FRUGAL_FUSE_SPLIT=1" $B --batches 64 --precision int4
 e2e int4_b64_s0 /tmp/q7b "FRUGAL_FUSE_SPLIT=0" $B --batches 64 --precision int4
-e2e int4_b16_s1b /tmp/q7b "FRUGAL_FUSE_SPLIT=1" $B --batches 16 --precision int4
-e2e int4_b16_s0b /tmp/q7b "FRUGAL_FUSE_SPLIT=0" $B --batches 16 --precision int4
+e2e bf16_b16 /tmp/q7b "" $B --batches 16
 e2e int4_b1 /tmp/q7b "" $B1 --batches 1 --precision int4
 trace int4_b16_tr /tmp/q7b "" $B --batches 16 --precision int4
+e2e int4_b16_s1b /tmp/q7b "FRUGAL_FUSE_SPLIT=1" $B --batches 16 --precision int4
+e2e int4_b16_s0b /tmp/q7b "FRUGAL_FUSE_SPLIT=0" $B --batches 16 --precision int4
 finish 2
