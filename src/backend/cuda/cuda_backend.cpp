@@ -396,6 +396,17 @@ Result<const float*> CudaBackend::matmul_to_partials(const ops::MatmulParams& p,
   return static_cast<const float*>(partials);
 }
 
+Result<bool> CudaBackend::split_epilogue(const ops::MatmulParams& mm, const char* what,
+                                         const std::function<cudaError_t(const float*, int)>& launch) {
+  FRUGAL_RETURN_IF_ERROR(check_matmul(mm));
+  int splits = 1;
+  FRUGAL_ASSIGN_OR_RETURN(const float* partials, matmul_to_partials(mm, &splits));
+  if (partials == nullptr) return false;
+  FRUGAL_RETURN_IF_ERROR(check_launch(launch(partials, splits), what));
+  ++fused_split_calls_;
+  return true;
+}
+
 // FP8 weights x FP8 activations (W8A8). The weight's scales decide the activation scales:
 // per-tensor / per-channel weights take one scale per token (the per-tensor scale spread over
 // the rows), DeepSeek-V3's 128 x 128 blocks one per token and 128 inputs. x is quantized into the
@@ -743,14 +754,10 @@ Status CudaBackend::matmul_silu_mul(const ops::MatmulSiluMulParams& p) {
   }
   // The slab GEMM in k slices: silu_mul adds the partials itself (no reduce kernel).
   if (fuse_split_ && split_silu_mul_ok(mm, p.act)) {
-    FRUGAL_RETURN_IF_ERROR(check_matmul(mm));
-    int splits = 1;
-    FRUGAL_ASSIGN_OR_RETURN(const float* partials, matmul_to_partials(mm, &splits));
-    if (partials != nullptr) {
-      FRUGAL_RETURN_IF_ERROR(check_launch(launch_split_silu_mul(mm, partials, splits, p.act, stream_), "split_silu_mul"));
-      ++fused_split_calls_;
-      return Status::ok();
-    }
+    FRUGAL_ASSIGN_OR_RETURN(const bool ran, split_epilogue(mm, "split_silu_mul", [&](const float* part, int splits) {
+      return launch_split_silu_mul(mm, part, splits, p.act, stream_);
+    }));
+    if (ran) return Status::ok();
   }
   return ops::Backend::matmul_silu_mul(p);  // the sequence
 }
@@ -760,17 +767,12 @@ Status CudaBackend::matmul_silu_mul(const ops::MatmulSiluMulParams& p) {
 // (split_rope_kv_write); else matmul then rope_kv_write.
 Status CudaBackend::matmul_rope_kv_write(const ops::MatmulRopeKvWriteParams& p) {
   if (fuse_split_ && fuse_rope_kv_ && split_rope_kv_write_ok(p.mm, p.rkv)) {
-    FRUGAL_RETURN_IF_ERROR(check_matmul(p.mm));
     FRUGAL_RETURN_IF_ERROR(check_rope(p.rkv.rope));
     FRUGAL_RETURN_IF_ERROR(check_kv_write(p.rkv.kv));
-    int splits = 1;
-    FRUGAL_ASSIGN_OR_RETURN(const float* partials, matmul_to_partials(p.mm, &splits));
-    if (partials != nullptr) {
-      FRUGAL_RETURN_IF_ERROR(
-          check_launch(launch_split_rope_kv_write(p.mm, partials, splits, p.rkv, stream_), "split_rope_kv_write"));
-      ++fused_split_calls_;
-      return Status::ok();
-    }
+    FRUGAL_ASSIGN_OR_RETURN(const bool ran, split_epilogue(p.mm, "split_rope_kv_write", [&](const float* part, int splits) {
+      return launch_split_rope_kv_write(p.mm, part, splits, p.rkv, stream_);
+    }));
+    if (ran) return Status::ok();
   }
   return ops::Backend::matmul_rope_kv_write(p);  // the sequence
 }
@@ -780,14 +782,10 @@ Status CudaBackend::matmul_rope_kv_write(const ops::MatmulRopeKvWriteParams& p) 
 // then normalized); else the two ops.
 Status CudaBackend::matmul_rms_norm(const ops::MatmulRmsNormParams& p) {
   if (fuse_split_ && split_rms_norm_ok(p.mm, p.norm)) {
-    FRUGAL_RETURN_IF_ERROR(check_matmul(p.mm));
-    int splits = 1;
-    FRUGAL_ASSIGN_OR_RETURN(const float* partials, matmul_to_partials(p.mm, &splits));
-    if (partials != nullptr) {
-      FRUGAL_RETURN_IF_ERROR(check_launch(launch_split_rms_norm(p.mm, partials, splits, p.norm, stream_), "split_rms_norm"));
-      ++fused_split_calls_;
-      return Status::ok();
-    }
+    FRUGAL_ASSIGN_OR_RETURN(const bool ran, split_epilogue(p.mm, "split_rms_norm", [&](const float* part, int splits) {
+      return launch_split_rms_norm(p.mm, part, splits, p.norm, stream_);
+    }));
+    if (ran) return Status::ok();
   }
   return ops::Backend::matmul_rms_norm(p);  // the sequence
 }

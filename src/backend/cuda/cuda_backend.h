@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -173,6 +174,10 @@ class CudaBackend final : public ops::Backend {
   // enqueues it into f32 partials in the scratch, without the reduce kernel, and returns them
   // (*splits the slices); else nullptr, nothing enqueued (the caller runs its sequence).
   Result<const float*> matmul_to_partials(const ops::MatmulParams& p, int* splits);
+  // matmul_to_partials, then `launch` (the op's split epilogue) over the partials: true where it
+  // ran (counted in fused_split_calls_), false where mm runs otherwise (nothing enqueued).
+  Result<bool> split_epilogue(const ops::MatmulParams& mm, const char* what,
+                              const std::function<cudaError_t(const float*, int)>& launch);
   // The weight dequantized to bf16 in the scratch and multiplied by cuBLASLt, in slices of rows
   // that fit (set_dequant_scratch_max); kUnsupported when no slice fits or cuBLASLt refuses.
   Status matmul_dequant_lt(const ops::MatmulParams& p);
