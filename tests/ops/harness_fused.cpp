@@ -23,6 +23,20 @@ std::vector<float> rope_inv_freq(int32_t rotary_dim) {
   return f;
 }
 
+// A decode step's cache slots (distinct, shuffled over n_slots; token 1 a padding token, slot -1,
+// rotated but not written) and RoPE positions for n_tokens tokens.
+void random_slots_and_positions(std::mt19937& rng, int64_t n_slots, int64_t n_tokens, std::vector<int32_t>* slots,
+                                std::vector<int32_t>* pos) {
+  std::uniform_int_distribution<int32_t> pos_dist(0, 40000);
+  slots->resize(static_cast<size_t>(n_slots));
+  std::iota(slots->begin(), slots->end(), 0);
+  std::shuffle(slots->begin(), slots->end(), rng);
+  slots->resize(static_cast<size_t>(n_tokens));
+  if (n_tokens > 1) (*slots)[1] = -1;
+  pos->resize(static_cast<size_t>(n_tokens));
+  for (auto& v : *pos) v = pos_dist(rng);
+}
+
 // FP8 weights [n, k] with per-channel scales over random e4m3 codes (|v| < 2, never NaN), and
 // their dequantized values (what the reference multiplies).
 quant::QuantWeight random_fp8_weight(std::mt19937& rng, int64_t n, int64_t k, std::vector<float>* deq) {
@@ -83,7 +97,6 @@ CaseWeight case_weight(OpCases& c, const HostMat& w, bool fp8) {
 // the activation dtype comes before the cache's own rounding or quantization.
 void OpCases::rope_kv_write() {
   int variant = 0;
-  std::uniform_int_distribution<int32_t> pos_dist(0, 40000);
   struct Dims {
     int32_t head_dim, rotary_dim;
   };
@@ -114,12 +127,8 @@ void OpCases::rope_kv_write() {
           HostMat ks(DType::kF32, n_slots, n_head_kv, n_head_kv), vs = ks;
           ks.fill_random(rng_, 1.0f);
           vs.fill_random(rng_, 1.0f);
-          std::vector<int32_t> slots(static_cast<size_t>(n_slots)), pos(static_cast<size_t>(n_tokens));
-          std::iota(slots.begin(), slots.end(), 0);
-          std::shuffle(slots.begin(), slots.end(), rng_);
-          slots.resize(static_cast<size_t>(n_tokens));
-          if (n_tokens > 1) slots[1] = -1;  // a padding token: rotated, not written
-          for (auto& v : pos) v = pos_dist(rng_);
+          std::vector<int32_t> slots, pos;
+          random_slots_and_positions(rng_, n_slots, n_tokens, &slots, &pos);
           const std::vector<float> inv_freq = rope_inv_freq(d.rotary_dim);
           auto dqkv = upload(qkv), dk2 = upload(k2), dkc = upload(kc), dvc = upload(vc), dks = upload(ks),
                dvs = upload(vs), dslots = upload(slots), dpos = upload(pos), dfreq = upload(inv_freq);
@@ -606,7 +615,6 @@ void OpCases::matmul_rms_norm() {
 // sequence bit for bit in cuda_fused_test (CudaFused.SplitEpiloguesEqualReduceThenOp).
 void OpCases::matmul_rope_kv_write() {
   int variant = 0;
-  std::uniform_int_distribution<int32_t> pos_dist(0, 40000);
   auto run_case = [&](int32_t head_dim, int32_t rot, int64_t n_tokens, int64_t k, DType wt, DType cache_t) {
     const int32_t n_head = 4 + variant % 2 * 2, n_head_kv = 2, block_size = 5, n_blocks = 6;
     const bool has_bias = variant % 3 != 1;
@@ -626,12 +634,8 @@ void OpCases::matmul_rope_kv_write() {
     HostMat kc(cache_t, n_slots, kv_dim, kv_dim), vc(cache_t, n_slots, kv_dim, kv_dim);
     kc.fill_random(rng_, 1.0f);
     vc.fill_random(rng_, 1.0f);
-    std::vector<int32_t> slots(static_cast<size_t>(n_slots)), pos(static_cast<size_t>(n_tokens));
-    std::iota(slots.begin(), slots.end(), 0);
-    std::shuffle(slots.begin(), slots.end(), rng_);
-    slots.resize(static_cast<size_t>(n_tokens));
-    if (n_tokens > 1) slots[1] = -1;  // a padding token: rotated, not written
-    for (auto& v : pos) v = pos_dist(rng_);
+    std::vector<int32_t> slots, pos;
+    random_slots_and_positions(rng_, n_slots, n_tokens, &slots, &pos);
     const std::vector<float> inv_freq = rope_inv_freq(rot);
     auto dx = upload(x), dw = upload(w), db = upload(bias), dy = upload(y0), dkc = upload(kc), dvc = upload(vc),
          dslots = upload(slots), dpos = upload(pos), dfreq = upload(inv_freq);
