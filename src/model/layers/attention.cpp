@@ -38,11 +38,8 @@ Status gqa_attention(ops::Backend* b, DType act, const GqaWeights& w, const GqaS
   } else if (w.qkv) {
     // The projection and RoPE + the cache write as one fused op (a backend may run the latter in
     // the matmul's epilogue); k and v's rows of s.q are scratch afterwards.
-    const Linear& l = *w.qkv;
-    FRUGAL_RETURN_IF_ERROR(b->matmul_rope_kv_write(ops::MatmulRopeKvWriteParams{
-        .mm = {.x = x, .x_dtype = act, .ld_x = hidden, .w = l.weight, .bias = l.bias, .bias_dtype = l.bias_dtype,
-               .y = s.q, .y_dtype = act, .ld_y = ld_q, .m = n, .n = l.out, .k = l.in, .accumulate = false},
-        .rkv = rkv}));
+    FRUGAL_RETURN_IF_ERROR(b->matmul_rope_kv_write(
+        ops::MatmulRopeKvWriteParams{.mm = linear_params(*w.qkv, act, x, hidden, s.q, ld_q, n, false), .rkv = rkv}));
   } else {
     FRUGAL_RETURN_IF_ERROR(linear(b, w.q, act, x, hidden, q, q_dim, n, false));
     FRUGAL_RETURN_IF_ERROR(linear(b, w.k, act, x, hidden, k, kv_dim, n, false));

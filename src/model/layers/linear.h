@@ -6,12 +6,18 @@
 
 namespace frugal::model::layers {
 
-// y[m, out] (+)= x[m, in] @ l.weight^T + l.bias. accumulate adds into y (residual adds).
+// The Params of y[m, out] (+)= x[m, in] @ l.weight^T + l.bias (x and y in the activation dtype).
+// accumulate adds into y (residual adds).
+inline ops::MatmulParams linear_params(const Linear& l, DType act, const void* x, int64_t ld_x, void* y, int64_t ld_y,
+                                       int64_t m, bool accumulate) {
+  return ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = ld_x, .w = l.weight, .bias = l.bias,
+                           .bias_dtype = l.bias_dtype, .y = y, .y_dtype = act, .ld_y = ld_y, .m = m, .n = l.out,
+                           .k = l.in, .accumulate = accumulate};
+}
+
 inline Status linear(ops::Backend* b, const Linear& l, DType act, const void* x, int64_t ld_x,
                      void* y, int64_t ld_y, int64_t m, bool accumulate) {
-  return b->matmul(ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = ld_x, .w = l.weight,
-                                     .bias = l.bias, .bias_dtype = l.bias_dtype, .y = y, .y_dtype = act,
-                                     .ld_y = ld_y, .m = m, .n = l.out, .k = l.in, .accumulate = accumulate});
+  return b->matmul(linear_params(l, act, x, ld_x, y, ld_y, m, accumulate));
 }
 
 // linear(l) into y, then `norm` over y (norm.x is y: the next block's input norm over the residual
@@ -19,10 +25,8 @@ inline Status linear(ops::Backend* b, const Linear& l, DType act, const void* x,
 // the matmul's epilogue). y and norm.y are both written.
 inline Status linear_norm(ops::Backend* b, const Linear& l, DType act, const void* x, int64_t ld_x, void* y,
                           int64_t ld_y, int64_t m, bool accumulate, const ops::RmsNormParams& norm) {
-  return b->matmul_rms_norm(ops::MatmulRmsNormParams{
-      .mm = {.x = x, .x_dtype = act, .ld_x = ld_x, .w = l.weight, .bias = l.bias, .bias_dtype = l.bias_dtype, .y = y,
-             .y_dtype = act, .ld_y = ld_y, .m = m, .n = l.out, .k = l.in, .accumulate = accumulate},
-      .norm = norm});
+  return b->matmul_rms_norm(
+      ops::MatmulRmsNormParams{.mm = linear_params(l, act, x, ld_x, y, ld_y, m, accumulate), .norm = norm});
 }
 
 // The Params of y[rows, dim] = rms_norm(x) * weight (x and y contiguous).
@@ -41,9 +45,7 @@ inline Status rms_norm(ops::Backend* b, const Norm& n, DType act, const void* x,
 inline Status norm_linear(ops::Backend* b, const ops::RmsNormParams& norm, const Linear& l, DType act, void* y,
                           int64_t ld_y, bool accumulate) {
   return b->rms_norm_matmul(ops::RmsNormMatmulParams{
-      .norm = norm,
-      .mm = {.x = norm.y, .x_dtype = act, .ld_x = norm.ld_y, .w = l.weight, .bias = l.bias, .bias_dtype = l.bias_dtype,
-             .y = y, .y_dtype = act, .ld_y = ld_y, .m = norm.rows, .n = l.out, .k = l.in, .accumulate = accumulate}});
+      .norm = norm, .mm = linear_params(l, act, norm.y, norm.ld_y, y, ld_y, norm.rows, accumulate)});
 }
 
 }  // namespace frugal::model::layers

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "model/layers/linear.h"
 #include "model/weights.h"
 #include "ops/backend.h"
 
@@ -37,16 +38,12 @@ inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t
   const bool norm_with_gate_up = norm && mlp_norm_with_gate_up(w);
   if (norm && !norm_with_gate_up) FRUGAL_RETURN_IF_ERROR(b->rms_norm(*norm));
   const void* prod = gate_buf;
-  const ops::MatmulParams down{.x = up_buf, .x_dtype = act, .ld_x = inter, .w = w.down.weight, .bias = w.down.bias,
-                               .bias_dtype = w.down.bias_dtype, .y = residual, .y_dtype = act, .ld_y = hidden, .m = n,
-                               .n = hidden, .k = inter, .accumulate = accumulate};
+  const ops::MatmulParams down = linear_params(w.down, act, up_buf, inter, residual, hidden, n, accumulate);
   if (w.gate_up && w.down.weight.format.scheme == ops::WeightScheme::kFp8) {
     // An FP8 down projection may quantize its input itself (W8A8): silu_mul goes with it
     // (silu_mul_matmul), so a backend can quantize silu(gate) * up without writing the product.
     // Other formats keep silu_mul with gate_up (matmul_silu_mul: a GEMV's epilogue can take it).
-    const ops::MatmulParams gate_up{.x = x, .x_dtype = act, .ld_x = hidden, .w = w.gate_up->weight,
-        .bias = w.gate_up->bias, .bias_dtype = w.gate_up->bias_dtype, .y = gate_buf, .y_dtype = act, .ld_y = 2 * inter,
-        .m = n, .n = 2 * inter, .k = hidden, .accumulate = false};
+    const ops::MatmulParams gate_up = linear_params(*w.gate_up, act, x, hidden, gate_buf, 2 * inter, n, false);
     if (norm_with_gate_up) FRUGAL_RETURN_IF_ERROR(b->rms_norm_matmul(ops::RmsNormMatmulParams{.norm = *norm, .mm = gate_up}));
     else FRUGAL_RETURN_IF_ERROR(b->matmul(gate_up));  // the norm (if any) ran above
     FRUGAL_RETURN_IF_ERROR(b->silu_mul_matmul(ops::SiluMulMatmulParams{
@@ -58,21 +55,15 @@ inline Status gated_mlp(ops::Backend* b, DType act, const MlpWeights& w, int64_t
   if (w.gate_up) {
     // One op: a backend may compute the product in the gate_up matmul's epilogue (gate_buf unwritten).
     Status st = b->matmul_silu_mul(ops::MatmulSiluMulParams{
-        .mm = {.x = x, .x_dtype = act, .ld_x = hidden, .w = w.gate_up->weight, .bias = w.gate_up->bias,
-               .bias_dtype = w.gate_up->bias_dtype, .y = gate_buf, .y_dtype = act, .ld_y = 2 * inter, .m = n,
-               .n = 2 * inter, .k = hidden, .accumulate = false},
+        .mm = linear_params(*w.gate_up, act, x, hidden, gate_buf, 2 * inter, n, false),
         .act = {.gate = gate_buf, .up = static_cast<uint8_t*>(gate_buf) + dtype_bytes(act, inter), .out = up_buf,
                 .act_dtype = act, .n_tokens = n, .dim = inter, .ld_gate = 2 * inter, .ld_up = 2 * inter, .ld_out = inter}});
     if (!st) return st;
     prod = up_buf;
   } else {
-    Status st = b->matmul(ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = hidden, .w = w.gate.weight,
-        .bias = w.gate.bias, .bias_dtype = w.gate.bias_dtype, .y = gate_buf,
-        .y_dtype = act, .ld_y = inter, .m = n, .n = inter, .k = hidden, .accumulate = false});
+    Status st = linear(b, w.gate, act, x, hidden, gate_buf, inter, n, false);
     if (!st) return st;
-    st = b->matmul(ops::MatmulParams{.x = x, .x_dtype = act, .ld_x = hidden, .w = w.up.weight,
-        .bias = w.up.bias, .bias_dtype = w.up.bias_dtype, .y = up_buf,
-        .y_dtype = act, .ld_y = inter, .m = n, .n = inter, .k = hidden, .accumulate = false});
+    st = linear(b, w.up, act, x, hidden, up_buf, inter, n, false);
     if (!st) return st;
     st = b->silu_mul(ops::SiluMulParams{.gate = gate_buf, .up = up_buf, .out = gate_buf, .act_dtype = act,
         .n_tokens = n, .dim = inter, .ld_gate = inter, .ld_up = inter, .ld_out = inter});
