@@ -5,6 +5,7 @@
 // spent 7 ms in them). Both paths compute the same float expressions.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -213,8 +214,10 @@ bool aligned(const void* ptr, uintptr_t bytes) { return (reinterpret_cast<uintpt
 // kSplit (split_rms_norm, a matmul_rms_norm's epilogue): x is the matmul's y, made here from its
 // partials (split_y8) and written to y before it is normalized, as the reduce kernel then this
 // one would (x = mm.y, no residual).
+struct NoSplit {};  // the plain norm's kernel parameter in SplitY's place (no partials to read)
+
 template <int VPT, bool kSplit>
-__global__ void rms_norm_bf16_kernel(ops::RmsNormParams p, SplitY sy) {
+__global__ void rms_norm_bf16_kernel(ops::RmsNormParams p, std::conditional_t<kSplit, SplitY, NoSplit> sy) {
   __shared__ float red[32];
   const int64_t r = blockIdx.x;
   const int nvec = static_cast<int>(p.dim / 8);
@@ -361,7 +364,8 @@ bool float_dtype(DType t) { return t == DType::kBF16 || t == DType::kF16 || t ==
 
 // rms_norm_bf16_kernel's launch: VPT vectors a thread, the fewest warps that cover the row.
 template <bool kSplit>
-cudaError_t launch_rms_norm_bf16(const ops::RmsNormParams& p, const SplitY& sy, cudaStream_t stream) {
+cudaError_t launch_rms_norm_bf16(const ops::RmsNormParams& p, const std::conditional_t<kSplit, SplitY, NoSplit>& sy,
+                                 cudaStream_t stream) {
   const int64_t nvec = p.dim / 8;
   const int vpt = nvec <= 1024 ? 1 : nvec <= 2048 ? 2 : 4;
   const int threads = static_cast<int>(std::max<int64_t>(32, ceil_div(ceil_div(nvec, vpt), 32) * 32));
@@ -381,7 +385,7 @@ bool split_y_ok(const ops::MatmulParams& mm, const float* partials, int splits) 
 
 cudaError_t launch_rms_norm(const ops::RmsNormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return cudaSuccess;
-  if (rms_norm_bf16_ok(p)) return launch_rms_norm_bf16<false>(p, SplitY{}, stream);
+  if (rms_norm_bf16_ok(p)) return launch_rms_norm_bf16<false>(p, NoSplit{}, stream);
   return launch_kernel(rms_norm_kernel, static_cast<unsigned>(p.rows), row_threads(p.dim), 0, stream, p);
 }
 
