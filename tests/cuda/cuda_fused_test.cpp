@@ -385,8 +385,8 @@ TEST(CudaFused, RmsNormMatmulEqualsNormThenMatmul) {
 // op's kernel adds the f32 partials itself) against the slab GEMM, its reduce kernel, then the
 // op's own kernel: int4 g128 with and without zero points and int8 per channel, 9 / 16 / 33
 // tokens, the slab's own plan on a long k (the 7B down projection's 18,944: several slices) and
-// many thin slices on a short one (set_quant_slab_limits: 8 KB a slice), bias, and the residual
-// add the model makes (accumulate).
+// many thin slices on a short one (set_quant_slab_limits: 8 KB a slice), the 7B o projection's
+// 3,584 x 3,584 in 16 KB slices, bias, and the residual add the model makes (accumulate).
 TEST(CudaFused, SplitEpiloguesEqualReduceThenOp) {
   const QFormat formats[] = {{"int4 g128", quant::CodeKind::kQ4, 128, 1, false},
                              {"int4 g128 zeros", quant::CodeKind::kQ4, 128, 1, true},
@@ -395,7 +395,7 @@ TEST(CudaFused, SplitEpiloguesEqualReduceThenOp) {
     int64_t n, k;
     int smem_kb;  // set_quant_slab_limits' slice cap (0: the plan's own)
   };
-  const Shape shapes[] = {{512, 18944, 0}, {1024, 3584, 8}};
+  const Shape shapes[] = {{512, 18944, 0}, {1024, 3584, 8}, {3584, 3584, 16}};
   const bool was = backend()->fuse_split();
   for (const QFormat& f : formats)
     for (const Shape& sh : shapes) {
