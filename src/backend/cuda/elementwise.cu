@@ -5,6 +5,7 @@
 // spent 7 ms in them). Both paths compute the same float expressions.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
@@ -398,7 +399,16 @@ bool split_rms_norm_ok(const ops::MatmulParams& mm, const ops::RmsNormParams& no
 cudaError_t launch_split_rms_norm(const ops::MatmulParams& mm, const float* partials, int splits,
                                   const ops::RmsNormParams& norm, cudaStream_t stream) {
   if (!split_rms_norm_ok(mm, norm) || !split_y_ok(mm, partials, splits)) return cudaErrorInvalidValue;
-  return launch_rms_norm_bf16<true>(norm, SplitY{mm, partials, splits}, stream);
+  return launch_rms_norm_bf16<true>(norm, make_split_y(mm, partials, splits), stream);
+}
+
+int split_load_batch() {
+  static const int batch = [] {
+    const char* e = std::getenv("FRUGAL_SPLIT_BATCH");
+    const int b = e ? std::atoi(e) : kSplitBatchMax;
+    return b >= 1 && b <= kSplitBatchMax ? b : kSplitBatchMax;
+  }();
+  return batch;
 }
 
 bool split_silu_mul_ok(const ops::MatmulParams& mm, const ops::SiluMulParams& act) {
@@ -411,7 +421,7 @@ cudaError_t launch_split_silu_mul(const ops::MatmulParams& mm, const float* part
                                   const ops::SiluMulParams& act, cudaStream_t stream) {
   if (!split_silu_mul_ok(mm, act) || !split_y_ok(mm, partials, splits)) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(ceil_div(act.dim / 8, kThreads)), static_cast<unsigned>(act.n_tokens));
-  return launch_kernel(split_silu_mul_bf16_kernel, grid, kThreads, 0, stream, act, SplitY{mm, partials, splits});
+  return launch_kernel(split_silu_mul_bf16_kernel, grid, kThreads, 0, stream, act, make_split_y(mm, partials, splits));
 }
 
 cudaError_t launch_rope(const ops::RopeParams& p, cudaStream_t stream) {

@@ -191,7 +191,7 @@ bool split_rope_kv_write_ok(const ops::MatmulParams& mm, const ops::RopeKvWriteP
 cudaError_t launch_split_rope_kv_write(const ops::MatmulParams& mm, const float* partials, int splits,
                                        const ops::RopeKvWriteParams& p, cudaStream_t stream) {
   if (!split_rope_kv_write_ok(mm, p) || splits < 1 || partials == nullptr || !aligned(partials, 8)) return cudaErrorInvalidValue;
-  return launch_rope_kv<true>(p, SplitY{mm, partials, splits}, stream);
+  return launch_rope_kv<true>(p, make_split_y(mm, partials, splits), stream);
 }
 
 }  // namespace frugal::cuda
