@@ -209,14 +209,14 @@ __device__ __forceinline__ uint4 pack8(const float f[8]) {
 
 bool aligned(const void* ptr, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0; }
 
+struct NoSplit {};  // the plain norm's kernel parameter in SplitY's place (no partials to read)
+
 // One block per row, VPT 8-element vectors per thread held in registers between the two passes.
 // The norm weight is loaded before pdl_wait (no kernel writes it): in decode the kernel is one
 // block whose run is a chain of latencies, and the weight load was the last link of it.
 // kSplit (split_rms_norm, a matmul_rms_norm's epilogue): x is the matmul's y, made here from its
 // partials (split_y8) and written to y before it is normalized, as the reduce kernel then this
 // one would (x = mm.y, no residual).
-struct NoSplit {};  // the plain norm's kernel parameter in SplitY's place (no partials to read)
-
 template <int VPT, bool kSplit>
 __global__ void rms_norm_bf16_kernel(ops::RmsNormParams p, std::conditional_t<kSplit, SplitY, NoSplit> sy) {
   __shared__ float red[32];
