@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <type_traits>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -209,8 +208,6 @@ __device__ __forceinline__ uint4 pack8(const float f[8]) {
 
 bool aligned(const void* ptr, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0; }
 
-struct NoSplit {};  // the plain norm's kernel parameter in SplitY's place (no partials to read)
-
 // One block per row, VPT 8-element vectors per thread held in registers between the two passes.
 // The norm weight is loaded before pdl_wait (no kernel writes it): in decode the kernel is one
 // block whose run is a chain of latencies, and the weight load was the last link of it.
@@ -218,7 +215,7 @@ struct NoSplit {};  // the plain norm's kernel parameter in SplitY's place (no p
 // partials (split_y8) and written to y before it is normalized, as the reduce kernel then this
 // one would (x = mm.y, no residual).
 template <int VPT, bool kSplit>
-__global__ void rms_norm_bf16_kernel(ops::RmsNormParams p, std::conditional_t<kSplit, SplitY, NoSplit> sy) {
+__global__ void rms_norm_bf16_kernel(ops::RmsNormParams p, SplitArg<kSplit> sy) {
   __shared__ float red[32];
   const int64_t r = blockIdx.x;
   const int nvec = static_cast<int>(p.dim / 8);
@@ -365,7 +362,7 @@ bool float_dtype(DType t) { return t == DType::kBF16 || t == DType::kF16 || t ==
 
 // rms_norm_bf16_kernel's launch: VPT vectors a thread, the fewest warps that cover the row.
 template <bool kSplit>
-cudaError_t launch_rms_norm_bf16(const ops::RmsNormParams& p, const std::conditional_t<kSplit, SplitY, NoSplit>& sy,
+cudaError_t launch_rms_norm_bf16(const ops::RmsNormParams& p, const SplitArg<kSplit>& sy,
                                  cudaStream_t stream) {
   const int64_t nvec = p.dim / 8;
   const int vpt = nvec <= 1024 ? 1 : nvec <= 2048 ? 2 : 4;

@@ -45,8 +45,8 @@ __device__ __forceinline__ float abs_max(float m, float2 v) { return fmaxf(m, fm
 // outputs made from its k-slice partials (split_y2: q, k, v at columns [0, q_dim), [q_dim,
 // q_dim + kv_dim), then v), and only q's rotated rows go back to y (k and v there are scratch).
 template <bool kSplit>
-__device__ __forceinline__ void rope_kv_row(const ops::RopeKvWriteParams& p, const SplitY& sy, int64_t tok, int row,
-                                            int lane, const float* sc) {
+__device__ __forceinline__ void rope_kv_row(const ops::RopeKvWriteParams& p, const SplitArg<kSplit>& sy, int64_t tok,
+                                            int row, int lane, const float* sc) {
   const ops::RopeParams& r = p.rope;
   const ops::KvCacheLayer& c = p.kv.cache;
   const int rot = r.rotary_dim, half = rot / 2, hd = r.head_dim;
@@ -60,7 +60,10 @@ __device__ __forceinline__ void rope_kv_row(const ops::RopeKvWriteParams& p, con
   const int n_rot = rot / 4, n_tail = (hd - rot) / 2;
   const int64_t q_dim = static_cast<int64_t>(r.n_head) * hd, kv_dim = static_cast<int64_t>(r.n_head_kv) * hd;
   const int64_t col0 = (is_q ? 0 : is_v ? q_dim + kv_dim : q_dim) + static_cast<int64_t>(h) * hd;
-  auto ld2 = [&](int x) { return kSplit ? split_y2(sy, tok, col0 + x) : load2(src + x); };
+  auto ld2 = [&](int x) {
+    if constexpr (kSplit) return split_y2(sy, tok, col0 + x);
+    else return load2(src + x);
+  };
   float2 lo[kRotSlots] = {}, hi[kRotSlots] = {}, tail[kTailSlots] = {};
 #pragma unroll
   for (int i = 0; i < kRotSlots; ++i) {
@@ -125,7 +128,7 @@ __device__ __forceinline__ void rope_kv_row(const ops::RopeKvWriteParams& p, con
 // copied from the host before its first kernel and written by none, so the table's loads and
 // sincosf run under the qkv GEMV this kernel follows instead of after it.
 template <bool kSplit>
-__global__ void __launch_bounds__(kWarps * 32) rope_kv_write_kernel(ops::RopeKvWriteParams p, SplitY sy) {
+__global__ void __launch_bounds__(kWarps * 32) rope_kv_write_kernel(ops::RopeKvWriteParams p, SplitArg<kSplit> sy) {
   extern __shared__ float sc[];  // [half] cos, [half] sin
   const ops::RopeParams& r = p.rope;
   const int64_t tok = blockIdx.x;
@@ -164,7 +167,7 @@ bool rope_kv_write_fusable(const ops::RopeKvWriteParams& p) {
 
 namespace {
 template <bool kSplit>
-cudaError_t launch_rope_kv(const ops::RopeKvWriteParams& p, const SplitY& sy, cudaStream_t stream) {
+cudaError_t launch_rope_kv(const ops::RopeKvWriteParams& p, const SplitArg<kSplit>& sy, cudaStream_t stream) {
   if (p.rope.n_tokens == 0) return cudaSuccess;
   const ops::RopeParams& r = p.rope;
   const int64_t ys = r.n_tokens >= kOneBlockTokens ? 1 : ceil_div(r.n_head + 2 * r.n_head_kv, kWarps);
@@ -175,7 +178,7 @@ cudaError_t launch_rope_kv(const ops::RopeKvWriteParams& p, const SplitY& sy, cu
 }  // namespace
 
 cudaError_t launch_rope_kv_write(const ops::RopeKvWriteParams& p, cudaStream_t stream) {
-  return launch_rope_kv<false>(p, SplitY{}, stream);
+  return launch_rope_kv<false>(p, NoSplit{}, stream);
 }
 
 bool split_rope_kv_write_ok(const ops::MatmulParams& mm, const ops::RopeKvWriteParams& p) {

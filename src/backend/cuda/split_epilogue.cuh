@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/common.cuh"
 #include "ops/params.h"
@@ -19,6 +20,12 @@ struct SplitY {
   int splits;
   int batch;  // slices whose loads are in flight together (1..kSplitBatchMax; make_split_y)
 };
+
+// A kernel with and without a split epilogue takes SplitArg<kSplit>: the plain one an empty
+// NoSplit, so its launches carry no SplitY (~200 bytes of parameters) it never reads.
+struct NoSplit {};
+template <bool kSplit>
+using SplitArg = std::conditional_t<kSplit, SplitY, NoSplit>;
 
 // The slices' loads are issued `batch` at a time, slice 0 with the first, before any of them is
 // added (still added in slice order): a thread's loads in flight together, not one round trip a
