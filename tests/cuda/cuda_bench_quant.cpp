@@ -174,18 +174,21 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
         (void)launch_quant_gemm(p, splits, partials, b->stream());
       };
       struct GemmTune { int w, r; const char* name; };
-      struct GemmKernel { QuantGemmKernel kernel; const char* name; std::vector<GemmTune> tunes; int chains = 1; };
+      struct GemmKernel { QuantGemmKernel kernel; const char* name; std::vector<GemmTune> tunes; int chains = 1; int wg = 0; };
       const GemmKernel gemm_kernels[] = {
           {QuantGemmKernel::kPipe, "pipe", {{0, 0, ""}, {8, 1, " w8r1"}, {8, 2, " w8r2"}}},
           {QuantGemmKernel::kQuad, "quad", {{0, 0, ""}, {4, 1, " w4r1"}, {8, 1, " w8r1"}, {4, 2, " w4r2"}}},
           // slab: (quads in flight, row tiles a warp): (2, 1) / (4, 1) up to 16 tokens, (1, 2) / (2, 1) above
           {QuantGemmKernel::kSlab, "slab", {{0, 0, ""}, {4, 1, " u4r1"}, {2, 1, " u2r1"}}},
           // the slab GEMM with two mma chains a token tile (the default; "slab" is FRUGAL_QSLAB_CHAINS=1)
-          {QuantGemmKernel::kSlab, "slab2ch", {{0, 0, ""}}, 2}};
+          {QuantGemmKernel::kSlab, "slab2ch", {{0, 0, ""}}, 2},
+          // the warpgroup kernel (int4 from 9 tokens)
+          {QuantGemmKernel::kSlab, "slabwg", {{0, 0, ""}}, 2, 1}};
       for (const GemmKernel& gk : gemm_kernels) {
         set_quant_gemm_kernel(gk.kernel);
         set_quant_slab_chains(gk.chains);
-        for (int64_t m : {4, 9, 16, 33, 64}) {
+        set_quant_slab_wg(gk.wg, 9);
+        for (int64_t m : {4, 9, 16, 33, 47, 64}) {
           if (m < 9 && gk.kernel != QuantGemmKernel::kSlab) continue;  // the others start at 9 tokens
           for (const GemmTune& t : gk.tunes) {
             for (bool split : {true, false}) {
@@ -218,6 +221,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
       set_quant_gemm_kernel(QuantGemmKernel::kDefault);
       set_quant_gemm_tuning(0, 0);
       set_quant_slab_chains(0);
+      set_quant_slab_wg(-1, 0);
       (void)cudaStreamSynchronize(b->stream());
       if (partials) b->free(partials);
       auto free_shape = [&] {

@@ -66,6 +66,7 @@ struct Kernel {
   std::vector<std::pair<int, int>> shapes;  // (warps, row tiles); slab: (quads in flight, row tiles); (0, 0): the default
   std::vector<std::pair<int, int>> limits = {{0, 0}};  // slab: set_quant_slab_limits(blocks, smem KB); (0, 0): the default
   int chains = 1;  // slab: set_quant_slab_chains
+  int wg = 0;      // slab: set_quant_slab_wg(wg, 9) (the warpgroup kernel: int4 from 9 tokens, 16 / 32 / 64 a pass)
 };
 
 TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
@@ -80,7 +81,10 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
                             {QuantGemmKernel::kQuad, "quad", {{0, 0}, {4, 1}, {8, 1}, {4, 2}}},
                             {QuantGemmKernel::kSlab, "slab", {{0, 0}, {4, 1}, {2, 1}}, {{0, 0}, {1, 0}, {1, 8}, {0, 8}}},
                             // two mma chains a token tile (the default): every shape, one band and many slices
-                            {QuantGemmKernel::kSlab, "slab 2 chains", {{0, 0}, {4, 1}, {2, 1}}, {{0, 0}, {1, 8}}, 2}};
+                            {QuantGemmKernel::kSlab, "slab 2 chains", {{0, 0}, {4, 1}, {2, 1}}, {{0, 0}, {1, 8}}, 2},
+                            // the warpgroup kernel (int4 from 9 tokens; the mma.sync kernel for the other formats):
+                            // the default plan, one row band, one block with many slices of a quad
+                            {QuantGemmKernel::kSlab, "slab wg", {{0, 0}}, {{0, 0}, {1, 0}, {1, 8}}, 2, 1}};
   // n 300: one partial 128-row block (and a partial 16-row tile); k 1416: 12 int4 quads, the last
   // with one chunk of 4 (22 8-bit quads, the last with 2); n 2050 x k 4352: many units per block.
   const std::pair<int64_t, int64_t> nks[] = {{300, 1416}, {2050, 4352}};
@@ -91,7 +95,7 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
       const std::unique_ptr<DeviceWeight> dw = device_weight(f, n, k, rng);
       ASSERT_NE(dw, nullptr);
       const ops::WeightView& dv = dw->view;
-      for (int64_t m : {5, 9, 16, 33, 64}) {
+      for (int64_t m : {5, 9, 16, 24, 33, 47, 64}) {
         const bool bias = variant % 2 == 0, accumulate = variant % 3 == 1;
         ++variant;
         CaseInputs in(*dw, m, bias, accumulate, rng);
@@ -110,6 +114,7 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
                 set_quant_gemm_tuning(wp, rt);
                 set_quant_slab_limits(blocks, smem_kb);
                 set_quant_slab_chains(kn.chains);
+                set_quant_slab_wg(kn.wg, 9);
                 Tensor y(DType::kBF16, m * ld_y);
                 y.host = y0.host;
                 y.to_device();
@@ -137,6 +142,7 @@ TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
   set_quant_gemm_tuning(0, 0);
   set_quant_slab_limits(0, 0);
   set_quant_slab_chains(0);
+  set_quant_slab_wg(-1, 0);
 }
 
 // The GEMV at m <= 8 (launch_quant_gemv), all three kernels: the tile GEMV, the lean one (1, 2 by

@@ -328,6 +328,12 @@ void set_quant_slab_limits(int blocks, int smem_kb);
 // same bound; 7B int4 at 16 / 64 sequences +2.3% / +3.0% on an H100) or 1.
 // FRUGAL_QSLAB_CHAINS=1|2 or set_quant_slab_chains (0: back to the environment's).
 void set_quant_slab_chains(int chains);
+// The slab GEMM's warpgroup kernel (quant_gemm_wg.cu): int4 codes on sm_90a from 41 tokens, one
+// wgmma.mma_async a k16 step of a 64-row group and 16 / 32 / 64 tokens, x in shared memory in the
+// codes' k order. FRUGAL_QSLAB_WG=0|1 or set_quant_slab_wg (1 on, 0 off; -1: back to the
+// environment's, default on); FRUGAL_QSLAB_WG_MIN or min_m (0: the environment's, default 41)
+// the fewest tokens it takes.
+void set_quant_slab_wg(int on, int min_m = 0);
 QuantGemmKernel quant_gemm_kernel(QuantGemmKernel over = QuantGemmKernel::kDefault);
 void set_quant_gemm_kernel(QuantGemmKernel k);  // kDefault: FRUGAL_QGEMM_KERNEL, else kSlab
 int64_t quant_gemm_min_m(QuantGemmKernel over = QuantGemmKernel::kDefault, int over_min_m = -1);

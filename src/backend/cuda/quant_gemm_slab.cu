@@ -78,11 +78,81 @@ int smem_cap_kb() {
 }
 
 
-// The launch shape: token tiles as the other GEMMs; k cut into the fewest slices whose x fits the
-// shared memory a block may take at the kernel's register-limited residency (at most
+// The slices, row bands and groups per block of a launch: k cut into the fewest slices whose x
+// fits the shared memory a block may take at the kernel's register-limited residency (at most
 // slab_smem_max() or FRUGAL_QSLAB_SMEM_KB), or more where that spreads the work more evenly (the
-// plan's cost below); row bands so the grid is about one wave of resident blocks, each warp
-// owning whole row groups (groups per block a multiple of the warps).
+// cost below); row bands so the grid is about one wave of resident blocks, each walker (a warp,
+// or a warpgroup in the wgmma kernel) owning whole row groups (groups per block a multiple of the
+// walkers).
+struct SlicePlan {
+  int64_t n_quads = 1, groups = 1;  // quads of k, row groups of n
+  int walkers = kSlabWarps;         // row-group walkers a block
+  size_t per_quad = 1, slack = 0;   // shared bytes a quad of a slice, and a block's fixed extra
+  int reg_per_sm = 1;               // blocks an SM by registers and warps
+  int64_t gy = 1;                   // token passes
+  double unit_bytes = 1024;         // code bytes one walker streams in one unit (a row group's quad)
+  double stage_units = 0;           // a block's cost of staging a quad of x, in units
+};
+void plan_slices(const ops::MatmulParams& p, int n_sms, const SlicePlan& in, SlabShape* s) {
+  const size_t kSmPerSm = quant_device().smem_per_sm, kReserved = 1024;  // per SM; the driver's per block
+  const size_t cap = static_cast<size_t>(std::clamp(smem_cap_kb(), 8, 200)) * 1024;
+  const size_t budget = std::min({cap, slab_smem_max(), kSmPerSm / static_cast<size_t>(in.reg_per_sm) - kReserved});
+  const int64_t q_max = std::max<int64_t>(1, static_cast<int64_t>(budget > in.slack ? (budget - in.slack) / in.per_quad : 0));
+  const int64_t splits_min = ceil_div(in.n_quads, q_max);
+  auto resident = [&](int64_t sp) {
+    if (g_slab_blocks > 0) return static_cast<int64_t>(g_slab_blocks);
+    const size_t smem = static_cast<size_t>(ceil_div(in.n_quads, sp)) * in.per_quad + in.slack;
+    const int64_t by_smem = static_cast<int64_t>(kSmPerSm / (smem + kReserved));
+    return std::max<int64_t>(1, std::min<int64_t>(in.reg_per_sm, by_smem)) * std::max(1, n_sms);
+  };
+  const int64_t bands_max = ceil_div(in.groups, in.walkers);  // every walker at least one group
+  // For a slice count: the row bands (about one wave of blocks with the slices and token passes),
+  // groups per block (a multiple of the walkers), and a cost in "unit times" (one unit: a
+  // walker's row group over one quad; all resident walkers streaming one unit each): the units a
+  // walker walks in series, a block's start (the slice's x staged, the first round trip: ~4
+  // units, plus stage_units a quad), and the f32 partials written and read back; times the waves
+  // where the blocks outnumber the resident ones. The fewest slices whose x fits, or more (each
+  // at least 4 quads) where they cost less.
+  struct Plan {
+    int64_t splits, qps, gx, gpb;
+    double cost;
+  };
+  auto plan = [&](int64_t sp) {
+    Plan pl{};
+    pl.qps = ceil_div(in.n_quads, sp);
+    pl.splits = ceil_div(in.n_quads, pl.qps);
+    const int64_t res = resident(pl.splits);
+    const int64_t gx = std::clamp<int64_t>(res / (pl.splits * in.gy), 1, bands_max);
+    pl.gpb = in.walkers * ceil_div(in.groups, gx * in.walkers);
+    pl.gx = ceil_div(in.groups, pl.gpb);
+    const int64_t blocks = pl.gx * pl.splits * in.gy, waves = ceil_div(blocks, res);
+    const double walkers = static_cast<double>(std::min<int64_t>(res, blocks)) * in.walkers;
+    const double unit_bytes = in.unit_bytes * walkers;  // bytes all walkers stream in one unit time
+    const double partial = pl.splits > 1 ? 8.0 * static_cast<double>(pl.splits) * static_cast<double>(p.m * p.n) / unit_bytes : 0;
+    const double start = 4.0 + in.stage_units * static_cast<double>(pl.qps);
+    pl.cost = static_cast<double>(waves) * (static_cast<double>(pl.gpb / in.walkers) * static_cast<double>(pl.qps) + start) + partial;
+    return pl;
+  };
+  Plan best = plan(splits_min);
+  const int64_t sp_max = std::max(splits_min, in.n_quads / 4);
+  for (int64_t sp = splits_min + 1; sp <= sp_max; ++sp) {
+    const Plan pl = plan(sp);
+    if (pl.cost < best.cost) best = pl;
+  }
+  s->gpb = static_cast<int>(std::min<int64_t>(best.gpb, INT32_MAX / 2));
+  s->gx = best.gx;
+  s->gy = in.gy;
+  s->qps = static_cast<int>(best.qps);
+  s->splits = static_cast<int>(best.splits);
+  s->smem = static_cast<size_t>(best.qps) * in.per_quad + in.slack;
+}
+
+int64_t n_quads_of(const ops::MatmulParams& p) {
+  return ceil_div(ops::quant_geometry(p.w.format, p.n, p.k).row_bytes / 16, 4);
+}
+
+// The launch shape of the mma.sync kernel: token tiles as the other GEMMs, (U, R) by the tuning,
+// slices by plan_slices.
 SlabShape slab_shape(const ops::MatmulParams& p, int n_sms) {
   SlabShape s;
   s.mt = p.m <= 8 ? 1 : p.m <= 16 ? 2 : p.m <= 32 ? 4 : 8;
@@ -104,67 +174,75 @@ SlabShape slab_shape(const ops::MatmulParams& p, int n_sms) {
   const ops::WeightFormat& f = p.w.format;
   const bool int4 = f.scheme == ops::WeightScheme::kInt4;
   const bool need_x = int4 || f.zero == ops::ZeroPoint::kOffset;
-  const int tok = 8 * s.mt;
-  s.gy = ceil_div(p.m, tok);
-  const size_t per_quad = slab_quad_bytes(int4, s.mt, need_x);
-  const int64_t n_quads = ceil_div(ops::quant_geometry(f, p.n, p.k).row_bytes / 16, 4);
-
-  int reg_per_sm = 1;
-  const OpArgs probe{nullptr, dim3(), 0, nullptr, &reg_per_sm};
-  if (run(Op::kBlocksPerSm, probe, p, s) != cudaSuccess || reg_per_sm < 1) {
-    reg_per_sm = 1;
+  SlicePlan in;
+  in.n_quads = n_quads_of(p);
+  in.groups = ceil_div(p.n, 16 * s.r);
+  in.per_quad = slab_quad_bytes(int4, s.mt, need_x);
+  in.gy = ceil_div(p.m, 8 * s.mt);
+  in.unit_bytes = 1024.0 * s.r;
+  const OpArgs probe{nullptr, dim3(), 0, nullptr, &in.reg_per_sm};
+  if (run(Op::kBlocksPerSm, probe, p, s) != cudaSuccess || in.reg_per_sm < 1) {
+    in.reg_per_sm = 1;
     (void)cudaGetLastError();  // the probe's own error, said again by the launch if it persists
   }
-  const size_t kSmPerSm = quant_device().smem_per_sm, kReserved = 1024;  // per SM; the driver's per block
-  const size_t cap = static_cast<size_t>(std::clamp(smem_cap_kb(), 8, 200)) * 1024;
-  const size_t budget = std::min({cap, slab_smem_max(), kSmPerSm / static_cast<size_t>(reg_per_sm) - kReserved});
-  const int64_t q_max = std::max<int64_t>(1, static_cast<int64_t>(budget / per_quad));
-  const int64_t splits_min = ceil_div(n_quads, q_max);
-  auto resident = [&](int64_t sp) {
-    if (g_slab_blocks > 0) return static_cast<int64_t>(g_slab_blocks);
-    const size_t smem = static_cast<size_t>(ceil_div(n_quads, sp)) * per_quad;
-    const int64_t by_smem = static_cast<int64_t>(kSmPerSm / (smem + kReserved));
-    return std::max<int64_t>(1, std::min<int64_t>(reg_per_sm, by_smem)) * std::max(1, n_sms);
-  };
-  const int64_t groups = ceil_div(p.n, 16 * s.r);
-  const int64_t bands_max = ceil_div(groups, kSlabWarps);  // every warp at least one group
-  // For a slice count: the row bands (about one wave of blocks with the slices and token passes),
-  // groups per block (a multiple of the warps), and a cost in "unit times" (one unit: a warp's R x
-  // 16 rows x one quad; all resident warps streaming one unit each): the units a warp walks in
-  // series, a block's start (the slice's x staged, the first round trip: ~4 units), and the f32
-  // partials written and read back; times the waves where the blocks outnumber the resident ones.
-  // The fewest slices whose x fits, or more (each at least 4 quads) where they cost less.
-  struct Plan {
-    int64_t splits, qps, gx, gpb;
-    double cost;
-  };
-  auto plan = [&](int64_t sp) {
-    Plan pl{};
-    pl.qps = ceil_div(n_quads, sp);
-    pl.splits = ceil_div(n_quads, pl.qps);
-    const int64_t res = resident(pl.splits);
-    const int64_t gx = std::clamp<int64_t>(res / (pl.splits * s.gy), 1, bands_max);
-    pl.gpb = kSlabWarps * ceil_div(groups, gx * kSlabWarps);
-    pl.gx = ceil_div(groups, pl.gpb);
-    const int64_t blocks = pl.gx * pl.splits * s.gy, waves = ceil_div(blocks, res);
-    const double warps = static_cast<double>(std::min<int64_t>(res, blocks)) * kSlabWarps;
-    const double unit_bytes = 1024.0 * s.r * warps;  // bytes all warps stream in one unit time
-    const double partial = pl.splits > 1 ? 8.0 * static_cast<double>(pl.splits) * static_cast<double>(p.m * p.n) / unit_bytes : 0;
-    pl.cost = static_cast<double>(waves) * (static_cast<double>(pl.gpb / kSlabWarps) * static_cast<double>(pl.qps) + 4.0) + partial;
-    return pl;
-  };
-  Plan best = plan(splits_min);
-  const int64_t sp_max = std::max(splits_min, n_quads / 4);
-  for (int64_t sp = splits_min + 1; sp <= sp_max; ++sp) {
-    const Plan pl = plan(sp);
-    if (pl.cost < best.cost) best = pl;
+  plan_slices(p, n_sms, in, &s);
+  return s;
+}
+
+// set_quant_slab_wg's values (-1 / 0: FRUGAL_QSLAB_WG, default 1 / FRUGAL_QSLAB_WG_MIN, default 41).
+int g_slab_wg = -1, g_slab_wg_min = 0;
+
+// The warpgroup kernel takes int4 codes (either zero-point mode, either layout) from
+// FRUGAL_QSLAB_WG_MIN tokens (default 41), on sm_90 builds that carry sm_90a code. A pass is 16,
+// 32 or 64 tokens (the fewest that hold m, else 64), all computed; the mma.sync kernel skips its
+// 8-token tiles past m, and wins below 41 (7B int4 decode on an H200, 2026-12-06: 33 sequences
+// -3.5%, 48 +4.2%, 64 +11.6% with the warpgroup kernel).
+bool wg_applies(const ops::MatmulParams& p) {
+#if defined(FRUGAL_HAVE_SM90A) && FRUGAL_HAVE_SM90A
+  static const int env = env_int("FRUGAL_QSLAB_WG", 1);
+  static const int env_min = std::max(1, env_int("FRUGAL_QSLAB_WG_MIN", 41));
+  if ((g_slab_wg >= 0 ? g_slab_wg : env) == 0 || quant_device().major != 9) return false;
+  const ops::WeightFormat& f = p.w.format;
+  return p.m >= (g_slab_wg_min > 0 ? g_slab_wg_min : env_min) && f.scheme == ops::WeightScheme::kInt4 && !f.act_order;
+#else
+  (void)p;
+  return false;
+#endif
+}
+
+int wg_tokens(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
+
+cudaError_t run_wg(Op op, const OpArgs& o, const ops::MatmulParams& p, int nt) {
+  const bool z = p.w.format.zero == ops::ZeroPoint::kOffset;
+  switch (nt) {
+    case 16: return z ? slab::run_wg<16, true>(op, o) : slab::run_wg<16, false>(op, o);
+    case 32: return z ? slab::run_wg<32, true>(op, o) : slab::run_wg<32, false>(op, o);
+    default: return z ? slab::run_wg<64, true>(op, o) : slab::run_wg<64, false>(op, o);
   }
-  const int64_t qps = best.qps, splits = best.splits, gpb = best.gpb;
-  s.gpb = static_cast<int>(std::min<int64_t>(gpb, INT32_MAX / 2));
-  s.gx = best.gx;
-  s.qps = static_cast<int>(qps);
-  s.splits = static_cast<int>(splits);
-  s.smem = static_cast<size_t>(qps) * per_quad;
+}
+
+// The warpgroup kernel's shape: NT tokens a pass (s.mt = NT / 8), 64-row groups walked by the
+// two warpgroups; staging a quad of x (4-byte copies, NT / 4 a thread) costs about NT / 64 of a
+// warpgroup's quad of codes.
+SlabShape wg_shape(const ops::MatmulParams& p, int n_sms) {
+  SlabShape s;
+  const int nt = wg_tokens(p.m);
+  s.mt = nt / 8;
+  SlicePlan in;
+  in.n_quads = n_quads_of(p);
+  in.groups = ceil_div(p.n, slab::kWgRows);
+  in.walkers = slab::kWgWarps / 4;
+  in.per_quad = slab::wg_quad_bytes(nt);
+  in.slack = slab::kWgAlignSlack;
+  in.gy = ceil_div(p.m, nt);
+  in.unit_bytes = 64.0 * slab::kWgRows;
+  in.stage_units = nt / 64.0;
+  const OpArgs probe{nullptr, dim3(), 0, nullptr, &in.reg_per_sm};
+  if (run_wg(Op::kBlocksPerSm, probe, p, nt) != cudaSuccess || in.reg_per_sm < 1) {
+    in.reg_per_sm = 1;
+    (void)cudaGetLastError();
+  }
+  plan_slices(p, n_sms, in, &s);
   return s;
 }
 
@@ -176,6 +254,11 @@ void set_quant_slab_limits(int blocks, int smem_kb) {
 }
 
 void set_quant_slab_chains(int chains) { g_slab_chains = std::max(0, chains); }
+
+void set_quant_slab_wg(int on, int min_m) {
+  g_slab_wg = on < 0 ? -1 : on != 0;
+  g_slab_wg_min = std::max(0, min_m);
+}
 
 // Raises every instantiation's shared-memory limit and caches its occupancy, outside any capture.
 cudaError_t prepare_quant_gemm_slab() {
@@ -198,41 +281,71 @@ cudaError_t prepare_quant_gemm_slab() {
             (void)run(Op::kBlocksPerSm, o, p, s);
           }
     }
+  if (quant_device().major == 9) {
+    ops::MatmulParams p{};
+    p.w.format.scheme = ops::WeightScheme::kInt4;
+    for (bool offsets : {false, true}) {
+      p.w.format.zero = offsets ? ops::ZeroPoint::kOffset : ops::ZeroPoint::kNone;
+      for (int nt : {16, 32, 64}) (void)run_wg(Op::kBlocksPerSm, o, p, nt);
+    }
+  }
   (void)cudaGetLastError();
   return cudaSuccess;
 }
 
-int quant_gemm_slab_splits(const ops::MatmulParams& p, int n_sms) { return slab_shape(p, n_sms).splits; }
+int quant_gemm_slab_splits(const ops::MatmulParams& p, int n_sms) {
+  return (wg_applies(p) ? wg_shape(p, n_sms) : slab_shape(p, n_sms)).splits;
+}
 
 size_t quant_gemm_slab_scratch_bytes(const ops::MatmulParams& p, int splits) {
   return splits > 1 ? static_cast<size_t>(splits) * static_cast<size_t>(p.m * p.n) * sizeof(float) : 0;
 }
 
-// splits: the slices of slab_shape (what quant_gemm_slab_splits returned), or another count
-// (1: what a capture without scratch runs) whose slices fit the shared memory; one slice that
-// does not fit (long k at many tokens) runs the GEMV instead, which needs no scratch.
+namespace {
+// Re-cuts the planned shape into `splits` slices (what a caller asks for other than the plan:
+// 1 inside a capture without scratch); false where they do not fit the shared memory or the
+// count is not one a slicing gives.
+bool resize_slices(const ops::MatmulParams& p, int splits, size_t per_quad, size_t slack, SlabShape* s, bool* fits) {
+  const int64_t n_quads = n_quads_of(p), qps = ceil_div(n_quads, splits);
+  *fits = static_cast<size_t>(qps) * per_quad + slack <= slab_smem_max();
+  if (!*fits || ceil_div(n_quads, qps) != splits) return false;
+  s->qps = static_cast<int>(qps);
+  s->splits = splits;
+  s->smem = static_cast<size_t>(qps) * per_quad + slack;
+  return true;
+}
+
+cudaError_t launch_shape(const ops::MatmulParams& p, const SlabShape& s, bool wg, void* partials, cudaStream_t stream,
+                         bool reduce) {
+  const QSlabArgs sa{gemv_args(p), s.qps, s.gpb, static_cast<float*>(partials)};
+  const OpArgs o{&sa, dim3(static_cast<unsigned>(s.gx), static_cast<unsigned>(s.gy), static_cast<unsigned>(s.splits)), s.smem,
+                 stream, nullptr};
+  const cudaError_t err = wg ? run_wg(Op::kLaunch, o, p, 8 * s.mt) : run(Op::kLaunch, o, p, s);
+  if (err != cudaSuccess || s.splits == 1 || !reduce) return err;
+  return launch_quant_gemm_reduce(p, static_cast<const float*>(partials), s.splits, stream);
+}
+}  // namespace
+
+// splits: the slices of the plan (what quant_gemm_slab_splits returned), or another count (1:
+// what a capture without scratch runs) whose slices fit the shared memory; where they do not fit
+// the warpgroup kernel, the mma.sync kernel takes them, and one slice that fits neither (long k at
+// many tokens) runs the GEMV instead, which needs no scratch.
 cudaError_t launch_quant_gemm_slab(const ops::MatmulParams& p, int splits, void* partials, cudaStream_t stream,
                                    bool reduce) {
   if (p.m * p.n == 0) return cudaSuccess;
   if (splits < 1 || (splits > 1 && partials == nullptr)) return cudaErrorInvalidValue;
-  SlabShape s = slab_shape(p, quant_device().sms);
-  if (splits != s.splits) {
-    const int64_t n_quads = ceil_div(ops::quant_geometry(p.w.format, p.n, p.k).row_bytes / 16, 4);
-    const size_t per_quad = s.smem / static_cast<size_t>(s.qps);
-    const int64_t qps = ceil_div(n_quads, splits);
-    const bool fits = static_cast<size_t>(qps) * per_quad <= slab_smem_max();
-    if (splits == 1 && !fits) return launch_quant_gemv(p, stream);
-    if (ceil_div(n_quads, qps) != splits || !fits) return cudaErrorInvalidValue;
-    s.qps = static_cast<int>(qps);
-    s.splits = splits;
-    s.smem = static_cast<size_t>(qps) * per_quad;
+  bool fits = true;
+  if (wg_applies(p)) {
+    SlabShape s = wg_shape(p, quant_device().sms);
+    if (splits == s.splits || resize_slices(p, splits, slab::wg_quad_bytes(8 * s.mt), slab::kWgAlignSlack, &s, &fits))
+      return launch_shape(p, s, true, partials, stream, reduce);
   }
-  const QSlabArgs sa{gemv_args(p), s.qps, s.gpb, static_cast<float*>(partials)};
-  const OpArgs o{&sa, dim3(static_cast<unsigned>(s.gx), static_cast<unsigned>(s.gy), static_cast<unsigned>(s.splits)), s.smem,
-                 stream, nullptr};
-  const cudaError_t err = run(Op::kLaunch, o, p, s);
-  if (err != cudaSuccess || s.splits == 1 || !reduce) return err;
-  return launch_quant_gemm_reduce(p, static_cast<const float*>(partials), s.splits, stream);
+  SlabShape s = slab_shape(p, quant_device().sms);
+  if (splits != s.splits && !resize_slices(p, splits, s.smem / static_cast<size_t>(s.qps), 0, &s, &fits)) {
+    if (splits == 1 && !fits) return launch_quant_gemv(p, stream);
+    return cudaErrorInvalidValue;
+  }
+  return launch_shape(p, s, false, partials, stream, reduce);
 }
 
 }  // namespace frugal::cuda

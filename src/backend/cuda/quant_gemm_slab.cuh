@@ -306,6 +306,23 @@ cudaError_t run_mt(Op op, const OpArgs& o, const SlabShape& s) {
     default: return run_ch<K, 8, kOffsets>(op, o, s);
   }
 }
+// The warpgroup kernel (quant_gemm_wg.cu: int4 on sm_90a): blocks of two warpgroups, 64-row
+// groups, NT = 16, 32 or 64 tokens a pass; a quad's x tile is NT tokens x 256 bytes in the
+// 128-byte-swizzled K-major layout of wgmma.cuh, then the slice's x sums (a float a token).
+constexpr int kWgWarps = 8;
+constexpr int kWgRows = 64;
+constexpr int wg_quad_x(int nt) { return nt * 256; }
+constexpr size_t wg_quad_bytes(int nt) { return static_cast<size_t>(wg_quad_x(nt)) + static_cast<size_t>(nt) * 4; }
+constexpr size_t kWgAlignSlack = 1024;  // the tiles start at the next 1024-byte boundary
+template <int NT, bool kOffsets>
+cudaError_t run_wg(Op op, const OpArgs& o);
+extern template cudaError_t run_wg<16, false>(Op op, const OpArgs& o);
+extern template cudaError_t run_wg<16, true>(Op op, const OpArgs& o);
+extern template cudaError_t run_wg<32, false>(Op op, const OpArgs& o);
+extern template cudaError_t run_wg<32, true>(Op op, const OpArgs& o);
+extern template cudaError_t run_wg<64, false>(Op op, const OpArgs& o);
+extern template cudaError_t run_wg<64, true>(Op op, const OpArgs& o);
+
 // Instantiated in quant_gemm_slab_<format>.cu, one pair each.
 extern template cudaError_t run_mt<QKind::kInt4, false>(Op op, const OpArgs& o, const SlabShape& s);
 extern template cudaError_t run_mt<QKind::kInt4, true>(Op op, const OpArgs& o, const SlabShape& s);
