@@ -301,6 +301,9 @@ void set_quant_gemv_bulk_tuning(int warps, int stages, int blocks_per_sm);
 //    set_quant_slab_limits(blocks, smem_kb) (tests, benchmarks; 0: the default) sizes the grid
 //    for `blocks` resident blocks instead of the occupancy (1: one row band, every warp many
 //    row groups) and caps a slice's shared memory (8: a quad or two per slice, many slices).
+//    int4 codes from 41 tokens on sm_90a take its warpgroup kernel (quant_gemm_wg.cu,
+//    set_quant_slab_wg below): the same slices and partials, wgmma instead of mma.sync (7B int4
+//    at 64 sequences +26%, H100, 2026-12-06).
 // Either way quant_gemm_scratch_bytes(p, splits) bytes of device memory hold the partials when
 // splits > 1, and launch_quant_gemm(p, 1, nullptr) needs none (what a capture without scratch
 // runs). FRUGAL_QGEMM_KERNEL=slab|quad|pipe or set_quant_gemm_kernel picks the kernel;
