@@ -182,7 +182,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           {QuantGemmKernel::kSlab, "slab", {{0, 0, ""}, {4, 1, " u4r1"}, {2, 1, " u2r1"}}},
           // the slab GEMM with two mma chains a token tile (the default; "slab" is FRUGAL_QSLAB_CHAINS=1)
           {QuantGemmKernel::kSlab, "slab2ch", {{0, 0, ""}}, 2},
-          // the warpgroup kernel (int4 from 9 tokens)
+          // the warpgroup kernel (int4 from 9 tokens here; the default from 12)
           {QuantGemmKernel::kSlab, "slabwg", {{0, 0, ""}}, 2, 1}};
       for (const GemmKernel& gk : gemm_kernels) {
         set_quant_gemm_kernel(gk.kernel);
@@ -200,7 +200,8 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           }
         }
         if (s.odd) continue;  // checked, not timed
-        for (int64_t m : {1, 4, 8, 9, 16, 32, 64}) {
+        // 12, 40, 48: either side of the warpgroup kernel's passes (16 / 48 tokens) against mma.sync
+        for (int64_t m : {1, 4, 8, 9, 12, 16, 32, 40, 48, 64}) {
           if (m < 9 && gk.kernel != QuantGemmKernel::kSlab) continue;  // against the GEMV rows below
           for (const GemmTune& t : gk.tunes) {
             set_quant_gemm_tuning(t.w, t.r);

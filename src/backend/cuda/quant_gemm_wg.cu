@@ -1,8 +1,9 @@
 // The slab GEMM's warpgroup kernel: int4 codes (with or without zero points) on sm_90a, the tensor
-// work by wgmma.mma_async instead of mma.sync; 64 tokens a pass by default from 41 tokens, 16 or
-// 32 a pass (wgmma n16 / n32) where FRUGAL_QSLAB_WG_MIN lowers the threshold (built, not yet
-// measured: docs/perf/2026-12-06-session54.md). quant_gemm_slab.cu plans its launch (slices,
-// row bands, partials) as it does the mma.sync kernel's.
+// work by wgmma.mma_async instead of mma.sync, from 12 tokens: 16, 32 or 64 tokens a pass (wgmma
+// n16 / n32 / n64), the fewest that hold m, but not at 33..40 tokens by default, where 64 a pass
+// loses (docs/perf/2026-12-06-session54.md, session55.md).
+// quant_gemm_slab.cu plans its launch (slices, row bands, partials) as it does the mma.sync
+// kernel's.
 //
 // Why (docs/perf/2026-12-06-session54.md): at 64 tokens the slab kernel issues, per warp and
 // quad of a 16-row tile (1 KB of codes), 64 mma.sync (8 k16 steps x 8 token tiles), the 16
