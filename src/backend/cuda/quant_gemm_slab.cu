@@ -192,18 +192,18 @@ SlabShape slab_shape(const ops::MatmulParams& p, int n_sms) {
 // set_quant_slab_wg's values (-1 / 0: FRUGAL_QSLAB_WG, default 1 / FRUGAL_QSLAB_WG_MIN, default 12).
 int g_slab_wg = -1, g_slab_wg_min = 0;
 
-// The warpgroup kernel takes int4 codes (either zero-point mode, either layout) from
-// FRUGAL_QSLAB_WG_MIN tokens (default kWgMinM, 12), on sm_90 builds that carry sm_90a code. A pass is 16,
-// 32 or 64 tokens (the fewest that hold m, else 64), all computed, where the mma.sync kernel skips
-// its 8-token tiles past m. Measured on an H100 (2026-12-06, session 55, int4 gate 18944 x 3584):
-// 16 tokens a pass 25.4 us at m = 9 and at 16, the mma.sync kernel 24.7 / 29.5 (so from about 11
-// tokens); at m = 32 / 64, 34.6 / 46.1 against 42.4 / 60.5; 7B int4 decode at 16 / 32 sequences
-// +7.3% / +15.5%. At 33..40 tokens (kWgGapEnd) 64 a pass lost (session 54: 33 sequences -3.5% on
-// an H200, the break-even near 41), so the default leaves them to mma.sync; a threshold set by
+// The warpgroup kernel takes int4 codes (either zero-point mode, either layout) from kWgMinM
+// (12) tokens, on sm_90 builds that carry sm_90a code. A pass is 16, 32 or 64 tokens (the fewest
+// that hold m, else 64), all computed, where the mma.sync kernel skips its 8-token tiles past m.
+// Measured on an H100 (2026-12-06, session 55, int4 gate 18944 x 3584): 16 tokens a pass 25.4 us
+// at m = 9 and at 16, the mma.sync kernel 24.7 / 29.5 (so from about 11 tokens); at m = 32 / 64,
+// 34.6 / 46.1 against 42.4 / 60.5; 7B int4 decode at 16 / 32 sequences +7.3% / +15.5%. At 33..40
+// tokens (below kWgGapEnd) 64 a pass lost (session 54: 33 sequences -3.5% on an H200, the
+// break-even near 41), so the default leaves them to mma.sync; a threshold set by
 // FRUGAL_QSLAB_WG_MIN or set_quant_slab_wg takes every m from it.
-constexpr int64_t kWgMinM = 12, kWgGapEnd = 41;
 bool wg_applies(const ops::MatmulParams& p) {
 #if defined(FRUGAL_HAVE_SM90A) && FRUGAL_HAVE_SM90A
+  constexpr int64_t kWgMinM = 12, kWgGapEnd = 41;
   static const int env = env_int("FRUGAL_QSLAB_WG", 1);
   static const int env_min = env_int("FRUGAL_QSLAB_WG_MIN", 0);
   if ((g_slab_wg >= 0 ? g_slab_wg : env) == 0 || quant_device().major != 9) return false;
