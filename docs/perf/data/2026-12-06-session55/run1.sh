@@ -9,7 +9,8 @@
 # trace of int4 at 16 sequences (where the step goes now). Part B, session 54's run5.diff split
 # in its four parts (wg_stage / wg_sums / wg_stores / wg_pingpong.diff) and two blocks an SM for
 # the 32-token pass (wg_nt32x2.diff: 127 registers, no spills), each applied alone, rebuilt (one
-# object), checked and timed by the kernel table (gate and down) and 7B int4 at 16 / 64 sequences (32 for wg_nt32x2).
+# object), checked and timed by the kernel table (gate and down) and 7B int4 at 16 / 64 sequences
+# (32 for wg_nt32x2). Between the two parts, Nsight Compute on part A's 16-token pass.
 # Run as: run(command: "STOP=560 bash docs/perf/data/2026-12-06-session55/run1.sh", carry: [".devcarry"])
 source docs/perf/data/2026-12-05-session40/lib.sh
 S=$OUT/s1.txt
@@ -36,6 +37,20 @@ e2e A_int4_b32 /tmp/q7b "" $B --batches 32 --precision int4
 e2e A_int4_b12 /tmp/q7b "" $B --batches 12 --precision int4
 e2e A_int4_b12_mma /tmp/q7b "FRUGAL_QSLAB_WG=0" $B --batches 12 --precision int4
 trace A_int4_b16_tr /tmp/q7b "" --prefill-lens 0 --decode-prompt-len 512 --decode-tokens 32 --reps 1 --warmup 1 --batches 16 --precision int4
+# Nsight Compute on the 16-token pass (gate, m = 9..16 all compute 16 tokens), part A's build
+# (the tree with wg_nt48.diff): where 18.3's 16-sequence point loses its time.
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ $(left) -gt 70 ] && [ -n "$NCU" ]; then
+  (FRUGAL_QBENCH_ONLY="int4g128 gate" timeout $(( $(left) - 25 )) $NCU --clock-control none --kernel-name-base mangled \
+     -k "regex:quant_gemm_wg_kernelILi16" --launch-skip 20 --launch-count 1 --section SourceCounters --section WarpStateStats \
+     --section InstructionStats --section SpeedOfLight --section SchedulerStats --section LaunchStats --section Occupancy \
+     --section MemoryWorkloadAnalysis --import-source no -o $L/wg16 -f build-gpu/tests/cuda/cuda_kernel_bench --quant >$L/ncu_run.log 2>&1
+   echo "ncu rc $? ($((SECONDS-START)) s)" >>$S)
+  $NCU -i $L/wg16.ncu-rep --page details >$L/details16.txt 2>&1
+  grep -E "Grid Size|Registers Per|Duration|DRAM Throughput|Issued Instructions  |Warp Cycles Per Issued|Eligible Warps|Issued Warp|Stall|stall" $L/details16.txt | head -30 >>$S
+  $NCU -i $L/wg16.ncu-rep --page source --csv --print-source sass >$L/source16.csv 2>/dev/null
+  gzip -c $L/source16.csv >$OUT/wg16_source.csv.gz; gzip -c $L/details16.txt >$OUT/wg16_details.txt.gz
+fi
 variant() { # name batches...
   git apply $D/wg_$1.diff || { echo "$1: does not apply" >>$S; return; }
   echo "== variant $1" >>$S; build
