@@ -200,7 +200,7 @@ void bench_quant(CudaBackend* b, double ceiling, Table* table) {
           }
         }
         if (s.odd) continue;  // checked, not timed
-        // 12, 40, 48: either side of the warpgroup kernel's passes (16 / 48 tokens) against mma.sync
+        // 12, 40, 48: where the warpgroup kernel's passes meet mma.sync (its default starts at 12)
         for (int64_t m : {1, 4, 8, 9, 12, 16, 32, 40, 48, 64}) {
           if (m < 9 && gk.kernel != QuantGemmKernel::kSlab) continue;  // against the GEMV rows below
           for (const GemmTune& t : gk.tunes) {

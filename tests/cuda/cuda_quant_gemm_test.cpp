@@ -66,7 +66,7 @@ struct Kernel {
   std::vector<std::pair<int, int>> shapes;  // (warps, row tiles); slab: (quads in flight, row tiles); (0, 0): the default
   std::vector<std::pair<int, int>> limits = {{0, 0}};  // slab: set_quant_slab_limits(blocks, smem KB); (0, 0): the default
   int chains = 1;  // slab: set_quant_slab_chains
-  int wg = 0;      // slab: set_quant_slab_wg(wg, 9) (the warpgroup kernel: int4 from 9 tokens, 16 / 32 / 48 / 64 a pass)
+  int wg = 0;      // slab: set_quant_slab_wg(wg, 9) (the warpgroup kernel: int4 from 9 tokens, each pass)
 };
 
 TEST(CudaQuantGemm, BothKernelsEveryShapeAgainstDequantizedReference) {
