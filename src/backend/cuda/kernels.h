@@ -301,9 +301,9 @@ void set_quant_gemv_bulk_tuning(int warps, int stages, int blocks_per_sm);
 //    set_quant_slab_limits(blocks, smem_kb) (tests, benchmarks; 0: the default) sizes the grid
 //    for `blocks` resident blocks instead of the occupancy (1: one row band, every warp many
 //    row groups) and caps a slice's shared memory (8: a quad or two per slice, many slices).
-//    int4 codes from 12 tokens (33..40 excepted) on sm_90a take its warpgroup kernel
-//    (quant_gemm_wg.cu, set_quant_slab_wg below): the same slices and partials, wgmma instead of
-//    mma.sync (7B int4 at 16 / 32 / 64 sequences +7% / +16% / +26%, H100, 2026-12-06).
+//    int4 codes from 12 tokens on sm_90a take its warpgroup kernel (quant_gemm_wg.cu,
+//    set_quant_slab_wg below): the same slices and partials, wgmma instead of mma.sync (7B int4
+//    at 16 / 32 / 40 / 64 sequences +7% / +16% / +21% / +26%, H100, 2026-12-06 / 07).
 // Either way quant_gemm_scratch_bytes(p, splits) bytes of device memory hold the partials when
 // splits > 1, and launch_quant_gemm(p, 1, nullptr) needs none (what a capture without scratch
 // runs). FRUGAL_QGEMM_KERNEL=slab|quad|pipe or set_quant_gemm_kernel picks the kernel;
@@ -331,11 +331,11 @@ void set_quant_slab_limits(int blocks, int smem_kb);
 // same bound; 7B int4 at 16 / 64 sequences +2.3% / +3.0% on an H100) or 1.
 // FRUGAL_QSLAB_CHAINS=1|2 or set_quant_slab_chains (0: back to the environment's).
 void set_quant_slab_chains(int chains);
-// The slab GEMM's warpgroup kernel (quant_gemm_wg.cu): int4 codes on sm_90a at 12..32 and 41..64
-// tokens by default, one wgmma.mma_async a k16 step of a 64-row group and 16 / 32 / 64 tokens, x
-// in shared memory in the codes' k order. FRUGAL_QSLAB_WG=0|1 or set_quant_slab_wg (1 on, 0 off;
+// The slab GEMM's warpgroup kernel (quant_gemm_wg.cu): int4 codes on sm_90a from 12 tokens by
+// default, one wgmma.mma_async a k16 step of a 64-row group and 16 / 32 / 48 / 64 tokens, x in
+// shared memory in the codes' k order. FRUGAL_QSLAB_WG=0|1 or set_quant_slab_wg (1 on, 0 off;
 // -1: back to the environment's, default on); FRUGAL_QSLAB_WG_MIN or min_m (0: the environment's,
-// else the default ranges) makes it take every m from that many tokens.
+// else 12) makes it take every m from that many tokens.
 void set_quant_slab_wg(int on, int min_m = 0);
 QuantGemmKernel quant_gemm_kernel(QuantGemmKernel over = QuantGemmKernel::kDefault);
 void set_quant_gemm_kernel(QuantGemmKernel k);  // kDefault: FRUGAL_QGEMM_KERNEL, else kSlab

@@ -193,38 +193,39 @@ SlabShape slab_shape(const ops::MatmulParams& p, int n_sms) {
 int g_slab_wg = -1, g_slab_wg_min = 0;
 
 // The warpgroup kernel takes int4 codes (either zero-point mode, either layout) from kWgMinM
-// (12) tokens, on sm_90 builds that carry sm_90a code. A pass is 16, 32 or 64 tokens (the fewest
-// that hold m, else 64), all computed, where the mma.sync kernel skips its 8-token tiles past m.
-// Measured on an H100 (2026-12-06, session 55, int4 gate 18944 x 3584): 16 tokens a pass 25.4 us
-// at m = 9 and at 16, the mma.sync kernel 24.7 / 29.5 (so from about 11 tokens); at m = 32 / 64,
-// 34.6 / 46.1 against 42.4 / 60.5; 7B int4 decode at 16 / 32 sequences +7.3% / +15.5%. At 33..40
-// tokens (below kWgGapEnd) 64 a pass lost (session 54: 33 sequences -3.5% on an H200, the
-// break-even near 41), so the default leaves them to mma.sync; a threshold set by
-// FRUGAL_QSLAB_WG_MIN or set_quant_slab_wg takes every m from it.
+// (12) tokens, on sm_90 builds that carry sm_90a code. A pass is 16, 32, 48 or 64 tokens (the
+// fewest that hold m, else 64), all computed, where the mma.sync kernel skips its 8-token tiles
+// past m. Measured on an H100 (2026-12-06, session 55, int4 gate 18944 x 3584): 16 tokens a pass
+// 25.4 us at m = 9 and at 16, the mma.sync kernel 24.7 / 29.5 (so from about 11 tokens); at m =
+// 32 / 64, 34.6 / 46.1 against 42.4 / 60.5; 7B int4 decode at 16 / 32 sequences +7.3% / +15.5%.
+// At 33..40 tokens 64 a pass lost (session 54: 33 sequences -3.5% on an H200); 48 a pass fills
+// 33..48 (session 56, H100: gate at m = 40 / 48 39.5 / 40.9 us against mma.sync's 48.4 / 52.3,
+// 7B int4 at 40 sequences +21%). A threshold set by FRUGAL_QSLAB_WG_MIN or set_quant_slab_wg
+// replaces kWgMinM.
 bool wg_applies(const ops::MatmulParams& p) {
 #if defined(FRUGAL_HAVE_SM90A) && FRUGAL_HAVE_SM90A
-  constexpr int64_t kWgMinM = 12, kWgGapEnd = 41;
+  constexpr int64_t kWgMinM = 12;
   static const int env = env_int("FRUGAL_QSLAB_WG", 1);
   static const int env_min = env_int("FRUGAL_QSLAB_WG_MIN", 0);
   if ((g_slab_wg >= 0 ? g_slab_wg : env) == 0 || quant_device().major != 9) return false;
   const ops::WeightFormat& f = p.w.format;
   if (f.scheme != ops::WeightScheme::kInt4 || f.act_order) return false;
   const int set_min = g_slab_wg_min > 0 ? g_slab_wg_min : std::max(0, env_min);
-  if (set_min > 0) return p.m >= set_min;
-  return p.m >= kWgMinM && (p.m <= 32 || p.m >= kWgGapEnd);
+  return p.m >= (set_min > 0 ? set_min : kWgMinM);
 #else
   (void)p;
   return false;
 #endif
 }
 
-int wg_tokens(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
+int wg_tokens(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : m <= 48 ? 48 : 64; }
 
 cudaError_t run_wg(Op op, const OpArgs& o, const ops::MatmulParams& p, int nt) {
   const bool z = p.w.format.zero == ops::ZeroPoint::kOffset;
   switch (nt) {
     case 16: return z ? slab::run_wg<16, true>(op, o) : slab::run_wg<16, false>(op, o);
     case 32: return z ? slab::run_wg<32, true>(op, o) : slab::run_wg<32, false>(op, o);
+    case 48: return z ? slab::run_wg<48, true>(op, o) : slab::run_wg<48, false>(op, o);
     default: return z ? slab::run_wg<64, true>(op, o) : slab::run_wg<64, false>(op, o);
   }
 }

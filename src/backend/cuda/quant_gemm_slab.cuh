@@ -320,6 +320,8 @@ extern template cudaError_t run_wg<16, false>(Op op, const OpArgs& o);
 extern template cudaError_t run_wg<16, true>(Op op, const OpArgs& o);
 extern template cudaError_t run_wg<32, false>(Op op, const OpArgs& o);
 extern template cudaError_t run_wg<32, true>(Op op, const OpArgs& o);
+extern template cudaError_t run_wg<48, false>(Op op, const OpArgs& o);
+extern template cudaError_t run_wg<48, true>(Op op, const OpArgs& o);
 extern template cudaError_t run_wg<64, false>(Op op, const OpArgs& o);
 extern template cudaError_t run_wg<64, true>(Op op, const OpArgs& o);
 

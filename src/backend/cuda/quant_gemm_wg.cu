@@ -1,7 +1,6 @@
 // The slab GEMM's warpgroup kernel: int4 codes (with or without zero points) on sm_90a, the tensor
-// work by wgmma.mma_async instead of mma.sync, from 12 tokens: 16, 32 or 64 tokens a pass (wgmma
-// n16 / n32 / n64), the fewest that hold m, but not at 33..40 tokens by default, where 64 a pass
-// loses (docs/perf/2026-12-06-session54.md, session55.md).
+// work by wgmma.mma_async instead of mma.sync, from 12 tokens: 16, 32, 48 or 64 tokens a pass
+// (wgmma n16 .. n64), the fewest that hold m (docs/perf/2026-12-06-session54.md, session55.md).
 // quant_gemm_slab.cu plans its launch (slices, row bands, partials) as it does the mma.sync
 // kernel's.
 //
@@ -49,6 +48,8 @@ __device__ __forceinline__ void wg_step(float (&d)[NT / 8][4], const uint32_t* a
     wgmma_m64n16k16_bf16(d, a, desc, accumulate);
   } else if constexpr (NT == 32) {
     wgmma_m64n32k16_bf16(d, a, desc, accumulate);
+  } else if constexpr (NT == 48) {
+    wgmma_m64n48k16_bf16(d, a, desc, accumulate);
   } else {
     wgmma_m64n64k16_bf16<0>(d, a, desc, accumulate);
   }
@@ -67,9 +68,10 @@ __device__ __forceinline__ int wg_x_source_word(int s, int w) {
   return 16 * (w & 3) + 8 * (s & 1) + 2 * (s >> 1) + (w >> 2);
 }
 
-// NT: tokens a pass (16, 32, 64; the wgmma's n). Two blocks an SM at 16 (<= 128 registers).
+// NT: tokens a pass (16, 32, 48, 64; the wgmma's n). Two blocks an SM at 16 and 32 (<= 128
+// registers; at 32 one block an SM took 149-153 and was 7% slower on the gate, session 56).
 template <int NT, bool kOffsets>
-__global__ void __launch_bounds__(kWgWarps * 32, NT <= 16 ? 2 : 1) quant_gemm_wg_kernel(QSlabArgs sa) {
+__global__ void __launch_bounds__(kWgWarps * 32, NT <= 32 ? 2 : 1) quant_gemm_wg_kernel(QSlabArgs sa) {
   constexpr int NJ = NT / 8;  // 8-token column blocks of the accumulators
   constexpr int kQuadX = wg_quad_x(NT);
   constexpr QKind K = QKind::kInt4;
@@ -146,16 +148,19 @@ __global__ void __launch_bounds__(kWgWarps * 32, NT <= 16 ? 2 : 1) quant_gemm_wg
     const int s = pw >> 3, w = pw & 7;
     const int jw = 2 * wg_x_source_word(s, w);  // its first k in the quad
     const uint32_t base_even = wg_x_offset<NT>(t0, s, w), base_odd = wg_x_offset<NT>(t0 + 4, s, w) - 4 * 128;
-    const int64_t tok0 = m0 + t0;
+    const int64_t tok0 = m0 + t0, step = 4 * p.ld_x;
+    // Copies j < jn are of tokens below m.
+    const int jn = static_cast<int>(std::clamp<int64_t>(ceil_div(p.m - tok0, 4), 0, NT / 4));
     const __nv_bfloat16* xrow = x + tok0 * p.ld_x + jw;
     for (int ql = 0; ql < ks; ++ql) {
       const int64_t kq = static_cast<int64_t>(qb + ql) * 128;
-      const bool kin = kq + jw < p.k;
+      const int jk = kq + jw < p.k ? jn : 0;
       unsigned char* dst = tiles + ql * kQuadX;
+      const __nv_bfloat16* src = xrow + kq;
 #pragma unroll
       for (int j = 0; j < NT / 4; ++j) {
-        const bool valid = kin && tok0 + 4 * j < p.m;
-        cp_async<4>(dst + ((j & 1) ? base_odd : base_even) + 512 * j, valid ? xrow + 4 * j * p.ld_x + kq : x, valid);
+        cp_async<4>(dst + ((j & 1) ? base_odd : base_even) + 512 * j, j < jk ? src : x, j < jk);
+        src += step;
       }
     }
     cp_async_commit();
@@ -277,6 +282,8 @@ template cudaError_t run_wg<16, false>(Op op, const OpArgs& o);
 template cudaError_t run_wg<16, true>(Op op, const OpArgs& o);
 template cudaError_t run_wg<32, false>(Op op, const OpArgs& o);
 template cudaError_t run_wg<32, true>(Op op, const OpArgs& o);
+template cudaError_t run_wg<48, false>(Op op, const OpArgs& o);
+template cudaError_t run_wg<48, true>(Op op, const OpArgs& o);
 template cudaError_t run_wg<64, false>(Op op, const OpArgs& o);
 template cudaError_t run_wg<64, true>(Op op, const OpArgs& o);
 

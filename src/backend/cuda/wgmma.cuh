@@ -137,7 +137,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_bf16(float (&d)[8][4], const uin
 #endif
 }
 
-// d[64 x N] (+)= a[64 x 16] * B[16 x N] for N = 16 / 32 (d[N / 8][4]): a from registers as in
+// d[64 x N] (+)= a[64 x 16] * B[16 x N] for N = 16 / 32 / 48 (d[N / 8][4]): a from registers as in
 // wgmma_m64n64k16_bf16, B by descriptor (K-major).
 __device__ __forceinline__ void wgmma_m64n16k16_bf16(float (&d)[2][4], const uint32_t* a, uint64_t desc_b, bool accumulate) {
 #if FRUGAL_WGMMA
@@ -168,6 +168,26 @@ __device__ __forceinline__ void wgmma_m64n32k16_bf16(float (&d)[4][4], const uin
       : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
         "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
         "+f"(d[3][2]), "+f"(d[3][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)));
+#else
+  (void)d, (void)a, (void)desc_b, (void)accumulate;
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ void wgmma_m64n48k16_bf16(float (&d)[6][4], const uint32_t* a, uint64_t desc_b, bool accumulate) {
+#if FRUGAL_WGMMA
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %29, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, "
+      "%14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, {%24, %25, %26, %27}, %28, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
+        "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),
+        "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)));
 #else
   (void)d, (void)a, (void)desc_b, (void)accumulate;
