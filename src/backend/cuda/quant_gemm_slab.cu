@@ -210,7 +210,7 @@ bool wg_applies(const ops::MatmulParams& p) {
   if ((g_slab_wg >= 0 ? g_slab_wg : env) == 0 || quant_device().major != 9) return false;
   const ops::WeightFormat& f = p.w.format;
   if (f.scheme != ops::WeightScheme::kInt4 || f.act_order) return false;
-  const int set_min = g_slab_wg_min > 0 ? g_slab_wg_min : std::max(0, env_min);
+  const int set_min = g_slab_wg_min > 0 ? g_slab_wg_min : env_min;  // <= 0: none set
   return p.m >= (set_min > 0 ? set_min : kWgMinM);
 #else
   (void)p;
