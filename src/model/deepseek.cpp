@@ -39,6 +39,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -370,10 +371,16 @@ class DeepseekFamily final : public ForwardFamily {
     void* qbuf = a.q ? ws_.q : ws_.qa;
     int64_t q_ld = qout, kva_ld = lat;
     void* kva = ws_.kva;
+    // With the norm and the fused q / kv_a projection (q_lora_rank 0: V2-Lite), the whole part
+    // below is one fused op (mla_attention); `fused` holds its first step until the rest is built.
+    std::optional<ops::RmsNormMatmulParams> fused;
     if (a.q_kva) {
       q_ld = kva_ld = qout + lat;
       kva = static_cast<uint8_t*>(qbuf) + dtype_bytes(act, qout);
-      if (norm) FRUGAL_RETURN_IF_ERROR(layers::norm_linear(be, *norm, *a.q_kva, act, qbuf, q_ld, false));
+      if (norm && a.q)
+        fused = ops::RmsNormMatmulParams{
+            .norm = *norm, .mm = layers::linear_params(*a.q_kva, act, norm->y, norm->ld_y, qbuf, q_ld, n, false)};
+      else if (norm) FRUGAL_RETURN_IF_ERROR(layers::norm_linear(be, *norm, *a.q_kva, act, qbuf, q_ld, false));
       else FRUGAL_RETURN_IF_ERROR(layers::linear(be, *a.q_kva, act, ws_.xn, hidden, qbuf, q_ld, n, false));
     } else {
       if (norm) FRUGAL_RETURN_IF_ERROR(be->rms_norm(*norm));
@@ -389,11 +396,10 @@ class DeepseekFamily final : public ForwardFamily {
       q_ld = H_ * qk_;
       FRUGAL_RETURN_IF_ERROR(layers::linear(be, *a.q_b, act, ws_.qa, qa_ld, ws_.q, q_ld, n, false));
     }
-    // One fused op (ops/params.h, MlaKvPrologueParams): c = rms_norm(c) in place; RoPE on q_pe
-    // (the last rope values of each q head) and k_pe (the end of the latent row): pointers start
-    // at the rope part, heads are qk apart, only the first rotary_dim rotate; the row [c | k_pe]
-    // into the latent cache.
-    FRUGAL_RETURN_IF_ERROR(be->mla_kv_prologue(ops::MlaKvPrologueParams{
+    // c = rms_norm(c) in place; RoPE on q_pe (the last rope values of each q head) and k_pe (the
+    // end of the latent row): pointers start at the rope part, heads are qk apart, only the first
+    // rotary_dim rotate; the row [c | k_pe] into the latent cache (ops/params.h, MlaKvPrologueParams).
+    const ops::MlaKvPrologueParams prologue{
         .norm = {.x = kva, .residual = nullptr, .y = kva, .weight = a.kv_a_norm.weight, .act_dtype = act,
                  .weight_dtype = a.kv_a_norm.dtype, .rows = n, .dim = rank_, .ld_x = kva_ld, .ld_res = kva_ld,
                  .ld_y = kva_ld, .eps = static_cast<float>(config_.rms_norm_eps)},
@@ -404,16 +410,16 @@ class DeepseekFamily final : public ForwardFamily {
                  .rotary_dim = static_cast<int32_t>(rope_), .attention_factor = attention_factor_,
                  .interleaved = interleaved_},
         .kv = {.cache = cache, .k = kva, .v = kva, .act_dtype = act, .ld_k = kva_ld, .ld_v = kva_ld,
-               .slot_mapping = in.slot_mapping, .n_tokens = n}}));
+               .slot_mapping = in.slot_mapping, .n_tokens = n}};
     // [q_abs | q_pe] per head: W_abs[h] [lat, qk] against q[h], one batched matmul over the heads.
     const DType wt = a.kv_b.weight.format.dtype;
-    FRUGAL_RETURN_IF_ERROR(be->batched_matmul(ops::BatchedMatmulParams{
+    const ops::BatchedMatmulParams absorb{
         .x = ws_.q, .x_dtype = act, .ld_x = q_ld, .stride_x = qk_, .w = a.w_abs.data(), .w_dtype = wt,
         .stride_w = lat * qk_, .y = ws_.qcat, .y_dtype = act, .ld_y = cat_ld, .stride_y = lat, .batch = H_, .m = n,
-        .n = lat, .k = qk_}));
+        .n = lat, .k = qk_};
     // Attention in the latent space, then v[h] = W_UV[h] (the latent part of each head's output);
     // W_UV[h] is rows [h (nope + v) + nope, + v) of kv_b. One fused op (ocat is its scratch).
-    FRUGAL_RETURN_IF_ERROR(be->attention_batched_matmul(ops::AttentionBatchedMatmulParams{
+    const ops::AttentionBatchedMatmulParams attn{
         .attn = {.cache = cache, .q = ws_.qcat, .out = ws_.ocat, .act_dtype = act, .ld_q = cat_ld, .ld_out = cat_ld,
                  .n_seqs = in.n_seqs, .n_tokens = static_cast<int32_t>(n), .q_start = in.q_start, .ctx_len = in.ctx_len,
                  .block_tables = in.block_tables, .max_blocks_per_seq = in.max_blocks_per_seq,
@@ -422,8 +428,14 @@ class DeepseekFamily final : public ForwardFamily {
         .mm = {.x = ws_.ocat, .x_dtype = act, .ld_x = cat_ld, .stride_x = lat,
                .w = static_cast<const uint8_t*>(a.kv_b.weight.data) + dtype_bytes(wt, nope_ * rank_), .w_dtype = wt,
                .stride_w = (nope_ + vdim_) * rank_, .y = ws_.attn, .y_dtype = act, .ld_y = H_ * vdim_,
-               .stride_y = vdim_, .batch = H_, .m = n, .n = vdim_, .k = rank_}}));
-    return layers::linear(be, a.o, act, ws_.attn, H_ * vdim_, ws_.resid, hidden, n, true);
+               .stride_y = vdim_, .batch = H_, .m = n, .n = vdim_, .k = rank_}};
+    const ops::MatmulParams o = layers::linear_params(a.o, act, ws_.attn, H_ * vdim_, ws_.resid, hidden, n, true);
+    if (fused)
+      return be->mla_attention(ops::MlaAttentionParams{.qkv = *fused, .prologue = prologue, .absorb = absorb, .attn = attn, .o = o});
+    FRUGAL_RETURN_IF_ERROR(be->mla_kv_prologue(prologue));
+    FRUGAL_RETURN_IF_ERROR(be->batched_matmul(absorb));
+    FRUGAL_RETURN_IF_ERROR(be->attention_batched_matmul(attn));
+    return be->matmul(o);
   }
 
   // xn = rms_norm(residual), the router's f32 logits over it, then the routing: one fused op

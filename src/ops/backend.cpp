@@ -54,6 +54,14 @@ Status Backend::attention_batched_matmul(const AttentionBatchedMatmulParams& p) 
   return batched_matmul(p.mm);
 }
 
+Status Backend::mla_attention(const MlaAttentionParams& p) {
+  FRUGAL_RETURN_IF_ERROR(rms_norm_matmul(p.qkv));
+  FRUGAL_RETURN_IF_ERROR(mla_kv_prologue(p.prologue));
+  FRUGAL_RETURN_IF_ERROR(batched_matmul(p.absorb));
+  FRUGAL_RETURN_IF_ERROR(attention_batched_matmul(p.attn));
+  return matmul(p.o);
+}
+
 Status Backend::moe_router(const MoeRouterParams& p) {
   FRUGAL_RETURN_IF_ERROR(rms_norm(p.norm));
   FRUGAL_RETURN_IF_ERROR(matmul(p.mm));

@@ -41,7 +41,8 @@
   X(MoeRouter, moe_router)              \
   X(RmsNormMatmul, rms_norm_matmul)     \
   X(MatmulRmsNorm, matmul_rms_norm)     \
-  X(AttentionBatchedMatmul, attention_batched_matmul)
+  X(AttentionBatchedMatmul, attention_batched_matmul) \
+  X(MlaAttention, mla_attention)
 
 #define FRUGAL_ALL_OPS(X) FRUGAL_OPS(X) FRUGAL_OPTIONAL_OPS(X) FRUGAL_FUSED_OPS(X)
 

@@ -357,6 +357,24 @@ struct AttentionBatchedMatmulParams {
   BatchedMatmulParams mm;
 };
 
+// MLA's attention part of a DeepSeek layer with absorbed weights (fused op, ops/op_list.h), the
+// model's sequence (model/deepseek.cpp, q_lora_rank 0): rms_norm_matmul(qkv) (xn = rms_norm of
+// the residual stream, then the fused q / kv_a projection into rows [q | c | k_pe]),
+// mla_kv_prologue(prologue) (c normalized, q_pe and k_pe rotated, the latent row into the cache),
+// batched_matmul(absorb) (W_abs per head into [q_abs | q_pe] rows), attention_batched_matmul(attn)
+// (attention in the latent space, then W_UV per head), then matmul(o) accumulating into the
+// residual stream. Results: o.mm's y (the residual stream) and the cache row; every buffer in
+// between (qkv.norm.y, qkv.mm.y's rows, absorb.y, attn.attn.out, attn.mm.y) is scratch, its
+// contents afterwards unspecified. A backend may then run the whole part in fewer kernels
+// (CUDA: one persistent kernel for a single decode token). Any other Params run as the sequence.
+struct MlaAttentionParams {
+  RmsNormMatmulParams qkv;
+  MlaKvPrologueParams prologue;
+  BatchedMatmulParams absorb;
+  AttentionBatchedMatmulParams attn;
+  MatmulParams o;
+};
+
 // A DeepSeekMoE layer's experts over tokens grouped by expert (each token runs only its top_k
 // routed experts) plus, optionally, its shared experts (one gated MLP every token runs):
 //   h[t, k]  = act(silu(x[t] . gate_e[j]) * (x[t] . up_e[j]))   j < inter, e = topk_idx[t, k]

@@ -219,6 +219,14 @@ void attention_batched_matmul(const AttentionBatchedMatmulParams& p) {
   batched_matmul(p.mm);
 }
 
+void mla_attention(const MlaAttentionParams& p) {
+  rms_norm_matmul(p.qkv);
+  mla_kv_prologue(p.prologue);
+  batched_matmul(p.absorb);
+  attention_batched_matmul(p.attn);
+  matmul(p.o);
+}
+
 void moe_router(const MoeRouterParams& p) {
   rms_norm(p.norm);
   matmul(p.mm);

@@ -694,3 +694,156 @@ void OpCases::matmul_rope_kv_write() {
 }
 
 }  // namespace frugal::testing
+
+namespace frugal::testing {
+
+// MLA's whole attention part (DeepSeek with q_lora_rank 0, absorbed): the input norm and the fused
+// q / kv_a projection, the latent prologue, W_abs, attention over the paged latent cache, W_UV and
+// the o projection into the residual stream. V2-Lite's widths (hidden 2048, 16 heads, c 512, rope
+// 64, nope 128, v 128) and an odd small one (hidden 72, 3 heads, c 24, rope 8, nope 16, v 8);
+// one decode at contexts 1, 37, 300 and 1030 (CUDA: one persistent kernel), three decodes and a
+// prefill chunk (the sequence); bf16 and f32 caches, block sizes 16 and 5, scattered block
+// tables. Random W_abs (the op is a generic batched matmul; the model's holds W_UK^T and an
+// identity), W_UV rows inside a kv_b-like layout, weights scaled by 1 / sqrt(k) so scores stay a
+// few units. Checked: the residual stream (act_tol) and the cache (each owned slot of this step's
+// tokens against the reference's row, every other slot unchanged).
+void OpCases::mla_attention() {
+  struct Dims {
+    int64_t hidden;
+    int32_t n_head, rank, rope, nope, vdim;
+  };
+  struct Batch {
+    std::vector<std::pair<int32_t, int32_t>> seqs;  // (new tokens, context after the step)
+    int32_t n_decode;
+  };
+  const std::vector<Batch> batches = {
+      {{{1, 1}}, 1}, {{{1, 37}}, 1}, {{{1, 300}}, 1}, {{{1, 1030}}, 1}, {{{1, 37}, {1, 300}, {1, 1}}, 3}, {{{5, 9}}, 0}};
+  int variant = 0;
+  for (Dims d : {Dims{2048, 16, 512, 64, 128, 128}, Dims{72, 3, 24, 8, 16, 8}})
+    for (DType cache_t : {DType::kBF16, DType::kF32})
+      for (const Batch& b : batches) {
+        const int32_t block_size = variant % 2 ? 5 : 16;
+        const bool interleaved = variant % 3 == 1;
+        ++variant;
+        const int32_t H = d.n_head, lat = d.rank + d.rope, qk = d.nope + d.rope;
+        const int64_t qout = int64_t{H} * qk, q_ld = qout + lat, cat_ld = int64_t{H} * lat, v_w = int64_t{H} * d.vdim;
+        std::string what = "mla_attention hidden=" + std::to_string(d.hidden) + " heads=" + std::to_string(H) +
+                           " rank=" + std::to_string(d.rank) + " cache=" + tag(cache_t) + " block=" +
+                           std::to_string(block_size) + " seqs=";
+        for (auto [nq, ctx] : b.seqs) what += "(" + std::to_string(nq) + "/" + std::to_string(ctx) + ")";
+        // Block tables over a shuffled pool; this step's tokens get the slots of their positions.
+        const int32_t n_seqs = static_cast<int32_t>(b.seqs.size());
+        int32_t max_blocks = 0, needed = 0, n_tokens = 0;
+        for (auto [nq, ctx] : b.seqs) {
+          max_blocks = std::max(max_blocks, (ctx + block_size - 1) / block_size);
+          needed += (ctx + block_size - 1) / block_size;
+          n_tokens += nq;
+        }
+        const int32_t n_blocks = needed + 2;
+        std::vector<int32_t> pool(static_cast<size_t>(n_blocks));
+        std::iota(pool.begin(), pool.end(), 0);
+        std::shuffle(pool.begin(), pool.end(), rng_);
+        std::vector<int32_t> tables(static_cast<size_t>(n_seqs) * max_blocks, -1), q_start{0}, ctx_len, slots, pos;
+        size_t next = 0;
+        for (int32_t s = 0; s < n_seqs; ++s) {
+          const auto [nq, ctx] = b.seqs[static_cast<size_t>(s)];
+          for (int32_t j = 0; j < ctx; j += block_size) tables[static_cast<size_t>(s * max_blocks + j / block_size)] = pool[next++];
+          for (int32_t j = ctx - nq; j < ctx; ++j) {
+            slots.push_back(tables[static_cast<size_t>(s * max_blocks + j / block_size)] * block_size + j % block_size);
+            pos.push_back(j);
+          }
+          q_start.push_back(q_start.back() + nq);
+          ctx_len.push_back(ctx);
+        }
+        const int64_t n_slots = int64_t{n_blocks} * block_size;
+        HostMat cache(cache_t, n_slots, lat, lat);
+        cache.fill_random(rng_, 1.0f);
+        HostMat resid(act(), n_tokens, d.hidden, d.hidden), wn(act(), 1, d.hidden, d.hidden), wkvn(act(), 1, d.rank, d.rank);
+        resid.fill_random(rng_, 1.0f);
+        wn.fill_random(rng_, 1.5f);
+        wkvn.fill_random(rng_, 1.5f);
+        HostMat wq(act(), q_ld, d.hidden, d.hidden), wabs(act(), H, int64_t{lat} * qk, int64_t{lat} * qk);
+        HostMat kvb(act(), int64_t{H} * (d.nope + d.vdim), d.rank, d.rank), wo(act(), d.hidden, v_w, v_w);
+        wq.fill_random(rng_, 1.7f / std::sqrt(static_cast<float>(d.hidden)));
+        wabs.fill_random(rng_, 1.7f / std::sqrt(static_cast<float>(qk)));
+        kvb.fill_random(rng_, 1.7f / std::sqrt(static_cast<float>(d.rank)));
+        wo.fill_random(rng_, 1.7f / std::sqrt(static_cast<float>(v_w)));
+        // Scratch, filled with noise: the op may leave it as it likes.
+        HostMat xn(act(), n_tokens, d.hidden, d.hidden), qbuf(act(), n_tokens, q_ld, q_ld);
+        HostMat qcat(act(), n_tokens, cat_ld, cat_ld), ocat = qcat, attn(act(), n_tokens, v_w, v_w);
+        for (HostMat* m : {&xn, &qbuf, &qcat, &ocat, &attn}) m->fill_random(rng_, 1.0f);
+        const std::vector<float> inv_freq = rope_inv_freq(d.rope);
+        auto dres = upload(resid), dwn = upload(wn), dwkvn = upload(wkvn), dwq = upload(wq), dwabs = upload(wabs),
+             dkvb = upload(kvb), dwo = upload(wo), dxn = upload(xn), dq = upload(qbuf), dqcat = upload(qcat),
+             docat = upload(ocat), dattn = upload(attn), dcache = upload(cache), dtab = upload(tables),
+             dqs = upload(q_start), dctx = upload(ctx_len), dslots = upload(slots), dpos = upload(pos),
+             dfreq = upload(inv_freq);
+        auto at = [&](const void* base, int64_t el) { return static_cast<uint8_t*>(const_cast<void*>(base)) + dtype_bytes(act(), el); };
+        // The Params over a set of buffers (device, or the host copies for the reference).
+        struct Bufs {
+          void *resid, *wn, *wkvn, *wq, *wabs, *kvb, *wo, *xn, *q, *qcat, *ocat, *attn, *cache;
+          const int32_t *tables, *q_start, *ctx_len, *slots, *pos;
+          const float* inv_freq;
+        };
+        auto params = [&](const Bufs& u) {
+          void* kva = at(u.q, qout);
+          const ops::RmsNormParams norm{.x = u.resid, .residual = nullptr, .y = u.xn, .weight = u.wn, .act_dtype = act(),
+                                        .weight_dtype = act(), .rows = n_tokens, .dim = d.hidden, .ld_x = d.hidden,
+                                        .ld_res = d.hidden, .ld_y = d.hidden, .eps = 1e-6f};
+          const ops::KvCacheLayer kc{.k_cache = u.cache, .v_cache = u.cache, .cache_dtype = cache_t, .n_blocks = n_blocks,
+                                     .block_size = block_size, .n_head_kv = 1, .head_dim = lat};
+          return ops::MlaAttentionParams{
+              .qkv = {.norm = norm,
+                      .mm = {.x = u.xn, .x_dtype = act(), .ld_x = d.hidden, .w = ops::dense_weight(u.wq, act()),
+                             .bias = nullptr, .bias_dtype = act(), .y = u.q, .y_dtype = act(), .ld_y = q_ld, .m = n_tokens,
+                             .n = q_ld, .k = d.hidden, .accumulate = false}},
+              .prologue = {.norm = {.x = kva, .residual = nullptr, .y = kva, .weight = u.wkvn, .act_dtype = act(),
+                                    .weight_dtype = act(), .rows = n_tokens, .dim = d.rank, .ld_x = q_ld, .ld_res = q_ld,
+                                    .ld_y = q_ld, .eps = 1e-6f},
+                           .rope = {.q = at(u.q, d.nope), .k = at(kva, d.rank), .act_dtype = act(), .positions = u.pos,
+                                    .inv_freq = u.inv_freq, .n_tokens = n_tokens, .ld_q = q_ld, .ld_k = q_ld,
+                                    .n_head = H, .n_head_kv = 1, .head_dim = qk, .rotary_dim = d.rope,
+                                    .attention_factor = 1.0f, .interleaved = interleaved},
+                           .kv = {.cache = kc, .k = kva, .v = kva, .act_dtype = act(), .ld_k = q_ld, .ld_v = q_ld,
+                                  .slot_mapping = u.slots, .n_tokens = n_tokens}},
+              .absorb = {.x = u.q, .x_dtype = act(), .ld_x = q_ld, .stride_x = qk, .w = u.wabs, .w_dtype = act(),
+                         .stride_w = int64_t{lat} * qk, .y = u.qcat, .y_dtype = act(), .ld_y = cat_ld, .stride_y = lat,
+                         .batch = H, .m = n_tokens, .n = lat, .k = qk},
+              .attn = {.attn = {.cache = kc, .q = u.qcat, .out = u.ocat, .act_dtype = act(), .ld_q = cat_ld,
+                                .ld_out = cat_ld, .n_seqs = n_seqs, .n_tokens = n_tokens, .q_start = u.q_start,
+                                .ctx_len = u.ctx_len, .block_tables = u.tables, .max_blocks_per_seq = max_blocks,
+                                .max_ctx_len = *std::max_element(ctx_len.begin(), ctx_len.end()), .n_head = H,
+                                .sliding_window = 0, .scale = 1.0f / std::sqrt(static_cast<float>(qk)),
+                                .n_decode_seqs = b.n_decode,
+                                .decode_max_ctx_len = b.n_decode > 0 ? *std::max_element(ctx_len.begin(), ctx_len.begin() + b.n_decode) : 0},
+                       .mm = {.x = u.ocat, .x_dtype = act(), .ld_x = cat_ld, .stride_x = lat,
+                              .w = at(u.kvb, int64_t{d.nope} * d.rank), .w_dtype = act(),
+                              .stride_w = int64_t{d.nope + d.vdim} * d.rank, .y = u.attn, .y_dtype = act(), .ld_y = v_w,
+                              .stride_y = d.vdim, .batch = H, .m = n_tokens, .n = d.vdim, .k = d.rank}},
+              .o = {.x = u.attn, .x_dtype = act(), .ld_x = v_w, .w = ops::dense_weight(u.wo, act()), .bias = nullptr,
+                    .bias_dtype = act(), .y = u.resid, .y_dtype = act(), .ld_y = d.hidden, .m = n_tokens, .n = d.hidden,
+                    .k = v_w, .accumulate = true}};
+        };
+        const ops::MlaAttentionParams p = params(Bufs{
+            dres->ptr(), dwn->ptr(), dwkvn->ptr(), dwq->ptr(), dwabs->ptr(), dkvb->ptr(), dwo->ptr(), dxn->ptr(),
+            dq->ptr(), dqcat->ptr(), docat->ptr(), dattn->ptr(), dcache->ptr(), static_cast<const int32_t*>(dtab->ptr()),
+            static_cast<const int32_t*>(dqs->ptr()), static_cast<const int32_t*>(dctx->ptr()),
+            static_cast<const int32_t*>(dslots->ptr()), static_cast<const int32_t*>(dpos->ptr()),
+            static_cast<const float*>(dfreq->ptr())});
+        if (!ran(backend()->mla_attention(p), ops::OpKind::kMlaAttention, "cache=" + tag(cache_t), what)) continue;
+        HostMat got_res = download(*dres, resid), got_cache = download(*dcache, cache);
+        HostMat want_res = resid, want_cache = cache, hxn = xn, hq = qbuf, hqcat = qcat, hocat = ocat, hattn = attn;
+        ops::ref::mla_attention(params(Bufs{want_res.data(), wn.data(), wkvn.data(), wq.data(), wabs.data(), kvb.data(),
+                                            wo.data(), hxn.data(), hq.data(), hqcat.data(), hocat.data(), hattn.data(),
+                                            want_cache.data(), tables.data(), q_start.data(), ctx_len.data(), slots.data(),
+                                            pos.data(), inv_freq.data()}));
+        EXPECT_TRUE(compare_mats(got_res, want_res, resid, act_tol(), what + " (residual stream)"));
+        EXPECT_TRUE(compare_mats(got_cache, want_cache, cache, act_tol(), what + " (cache)"));
+        for (auto* g : {dres.get(), dwn.get(), dwkvn.get(), dwq.get(), dwabs.get(), dkvb.get(), dwo.get(), dxn.get(),
+                        dq.get(), dqcat.get(), docat.get(), dattn.get(), dcache.get(), dtab.get(), dqs.get(), dctx.get(),
+                        dslots.get(), dpos.get(), dfreq.get()})
+          EXPECT_TRUE(g->check_guards(what));
+      }
+}
+
+}  // namespace frugal::testing
