@@ -221,6 +221,129 @@ TEST(CudaFused, AttentionBatchedMatmulEqualsAttentionThenMatmul) {
   }
 }
 
+// MLA's whole attention part (mla_attention) for one decode token on V2-Lite's shapes (hidden
+// 2048, 16 heads, c 512, rope 64, nope 128, v 128) as the persistent kernel (mla_attention.cu)
+// against the op's sequence of kernels (FRUGAL_FUSE_MLA_ATTN=0's path): within bf16 rounding,
+// not bit for bit (its sums run in another order). The residual stream is small (0.1) against
+// the projection's output, so the comparison sees the attention part; the cache rows of this
+// token must be within rounding too and every other row untouched. Contexts from one key (the
+// token's own) to several tiles a split; the kernel run twice eagerly and replayed twice from a
+// graph must give the same bits each time (its barrier counter goes on counting).
+TEST(CudaFused, MlaAttentionPersistentKernelWithinRoundingOfSequence) {
+  const int64_t hidden = 2048;
+  const int H = 16, rank = 512, rope = 64, nope = 128, vdim = 128, bs = 16;
+  const int lat = rank + rope, qk = nope + rope;
+  const int64_t qout = int64_t{H} * qk, q_ld = qout + lat, cat_ld = int64_t{H} * lat, v_w = int64_t{H} * vdim;
+  for (int ctx : {1, 37, 256, 300, 1030, 4100}) {
+    const std::string what = "mla_attention V2-Lite ctx=" + std::to_string(ctx);
+    std::mt19937 rng(static_cast<unsigned>(ctx));
+    const int32_t blocks = (ctx + bs - 1) / bs + 3;
+    const int64_t n_slots = int64_t{blocks} * bs;
+    Tensor resid(DType::kBF16, hidden), wn(DType::kBF16, hidden), wq(DType::kBF16, q_ld * hidden);
+    Tensor wkvn(DType::kBF16, rank), wabs(DType::kBF16, int64_t{H} * lat * qk);
+    Tensor kvb(DType::kBF16, int64_t{H} * (nope + vdim) * rank), wo(DType::kBF16, hidden * v_w);
+    Tensor cache(DType::kBF16, n_slots * lat), xn(DType::kBF16, hidden), qbuf(DType::kBF16, q_ld);
+    Tensor qcat(DType::kBF16, cat_ld), ocat(DType::kBF16, cat_ld), attn(DType::kBF16, v_w);
+    resid.fill_uniform(rng, -0.1f, 0.1f);
+    wn.fill_uniform(rng, 5.f, 15.f);  // xn of a few units from the small stream
+    wkvn.fill_uniform(rng, 0.5f, 1.5f);
+    const float sq = 1.7f / std::sqrt(static_cast<float>(hidden)), sa = 1.7f / std::sqrt(static_cast<float>(qk));
+    wq.fill_uniform(rng, -sq, sq);
+    wabs.fill_uniform(rng, -sa, sa);
+    kvb.fill_uniform(rng, -0.07f, 0.07f);
+    wo.fill_uniform(rng, -0.04f, 0.04f);
+    cache.fill_uniform(rng, -1, 1);
+    for (Tensor* t : {&xn, &qbuf, &qcat, &ocat, &attn}) t->fill_uniform(rng, -1, 1);
+    for (Tensor* t : {&wn, &wq, &wkvn, &wabs, &kvb, &wo, &xn, &qbuf, &qcat, &ocat, &attn}) t->to_device();
+    std::vector<int32_t> pool(static_cast<size_t>(blocks));
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    std::vector<int32_t> table(pool.begin(), pool.begin() + (ctx + bs - 1) / bs);
+    const int32_t slot = table[static_cast<size_t>((ctx - 1) / bs)] * bs + (ctx - 1) % bs;
+    std::vector<float> inv_freq(static_cast<size_t>(rope / 2));
+    for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(i) / rope));
+    DevInts di;
+    auto at = [](void* p, int64_t el) { return static_cast<uint8_t*>(p) + 2 * el; };
+    void* kva = at(qbuf.dev, qout);
+    const ops::KvCacheLayer kc{.k_cache = cache.dev, .v_cache = cache.dev, .cache_dtype = DType::kBF16,
+                               .n_blocks = blocks, .block_size = bs, .n_head_kv = 1, .head_dim = lat};
+    const ops::RmsNormParams norm{.x = resid.dev, .residual = nullptr, .y = xn.dev, .weight = wn.dev,
+                                  .act_dtype = DType::kBF16, .weight_dtype = DType::kBF16, .rows = 1, .dim = hidden,
+                                  .ld_x = hidden, .ld_res = hidden, .ld_y = hidden, .eps = 1e-6f};
+    const ops::MlaAttentionParams p{
+        .qkv = {.norm = norm,
+                .mm = {.x = xn.dev, .x_dtype = DType::kBF16, .ld_x = hidden, .w = ops::dense_weight(wq.dev, DType::kBF16),
+                       .bias = nullptr, .bias_dtype = DType::kBF16, .y = qbuf.dev, .y_dtype = DType::kBF16, .ld_y = q_ld,
+                       .m = 1, .n = q_ld, .k = hidden, .accumulate = false}},
+        .prologue = {.norm = {.x = kva, .residual = nullptr, .y = kva, .weight = wkvn.dev, .act_dtype = DType::kBF16,
+                              .weight_dtype = DType::kBF16, .rows = 1, .dim = rank, .ld_x = q_ld, .ld_res = q_ld,
+                              .ld_y = q_ld, .eps = 1e-6f},
+                     .rope = {.q = at(qbuf.dev, nope), .k = at(kva, rank), .act_dtype = DType::kBF16,
+                              .positions = di(std::vector<int32_t>{ctx - 1}), .inv_freq = di.floats(inv_freq),
+                              .n_tokens = 1, .ld_q = q_ld, .ld_k = q_ld, .n_head = H, .n_head_kv = 1, .head_dim = qk,
+                              .rotary_dim = rope, .attention_factor = 1.0f, .interleaved = ctx % 2 == 1},
+                     .kv = {.cache = kc, .k = kva, .v = kva, .act_dtype = DType::kBF16, .ld_k = q_ld, .ld_v = q_ld,
+                            .slot_mapping = di(std::vector<int32_t>{slot}), .n_tokens = 1}},
+        .absorb = {.x = qbuf.dev, .x_dtype = DType::kBF16, .ld_x = q_ld, .stride_x = qk, .w = wabs.dev,
+                   .w_dtype = DType::kBF16, .stride_w = int64_t{lat} * qk, .y = qcat.dev, .y_dtype = DType::kBF16,
+                   .ld_y = cat_ld, .stride_y = lat, .batch = H, .m = 1, .n = lat, .k = qk},
+        .attn = {.attn = {.cache = kc, .q = qcat.dev, .out = ocat.dev, .act_dtype = DType::kBF16, .ld_q = cat_ld,
+                          .ld_out = cat_ld, .n_seqs = 1, .n_tokens = 1, .q_start = di(std::vector<int32_t>{0, 1}),
+                          .ctx_len = di(std::vector<int32_t>{ctx}), .block_tables = di(table),
+                          .max_blocks_per_seq = static_cast<int32_t>(table.size()), .max_ctx_len = ctx, .n_head = H,
+                          .sliding_window = 0, .scale = 1.0f / std::sqrt(static_cast<float>(qk)), .n_decode_seqs = 1,
+                          .decode_max_ctx_len = ctx},
+                 .mm = {.x = ocat.dev, .x_dtype = DType::kBF16, .ld_x = cat_ld, .stride_x = lat,
+                        .w = at(kvb.dev, int64_t{nope} * rank), .w_dtype = DType::kBF16,
+                        .stride_w = int64_t{nope + vdim} * rank, .y = attn.dev, .y_dtype = DType::kBF16, .ld_y = v_w,
+                        .stride_y = vdim, .batch = H, .m = 1, .n = vdim, .k = rank}},
+        .o = {.x = attn.dev, .x_dtype = DType::kBF16, .ld_x = v_w, .w = ops::dense_weight(wo.dev, DType::kBF16),
+              .bias = nullptr, .bias_dtype = DType::kBF16, .y = resid.dev, .y_dtype = DType::kBF16, .ld_y = hidden,
+              .m = 1, .n = hidden, .k = v_w, .accumulate = true}};
+    const bool was = mla_attention_enabled();
+    set_mla_attention_enabled(true);
+    const MlaAttentionPlan plan = plan_mla_attention(p, backend()->n_sms(), 200 << 10);
+    EXPECT_TRUE(plan.applies) << what;
+    // Each run from the same inputs; returns (residual stream, cache).
+    auto run = [&](bool fused, int graph_replays) {
+      resid.to_device();
+      cache.to_device();
+      set_mla_attention_enabled(fused);
+      const int64_t before = backend()->fused_mla_attention_calls();
+      if (graph_replays > 0) {
+        static uint64_t key = 0x3A7A0000;
+        ++key;
+        EXPECT_TRUE(backend()->capture_graph(key, [&] { return backend()->mla_attention(p); }).is_ok()) << what;
+        for (int r = 0; r < graph_replays; ++r) {
+          resid.to_device();
+          cache.to_device();
+          EXPECT_TRUE(backend()->replay_graph(key).is_ok()) << what;
+        }
+      } else {
+        EXPECT_TRUE(backend()->mla_attention(p).is_ok()) << what;
+      }
+      EXPECT_TRUE(backend()->synchronize().is_ok()) << what;
+      EXPECT_EQ(backend()->fused_mla_attention_calls() > before, fused) << what;
+      std::pair<std::vector<uint8_t>, std::vector<uint8_t>> out;
+      resid.from_device(&out.first, what);
+      cache.from_device(&out.second, what);
+      return out;
+    };
+    const auto seq = run(false, 0), fused = run(true, 0), again = run(true, 0), graph = run(true, 2);
+    set_mla_attention_enabled(was);
+    expect_close_host(DType::kBF16, fused.first, seq.first, hidden, 2e-2f, what + " (residual stream)");
+    std::vector<bool> row(static_cast<size_t>(n_slots * lat), false);
+    for (int i = 0; i < lat; ++i) row[static_cast<size_t>(int64_t{slot} * lat + i)] = true;
+    expect_close_host(DType::kBF16, fused.second, seq.second, n_slots * lat, 2e-2f, what + " (this token's cache row)", row);
+    int64_t moved = 0;
+    for (int64_t i = 0; i < n_slots * lat; ++i)
+      if (!row[static_cast<size_t>(i)] && (fused.second[2 * i] != cache.host[2 * i] || fused.second[2 * i + 1] != cache.host[2 * i + 1])) ++moved;
+    EXPECT_EQ(moved, 0) << what << ": cache values outside the token's row changed";
+    EXPECT_TRUE(fused == again) << what << ": a second launch gave other bits";
+    EXPECT_TRUE(fused == graph) << what << ": the graph replays gave other bits";
+  }
+}
+
 // SwiGLU's gate_up GEMV with silu_mul in its epilogue: the 7B MLP's k (3584) over 2 x 1000 rows
 // (an odd number of 8-channel tiles), dense bf16 with a bias at m = 1 and the quantized GEMV's
 // formats at m = 1..8. act.out must equal matmul then silu_mul bit for bit (mm.y is scratch: not compared).

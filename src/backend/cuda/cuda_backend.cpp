@@ -42,6 +42,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device), "set device"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(
       cudaDeviceGetAttribute(&b->n_sms_, cudaDevAttrMultiProcessorCount, device), "sm count"));
+  int smem_optin = 0;
+  FRUGAL_RETURN_IF_ERROR(cuda_status(
+      cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "shared memory limit"));
+  b->max_smem_optin_ = smem_optin > 1024 ? static_cast<size_t>(smem_optin) - 1024 : 0;  // room for static shared memory
   int major = 0;
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cc"));
   b->cc_major_ = major;
@@ -75,11 +79,15 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   b->graphs_ = std::make_unique<GraphCache>(b.get());
   FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_attention_decode(), "decode attention setup"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_mla_decode(), "MLA attention setup"));
+  // Where the limit cannot be raised the persistent MLA kernel never applies (its plans say so).
+  if (prepare_mla_attention(b->max_smem_optin_) != cudaSuccess) (void)cudaGetLastError();
   // The decode kernels' split counters start at zero and are left at zero by every launch.
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&b->decode_counters_, kDecodeCounters * sizeof(uint32_t)), "counters alloc"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(b->decode_counters_, 0, kDecodeCounters * sizeof(uint32_t)), "counters zero"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&b->route_counter_, sizeof(uint32_t)), "route counter alloc"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(b->route_counter_, 0, sizeof(uint32_t)), "route counter zero"));
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&b->grid_sync_, sizeof(unsigned long long)), "grid barrier alloc"));
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(b->grid_sync_, 0, sizeof(unsigned long long)), "grid barrier zero"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_quant_gemm(), "quantized GEMM setup"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_moe_experts(), "MoE expert GEMM setup"));
   return b;
@@ -92,6 +100,7 @@ CudaBackend::~CudaBackend() {
   if (scratch_) cudaFree(scratch_);
   if (decode_counters_) cudaFree(decode_counters_);
   if (route_counter_) cudaFree(route_counter_);
+  if (grid_sync_) cudaFree(grid_sync_);
   for (int i = 0; i < kStaging; ++i) {
     if (staging_[i]) cudaFreeHost(staging_[i]);
     if (staging_done_[i]) cudaEventDestroy(staging_done_[i]);
@@ -642,6 +651,19 @@ Status CudaBackend::attention_batched_matmul(const ops::AttentionBatchedMatmulPa
     }
   }
   return ops::Backend::attention_batched_matmul(f);
+}
+
+// MLA's attention part of a layer: one persistent kernel for a single decode token where
+// plan_mla_attention applies (mla_attention.cu), else the sequence of this backend's ops.
+Status CudaBackend::mla_attention(const ops::MlaAttentionParams& p) {
+  const MlaAttentionPlan plan = plan_mla_attention(p, n_sms_, max_smem_optin_);
+  if (!plan.applies) return ops::Backend::mla_attention(p);
+  FRUGAL_RETURN_IF_ERROR(check_rope(p.prologue.rope));
+  FRUGAL_RETURN_IF_ERROR(check_kv_write(p.prologue.kv));
+  FRUGAL_ASSIGN_OR_RETURN(void* partials, scratch(plan.scratch_bytes));
+  FRUGAL_RETURN_IF_ERROR(check_launch(launch_mla_attention(p, plan, partials, grid_sync_, stream_), "mla_attention"));
+  ++fused_mla_attention_calls_;
+  return Status::ok();
 }
 
 // One new token per sequence (decode) goes to the split-KV kernel, anything else to the

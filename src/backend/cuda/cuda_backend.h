@@ -55,6 +55,7 @@ class CudaBackend final : public ops::Backend {
   Status moe_router(const ops::MoeRouterParams& p) override;  // one kernel where moe_router_fusable
   Status rms_norm_matmul(const ops::RmsNormMatmulParams& p) override;    // one GEMV where rms_norm_gemv_fusable  // one kernel where mla_kv_prologue_fusable
   Status attention_batched_matmul(const ops::AttentionBatchedMatmulParams& p) override;  // merge + W_UV where mla_combine_uv_fusable
+  Status mla_attention(const ops::MlaAttentionParams& p) override;  // one persistent kernel where plan_mla_attention applies
   Status matmul_rms_norm(const ops::MatmulRmsNormParams& p) override;  // the norm in a split GEMM's epilogue
   Status matmul_rope_kv_write(const ops::MatmulRopeKvWriteParams& p) override;  // RoPE + KV write in a split GEMM's epilogue
 
@@ -125,6 +126,9 @@ class CudaBackend final : public ops::Backend {
   void set_fuse_mla_uv(bool on) { fuse_mla_uv_ = on; }
   bool fuse_mla_uv() const { return fuse_mla_uv_; }
   int64_t fused_mla_uv_calls() const { return fused_mla_uv_calls_; }
+  // mla_attention as one persistent kernel (kernels.h, plan_mla_attention; off unless
+  // FRUGAL_FUSE_MLA_ATTN=1 or set_mla_attention_enabled(true), process-wide).
+  int64_t fused_mla_attention_calls() const { return fused_mla_attention_calls_; }
   // The split GEMM's epilogues: where a quantized matmul runs the slab GEMM in more than one k
   // slice, matmul_rms_norm's norm, matmul_silu_mul's silu_mul and matmul_rope_kv_write's RoPE and
   // cache write add its f32 partials themselves (split_rms_norm / split_silu_mul /
@@ -208,6 +212,9 @@ class CudaBackend final : public ops::Backend {
   int64_t fused_mla_prologue_calls_ = 0;
   bool fuse_mla_uv_ = true;
   int64_t fused_mla_uv_calls_ = 0;
+  int64_t fused_mla_attention_calls_ = 0;
+  size_t max_smem_optin_ = 0;  // a block's dynamic shared memory limit
+  unsigned long long* grid_sync_ = nullptr;  // the persistent MLA kernel's barrier counter (never reset)
   bool fuse_split_ = true;
   int64_t fused_split_calls_ = 0;
   int route_mode_ = 0;  // set_route_mode

@@ -161,6 +161,26 @@ cudaError_t launch_mla_decode_uv(const ops::AttentionParams& p, int splits, void
                                  cudaStream_t stream);
 MlaMerge mla_merge_mode();
 void set_mla_merge_mode(MlaMerge m);
+// MLA's whole attention part for one decode token (the fused op mla_attention) in one persistent
+// kernel (mla_attention.cu): one block an SM, grid-wide barriers between its steps. The plan says
+// whether it applies (bf16, dense weights, the model's data flow, one block of plan.smem fits an
+// SM, and switched on: FRUGAL_FUSE_MLA_ATTN=1 or set_mla_attention_enabled(true); off by default,
+// measured slower) and what it needs: plan.scratch_bytes of partials and `sync`, a
+// 64-bit counter zeroed once (every launch leaves it at a multiple of its grid).
+struct MlaAttentionPlan {
+  bool applies = false;
+  int grid = 0, splits = 0, q_rows = 0, o_rows = 0, abs_rows = 0, uv_rows = 0, nope = 0;
+  int64_t region_a = 0;
+  size_t smem = 0, scratch_bytes = 0;
+};
+bool mla_attention_enabled();
+void set_mla_attention_enabled(bool on);
+// Raises the kernel's shared-memory limit to max_smem, once before any graph capture (the backend's
+// creation); plans need at most that.
+cudaError_t prepare_mla_attention(size_t max_smem);
+MlaAttentionPlan plan_mla_attention(const ops::MlaAttentionParams& p, int n_sms, size_t max_smem);
+cudaError_t launch_mla_attention(const ops::MlaAttentionParams& p, const MlaAttentionPlan& plan, void* partials,
+                                 unsigned long long* sync, cudaStream_t stream);
 // The MLA kernel's tensor-core variant (mma.sync, head_dim 576, bf16): mla_decode_splits /
 // launch_mla_decode take it whenever mla_decode_mma_applies(p); on unless FRUGAL_MLA_MMA=0 or
 // set_mla_mma_enabled(false) (the CUDA-core kernel stays the A/B baseline for tests and benchmarks).

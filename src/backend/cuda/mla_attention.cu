@@ -1,0 +1,455 @@
+// MLA's whole attention part of a DeepSeek layer for one decode token in one persistent kernel
+// (the fused op mla_attention, ops/params.h). At V2-Lite's batch 1 the sequence is nine dependent
+// launches a layer (norm + q / kv_a GEMV, prologue, W_abs, MLA decode, merge + W_UV, o GEMV):
+// ~44 us a layer on the H100 for 28 MB of weights that take ~9 us at the copy rate, each launch
+// mostly its ramp and tail (docs/perf/2026-12-06-session50.md). Here one block an SM does every
+// step, the steps apart by grid-wide barriers, and the weights do not wait for the chain: before
+// the PDL wait each block copies its rows of the q / kv_a and o projections into shared memory
+// (cp.async; no kernel writes weights) and asks L2 for its rows of W_abs and W_UV, so they stream
+// under the previous kernel's tail and under the steps before them.
+//   1. xn = rms_norm(residual) (every block, the 8 KB row), then the block's q / kv_a rows from
+//      shared memory into [q | c | k_pe];                                                barrier
+//   2. the last block: the latent prologue (mla_prologue.cuh: c normalized, k_pe rotated, the
+//      row into the cache); every block: its rows of [q_abs | q_pe] = W_abs[h] q[h], with its own
+//      copy of each q head's q_pe rotated (q is scratch);                                 barrier
+//   3. attention in the latent space: (head, split of the context) units over the blocks, keys in
+//      tiles of 32 gathered through the block table, an online softmax, f32 partials;     barrier
+//   4. each block merges the splits of its heads (into bf16, as the combine kernel stores them)
+//      and runs its rows of W_UV;                                                         barrier
+//   5. the block's o rows from shared memory, added into the residual stream.
+// The barrier is one 64-bit counter the backend zeroes once: each block adds 1 and waits until
+// the counter reaches the next multiple of the grid size, so it never needs resetting (graph
+// replays go on counting). It needs every block resident at once: the grid is one block an SM,
+// and the host refuses the kernel unless one block fits an SM. A wait past ~2^26 polls traps.
+// Data other blocks wrote is read through L2 (__ldcg). Arithmetic: f32 sums of bf16 products,
+// results rounded to bf16 where the sequence stores them, so the results are within rounding of
+// the sequence (not its bits: the sums run in another order); CudaFused.MlaAttention* checks it.
+// Opt-in (FRUGAL_FUSE_MLA_ATTN=1): as written it measured 10.8% slower than the sequence on V2-Lite
+// batch 1 (H100); docs/perf/2026-12-07-session57.md says where its time goes.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/mla_prologue.cuh"
+#include "backend/cuda/mma.cuh"
+
+namespace frugal::cuda {
+namespace {
+
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+constexpr int kTileKeys = 32;     // attention keys a tile
+constexpr int kMaxSplits = 64;
+constexpr int kMaxLat = 1024;     // latent row width limit (V2 / V3: 576)
+
+struct MlaAttnArgs {
+  ops::MlaAttentionParams p;
+  int32_t splits;       // attention splits of each head's context
+  int32_t q_rows;       // q / kv_a rows a block
+  int32_t o_rows;       // o rows a block
+  int32_t abs_rows;     // W_abs rows (of H x lat) a block
+  int32_t uv_rows;      // W_UV rows (of H x vdim) a block
+  int32_t nope;         // q's non-rotated width (rope.q - q row)
+  int64_t region_a;     // bytes of shared memory the q / kv_a rows and then every step's scratch take
+  float* partials;      // [H][splits][rank] f32, then [H][splits] (m, l)
+  unsigned long long* sync;
+};
+
+static_assert(sizeof(MlaAttnArgs) <= 4000, "kernel parameters fit the 4 KB limit");
+
+__device__ __forceinline__ void grid_barrier(unsigned long long* ctr) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned long long n = gridDim.x;
+    __threadfence();  // the block's writes (ordered before by the block barrier) are visible device-wide
+    const unsigned long long target = (atomicAdd(ctr, 1ull) / n + 1) * n;
+    uint32_t polls = 0;
+    unsigned long long v;
+    do {
+      asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(ctr) : "memory");
+      if (++polls == (1u << 26)) __trap();
+    } while (v < target);
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// Sum of 8 bf16 products.
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const auto* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float d = 0.f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float2 x = __bfloat1622float2(a2[q]), y = __bfloat1622float2(b2[q]);
+    d = fmaf(x.x, y.x, d);
+    d = fmaf(x.y, y.y, d);
+  }
+  return d;
+}
+
+// One warp: w (k bf16, 16-byte aligned, any memory) against x (k bf16 in shared memory), the
+// sum in every lane. k % 8 == 0.
+template <bool kGlobal>
+__device__ __forceinline__ float warp_dot(const __nv_bfloat16* w, const __nv_bfloat16* x, int64_t k) {
+  const int lane = threadIdx.x & 31;
+  float d = 0.f;
+  for (int64_t j = lane * 8; j < k; j += 256) {
+    const uint4 wv = kGlobal ? load_stream16(w + j) : *reinterpret_cast<const uint4*>(w + j);
+    d += dot8(wv, *reinterpret_cast<const uint4*>(x + j));
+  }
+  return warp_sum(d);
+}
+
+__device__ __forceinline__ __nv_bfloat16* bf(void* p) { return static_cast<__nv_bfloat16*>(p); }
+__device__ __forceinline__ const __nv_bfloat16* bf(const void* p) { return static_cast<const __nv_bfloat16*>(p); }
+
+// Copies n bf16 from global (written by other blocks: through L2) into shared memory, by the block.
+__device__ __forceinline__ void copy_in(__nv_bfloat16* dst, const __nv_bfloat16* src, int64_t n) {
+  for (int64_t i = threadIdx.x * 8; i < n; i += kThreads * 8)
+    *reinterpret_cast<uint4*>(dst + i) = __ldcg(reinterpret_cast<const uint4*>(src + i));
+}
+
+__global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs a) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float red[32];
+  const ops::MlaAttentionParams& p = a.p;
+  const ops::MatmulParams& qm = p.qkv.mm;
+  const ops::MatmulParams& om = p.o;
+  const ops::AttentionParams& at = p.attn.attn;
+  const ops::BatchedMatmulParams& ab = p.absorb;
+  const ops::BatchedMatmulParams& uv = p.attn.mm;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int64_t G = gridDim.x, b = blockIdx.x;
+  const int64_t hidden = qm.k, ko = om.k;
+  const int H = static_cast<int>(ab.batch), lat = at.cache.head_dim, qk = static_cast<int>(ab.k);
+  const int rank = static_cast<int>(uv.k), vdim = static_cast<int>(uv.n), S = a.splits;
+  // Shared memory: region A (the q / kv_a rows, then each step's scratch), the o rows, xn.
+  auto* wq_s = reinterpret_cast<__nv_bfloat16*>(smem);
+  auto* wo_s = reinterpret_cast<__nv_bfloat16*>(smem + a.region_a);
+  auto* xn_s = wo_s + int64_t{a.o_rows} * ko;
+  const int64_t q0 = b * a.q_rows, q1 = min(qm.n, q0 + a.q_rows);
+  const int64_t o0 = b * a.o_rows, o1 = min(om.n, o0 + a.o_rows);
+
+  // Weights first: they depend on no kernel.
+  {
+    const auto* src = static_cast<const char*>(qm.w.data) + q0 * hidden * 2;
+    const int64_t bytes = (q1 > q0 ? q1 - q0 : 0) * hidden * 2;
+    for (int64_t i = tid * 16; i < bytes; i += kThreads * 16) cp_async16(smem + i, src + i, true);
+    cp_async_commit();
+    const auto* osrc = static_cast<const char*>(om.w.data) + o0 * ko * 2;
+    const int64_t obytes = (o1 > o0 ? o1 - o0 : 0) * ko * 2;
+    for (int64_t i = tid * 16; i < obytes; i += kThreads * 16) cp_async16(reinterpret_cast<char*>(wo_s) + i, osrc + i, true);
+    cp_async_commit();
+    // This block's W_abs rows (flattened over heads: row h * lat + r) and W_UV rows, into L2.
+    if (tid < 32) {
+      const int64_t r0 = b * a.abs_rows, r1 = min(int64_t{H} * lat, r0 + a.abs_rows);
+      for (int64_t r = r0 + lane; r < r1; r += 32)
+        prefetch_l2_lines(bf(ab.w) + (r / lat) * ab.stride_w + (r % lat) * ab.k, static_cast<uint32_t>(ab.k * 2));
+    } else if (tid < 64) {
+      const int64_t r0 = b * a.uv_rows, r1 = min(int64_t{H} * vdim, r0 + a.uv_rows);
+      for (int64_t r = r0 + lane; r < r1; r += 32)
+        prefetch_l2_lines(bf(uv.w) + (r / vdim) * uv.stride_w + (r % vdim) * uv.k, static_cast<uint32_t>(uv.k * 2));
+    }
+  }
+  const uint4 kvn_w = b == G - 1 ? mla_prologue_weight(p.prologue.norm) : make_uint4(0, 0, 0, 0);
+  pdl_wait();
+
+  // ---- 1. xn = rms_norm(residual); the block's q / kv_a rows ----
+  {
+    const ops::RmsNormParams& n = p.qkv.norm;
+    const auto* x = bf(n.x);
+    float ss = 0.f;
+    for (int64_t i = tid * 8; i < hidden; i += kThreads * 8) {
+      float v[8];
+      mla_unpack8(*reinterpret_cast<const uint4*>(x + i), v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ss += v[e] * v[e];
+    }
+    ss = block_sum(ss, red);
+    const float inv = rsqrtf(ss / static_cast<float>(hidden) + n.eps);
+    for (int64_t i = tid * 8; i < hidden; i += kThreads * 8) {
+      float v[8], w[8];
+      mla_unpack8(*reinterpret_cast<const uint4*>(x + i), v);
+      mla_unpack8(*reinterpret_cast<const uint4*>(bf(n.weight) + i), w);
+#pragma unroll
+      for (int e = 0; e < 8; e += 2)
+        mla_store2(xn_s + i + e, make_float2(v[e] * inv * w[e], v[e + 1] * inv * w[e + 1]));
+    }
+  }
+  cp_async_wait<1>();  // this thread's q / kv_a copies
+  __syncthreads();     // everyone's, and xn
+  for (int64_t r = q0 + warp; r < q1; r += kWarps) {
+    const float d = warp_dot<false>(wq_s + (r - q0) * hidden, xn_s, hidden);
+    if (lane == 0) bf(qm.y)[r] = __float2bfloat16(d);
+  }
+  grid_barrier(a.sync);
+
+  // ---- 2. the latent prologue (last block); [q_abs | q_pe] rows ----
+  {
+    const ops::RopeParams& r = p.prologue.rope;
+    const int half = r.rotary_dim / 2;
+    float* sc = reinterpret_cast<float*>(smem);                         // [rotary_dim]
+    auto* qh = reinterpret_cast<__nv_bfloat16*>(smem + 4 * kMaxLat);     // [2 heads][qk]
+    mla_prologue_table(r, 0, sc);
+    __syncthreads();
+    if (b == G - 1) mla_prologue_token(p.prologue, 0, 0, kvn_w, sc, red);
+    const int64_t r0 = b * a.abs_rows, r1 = min(int64_t{H} * lat, r0 + a.abs_rows);
+    int64_t row = r0;
+    while (row < r1) {  // the rows of one head at a time
+      const int h = static_cast<int>(row / lat);
+      const int64_t end = min(r1, int64_t{h + 1} * lat);
+      __syncthreads();  // qh of the last head is consumed
+      copy_in(qh, bf(ab.x) + int64_t{h} * ab.stride_x, qk);
+      __syncthreads();
+      // q_pe rotated in the copy, as the prologue rotates q (mla_rope_item's arithmetic).
+      const int per = r.interleaved ? half : half / 2;
+      for (int j = tid; j < per; j += kThreads)
+        mla_rope_item<false>(qh + a.nope, j, half, r.interleaved, sc, [](int, float2) {});
+      __syncthreads();
+      for (int64_t rr = row + warp; rr < end; rr += kWarps) {
+        const float d = warp_dot<true>(bf(ab.w) + int64_t{h} * ab.stride_w + (rr - int64_t{h} * lat) * ab.k, qh, ab.k);
+        if (lane == 0) bf(ab.y)[int64_t{h} * ab.stride_y + (rr - int64_t{h} * lat)] = __float2bfloat16(d);
+      }
+      row = end;
+    }
+  }
+  grid_barrier(a.sync);
+
+  // ---- 3. attention: unit (head h, split s) ----
+  {
+    auto* qs = reinterpret_cast<__nv_bfloat16*>(smem);                      // [lat]
+    float* ps = reinterpret_cast<float*>(smem + 2 * kMaxLat);               // [kTileKeys]
+    auto* kv = reinterpret_cast<__nv_bfloat16*>(smem + 2 * kMaxLat + 4 * kTileKeys);  // [kTileKeys][lat]
+    const int ctx = at.ctx_len[0];
+    const int chunk = (ctx + S - 1) / S;
+    const int32_t* table = at.block_tables;
+    const int bs = at.cache.block_size;
+    const auto* cache = bf(at.cache.k_cache);
+    float* part_ml = a.partials + int64_t{H} * S * rank;
+    for (int64_t u = b; u < int64_t{H} * S; u += G) {
+      const int h = static_cast<int>(u / S), s = static_cast<int>(u % S);
+      const int lo = s * chunk, hi = min(ctx, lo + chunk);
+      __syncthreads();  // the last unit's rows are consumed
+      copy_in(qs, bf(at.q) + int64_t{h} * lat, lat);
+      float m_run = -INFINITY, l_run = 0.f, acc[2] = {0.f, 0.f};  // dims tid, tid + kThreads of [0, rank)
+      for (int k0 = lo; k0 < hi; k0 += kTileKeys) {
+        __syncthreads();  // kv and ps of the last tile are consumed
+        const int pieces = lat / 8;
+        for (int i = tid; i < kTileKeys * pieces; i += kThreads) {
+          const int key = i / pieces, c = i % pieces, pos = k0 + key;
+          const bool ok = pos < hi;
+          const int64_t slot = ok ? int64_t{table[pos / bs]} * bs + pos % bs : 0;
+          cp_async16(kv + key * lat + c * 8, cache + slot * lat + c * 8, ok);
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        for (int key = warp; key < kTileKeys; key += kWarps) {
+          float d = 0.f;
+          for (int c = lane; c < pieces; c += 32)
+            d += dot8(*reinterpret_cast<const uint4*>(qs + c * 8), *reinterpret_cast<const uint4*>(kv + key * lat + c * 8));
+          d = warp_sum(d);
+          if (lane == 0) ps[key] = k0 + key < hi ? d * at.scale : -INFINITY;
+        }
+        __syncthreads();
+        float mt = -INFINITY;
+        for (int key = 0; key < kTileKeys; ++key) mt = fmaxf(mt, ps[key]);
+        const float m_new = fmaxf(m_run, mt);  // finite: a tile holds at least one key
+        const float alpha = m_run == -INFINITY ? 0.f : __expf(m_run - m_new);
+        float a0 = acc[0] * alpha, a1 = acc[1] * alpha, l = 0.f;
+        for (int key = 0; key < kTileKeys; ++key) {
+          const float e = ps[key] == -INFINITY ? 0.f : __expf(ps[key] - m_new);
+          l += e;
+          if (tid < rank) a0 = fmaf(e, __bfloat162float(kv[key * lat + tid]), a0);
+          if (tid + kThreads < rank) a1 = fmaf(e, __bfloat162float(kv[key * lat + tid + kThreads]), a1);
+        }
+        acc[0] = a0, acc[1] = a1;
+        l_run = l_run * alpha + l;
+        m_run = m_new;
+      }
+      float* pa = a.partials + u * rank;
+      if (tid < rank) pa[tid] = acc[0];
+      if (tid + kThreads < rank) pa[tid + kThreads] = acc[1];
+      if (tid == 0) part_ml[2 * u] = m_run, part_ml[2 * u + 1] = l_run;  // an empty split: (-inf, 0)
+    }
+  }
+  grid_barrier(a.sync);
+
+  // ---- 4. each head's splits merged, then the block's W_UV rows ----
+  {
+    auto* ol = reinterpret_cast<__nv_bfloat16*>(smem);  // [rank]
+    float* wt = reinterpret_cast<float*>(smem + 2 * kMaxLat);  // [splits], then 1 / l
+    const float* part_ml = a.partials + int64_t{H} * S * rank;
+    const int64_t r0 = b * a.uv_rows, r1 = min(int64_t{H} * vdim, r0 + a.uv_rows);
+    int64_t row = r0;
+    while (row < r1) {
+      const int h = static_cast<int>(row / vdim);
+      const int64_t end = min(r1, int64_t{h + 1} * vdim);
+      __syncthreads();  // ol of the last head is consumed
+      if (warp == 0) {
+        float m = -INFINITY;
+        for (int s = lane; s < S; s += 32) m = fmaxf(m, __ldcg(part_ml + 2 * (int64_t{h} * S + s)));
+        m = warp_max(m);
+        float l = 0.f;
+        for (int s = lane; s < S; s += 32) {
+          const float ms = __ldcg(part_ml + 2 * (int64_t{h} * S + s));
+          const float w = ms == -INFINITY ? 0.f : __expf(ms - m);
+          wt[s] = w;
+          l = fmaf(__ldcg(part_ml + 2 * (int64_t{h} * S + s) + 1), w, l);
+        }
+        l = warp_sum(l);
+        if (lane == 0) wt[kMaxSplits] = l > 0.f ? 1.f / l : 0.f;
+      }
+      __syncthreads();
+      for (int d = tid; d < rank; d += kThreads) {
+        float v = 0.f;
+        for (int s = 0; s < S; ++s)
+          if (wt[s] != 0.f) v = fmaf(__ldcg(a.partials + (int64_t{h} * S + s) * rank + d), wt[s], v);
+        ol[d] = __float2bfloat16(v * wt[kMaxSplits]);
+      }
+      __syncthreads();
+      for (int64_t rr = row + warp; rr < end; rr += kWarps) {
+        const int64_t dv = rr - int64_t{h} * vdim;
+        const float d = warp_dot<true>(bf(uv.w) + int64_t{h} * uv.stride_w + dv * uv.k, ol, uv.k);
+        if (lane == 0) bf(uv.y)[int64_t{h} * uv.stride_y + dv] = __float2bfloat16(d);
+      }
+      row = end;
+    }
+  }
+  grid_barrier(a.sync);
+
+  // ---- 5. the block's o rows into the residual stream ----
+  {
+    auto* xs = reinterpret_cast<__nv_bfloat16*>(smem);  // [ko]
+    copy_in(xs, bf(om.x), ko);
+    cp_async_wait<0>();
+    __syncthreads();
+    for (int64_t r = o0 + warp; r < o1; r += kWarps) {
+      float d = warp_dot<false>(wo_s + (r - o0) * ko, xs, ko);
+      if (lane == 0) {
+        auto* y = bf(om.y) + r;
+        if (om.accumulate) d += __bfloat162float(*y);
+        *y = __float2bfloat16(d);
+      }
+    }
+  }
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+bool dense_bf16(const ops::WeightView& w) {
+  return w.format.scheme == ops::WeightScheme::kDense && w.format.dtype == DType::kBF16 && aligned16(w.data);
+}
+const uint8_t* bytes_at(const void* p, int64_t elems) { return static_cast<const uint8_t*>(p) + 2 * elems; }
+
+// -1: unset (read FRUGAL_FUSE_MLA_ATTN on first use), 0 off, 1 on.
+int g_mla_attention_mode = -1;
+size_t g_mla_attention_smem = 0;  // the kernel's dynamic shared-memory limit (prepare_mla_attention)
+
+}  // namespace
+
+bool mla_attention_enabled() {
+  if (g_mla_attention_mode < 0) {
+    // Off unless asked for: measured slower end to end (H100, V2-Lite batch 1, 128 / 256: 330.5
+    // tok/s with it against 370.3 with the sequence; docs/perf/2026-12-07-session57.md).
+    const char* e = std::getenv("FRUGAL_FUSE_MLA_ATTN");
+    g_mla_attention_mode = (e != nullptr && std::strcmp(e, "1") == 0) ? 1 : 0;
+  }
+  return g_mla_attention_mode == 1;
+}
+
+void set_mla_attention_enabled(bool on) { g_mla_attention_mode = on ? 1 : 0; }
+
+cudaError_t prepare_mla_attention(size_t max_smem) {
+  const cudaError_t err =
+      cudaFuncSetAttribute(mla_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
+  if (err == cudaSuccess) g_mla_attention_smem = max_smem;
+  return err;
+}
+
+MlaAttentionPlan plan_mla_attention(const ops::MlaAttentionParams& p, int n_sms, size_t max_smem) {
+  MlaAttentionPlan plan;
+  const ops::RmsNormParams& n = p.qkv.norm;
+  const ops::MatmulParams& qm = p.qkv.mm;
+  const ops::MlaKvPrologueParams& pro = p.prologue;
+  const ops::BatchedMatmulParams& ab = p.absorb;
+  const ops::AttentionParams& at = p.attn.attn;
+  const ops::BatchedMatmulParams& uv = p.attn.mm;
+  const ops::MatmulParams& om = p.o;
+  const DType bf16 = DType::kBF16;
+  if (!mla_attention_enabled() || n_sms < 2) return plan;
+  // One decode token of one sequence, bf16 everywhere, dense weights without bias.
+  const bool one = n.rows == 1 && qm.m == 1 && ab.m == 1 && uv.m == 1 && om.m == 1 && at.n_tokens == 1 && at.n_seqs == 1 &&
+                   at.n_decode_seqs == 1 && pro.norm.rows == 1;
+  const bool dtypes = n.act_dtype == bf16 && n.weight_dtype == bf16 && qm.x_dtype == bf16 && qm.y_dtype == bf16 &&
+                      ab.x_dtype == bf16 && ab.w_dtype == bf16 && ab.y_dtype == bf16 && at.act_dtype == bf16 &&
+                      at.cache.cache_dtype == bf16 && uv.x_dtype == bf16 && uv.w_dtype == bf16 && uv.y_dtype == bf16 &&
+                      om.x_dtype == bf16 && om.y_dtype == bf16 && dense_bf16(qm.w) && dense_bf16(om.w) &&
+                      qm.bias == nullptr && om.bias == nullptr && !qm.accumulate;
+  if (!one || !dtypes) return plan;
+  const int64_t hidden = qm.k, H = ab.batch, lat = at.cache.head_dim, qk = ab.k, rank = uv.k, vdim = uv.n;
+  // The data flow of the model's sequence (model/deepseek.cpp): the norm over the residual stream
+  // into the projection's x; q heads then [c | k_pe] in the projection's row; W_abs over the q
+  // heads into the attention's q; W_UV over the attention's rows into o's x.
+  const int64_t qout = H * qk;
+  const auto* y0 = static_cast<const uint8_t*>(qm.y);
+  const int64_t nope = (static_cast<const uint8_t*>(pro.rope.q) - y0) / 2;
+  const bool flow = n.residual == nullptr && n.dim == hidden && qm.x == n.y && qm.n == qout + lat &&
+                    ab.x == qm.y && ab.stride_x == qk && pro.norm.x == bytes_at(qm.y, qout) &&
+                    mla_kv_prologue_fusable(pro) && pro.rope.q == bytes_at(qm.y, nope) && nope >= 0 &&
+                    nope + pro.rope.rotary_dim == qk && pro.rope.head_dim == qk && pro.rope.n_head == H &&
+                    pro.norm.dim == rank && pro.kv.cache.k_cache == at.cache.k_cache && pro.kv.cache.head_dim == lat &&
+                    ab.n == lat && ab.y == at.q && ab.stride_y == lat && at.n_head == H && at.cache.n_head_kv == 1 &&
+                    at.cache.k_cache == at.cache.v_cache && at.sliding_window == 0 && at.sink_tokens == 0 &&
+                    uv.x == at.out && uv.stride_x == lat && uv.batch == H && uv.y == om.x && uv.stride_y == vdim &&
+                    om.k == H * vdim && om.n > 0 && om.y == n.x;
+  const bool shapes = hidden % 8 == 0 && qk % 8 == 0 && lat % 8 == 0 && lat <= kMaxLat && rank <= lat &&
+                      rank <= 2 * kThreads && rank % 8 == 0 && vdim > 0 && (H * vdim) % 8 == 0 && H > 0 &&
+                      ab.stride_w % 8 == 0 && uv.stride_w % 8 == 0 && aligned16(qm.y) && aligned16(ab.w) &&
+                      aligned16(uv.w) && aligned16(at.q) && aligned16(at.cache.k_cache) && aligned16(n.x) &&
+                      aligned16(n.weight) && aligned16(om.x) && at.max_ctx_len > 0;
+  if (!flow || !shapes) return plan;
+  const int64_t G = n_sms;
+  const int64_t q_rows = ceil_div(qm.n, G), o_rows = ceil_div(om.n, G);
+  const int64_t abs_rows = ceil_div(H * lat, G), uv_rows = ceil_div(H * vdim, G);
+  // Region A: the q / kv_a rows, then the scratch of steps 2-5 (its largest).
+  int64_t region_a = q_rows * hidden * 2;
+  const int64_t step2 = 4 * kMaxLat + 2 * qk, step3 = 2 * kMaxLat + 4 * kTileKeys + 2 * kTileKeys * lat,
+                step4 = 2 * kMaxLat + 4 * (kMaxSplits + 1), step5 = 2 * om.k;
+  for (int64_t s : {step2, step3, step4, step5}) region_a = s > region_a ? s : region_a;
+  region_a = (region_a + 15) / 16 * 16;
+  const int64_t smem = region_a + o_rows * om.k * 2 + hidden * 2;
+  if (static_cast<size_t>(smem) > max_smem || static_cast<size_t>(smem) > g_mla_attention_smem) return plan;
+  // Splits: the heads times the splits fill the grid once, a split at least one tile.
+  int64_t splits = G / H;
+  const int64_t tiles = ceil_div(at.max_ctx_len, kTileKeys);
+  if (splits > tiles) splits = tiles;
+  if (splits > kMaxSplits) splits = kMaxSplits;
+  if (splits < 1) splits = 1;
+  plan.applies = true;
+  plan.grid = static_cast<int>(G);
+  plan.smem = static_cast<size_t>(smem);
+  plan.splits = static_cast<int>(splits);
+  plan.q_rows = static_cast<int>(q_rows);
+  plan.o_rows = static_cast<int>(o_rows);
+  plan.abs_rows = static_cast<int>(abs_rows);
+  plan.uv_rows = static_cast<int>(uv_rows);
+  plan.nope = static_cast<int>(nope);
+  plan.region_a = region_a;
+  plan.scratch_bytes = sizeof(float) * static_cast<size_t>(H * splits * (rank + 2));
+  return plan;
+}
+
+cudaError_t launch_mla_attention(const ops::MlaAttentionParams& p, const MlaAttentionPlan& plan, void* partials,
+                                 unsigned long long* sync, cudaStream_t stream) {
+  if (plan.smem > g_mla_attention_smem) return cudaErrorInvalidValue;  // prepare_mla_attention raised less
+  const MlaAttnArgs a{.p = p, .splits = plan.splits, .q_rows = plan.q_rows, .o_rows = plan.o_rows,
+                      .abs_rows = plan.abs_rows, .uv_rows = plan.uv_rows, .nope = plan.nope, .region_a = plan.region_a,
+                      .partials = static_cast<float*>(partials), .sync = sync};
+  return launch_kernel(mla_attention_kernel, dim3(static_cast<unsigned>(plan.grid)), kThreads, plan.smem, stream, a);
+}
+
+}  // namespace frugal::cuda
