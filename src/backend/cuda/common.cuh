@@ -107,6 +107,20 @@ __device__ __forceinline__ uint4 load_stream16(const void* ptr) {
   return v;
 }
 
+// sum_q a[q] * b[q] over 8 bf16 pairs in f32, in q order (one fma chain).
+__device__ __forceinline__ float dot_bf16x8(uint4 a, uint4 b) {
+  const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const auto* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float s = 0.f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float2 x = __bfloat1622float2(a2[q]), y = __bfloat1622float2(b2[q]);
+    s = fmaf(x.x, y.x, s);
+    s = fmaf(x.y, y.y, s);
+  }
+  return s;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -77,20 +77,6 @@ __device__ __forceinline__ void grid_barrier(unsigned long long* ctr) {
   __syncthreads();
 }
 
-// Sum of 8 bf16 products.
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
-  const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
-  const auto* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
-  float d = 0.f;
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const float2 x = __bfloat1622float2(a2[q]), y = __bfloat1622float2(b2[q]);
-    d = fmaf(x.x, y.x, d);
-    d = fmaf(x.y, y.y, d);
-  }
-  return d;
-}
-
 // One warp: w (k bf16, 16-byte aligned, any memory) against x (k bf16 in shared memory), the
 // sum in every lane. k % 8 == 0.
 template <bool kGlobal>
@@ -99,7 +85,7 @@ __device__ __forceinline__ float warp_dot(const __nv_bfloat16* w, const __nv_bfl
   float d = 0.f;
   for (int64_t j = lane * 8; j < k; j += 256) {
     const uint4 wv = kGlobal ? load_stream16(w + j) : *reinterpret_cast<const uint4*>(w + j);
-    d += dot8(wv, *reinterpret_cast<const uint4*>(x + j));
+    d += dot_bf16x8(wv, *reinterpret_cast<const uint4*>(x + j));
   }
   return warp_sum(d);
 }
@@ -251,7 +237,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
         for (int key = warp; key < kTileKeys; key += kWarps) {
           float d = 0.f;
           for (int c = lane; c < pieces; c += 32)
-            d += dot8(*reinterpret_cast<const uint4*>(qs + c * 8), *reinterpret_cast<const uint4*>(kv + key * lat + c * 8));
+            d += dot_bf16x8(*reinterpret_cast<const uint4*>(qs + c * 8), *reinterpret_cast<const uint4*>(kv + key * lat + c * 8));
           d = warp_sum(d);
           if (lane == 0) ps[key] = k0 + key < hi ? d * at.scale : -INFINITY;
         }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/common.cuh"
 #include "ops/params.h"
 
 namespace frugal::cuda::moe {
@@ -51,19 +52,7 @@ __device__ __forceinline__ int local_expert(const ops::MoeExpertsParams& p, int6
   return e < static_cast<uint32_t>(p.n_experts) ? static_cast<int>(e) : -1;
 }
 
-// sum_q a[q] * b[q] over 8 bf16 pairs in f32, in q order.
-__device__ __forceinline__ float dot_bf16x8(uint4 a, uint4 b) {
-  const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);
-  const auto* b2 = reinterpret_cast<const __nv_bfloat162*>(&b);
-  float s = 0.f;
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const float2 x = __bfloat1622float2(a2[q]), y = __bfloat1622float2(b2[q]);
-    s = fmaf(x.x, y.x, s);
-    s = fmaf(x.y, y.y, s);
-  }
-  return s;
-}
+using cuda::dot_bf16x8;  // common.cuh (moe::dot_bf16x8 in moe.cu)
 
 // The most tiles a permute with tiles of bm rows lays out: ceil(pairs / bm) full ones plus one
 // partial tile per expert that has rows.
