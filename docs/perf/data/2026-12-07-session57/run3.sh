@@ -11,7 +11,8 @@
 # 1. CudaFused.MlaAttention* (within rounding of the sequence, eager, twice and from a graph).
 # 2. V2-Lite batch 1 (128 in / 256 out): the sequence, the kernel (early copy), the kernel (late
 #    copy), twice each; a kernel trace of the faster kernel variant.
-# 3. The op harness's mla_attention cases with the kernel on (FRUGAL_FUSE_MLA_ATTN=1).
+# 3. Nsight Compute's stall samples of one launch by source line; the op harness's mla_attention
+#    cases with the kernel on (FRUGAL_FUSE_MLA_ATTN=1).
 # Land the diff if the test passes and either variant beats session 57's kernel (330.5 tok/s on
 # the H100); make the kernel the default only if it beats the sequence.
 # Run as: run(command: "STOP=480 bash docs/perf/data/2026-12-07-session57/run3.sh", carry: [".devcarry"])
@@ -36,6 +37,20 @@ for i in 1 2; do
   ab v2l_b1_early_$i FRUGAL_FUSE_MLA_ATTN=1
   ab v2l_b1_late_$i "FRUGAL_FUSE_MLA_ATTN=1 FRUGAL_MLA_ATTN_EARLY=0"
 done
+# Nsight Compute on one launch of the kernel (the test's context 256 case: its 5th launch): the
+# stall samples by source line and SASS (-lineinfo), to split the chain between the steps.
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ $(left) -gt 150 ] && [ -n "$NCU" ]; then
+  (timeout 90 $NCU --clock-control none -k regex:mla_attention_kernel --launch-skip 4 --launch-count 1 \
+     --section SourceCounters --section WarpStateStats --section SpeedOfLight --section SchedulerStats \
+     -o $L/mla -f build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaFused.MlaAttention*' >$L/ncu_run.log 2>&1
+   echo "ncu rc $? ($((SECONDS-START)) s)" >>$S)
+  $NCU -i $L/mla.ncu-rep --page details >$L/mla_details.txt 2>&1
+  grep -E "Duration|DRAM Throughput|Warp Cycles Per Issued|Eligible Warps|stall" $L/mla_details.txt | head -12 >>$S
+  $NCU -i $L/mla.ncu-rep --page source --csv --print-source cuda >$L/mla_source_cuda.csv 2>/dev/null
+  $NCU -i $L/mla.ncu-rep --page source --csv --print-source sass >$L/mla_source_sass.csv 2>/dev/null
+  for f in mla_details.txt mla_source_cuda.csv mla_source_sass.csv; do [ -s $L/$f ] && gzip -c $L/$f >$OUT/$f.gz; done
+fi
 rate() { grep -E '^decode' $L/$1.txt 2>/dev/null | awk '{print $3}'; }
 best=FRUGAL_MLA_ATTN_EARLY=1
 awk -v a="$(rate v2l_b1_late_2)" -v b="$(rate v2l_b1_early_2)" 'BEGIN { exit !(a + 0 > b + 0) }' && best=FRUGAL_MLA_ATTN_EARLY=0
