@@ -37,11 +37,12 @@ for i in 1 2; do
   ab v2l_b1_early_$i FRUGAL_FUSE_MLA_ATTN=1
   ab v2l_b1_late_$i "FRUGAL_FUSE_MLA_ATTN=1 FRUGAL_MLA_ATTN_EARLY=0"
 done
-# Nsight Compute on one launch of the kernel (the test's context 256 case: its 5th launch): the
-# stall samples by source line and SASS (-lineinfo), to split the chain between the steps.
+# Nsight Compute on one launch of the kernel (the test's context 256 case), alone: the
+# stall samples by source line and SASS (-lineinfo), to split the chain between the steps. The
+# test launches the kernel 4 times a context (eager twice, 2 graph replays): launch 9 is context 256.
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 if [ $(left) -gt 150 ] && [ -n "$NCU" ]; then
-  (timeout 90 $NCU --clock-control none -k regex:mla_attention_kernel --launch-skip 4 --launch-count 1 \
+  (timeout 90 $NCU --clock-control none -k regex:mla_attention_kernel --launch-skip 8 --launch-count 1 \
      --section SourceCounters --section WarpStateStats --section SpeedOfLight --section SchedulerStats \
      -o $L/mla -f build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaFused.MlaAttention*' >$L/ncu_run.log 2>&1
    echo "ncu rc $? ($((SECONDS-START)) s)" >>$S)
