@@ -10,7 +10,7 @@
 #    MoE kernel before (which lost ~2.4 us a layer in session 57's trace).
 # 1. CudaFused.MlaAttention* (within rounding of the sequence, eager, twice and from a graph).
 # 2. V2-Lite batch 1 (128 in / 256 out): the sequence, the kernel (early copy), the kernel (late
-#    copy), twice each; a kernel trace of the faster kernel variant.
+#    copy), twice each; kernel traces of the faster kernel variant and of the sequence.
 # 3. Nsight Compute's stall samples of one launch by source line; the op harness's mla_attention
 #    cases with the kernel on (FRUGAL_FUSE_MLA_ATTN=1).
 # Land the diff if the test passes and either variant beats session 57's kernel (330.5 tok/s on
@@ -57,6 +57,9 @@ best=FRUGAL_MLA_ATTN_EARLY=1
 awk -v a="$(rate v2l_b1_late_2)" -v b="$(rate v2l_b1_early_2)" 'BEGIN { exit !(a + 0 > b + 0) }' && best=FRUGAL_MLA_ATTN_EARLY=0
 echo "trace with $best" >>$S
 [ $(left) -gt 45 ] && trace v2l_b1_tr /tmp/v2l "FRUGAL_FUSE_MLA_ATTN=1 $best" $V --batches 1
+# The sequence's trace on the same tree and card (session 57 compared against session 50's, whose
+# tiny MoE down kernel was a variant measured 3.3% slower).
+[ $(left) -gt 45 ] && trace v2l_b1_seq_tr /tmp/v2l "FRUGAL_FUSE_MLA_ATTN=0" $V --batches 1
 (l=$(left); [ $l -gt 30 ] && FRUGAL_FUSE_MLA_ATTN=1 timeout $((l-5)) build-gpu/tests/cuda/cuda_harness_test --gtest_filter='*MlaAttention*' >$L/harness.log 2>&1
  echo "harness: rc $? ($((SECONDS-START)) s)" >>$S)
 grep -E "^\[  (PASSED|FAILED) |cases ran|Failure$" $L/harness.log | head -8 >>$S
