@@ -25,7 +25,8 @@
 // results rounded to bf16 where the sequence stores them, so the results are within rounding of
 // the sequence (not its bits: the sums run in another order); CudaFused.MlaAttention* checks it.
 // Opt-in (FRUGAL_FUSE_MLA_ATTN=1): as written it measured 10.8% slower than the sequence on V2-Lite
-// batch 1 (H100); docs/perf/2026-12-07-session57.md says where its time goes.
+// batch 1 (H100); docs/perf/2026-12-07-session57.md says where its time goes. While on, a lone
+// decode token rounds differently from the same token in a larger step (not batch invariant).
 #include <cuda_bf16.h>
 
 #include <cstdint>
