@@ -705,8 +705,9 @@ namespace frugal::testing {
 // prefill chunk (the sequence); bf16 and f32 caches, block sizes 16 and 5, scattered block
 // tables. Random W_abs (the op is a generic batched matmul; the model's holds W_UK^T and an
 // identity), W_UV rows inside a kv_b-like layout, weights scaled by 1 / sqrt(k) so scores stay a
-// few units. Checked: the residual stream (act_tol) and the cache (each owned slot of this step's
-// tokens against the reference's row, every other slot unchanged).
+// few units. Checked: the residual stream and the cache (this step's rows against the reference's,
+// every other slot unchanged), to act_tol, or to a bf16 step where a bf16 cache sits under f32
+// activations.
 void OpCases::mla_attention() {
   struct Dims {
     int64_t hidden;
@@ -837,8 +838,12 @@ void OpCases::mla_attention() {
                                             wo.data(), hxn.data(), hq.data(), hqcat.data(), hocat.data(), hattn.data(),
                                             want_cache.data(), tables.data(), q_start.data(), ctx_len.data(), slots.data(),
                                             pos.data(), inv_freq.data()}));
-        EXPECT_TRUE(compare_mats(got_res, want_res, resid, act_tol(), what + " (residual stream)"));
-        EXPECT_TRUE(compare_mats(got_cache, want_cache, cache, act_tol(), what + " (cache)"));
+        // A bf16 cache under f32 activations: the token's row is rounded to bf16 from a kv_a row the
+        // backend's matmul summed in its own order, so an element may round one bf16 step apart
+        // (2^-8 relative) from the reference's, and attention reads that row back.
+        const bool coarse = cache_t == DType::kBF16 && act() == DType::kF32;
+        EXPECT_TRUE(compare_mats(got_res, want_res, resid, coarse ? 2e-3 : act_tol(), what + " (residual stream)"));
+        EXPECT_TRUE(compare_mats(got_cache, want_cache, cache, coarse ? 1e-2 : act_tol(), what + " (cache)"));
         for (auto* g : {dres.get(), dwn.get(), dwkvn.get(), dwq.get(), dwabs.get(), dkvb.get(), dwo.get(), dxn.get(),
                         dq.get(), dqcat.get(), docat.get(), dattn.get(), dcache.get(), dtab.get(), dqs.get(), dctx.get(),
                         dslots.get(), dpos.get(), dfreq.get()})
