@@ -1,13 +1,13 @@
 // MLA's whole attention part of a DeepSeek layer for one decode token in one persistent kernel
-// (the fused op mla_attention, ops/params.h). At V2-Lite's batch 1 the sequence is nine dependent
-// launches a layer (norm + q / kv_a GEMV, prologue, W_abs, MLA decode, merge + W_UV, o GEMV):
+// (the fused op mla_attention, ops/params.h). At V2-Lite's batch 1 the sequence is seven dependent
+// launches a layer (norm, q / kv_a GEMV, prologue, W_abs, MLA decode, merge + W_UV, o GEMV):
 // ~44 us a layer on the H100 for 28 MB of weights that take ~9 us at the copy rate, each launch
 // mostly its ramp and tail (docs/perf/2026-12-06-session50.md). Here one block an SM does every
 // step, the steps apart by grid-wide barriers, and the weights do not wait for the chain: before
 // the PDL wait each block copies its rows of the q / kv_a and o projections into shared memory
 // (cp.async; no kernel writes weights) and asks L2 for its rows of W_abs and W_UV, so they stream
 // under the previous kernel's tail and under the steps before them.
-//   1. xn = rms_norm(residual) (every block, the 8 KB row), then the block's q / kv_a rows from
+//   1. xn = rms_norm(residual) (every block, the 4 KB row), then the block's q / kv_a rows from
 //      shared memory into [q | c | k_pe];                                                barrier
 //   2. the last block: the latent prologue (mla_prologue.cuh: c normalized, k_pe rotated, the
 //      row into the cache); every block: its rows of [q_abs | q_pe] = W_abs[h] q[h], with its own
