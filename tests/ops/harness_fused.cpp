@@ -720,14 +720,27 @@ void OpCases::mla_attention() {
   const std::vector<Batch> batches = {
       {{{1, 1}}, 1}, {{{1, 37}}, 1}, {{{1, 300}}, 1}, {{{1, 1030}}, 1}, {{{1, 37}, {1, 300}, {1, 1}}, 3}, {{{5, 9}}, 0}};
   int variant = 0;
-  for (Dims d : {Dims{2048, 16, 512, 64, 128, 128}, Dims{72, 3, 24, 8, 16, 8}})
+  for (Dims d : {Dims{2048, 16, 512, 64, 128, 128}, Dims{72, 3, 24, 8, 16, 8}}) {
+    const int32_t H = d.n_head, lat = d.rank + d.rope, qk = d.nope + d.rope;
+    const int64_t qout = int64_t{H} * qk, q_ld = qout + lat, cat_ld = int64_t{H} * lat, v_w = int64_t{H} * d.vdim;
+    // The weights, once a shape (the op only reads them).
+    HostMat wn(act(), 1, d.hidden, d.hidden), wkvn(act(), 1, d.rank, d.rank);
+    wn.fill_random(rng_, 1.5f);
+    wkvn.fill_random(rng_, 1.5f);
+    HostMat wq(act(), q_ld, d.hidden, d.hidden), wabs(act(), H, int64_t{lat} * qk, int64_t{lat} * qk);
+    HostMat kvb(act(), int64_t{H} * (d.nope + d.vdim), d.rank, d.rank), wo(act(), d.hidden, v_w, v_w);
+    wq.fill_random(rng_, 1.7f / std::sqrt(static_cast<float>(d.hidden)));
+    wabs.fill_random(rng_, 1.7f / std::sqrt(static_cast<float>(qk)));
+    kvb.fill_random(rng_, 1.7f / std::sqrt(static_cast<float>(d.rank)));
+    wo.fill_random(rng_, 1.7f / std::sqrt(static_cast<float>(v_w)));
+    const std::vector<float> inv_freq = rope_inv_freq(d.rope);
+    auto dwn = upload(wn), dwkvn = upload(wkvn), dwq = upload(wq), dwabs = upload(wabs), dkvb = upload(kvb),
+         dwo = upload(wo), dfreq = upload(inv_freq);
     for (DType cache_t : {DType::kBF16, DType::kF32})
       for (const Batch& b : batches) {
         const int32_t block_size = variant % 2 ? 5 : 16;
         const bool interleaved = variant % 3 == 1;
         ++variant;
-        const int32_t H = d.n_head, lat = d.rank + d.rope, qk = d.nope + d.rope;
-        const int64_t qout = int64_t{H} * qk, q_ld = qout + lat, cat_ld = int64_t{H} * lat, v_w = int64_t{H} * d.vdim;
         std::string what = "mla_attention hidden=" + std::to_string(d.hidden) + " heads=" + std::to_string(H) +
                            " rank=" + std::to_string(d.rank) + " cache=" + tag(cache_t) + " block=" +
                            std::to_string(block_size) + " seqs=";
@@ -759,26 +772,15 @@ void OpCases::mla_attention() {
         const int64_t n_slots = int64_t{n_blocks} * block_size;
         HostMat cache(cache_t, n_slots, lat, lat);
         cache.fill_random(rng_, 1.0f);
-        HostMat resid(act(), n_tokens, d.hidden, d.hidden), wn(act(), 1, d.hidden, d.hidden), wkvn(act(), 1, d.rank, d.rank);
+        HostMat resid(act(), n_tokens, d.hidden, d.hidden);
         resid.fill_random(rng_, 1.0f);
-        wn.fill_random(rng_, 1.5f);
-        wkvn.fill_random(rng_, 1.5f);
-        HostMat wq(act(), q_ld, d.hidden, d.hidden), wabs(act(), H, int64_t{lat} * qk, int64_t{lat} * qk);
-        HostMat kvb(act(), int64_t{H} * (d.nope + d.vdim), d.rank, d.rank), wo(act(), d.hidden, v_w, v_w);
-        wq.fill_random(rng_, 1.7f / std::sqrt(static_cast<float>(d.hidden)));
-        wabs.fill_random(rng_, 1.7f / std::sqrt(static_cast<float>(qk)));
-        kvb.fill_random(rng_, 1.7f / std::sqrt(static_cast<float>(d.rank)));
-        wo.fill_random(rng_, 1.7f / std::sqrt(static_cast<float>(v_w)));
         // Scratch, filled with noise: the op may leave it as it likes.
         HostMat xn(act(), n_tokens, d.hidden, d.hidden), qbuf(act(), n_tokens, q_ld, q_ld);
         HostMat qcat(act(), n_tokens, cat_ld, cat_ld), ocat = qcat, attn(act(), n_tokens, v_w, v_w);
         for (HostMat* m : {&xn, &qbuf, &qcat, &ocat, &attn}) m->fill_random(rng_, 1.0f);
-        const std::vector<float> inv_freq = rope_inv_freq(d.rope);
-        auto dres = upload(resid), dwn = upload(wn), dwkvn = upload(wkvn), dwq = upload(wq), dwabs = upload(wabs),
-             dkvb = upload(kvb), dwo = upload(wo), dxn = upload(xn), dq = upload(qbuf), dqcat = upload(qcat),
-             docat = upload(ocat), dattn = upload(attn), dcache = upload(cache), dtab = upload(tables),
-             dqs = upload(q_start), dctx = upload(ctx_len), dslots = upload(slots), dpos = upload(pos),
-             dfreq = upload(inv_freq);
+        auto dres = upload(resid), dxn = upload(xn), dq = upload(qbuf), dqcat = upload(qcat), docat = upload(ocat),
+             dattn = upload(attn), dcache = upload(cache), dtab = upload(tables), dqs = upload(q_start),
+             dctx = upload(ctx_len), dslots = upload(slots), dpos = upload(pos);
         auto at = [&](const void* base, int64_t el) { return static_cast<uint8_t*>(const_cast<void*>(base)) + dtype_bytes(act(), el); };
         // The Params over a set of buffers (device, or the host copies for the reference).
         struct Bufs {
@@ -849,6 +851,7 @@ void OpCases::mla_attention() {
                         dslots.get(), dpos.get(), dfreq.get()})
           EXPECT_TRUE(g->check_guards(what));
       }
+  }
 }
 
 }  // namespace frugal::testing
