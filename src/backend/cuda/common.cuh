@@ -107,6 +107,17 @@ __device__ __forceinline__ uint4 load_stream16(const void* ptr) {
   return v;
 }
 
+// The 8 bf16 values of a 16-byte vector as floats, in order.
+__device__ __forceinline__ void unpack_bf16x8(const uint4& u, float f[8]) {
+  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float2 x = __bfloat1622float2(h[e]);
+    f[2 * e] = x.x;
+    f[2 * e + 1] = x.y;
+  }
+}
+
 // sum_q a[q] * b[q] over 8 bf16 pairs in f32, in q order (one fma chain).
 __device__ __forceinline__ float dot_bf16x8(uint4 a, uint4 b) {
   const auto* a2 = reinterpret_cast<const __nv_bfloat162*>(&a);

@@ -188,16 +188,6 @@ __global__ void fill_uniform_kernel(void* dst, DType t, int64_t n, uint64_t seed
 }
 
 // ---- bf16 paths: 8 elements (16 bytes) per access ----
-__device__ __forceinline__ void unpack8(const uint4& u, float f[8]) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const float2 x = __bfloat1622float2(h[e]);
-    f[2 * e] = x.x;
-    f[2 * e + 1] = x.y;
-  }
-}
-
 __device__ __forceinline__ uint4 pack8(const float f[8]) {
   uint4 u;
   __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
@@ -239,10 +229,10 @@ __global__ void rms_norm_bf16_kernel(ops::RmsNormParams p, SplitArg<kSplit> sy) 
       split_y8(sy, r, static_cast<int64_t>(idx) * 8, v[k]);
       *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(sy.mm.y) + r * sy.mm.ld_y + idx * 8) = pack8(v[k]);
     } else {
-      unpack8(*reinterpret_cast<const uint4*>(x + idx * 8), v[k]);
+      unpack_bf16x8(*reinterpret_cast<const uint4*>(x + idx * 8), v[k]);
       if (p.residual) {
         float rv[8];
-        unpack8(*reinterpret_cast<const uint4*>(res + idx * 8), rv);
+        unpack_bf16x8(*reinterpret_cast<const uint4*>(res + idx * 8), rv);
 #pragma unroll
         for (int e = 0; e < 8; ++e) v[k][e] = __bfloat162float(__float2bfloat16(v[k][e] + rv[e]));
         *reinterpret_cast<uint4*>(res + idx * 8) = pack8(v[k]);
@@ -259,7 +249,7 @@ __global__ void rms_norm_bf16_kernel(ops::RmsNormParams p, SplitArg<kSplit> sy) 
     const int idx = threadIdx.x + k * blockDim.x;
     if (idx >= nvec) continue;
     float wf[8], o[8];
-    unpack8(wraw[k], wf);
+    unpack_bf16x8(wraw[k], wf);
 #pragma unroll
     for (int e = 0; e < 8; ++e) o[e] = v[k][e] * inv * wf[e];
     *reinterpret_cast<uint4*>(y + idx * 8) = pack8(o);
@@ -314,8 +304,8 @@ __global__ void silu_mul_bf16_kernel(ops::SiluMulParams p) {
   const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (v * 8 >= p.dim) return;
   float g[8], u[8], o[8];
-  unpack8(*reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.gate) + t * p.ld_gate + v * 8), g);
-  unpack8(*reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.up) + t * p.ld_up + v * 8), u);
+  unpack_bf16x8(*reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.gate) + t * p.ld_gate + v * 8), g);
+  unpack_bf16x8(*reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.up) + t * p.ld_up + v * 8), u);
 #pragma unroll
   for (int e = 0; e < 8; ++e) o[e] = silu_mul_f(g[e], u[e]);
   *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.out) + t * p.ld_out + v * 8) = pack8(o);

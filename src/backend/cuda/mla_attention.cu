@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
     float ss = 0.f;
     for (int64_t i = tid * 8; i < hidden; i += kThreads * 8) {
       float v[8];
-      mla_unpack8(*reinterpret_cast<const uint4*>(x + i), v);
+      unpack_bf16x8(*reinterpret_cast<const uint4*>(x + i), v);
 #pragma unroll
       for (int e = 0; e < 8; ++e) ss += v[e] * v[e];
     }
@@ -160,8 +160,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
     const float inv = rsqrtf(ss / static_cast<float>(hidden) + n.eps);
     for (int64_t i = tid * 8; i < hidden; i += kThreads * 8) {
       float v[8], w[8];
-      mla_unpack8(*reinterpret_cast<const uint4*>(x + i), v);
-      mla_unpack8(*reinterpret_cast<const uint4*>(bf(n.weight) + i), w);
+      unpack_bf16x8(*reinterpret_cast<const uint4*>(x + i), v);
+      unpack_bf16x8(*reinterpret_cast<const uint4*>(bf(n.weight) + i), w);
 #pragma unroll
       for (int e = 0; e < 8; e += 2)
         mla_store2(xn_s + i + e, make_float2(v[e] * inv * w[e], v[e + 1] * inv * w[e + 1]));

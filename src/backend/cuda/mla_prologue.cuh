@@ -39,16 +39,6 @@ __device__ __forceinline__ void mla_store2(__nv_bfloat16* p, float2 v) {
   *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(v.x, v.y);
 }
 __device__ __forceinline__ float2 mla_round2(float2 v) { return __bfloat1622float2(__floats2bfloat162_rn(v.x, v.y)); }
-__device__ __forceinline__ void mla_unpack8(const uint4& u, float f[8]) {
-  const auto* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const float2 x = __bfloat1622float2(h[e]);
-    f[2 * e] = x.x;
-    f[2 * e + 1] = x.y;
-  }
-}
-
 // Token tok's cos / sin (times attention_factor) into sc[0, half) / sc[half, 2 half), by the block.
 __device__ __forceinline__ void mla_prologue_table(const ops::RopeParams& r, int64_t tok, float* sc) {
   const int half = r.rotary_dim / 2;
@@ -114,7 +104,7 @@ __device__ __forceinline__ void mla_prologue_token(const ops::MlaKvPrologueParam
   float v[8] = {};
   float ss = 0.f;
   if (tid < nvec) {
-    mla_unpack8(__ldcg(reinterpret_cast<const uint4*>(row + tid * 8)), v);
+    unpack_bf16x8(__ldcg(reinterpret_cast<const uint4*>(row + tid * 8)), v);
 #pragma unroll
     for (int e = 0; e < 8; ++e) ss += v[e] * v[e];
   }
@@ -135,7 +125,7 @@ __device__ __forceinline__ void mla_prologue_token(const ops::MlaKvPrologueParam
   if (tid < nvec) {
     const float inv = rsqrtf(ss / static_cast<float>(n.dim) + n.eps);
     float wf[8];
-    mla_unpack8(wraw, wf);
+    unpack_bf16x8(wraw, wf);
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const float2 o = mla_round2(make_float2(v[2 * q] * inv * wf[2 * q], v[2 * q + 1] * inv * wf[2 * q + 1]));

@@ -25,16 +25,6 @@ struct RowNorm {
 };
 constexpr int kNormMaxVec = 512;  // dim <= 4096
 
-__device__ __forceinline__ void norm_unpack8(uint4 v, float (&f)[8]) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 t = __bfloat1622float2(h[i]);
-    f[2 * i] = t.x;
-    f[2 * i + 1] = t.y;
-  }
-}
-
 __device__ __forceinline__ uint4 norm_pack8(const float (&f)[8]) {
   uint4 u;
   __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
@@ -62,7 +52,7 @@ __device__ __forceinline__ void norm_prologue(const RowNorm& nrm, uint4* xs, flo
       const uint4 v = __ldg(reinterpret_cast<const uint4*>(nrm.x + vt * 8));
       xs[vt] = v;
       float f[8];
-      norm_unpack8(v, f);
+      unpack_bf16x8(v, f);
 #pragma unroll
       for (int e = 0; e < 8; ++e) ss[j] += f[e] * f[e];
     }
@@ -81,8 +71,8 @@ __device__ __forceinline__ void norm_prologue(const RowNorm& nrm, uint4* xs, flo
     const int vt = tid + kThreads * j;
     if (vt >= nvec) continue;
     float f[8], wf[8], o[8];
-    norm_unpack8(xs[vt], f);
-    norm_unpack8(__ldg(reinterpret_cast<const uint4*>(nrm.w + vt * 8)), wf);
+    unpack_bf16x8(xs[vt], f);
+    unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(nrm.w + vt * 8)), wf);
 #pragma unroll
     for (int e = 0; e < 8; ++e) o[e] = f[e] * inv * wf[e];
     const uint4 packed = norm_pack8(o);
