@@ -10,12 +10,13 @@
 //   1. xn = rms_norm(residual) (every block, the 4 KB row), then the block's q / kv_a rows from
 //      shared memory into [q | c | k_pe];                                                barrier
 //   2. the last block: the latent prologue (mla_prologue.cuh: c normalized, k_pe rotated, the
-//      row into the cache); every block: its rows of [q_abs | q_pe] = W_abs[h] q[h], with its own
-//      copy of each q head's q_pe rotated (q is scratch);                                 barrier
+//      row into the cache) and no W_abs rows; every other block: its rows of [q_abs | q_pe] =
+//      W_abs[h] q[h], kAbsRows a warp at once (one round trip for them all), with its own copy
+//      of each q head's q_pe rotated (q is scratch);                                      barrier
 //   3. attention in the latent space: (head, split of the context) units over the blocks, keys in
 //      tiles of 32 gathered through the block table, an online softmax, f32 partials;     barrier
-//   4. each block merges the splits of its heads (into bf16, as the combine kernel stores them)
-//      and runs its rows of W_UV;                                                         barrier
+//   4. each block merges the splits of its heads (into bf16, as the combine kernel stores them;
+//      kMergeBatch split loads in flight) and runs its rows of W_UV, kUvRows a warp at once; barrier
 //   5. the block's o rows from shared memory, added into the residual stream.
 // The barrier is one 64-bit counter the backend zeroes once: each block adds 1 and waits until
 // the counter reaches the next multiple of the grid size, so it never needs resetting (graph
@@ -24,8 +25,10 @@
 // Data other blocks wrote is read through L2 (__ldcg). Arithmetic: f32 sums of bf16 products,
 // results rounded to bf16 where the sequence stores them, so the results are within rounding of
 // the sequence (not its bits: the sums run in another order); CudaFused.MlaAttention* checks it.
-// Opt-in (FRUGAL_FUSE_MLA_ATTN=1): as written it measured 10.8% slower than the sequence on V2-Lite
-// batch 1 (H100); docs/perf/2026-12-07-session57.md says where its time goes. While on, a lone
+// Opt-in (FRUGAL_FUSE_MLA_ATTN=1): on V2-Lite batch 1 (H100) it measured 10.8% slower than the
+// sequence as first written, and 6.0% slower with the rows and split loads in flight
+// (docs/perf/2026-12-07-session58.md says where its time goes). FRUGAL_MLA_ATTN_EARLY=0 issues
+// the weight copies after the PDL wait instead (measured 2.7% slower again). While on, a lone
 // decode token rounds differently from the same token in a larger step (not batch invariant).
 #include <cuda_bf16.h>
 
@@ -45,6 +48,9 @@ constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int kTileKeys = 32;     // attention keys a tile
 constexpr int kMaxSplits = 64;
 constexpr int kMaxLat = 1024;     // latent row width limit (V2 / V3: 576)
+constexpr int kAbsRows = 8;       // W_abs rows a warp at once
+constexpr int kUvRows = 2;        // W_UV rows a warp at once
+constexpr int kMergeBatch = 8;    // split loads in flight in the merge
 
 struct MlaAttnArgs {
   ops::MlaAttentionParams p;
@@ -55,6 +61,7 @@ struct MlaAttnArgs {
   int32_t uv_rows;      // W_UV rows (of H x vdim) a block
   int32_t nope;         // q's non-rotated width (rope.q - q row)
   int64_t region_a;     // bytes of shared memory the q / kv_a rows and then every step's scratch take
+  int32_t early;        // 1: the weight copies before the PDL wait (FRUGAL_MLA_ATTN_EARLY, default 1)
   float* partials;      // [H][splits][rank] f32, then [H][splits] (m, l)
   unsigned long long* sync;
 };
@@ -91,6 +98,27 @@ __device__ __forceinline__ float warp_dot(const __nv_bfloat16* w, const __nv_bfl
   return warp_sum(d);
 }
 
+// One warp: kR rows of w (row i at w0 + i * row_stride, k bf16 each, global memory, rows past n
+// skipped) against x (shared memory); each lane issues its chunk of every row before it uses
+// any, so the kR rows are one round trip, not kR. Row i's sum lands in every lane's out[i].
+template <int kR>
+__device__ __forceinline__ void warp_dot_rows(const __nv_bfloat16* w0, int64_t row_stride, int n, const __nv_bfloat16* x,
+                                              int64_t k, float (&out)[kR]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < kR; ++i) out[i] = 0.f;
+  for (int64_t j = lane * 8; j < k; j += 256) {
+    uint4 wv[kR];
+#pragma unroll
+    for (int i = 0; i < kR; ++i) wv[i] = i < n ? load_stream16(w0 + i * row_stride + j) : make_uint4(0, 0, 0, 0);
+    const uint4 xv = *reinterpret_cast<const uint4*>(x + j);
+#pragma unroll
+    for (int i = 0; i < kR; ++i) out[i] += dot_bf16x8(wv[i], xv);
+  }
+#pragma unroll
+  for (int i = 0; i < kR; ++i) out[i] = warp_sum(out[i]);
+}
+
 __device__ __forceinline__ __nv_bfloat16* bf(void* p) { return static_cast<__nv_bfloat16*>(p); }
 __device__ __forceinline__ const __nv_bfloat16* bf(const void* p) { return static_cast<const __nv_bfloat16*>(p); }
 
@@ -121,7 +149,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
   const int64_t q0 = b * a.q_rows, q1 = min(qm.n, q0 + a.q_rows);
   const int64_t o0 = b * a.o_rows, o1 = min(om.n, o0 + a.o_rows);
 
-  // Weights first: they depend on no kernel.
+  // Weights first: they depend on no kernel (a.early; else after the PDL wait, so the copy does
+  // not share DRAM with a bandwidth-bound kernel before this one).
+  if (!a.early) pdl_wait();
   {
     const auto* src = static_cast<const char*>(qm.w.data) + q0 * hidden * 2;
     const int64_t bytes = (q1 > q0 ? q1 - q0 : 0) * hidden * 2;
@@ -133,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
     cp_async_commit();
     // This block's W_abs rows (flattened over heads: row h * lat + r) and W_UV rows, into L2.
     if (tid < 32) {
-      const int64_t r0 = b * a.abs_rows, r1 = min(int64_t{H} * lat, r0 + a.abs_rows);
+      const int64_t r0 = b < G - 1 ? b * a.abs_rows : int64_t{H} * lat, r1 = min(int64_t{H} * lat, r0 + a.abs_rows);
       for (int64_t r = r0 + lane; r < r1; r += 32)
         prefetch_l2_lines(bf(ab.w) + (r / lat) * ab.stride_w + (r % lat) * ab.k, static_cast<uint32_t>(ab.k * 2));
     } else if (tid < 64) {
@@ -143,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
     }
   }
   const uint4 kvn_w = b == G - 1 ? mla_prologue_weight(p.prologue.norm) : make_uint4(0, 0, 0, 0);
-  pdl_wait();
+  if (a.early) pdl_wait();
 
   // ---- 1. xn = rms_norm(residual); the block's q / kv_a rows ----
   {
@@ -184,7 +214,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
     mla_prologue_table(r, 0, sc);
     __syncthreads();
     if (b == G - 1) mla_prologue_token(p.prologue, 0, 0, kvn_w, sc, red);
-    const int64_t r0 = b * a.abs_rows, r1 = min(int64_t{H} * lat, r0 + a.abs_rows);
+    // The last block runs the prologue and takes no W_abs rows (the plan spreads them over G - 1).
+    const int64_t r0 = b < G - 1 ? b * a.abs_rows : int64_t{H} * lat, r1 = min(int64_t{H} * lat, r0 + a.abs_rows);
     int64_t row = r0;
     while (row < r1) {  // the rows of one head at a time
       const int h = static_cast<int>(row / lat);
@@ -197,9 +228,14 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
       for (int j = tid; j < per; j += kThreads)
         mla_rope_item<false>(qh + a.nope, j, half, r.interleaved, sc, [](int, float2) {});
       __syncthreads();
-      for (int64_t rr = row + warp; rr < end; rr += kWarps) {
-        const float d = warp_dot<true>(bf(ab.w) + int64_t{h} * ab.stride_w + (rr - int64_t{h} * lat) * ab.k, qh, ab.k);
-        if (lane == 0) bf(ab.y)[int64_t{h} * ab.stride_y + (rr - int64_t{h} * lat)] = __float2bfloat16(d);
+      // kAbsRows rows a warp at once (V2-Lite: ~70 rows a block, 9 a warp: 2 round trips, not 9).
+      for (int64_t rr = row + int64_t{warp} * kAbsRows; rr < end; rr += int64_t{kWarps} * kAbsRows) {
+        float d[kAbsRows];
+        const int n = static_cast<int>(min(int64_t{kAbsRows}, end - rr));
+        warp_dot_rows<kAbsRows>(bf(ab.w) + int64_t{h} * ab.stride_w + (rr - int64_t{h} * lat) * ab.k, ab.k, n, qh, ab.k, d);
+#pragma unroll
+        for (int i = 0; i < kAbsRows; ++i)
+          if (lane == 0 && i < n) bf(ab.y)[int64_t{h} * ab.stride_y + (rr + i - int64_t{h} * lat)] = __float2bfloat16(d[i]);
       }
       row = end;
     }
@@ -292,17 +328,29 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
         if (lane == 0) wt[kMaxSplits] = l > 0.f ? 1.f / l : 0.f;
       }
       __syncthreads();
+      // kMergeBatch splits' loads in flight before their sums (in split order, as before).
       for (int d = tid; d < rank; d += kThreads) {
         float v = 0.f;
-        for (int s = 0; s < S; ++s)
-          if (wt[s] != 0.f) v = fmaf(__ldcg(a.partials + (int64_t{h} * S + s) * rank + d), wt[s], v);
+        for (int s0 = 0; s0 < S; s0 += kMergeBatch) {
+          float x[kMergeBatch];
+#pragma unroll
+          for (int i = 0; i < kMergeBatch; ++i)
+            x[i] = s0 + i < S && wt[s0 + i] != 0.f ? __ldcg(a.partials + (int64_t{h} * S + s0 + i) * rank + d) : 0.f;
+#pragma unroll
+          for (int i = 0; i < kMergeBatch; ++i)
+            if (s0 + i < S && wt[s0 + i] != 0.f) v = fmaf(x[i], wt[s0 + i], v);
+        }
         ol[d] = __float2bfloat16(v * wt[kMaxSplits]);
       }
       __syncthreads();
-      for (int64_t rr = row + warp; rr < end; rr += kWarps) {
+      for (int64_t rr = row + int64_t{warp} * kUvRows; rr < end; rr += int64_t{kWarps} * kUvRows) {
         const int64_t dv = rr - int64_t{h} * vdim;
-        const float d = warp_dot<true>(bf(uv.w) + int64_t{h} * uv.stride_w + dv * uv.k, ol, uv.k);
-        if (lane == 0) bf(uv.y)[int64_t{h} * uv.stride_y + dv] = __float2bfloat16(d);
+        float d[kUvRows];
+        const int n = static_cast<int>(min(int64_t{kUvRows}, end - rr));
+        warp_dot_rows<kUvRows>(bf(uv.w) + int64_t{h} * uv.stride_w + dv * uv.k, uv.k, n, ol, uv.k, d);
+#pragma unroll
+        for (int i = 0; i < kUvRows; ++i)
+          if (lane == 0 && i < n) bf(uv.y)[int64_t{h} * uv.stride_y + dv + i] = __float2bfloat16(d[i]);
       }
       row = end;
     }
@@ -335,6 +383,15 @@ const uint8_t* bytes_at(const void* p, int64_t elems) { return static_cast<const
 // -1: unset (read FRUGAL_FUSE_MLA_ATTN on first use), 0 off, 1 on.
 int g_mla_attention_mode = -1;
 size_t g_mla_attention_smem = 0;  // the kernel's dynamic shared-memory limit (prepare_mla_attention)
+
+// The weight copies before the PDL wait unless FRUGAL_MLA_ATTN_EARLY=0 (read once).
+bool mla_attention_early() {
+  static const bool early = [] {
+    const char* e = std::getenv("FRUGAL_MLA_ATTN_EARLY");
+    return !(e != nullptr && std::strcmp(e, "0") == 0);
+  }();
+  return early;
+}
 
 }  // namespace
 
@@ -401,7 +458,7 @@ MlaAttentionPlan plan_mla_attention(const ops::MlaAttentionParams& p, int n_sms,
   if (!flow || !shapes) return plan;
   const int64_t G = n_sms;
   const int64_t q_rows = ceil_div(qm.n, G), o_rows = ceil_div(om.n, G);
-  const int64_t abs_rows = ceil_div(H * lat, G), uv_rows = ceil_div(H * vdim, G);
+  const int64_t abs_rows = ceil_div(H * lat, G - 1), uv_rows = ceil_div(H * vdim, G);  // the last block: the prologue
   // Region A: the q / kv_a rows, then the scratch of steps 2-5 (its largest).
   int64_t region_a = q_rows * hidden * 2;
   const int64_t step2 = 4 * kMaxLat + 2 * qk, step3 = 2 * kMaxLat + 4 * kTileKeys + 2 * kTileKeys * lat,
@@ -435,7 +492,7 @@ cudaError_t launch_mla_attention(const ops::MlaAttentionParams& p, const MlaAtte
   if (plan.smem > g_mla_attention_smem) return cudaErrorInvalidValue;  // prepare_mla_attention raised less
   const MlaAttnArgs a{.p = p, .splits = plan.splits, .q_rows = plan.q_rows, .o_rows = plan.o_rows,
                       .abs_rows = plan.abs_rows, .uv_rows = plan.uv_rows, .nope = plan.nope, .region_a = plan.region_a,
-                      .partials = static_cast<float*>(partials), .sync = sync};
+                      .early = mla_attention_early() ? 1 : 0, .partials = static_cast<float*>(partials), .sync = sync};
   return launch_kernel(mla_attention_kernel, dim3(static_cast<unsigned>(plan.grid)), kThreads, plan.smem, stream, a);
 }
 
