@@ -341,6 +341,52 @@ TEST(CudaFused, MlaAttentionPersistentKernelWithinRoundingOfSequence) {
     EXPECT_EQ(moved, 0) << what << ": cache values outside the token's row changed";
     EXPECT_TRUE(fused == again) << what << ": a second launch gave other bits";
     EXPECT_TRUE(fused == graph) << what << ": the graph replays gave other bits";
+
+    // The diagnostic stamps (kernels.h, launch_mla_attention): the stamped instance gives the same
+    // bits; one eager launch and two graph replays leave three launches, each block's stamps in
+    // order, and no block leaves a barrier before the last block arrives at it.
+    const int G = backend()->n_sms();
+    ASSERT_TRUE(backend()->set_mla_attention_stamps(4).is_ok()) << what;
+    set_mla_attention_enabled(true);
+    const auto stamped = run(true, 0), stamped_graph = run(true, 2);
+    set_mla_attention_enabled(was);
+    EXPECT_TRUE(stamped == fused) << what << ": the stamped kernel gave other bits";
+    EXPECT_TRUE(stamped_graph == fused) << what << ": the stamped graph replays gave other bits";
+    auto st = backend()->mla_attention_stamps();
+    ASSERT_TRUE(st.is_ok()) << what;
+    ASSERT_TRUE(backend()->set_mla_attention_stamps(0).is_ok()) << what;
+    std::vector<unsigned long long> launches;
+    for (int slot = 0; slot < 4; ++slot) {
+      const unsigned long long* s0 = st->data() + static_cast<size_t>(slot) * G * kMlaAttnStamps;
+      if (s0[0] == 0) continue;  // never written
+      launches.push_back(s0[11]);
+      for (int b = 0; b < G; ++b) {
+        const unsigned long long* sb = s0 + static_cast<size_t>(b) * kMlaAttnStamps;
+        EXPECT_EQ(sb[11], s0[11]) << what << " block " << b << ": another launch's stamps in the slot";
+        EXPECT_EQ(sb[11] % 4, static_cast<unsigned long long>(slot)) << what << " block " << b;
+        for (int i = 1; i <= 10; ++i) EXPECT_LE(sb[i - 1], sb[i]) << what << " block " << b << " stamp " << i;
+      }
+      for (int k = 0; k < 4; ++k) {
+        unsigned long long last_arrival = 0, first_leaving = ~0ull;
+        for (int b = 0; b < G; ++b) {
+          last_arrival = std::max(last_arrival, s0[static_cast<size_t>(b) * kMlaAttnStamps + 2 + 2 * k]);
+          first_leaving = std::min(first_leaving, s0[static_cast<size_t>(b) * kMlaAttnStamps + 3 + 2 * k]);
+        }
+        EXPECT_LE(last_arrival, first_leaving) << what << ": a block left barrier " << k + 1 << " before the last arrived";
+      }
+    }
+    ASSERT_EQ(launches.size(), 3u) << what;
+    std::sort(launches.begin(), launches.end());
+    EXPECT_EQ(launches[1], launches[0] + 1) << what;
+    EXPECT_EQ(launches[2], launches[0] + 2) << what;
+    const MlaAttnStampSummary m = summarize_mla_attention_stamps(st->data(), 4, G);
+    EXPECT_EQ(m.launches, 3) << what;
+    double steps = 0;
+    for (int k = 0; k < 5; ++k) steps += m.step[k] + (k < 4 ? m.barrier[k] : 0.0);
+    EXPECT_GT(m.after_wait, 0.0) << what;
+    EXPECT_NEAR(steps, m.after_wait, 1e-6 + 0.5 * m.after_wait) << what << ": the steps and barriers make up the time after the wait";
+    std::printf("%s: after the wait %.2f us (steps %.2f / %.2f / %.2f / %.2f / %.2f us; timer step %.0f ns)\n", what.c_str(),
+                m.after_wait, m.step[0], m.step[1], m.step[2], m.step[3], m.step[4], m.tick_ns);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -88,6 +89,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(b->route_counter_, 0, sizeof(uint32_t)), "route counter zero"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&b->grid_sync_, sizeof(unsigned long long)), "grid barrier alloc"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(b->grid_sync_, 0, sizeof(unsigned long long)), "grid barrier zero"));
+  if (const char* e = std::getenv("FRUGAL_MLA_ATTN_STAMPS"); e != nullptr && std::atoi(e) > 0) {
+    FRUGAL_RETURN_IF_ERROR(b->set_mla_attention_stamps(std::atoi(e)));
+    b->mla_stamps_report_ = true;
+  }
   FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_quant_gemm(), "quantized GEMM setup"));
   FRUGAL_RETURN_IF_ERROR(cuda_status(prepare_moe_experts(), "MoE expert GEMM setup"));
   return b;
@@ -95,6 +100,24 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
 
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
+  if (mla_stamps_report_) {
+    auto st = mla_attention_stamps();
+    if (st.is_ok()) {
+      const MlaAttnStampSummary m = summarize_mla_attention_stamps(st->data(), mla_stamp_slots_, n_sms_);
+      std::fprintf(stderr,
+                   "mla_attention stamps: %d launches of %d blocks (medians in us; timer step %.0f ns)\n"
+                   "  block starts spread %.2f, PDL wait %.2f, after the wait %.2f\n",
+                   m.launches, n_sms_, m.tick_ns, m.start_spread, m.wait, m.after_wait);
+      for (int k = 0; k < 5; ++k) {
+        std::fprintf(stderr, "  step %d %.2f (arrivals spread %.2f)", k + 1, m.step[k], m.spread[k]);
+        if (k < 4) std::fprintf(stderr, ", barrier %d %.2f", k + 1, m.barrier[k]);
+        std::fprintf(stderr, "\n");
+      }
+    } else {
+      std::fprintf(stderr, "mla_attention stamps: %s\n", st.status().to_string().c_str());
+    }
+  }
+  if (mla_stamps_) cudaFree(mla_stamps_);
   graphs_.reset();
   lt_.reset();
   if (scratch_) cudaFree(scratch_);
@@ -661,9 +684,34 @@ Status CudaBackend::mla_attention(const ops::MlaAttentionParams& p) {
   FRUGAL_RETURN_IF_ERROR(check_rope(p.prologue.rope));
   FRUGAL_RETURN_IF_ERROR(check_kv_write(p.prologue.kv));
   FRUGAL_ASSIGN_OR_RETURN(void* partials, scratch(plan.scratch_bytes));
-  FRUGAL_RETURN_IF_ERROR(check_launch(launch_mla_attention(p, plan, partials, grid_sync_, stream_), "mla_attention"));
+  FRUGAL_RETURN_IF_ERROR(check_launch(
+      launch_mla_attention(p, plan, partials, grid_sync_, stream_, mla_stamps_, mla_stamp_slots_), "mla_attention"));
   ++fused_mla_attention_calls_;
   return Status::ok();
+}
+
+Status CudaBackend::set_mla_attention_stamps(int slots) {
+  if (slots < 0 || slots > (1 << 20)) return invalid_argument("mla_attention stamps: slots out of range (0..2^20)");
+  FRUGAL_RETURN_IF_ERROR(synchronize());
+  if (mla_stamps_) cudaFree(mla_stamps_);
+  mla_stamps_ = nullptr;
+  mla_stamp_slots_ = 0;
+  if (slots == 0) return Status::ok();
+  const size_t bytes = sizeof(unsigned long long) * kMlaAttnStamps * static_cast<size_t>(slots) * n_sms_;
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMalloc(&mla_stamps_, bytes), "mla_attention stamps alloc"));
+  FRUGAL_RETURN_IF_ERROR(cuda_status(cudaMemset(mla_stamps_, 0, bytes), "mla_attention stamps zero"));
+  mla_stamp_slots_ = slots;
+  return Status::ok();
+}
+
+Result<std::vector<unsigned long long>> CudaBackend::mla_attention_stamps() {
+  std::vector<unsigned long long> out(static_cast<size_t>(kMlaAttnStamps) * mla_stamp_slots_ * n_sms_);
+  if (out.empty()) return out;
+  FRUGAL_RETURN_IF_ERROR(synchronize());
+  FRUGAL_RETURN_IF_ERROR(cuda_status(
+      cudaMemcpy(out.data(), mla_stamps_, out.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost),
+      "mla_attention stamps read"));
+  return out;
 }
 
 // One new token per sequence (decode) goes to the split-KV kernel, anything else to the

@@ -13,6 +13,7 @@
 #include <memory>
 #include <tuple>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/sampling.h"
@@ -129,6 +130,14 @@ class CudaBackend final : public ops::Backend {
   // mla_attention as one persistent kernel (kernels.h, plan_mla_attention; off unless
   // FRUGAL_FUSE_MLA_ATTN=1 or set_mla_attention_enabled(true), process-wide).
   int64_t fused_mla_attention_calls() const { return fused_mla_attention_calls_; }
+  // The persistent MLA kernel's step stamps (a diagnostic; kernels.h, launch_mla_attention):
+  // launches after this call (and graphs captured after it) write their %globaltimer stamps into
+  // a ring of `slots` launches; 0 turns them off. FRUGAL_MLA_ATTN_STAMPS=<slots> turns them on at
+  // creation and prints summarize_mla_attention_stamps' medians to stderr when the backend goes.
+  Status set_mla_attention_stamps(int slots);
+  // The ring as the kernel wrote it ([slots][n_sms()][kMlaAttnStamps]; synchronizes the stream).
+  Result<std::vector<unsigned long long>> mla_attention_stamps();
+  int mla_attention_stamp_slots() const { return mla_stamp_slots_; }
   // The split GEMM's epilogues: where a quantized matmul runs the slab GEMM in more than one k
   // slice, matmul_rms_norm's norm, matmul_silu_mul's silu_mul and matmul_rope_kv_write's RoPE and
   // cache write add its f32 partials themselves (split_rms_norm / split_silu_mul /
@@ -215,6 +224,9 @@ class CudaBackend final : public ops::Backend {
   int64_t fused_mla_attention_calls_ = 0;
   size_t max_smem_optin_ = 0;  // a block's dynamic shared memory limit
   unsigned long long* grid_sync_ = nullptr;  // the persistent MLA kernel's barrier counter (never reset)
+  unsigned long long* mla_stamps_ = nullptr;  // set_mla_attention_stamps' ring, or nullptr
+  int mla_stamp_slots_ = 0;
+  bool mla_stamps_report_ = false;  // FRUGAL_MLA_ATTN_STAMPS: the summary to stderr at destruction
   bool fuse_split_ = true;
   int64_t fused_split_calls_ = 0;
   int route_mode_ = 0;  // set_route_mode

@@ -179,8 +179,29 @@ void set_mla_attention_enabled(bool on);
 // creation); plans need at most that.
 cudaError_t prepare_mla_attention(size_t max_smem);
 MlaAttentionPlan plan_mla_attention(const ops::MlaAttentionParams& p, int n_sms, size_t max_smem);
+// stamps (a diagnostic; nullptr: none): [stamp_slots][plan.grid][kMlaAttnStamps] u64, where each
+// launch's thread 0 of every block writes %globaltimer (ns) at: 0 its start, 1 the PDL wait's end,
+// 2 / 3 the first barrier's arrival (the block's slowest warp done) / leaving, 4 / 5, 6 / 7, 8 / 9
+// the other three, 10 its end; 11 holds the launch's index (from `sync`: launches numbered from
+// the counter's zero), and the launch goes to slot index % stamp_slots.
+constexpr int kMlaAttnStamps = 12;
 cudaError_t launch_mla_attention(const ops::MlaAttentionParams& p, const MlaAttentionPlan& plan, void* partials,
-                                 unsigned long long* sync, cudaStream_t stream);
+                                 unsigned long long* sync, cudaStream_t stream, unsigned long long* stamps = nullptr,
+                                 int stamp_slots = 0);
+// The steps of the launches in `stamps` (as above, read back; grid blocks a launch; slots whose 11th
+// stamps disagree between blocks or were never written, all zero, are left out), medians over the
+// launches in microseconds. Each step runs from the previous barrier's release (the last block to
+// leave it; the PDL wait's end of the last block for step 1) to the last block's arrival at its
+// own barrier; `spread` is the last arrival less the first; `barrier` the last leaving less the
+// last arrival. Step 5 ends at the last block's end.
+struct MlaAttnStampSummary {
+  int launches = 0;
+  double start_spread = 0, wait = 0;  // the blocks' starts (last - first); the last PDL wait's end less the first start
+  double step[5] = {}, spread[5] = {}, barrier[4] = {};
+  double after_wait = 0;              // the last PDL wait's end to the last block's end
+  double tick_ns = 0;                 // the smallest nonzero difference seen between two stamps (the timer's step, at most)
+};
+MlaAttnStampSummary summarize_mla_attention_stamps(const unsigned long long* stamps, int stamp_slots, int grid);
 // The MLA kernel's tensor-core variant (mma.sync, head_dim 576, bf16): mla_decode_splits /
 // launch_mla_decode take it whenever mla_decode_mma_applies(p); on unless FRUGAL_MLA_MMA=0 or
 // set_mla_mma_enabled(false) (the CUDA-core kernel stays the A/B baseline for tests and benchmarks).

@@ -30,11 +30,16 @@
 // (docs/perf/2026-12-07-session58.md says where its time goes). FRUGAL_MLA_ATTN_EARLY=0 issues
 // the weight copies after the PDL wait instead (measured 2.7% slower again). While on, a lone
 // decode token rounds differently from the same token in a larger step (not batch invariant).
+// A diagnostic instance (launch_mla_attention's stamps; FRUGAL_MLA_ATTN_STAMPS in the backend)
+// has thread 0 of each block stamp %globaltimer at its start, the PDL wait's end, each barrier's
+// arrival and leaving and its end, to split the time after the wait between the steps.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
@@ -51,6 +56,7 @@ constexpr int kMaxLat = 1024;     // latent row width limit (V2 / V3: 576)
 constexpr int kAbsRows = 8;       // W_abs rows a warp at once
 constexpr int kUvRows = 2;        // W_UV rows a warp at once
 constexpr int kMergeBatch = 8;    // split loads in flight in the merge
+static_assert(kMlaAttnStamps == 12, "the stamp layout below");
 
 struct MlaAttnArgs {
   ops::MlaAttentionParams p;
@@ -64,13 +70,25 @@ struct MlaAttnArgs {
   int32_t early;        // 1: the weight copies before the PDL wait (FRUGAL_MLA_ATTN_EARLY, default 1)
   float* partials;      // [H][splits][rank] f32, then [H][splits] (m, l)
   unsigned long long* sync;
+  unsigned long long* stamps;  // nullptr, or [stamp_slots][grid][kMlaAttnStamps] (kernels.h)
+  int32_t stamp_slots;
 };
 
 static_assert(sizeof(MlaAttnArgs) <= 4000, "kernel parameters fit the 4 KB limit");
 
-__device__ __forceinline__ void grid_barrier(unsigned long long* ctr) {
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+// st: nullptr, or where thread 0 stamps the block's arrival (its slowest warp done) and its
+// leaving; target: thread 0's counter value to reach, kept for the stamps' launch index.
+__device__ __forceinline__ void grid_barrier(unsigned long long* ctr, unsigned long long* st = nullptr,
+                                             unsigned long long* target_out = nullptr) {
   __syncthreads();
   if (threadIdx.x == 0) {
+    if (st != nullptr) st[0] = global_ns();
     const unsigned long long n = gridDim.x;
     __threadfence();  // the block's writes (ordered before by the block barrier) are visible device-wide
     const unsigned long long target = (atomicAdd(ctr, 1ull) / n + 1) * n;
@@ -81,6 +99,8 @@ __device__ __forceinline__ void grid_barrier(unsigned long long* ctr) {
       if (++polls == (1u << 26)) __trap();
     } while (v < target);
     __threadfence();
+    if (st != nullptr) st[1] = global_ns();
+    if (target_out != nullptr) *target_out = target;
   }
   __syncthreads();
 }
@@ -128,9 +148,17 @@ __device__ __forceinline__ void copy_in(__nv_bfloat16* dst, const __nv_bfloat16*
     *reinterpret_cast<uint4*>(dst + i) = __ldcg(reinterpret_cast<const uint4*>(src + i));
 }
 
+// kStamps: the diagnostic stamps into a.stamps (a second instance, so the plain one's code is untouched).
+template <bool kStamps>
 __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float red[32];
+  // a.stamps: thread 0's %globaltimer stamps (ns), written out at the end: entry, the PDL wait's
+  // end, each barrier's arrival and leaving, the end; then the launch index.
+  __shared__ unsigned long long st[kMlaAttnStamps];
+  unsigned long long* const stb = kStamps ? st : nullptr;
+  if (stb != nullptr && threadIdx.x == 0) st[0] = global_ns();
+  unsigned long long last_target = 0;  // thread 0's, after the last barrier: 4 (launch + 1) grids
   const ops::MlaAttentionParams& p = a.p;
   const ops::MatmulParams& qm = p.qkv.mm;
   const ops::MatmulParams& om = p.o;
@@ -152,6 +180,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
   // Weights first: they depend on no kernel (a.early; else after the PDL wait, so the copy does
   // not share DRAM with a bandwidth-bound kernel before this one).
   if (!a.early) pdl_wait();
+  if (stb != nullptr && !a.early && threadIdx.x == 0) st[1] = global_ns();
   {
     const auto* src = static_cast<const char*>(qm.w.data) + q0 * hidden * 2;
     const int64_t bytes = (q1 > q0 ? q1 - q0 : 0) * hidden * 2;
@@ -174,6 +203,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
   }
   const uint4 kvn_w = b == G - 1 ? mla_prologue_weight(p.prologue.norm) : make_uint4(0, 0, 0, 0);
   if (a.early) pdl_wait();
+  if (stb != nullptr && a.early && threadIdx.x == 0) st[1] = global_ns();
 
   // ---- 1. xn = rms_norm(residual); the block's q / kv_a rows ----
   {
@@ -203,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
     const float d = warp_dot<false>(wq_s + (r - q0) * hidden, xn_s, hidden);
     if (lane == 0) bf(qm.y)[r] = __float2bfloat16(d);
   }
-  grid_barrier(a.sync);
+  grid_barrier(a.sync, stb ? stb + 2 : nullptr);
 
   // ---- 2. the latent prologue (last block); [q_abs | q_pe] rows ----
   {
@@ -240,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
       row = end;
     }
   }
-  grid_barrier(a.sync);
+  grid_barrier(a.sync, stb ? stb + 4 : nullptr);
 
   // ---- 3. attention: unit (head h, split s) ----
   {
@@ -300,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
       if (tid == 0) part_ml[2 * u] = m_run, part_ml[2 * u + 1] = l_run;  // an empty split: (-inf, 0)
     }
   }
-  grid_barrier(a.sync);
+  grid_barrier(a.sync, stb ? stb + 6 : nullptr);
 
   // ---- 4. each head's splits merged, then the block's W_UV rows ----
   {
@@ -355,7 +385,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
       row = end;
     }
   }
-  grid_barrier(a.sync);
+  grid_barrier(a.sync, stb ? stb + 8 : nullptr, &last_target);
 
   // ---- 5. the block's o rows into the residual stream ----
   {
@@ -370,6 +400,16 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
         if (om.accumulate) d += __bfloat162float(*y);
         *y = __float2bfloat16(d);
       }
+    }
+  }
+  if constexpr (kStamps) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      st[10] = global_ns();
+      const unsigned long long launch = last_target / G / 4 - 1;  // every launch passes 4 barriers of G
+      st[11] = launch;
+      unsigned long long* out = a.stamps + (static_cast<int64_t>(launch % a.stamp_slots) * G + b) * kMlaAttnStamps;
+      for (int i = 0; i < kMlaAttnStamps; ++i) out[i] = st[i];
     }
   }
 }
@@ -397,8 +437,8 @@ bool mla_attention_early() {
 
 bool mla_attention_enabled() {
   if (g_mla_attention_mode < 0) {
-    // Off unless asked for: measured slower end to end (H100, V2-Lite batch 1, 128 / 256: 330.5
-    // tok/s with it against 370.3 with the sequence; docs/perf/2026-12-07-session57.md).
+    // Off unless asked for: measured slower end to end (H100, V2-Lite batch 1, 128 / 256: 347.4
+    // tok/s with it against 369.6 with the sequence; docs/perf/2026-12-07-session58.md).
     const char* e = std::getenv("FRUGAL_FUSE_MLA_ATTN");
     g_mla_attention_mode = (e != nullptr && std::strcmp(e, "1") == 0) ? 1 : 0;
   }
@@ -408,10 +448,12 @@ bool mla_attention_enabled() {
 void set_mla_attention_enabled(bool on) { g_mla_attention_mode = on ? 1 : 0; }
 
 cudaError_t prepare_mla_attention(size_t max_smem) {
-  const cudaError_t err =
-      cudaFuncSetAttribute(mla_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
-  if (err == cudaSuccess) g_mla_attention_smem = max_smem;
-  return err;
+  for (auto* k : {mla_attention_kernel<false>, mla_attention_kernel<true>}) {
+    const cudaError_t err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(max_smem));
+    if (err != cudaSuccess) return err;
+  }
+  g_mla_attention_smem = max_smem;
+  return cudaSuccess;
 }
 
 MlaAttentionPlan plan_mla_attention(const ops::MlaAttentionParams& p, int n_sms, size_t max_smem) {
@@ -488,12 +530,84 @@ MlaAttentionPlan plan_mla_attention(const ops::MlaAttentionParams& p, int n_sms,
 }
 
 cudaError_t launch_mla_attention(const ops::MlaAttentionParams& p, const MlaAttentionPlan& plan, void* partials,
-                                 unsigned long long* sync, cudaStream_t stream) {
+                                 unsigned long long* sync, cudaStream_t stream, unsigned long long* stamps,
+                                 int stamp_slots) {
+  if (stamps != nullptr && stamp_slots < 1) return cudaErrorInvalidValue;
   if (plan.smem > g_mla_attention_smem) return cudaErrorInvalidValue;  // prepare_mla_attention raised less
   const MlaAttnArgs a{.p = p, .splits = plan.splits, .q_rows = plan.q_rows, .o_rows = plan.o_rows,
                       .abs_rows = plan.abs_rows, .uv_rows = plan.uv_rows, .nope = plan.nope, .region_a = plan.region_a,
-                      .early = mla_attention_early() ? 1 : 0, .partials = static_cast<float*>(partials), .sync = sync};
-  return launch_kernel(mla_attention_kernel, dim3(static_cast<unsigned>(plan.grid)), kThreads, plan.smem, stream, a);
+                      .early = mla_attention_early() ? 1 : 0, .partials = static_cast<float*>(partials), .sync = sync,
+                      .stamps = stamps, .stamp_slots = stamp_slots};
+  return launch_kernel(stamps != nullptr ? mla_attention_kernel<true> : mla_attention_kernel<false>,
+                       dim3(static_cast<unsigned>(plan.grid)), kThreads, plan.smem, stream, a);
+}
+
+MlaAttnStampSummary summarize_mla_attention_stamps(const unsigned long long* stamps, int stamp_slots, int grid) {
+  MlaAttnStampSummary out;
+  if (stamps == nullptr || stamp_slots < 1 || grid < 1) return out;
+  constexpr int kFields = 2 + 5 + 5 + 4 + 1;  // start spread, wait, steps, spreads, barriers, after the wait
+  std::vector<std::vector<double>> v(kFields);
+  double tick = 0;
+  for (int slot = 0; slot < stamp_slots; ++slot) {
+    const unsigned long long* s0 = stamps + static_cast<size_t>(slot) * grid * kMlaAttnStamps;
+    bool whole = true;
+    for (int b = 0; b < grid && whole; ++b) {
+      const unsigned long long* s = s0 + static_cast<size_t>(b) * kMlaAttnStamps;
+      whole = s[0] != 0 && s[11] == s0[11];
+      for (int i = 1; i <= 10 && whole; ++i) whole = s[i] >= s[i - 1];
+    }
+    if (!whole) continue;
+    // Per stamp i: the first and last over the blocks.
+    unsigned long long lo[11], hi[11];
+    for (int i = 0; i <= 10; ++i) {
+      lo[i] = ~0ull;
+      hi[i] = 0;
+      for (int b = 0; b < grid; ++b) {
+        const unsigned long long t = s0[static_cast<size_t>(b) * kMlaAttnStamps + i];
+        lo[i] = t < lo[i] ? t : lo[i];
+        hi[i] = t > hi[i] ? t : hi[i];
+      }
+    }
+    std::vector<unsigned long long> all;
+    for (int b = 0; b < grid; ++b) all.insert(all.end(), s0 + static_cast<size_t>(b) * kMlaAttnStamps, s0 + static_cast<size_t>(b) * kMlaAttnStamps + 11);
+    std::sort(all.begin(), all.end());
+    for (size_t i = 1; i < all.size(); ++i) {
+      const double d = static_cast<double>(all[i] - all[i - 1]);
+      if (d > 0 && (tick == 0 || d < tick)) tick = d;
+    }
+    auto us = [](unsigned long long a, unsigned long long b) { return b > a ? static_cast<double>(b - a) / 1e3 : 0.0; };
+    int f = 0;
+    v[f++].push_back(us(lo[0], hi[0]));
+    v[f++].push_back(us(lo[0], hi[1]));
+    // Step k (0-based) runs from release[k] to its barrier's last arrival (stamp 2 + 2k), or to the end.
+    for (int k = 0; k < 5; ++k) {
+      const unsigned long long release = k == 0 ? hi[1] : hi[2 * k + 1];
+      const int arrive = k < 4 ? 2 + 2 * k : 10;
+      v[f++].push_back(us(release, hi[arrive]));
+    }
+    for (int k = 0; k < 5; ++k) {
+      const int arrive = k < 4 ? 2 + 2 * k : 10;
+      v[f++].push_back(us(lo[arrive], hi[arrive]));
+    }
+    for (int k = 0; k < 4; ++k) v[f++].push_back(us(hi[2 + 2 * k], hi[3 + 2 * k]));
+    v[f++].push_back(us(hi[1], hi[10]));
+    ++out.launches;
+  }
+  if (out.launches == 0) return out;
+  auto median = [](std::vector<double>& x) {
+    std::sort(x.begin(), x.end());
+    const size_t n = x.size();
+    return n % 2 == 1 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+  };
+  int f = 0;
+  out.start_spread = median(v[f++]);
+  out.wait = median(v[f++]);
+  for (double& x : out.step) x = median(v[f++]);
+  for (double& x : out.spread) x = median(v[f++]);
+  for (double& x : out.barrier) x = median(v[f++]);
+  out.after_wait = median(v[f++]);
+  out.tick_ns = tick;
+  return out;
 }
 
 }  // namespace frugal::cuda
