@@ -28,7 +28,7 @@
 // Opt-in (FRUGAL_FUSE_MLA_ATTN=1): on V2-Lite batch 1 (H100) it measured 10.8% slower than the
 // sequence as first written, and 6.0% slower with the rows and split loads in flight
 // (docs/perf/2026-12-07-session58.md says where its time goes). FRUGAL_MLA_ATTN_EARLY=0 issues
-// the weight copies after the PDL wait instead (measured 2.7% slower again). While on, a lone
+// the weight copies after the PDL wait instead (measured 2.8% slower again). While on, a lone
 // decode token rounds differently from the same token in a larger step (not batch invariant).
 // A diagnostic instance (launch_mla_attention's stamps; FRUGAL_MLA_ATTN_STAMPS in the backend)
 // has thread 0 of each block stamp %globaltimer at its start, the PDL wait's end, each barrier's
