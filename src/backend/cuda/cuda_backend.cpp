@@ -118,6 +118,7 @@ CudaBackend::~CudaBackend() {
     }
   }
   if (mla_stamps_) cudaFree(mla_stamps_);
+  for (unsigned long long* r : retired_mla_stamps_) cudaFree(r);
   graphs_.reset();
   lt_.reset();
   if (scratch_) cudaFree(scratch_);
@@ -693,7 +694,8 @@ Status CudaBackend::mla_attention(const ops::MlaAttentionParams& p) {
 Status CudaBackend::set_mla_attention_stamps(int slots) {
   if (slots < 0 || slots > (1 << 20)) return invalid_argument("mla_attention stamps: slots out of range (0..2^20)");
   FRUGAL_RETURN_IF_ERROR(synchronize());
-  if (mla_stamps_) cudaFree(mla_stamps_);
+  // Graphs captured while the old ring was on still write into it: it stays until the backend goes.
+  if (mla_stamps_) retired_mla_stamps_.push_back(mla_stamps_);
   mla_stamps_ = nullptr;
   mla_stamp_slots_ = 0;
   if (slots == 0) return Status::ok();

@@ -225,6 +225,7 @@ class CudaBackend final : public ops::Backend {
   size_t max_smem_optin_ = 0;  // a block's dynamic shared memory limit
   unsigned long long* grid_sync_ = nullptr;  // the persistent MLA kernel's barrier counter (never reset)
   unsigned long long* mla_stamps_ = nullptr;  // set_mla_attention_stamps' ring, or nullptr
+  std::vector<unsigned long long*> retired_mla_stamps_;  // earlier rings (captured graphs may write them)
   int mla_stamp_slots_ = 0;
   bool mla_stamps_report_ = false;  // FRUGAL_MLA_ATTN_STAMPS: the summary to stderr at destruction
   bool fuse_split_ = true;
