@@ -188,9 +188,9 @@ constexpr int kMlaAttnStamps = 12;
 cudaError_t launch_mla_attention(const ops::MlaAttentionParams& p, const MlaAttentionPlan& plan, void* partials,
                                  unsigned long long* sync, cudaStream_t stream, unsigned long long* stamps = nullptr,
                                  int stamp_slots = 0);
-// The steps of the launches in `stamps` (as above, read back; grid blocks a launch; slots whose 11th
-// stamps disagree between blocks or were never written, all zero, are left out), medians over the
-// launches in microseconds. Each step runs from the previous barrier's release (the last block to
+// The steps of the launches in `stamps` (as above, read back; grid blocks a launch; a slot whose
+// blocks disagree on the launch index (stamp 11), was never written (zeros) or holds stamps out of
+// order is left out), medians over the launches in microseconds. Each step runs from the previous barrier's release (the last block to
 // leave it; the PDL wait's end of the last block for step 1) to the last block's arrival at its
 // own barrier; `spread` is the last arrival less the first; `barrier` the last leaving less the
 // last arrival. Step 5 ends at the last block's end.
