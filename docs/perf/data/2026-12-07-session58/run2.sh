@@ -8,15 +8,19 @@
 #    with FRUGAL_MLA_ATTN_STAMPS=4096 (the step medians over the last 4,096 launches, in the model:
 #    the PDL wait, each step from the previous barrier's release to its last arrival, the spread
 #    of the arrivals, each barrier's own time).
-# 3. Kernel traces of both, split by docs/perf/data/2026-12-07-session58/layer_split.py.
-# 4. The op harness's mla_attention cases with the kernel on; Nsight Compute's stall samples by
+# 3. The tiny MoE down kernel with h staged in shared memory (FRUGAL_MOE_TINY_STAGE=1, built
+#    here, not run): CudaMoe.* (its bits against the unstaged kernel's), cuda_kernel_bench --moe
+#    (V2-Lite 1 / 2 tokens, staged and not), V2-Lite batch 1 with it, twice.
+# 4. Kernel traces of the sequence and the kernel, split by
+#    docs/perf/data/2026-12-07-session58/layer_split.py.
+# 5. The op harness's mla_attention cases with the kernel on; Nsight Compute's stall samples by
 #    source line of one launch, where time is left.
 # Run as: run(command: "STOP=480 bash docs/perf/data/2026-12-07-session58/run2.sh", carry: [".devcarry"])
 source docs/perf/data/2026-12-05-session40/lib.sh
 S=$OUT/s2.txt
 D=docs/perf/data/2026-12-07-session58
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader >>$S
-export TARGETS="frugal cuda_ops_test cuda_harness_test"; build; unset TARGETS
+export TARGETS="frugal cuda_ops_test cuda_harness_test cuda_kernel_bench"; build; unset TARGETS
 (timeout 90 build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaFused.MlaAttention*' >$L/fused_mla.log 2>&1
  echo "fused_mla: rc $? ($((SECONDS-START)) s)" >>$S)
 grep -E "^\[  (PASSED|FAILED) |Failure$|after the wait" -A1 $L/fused_mla.log | head -30 >>$S
@@ -32,6 +36,13 @@ for i in 1 2; do
   ab v2l_b1_kernel_$i FRUGAL_FUSE_MLA_ATTN=1
 done
 ab v2l_b1_stamps "FRUGAL_FUSE_MLA_ATTN=1 FRUGAL_MLA_ATTN_STAMPS=4096"
+(timeout 60 build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaMoe.*' >$L/moe_tests.log 2>&1
+ echo "CudaMoe.*: rc $? ($((SECONDS-START)) s)" >>$S)
+grep -E "^\[  (PASSED|FAILED) |staged: other bits|Failure$" $L/moe_tests.log | head -8 >>$S
+(timeout 40 build-gpu/tests/cuda/cuda_kernel_bench --moe >$L/moe_bench.log 2>&1
+ echo "kernel bench --moe: rc $? ($((SECONDS-START)) s)" >>$S)
+grep -E "moe_experts v2-lite (1|2) tok" $L/moe_bench.log | head -12 >>$S
+for i in 1 2; do ab v2l_b1_moe_staged_$i FRUGAL_MOE_TINY_STAGE=1; done
 [ $(left) -gt 45 ] && trace v2l_b1_seq_tr /tmp/v2l "FRUGAL_FUSE_MLA_ATTN=0" $V --batches 1
 [ $(left) -gt 45 ] && trace v2l_b1_kernel_tr /tmp/v2l "FRUGAL_FUSE_MLA_ATTN=1" $V --batches 1
 for t in $L/trace_v2l_b1_seq_tr/decode_b1.trace.json $L/trace_v2l_b1_kernel_tr/decode_b1.trace.json; do
