@@ -192,7 +192,9 @@ __device__ __forceinline__ float down_staged(const ops::MoeExpertsParams& p, con
 // the shared h row: the concatenation the lanes walk) the block copies into shared memory once
 // after the wait, while each lane's first kDownStagedU chunks of its down rows are already in
 // flight; the lanes then keep kDownStagedU chunks of down rows in flight (no h registers). The
-// chunks, their order and every sum are those of the unstaged kernel: the same bits.
+// chunks, their order and every sum are those of the unstaged kernel: the same bits (but for the
+// sign of a lane's sum that is exactly zero, which the two walks' padding, fmaf(0, 0, acc), may
+// turn from -0 to +0 a different number of times: -0 + 0 = +0).
 template <bool kEarly, bool kStaged>
 __global__ void __launch_bounds__(kTinyWarps * 32) moe_tiny_down_kernel(ops::MoeExpertsParams p, Layout l, bool shared,
                                                                         bool routed) {
