@@ -187,7 +187,7 @@ __device__ __forceinline__ float down_staged(const ops::MoeExpertsParams& p, con
 // topk_idx ran before gate_up, and this grid starts only once every gate_up block has passed its
 // own wait (the trigger follows it in pdl_wait), so the route has completed and its writes are
 // visible; the next writer of topk_idx (the next layer's route) runs after this grid.
-// kStaged (moe_tiny_stage(); the host checks moe_tiny_stage_applies): the block's warps share
+// kStaged (moe_tiny_stage(), where staged_smem fits the shape): the block's warps share
 // one token (hidden % kTinyWarps == 0), whose h segments (its local pairs' h rows in k order, then
 // the shared h row: the concatenation the lanes walk) the block copies into shared memory once
 // after the wait, while each lane's first kDownStagedU chunks of its down rows are already in
