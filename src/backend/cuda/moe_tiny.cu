@@ -138,13 +138,17 @@ __device__ __forceinline__ float down_staged(const ops::MoeExpertsParams& p, con
     else s = n_routed, off = c - routed_chunks;
   };
   uint4 wv[kDownStagedU];
+  // The lane's batch of down chunks from c0: c0, c0 + 32, ... (zeros past the end).
+  auto load_batch = [&](int c0) {
 #pragma unroll
-  for (int q = 0; q < kDownStagedU; ++q) {
-    const int c = lane + 32 * q;
-    int s = 0, off = 0;
-    if (c < total) seg_of(c, s, off);
-    wv[q] = c < total ? load_stream16(sw[s] + off * 8) : make_uint4(0, 0, 0, 0);
-  }
+    for (int q = 0; q < kDownStagedU; ++q) {
+      const int c = c0 + 32 * q;
+      int s = 0, off = 0;
+      if (c < total) seg_of(c, s, off);
+      wv[q] = c < total ? load_stream16(sw[s] + off * 8) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  load_batch(lane);
   // The block's copy of the segments (the warps' lists are equal: one token).
   for (int c = threadIdx.x; c < total; c += kTinyWarps * 32) {
     int s, off;
@@ -165,15 +169,8 @@ __device__ __forceinline__ float down_staged(const ops::MoeExpertsParams& p, con
       const float d = c < total ? dot_bf16x8(wv[q], hs[c]) : 0.f;
       acc = fmaf(wk, d, acc);
     }
-    const int next = c0 + 32 * kDownStagedU;
-    if (next >= total) break;
-#pragma unroll
-    for (int q = 0; q < kDownStagedU; ++q) {
-      const int c = next + 32 * q;
-      int s = 0, off = 0;
-      if (c < total) seg_of(c, s, off);
-      wv[q] = c < total ? load_stream16(sw[s] + off * 8) : make_uint4(0, 0, 0, 0);
-    }
+    if (c0 + 32 * kDownStagedU >= total) break;
+    load_batch(c0 + 32 * kDownStagedU);
   }
   return acc;
 }
