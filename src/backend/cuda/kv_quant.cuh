@@ -78,13 +78,7 @@ __device__ __forceinline__ float2 fp8x2_to_float2(uint16_t v) {
 template <KvElem E>
 __device__ __forceinline__ void kv8_to_float(typename KvElemTraits<E>::Vec8 v, float* f) {
   if constexpr (E == KvElem::kBF16) {
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 t = __bfloat1622float2(h[i]);
-      f[2 * i] = t.x;
-      f[2 * i + 1] = t.y;
-    }
+    unpack_bf16x8(v, f);
   } else if constexpr (E == KvElem::kFp8) {
     const uint32_t w[2] = {v.x, v.y};
 #pragma unroll
