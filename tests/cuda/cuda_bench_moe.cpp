@@ -83,8 +83,7 @@ void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
                             .scratch_bytes = scratch_bytes};
     if (n <= 2) {
       for (const bool with_shared : {true, false})
-        for (const int variant : {0, 1, 2}) {  // the tiny path, the tiny path with h staged, the old ops
-          const bool tiny = variant < 2, staged = variant == 1;
+        for (const bool tiny : {true, false}) {
           ops::MoeExpertsParams q = p;
           if (with_shared) {
             const auto* gu = static_cast<const uint8_t*>(shared_gu);
@@ -97,12 +96,9 @@ void bench_moe(CudaBackend* b, double ceiling_gbs, Table* table) {
           set_moe_stream(MoeStream::kDecode);
           set_moe_mma(MoeMma::kOff);
           set_moe_tiny_pairs(tiny ? -1 : 0);
-          set_moe_tiny_stage(staged ? 1 : 0);
           Timing t = time_op(b->stream(), 100, 10, [&](int) { (void)b->moe_experts(q); });
-          set_moe_tiny_stage(-1);
           const std::string name = "moe_experts v2-lite " + std::to_string(n) + " tok top-6 " +
                                    (with_shared ? "+shared " : "") + moe_path_name(moe_experts_path(q)) +
-                                   (staged ? " h staged" : "") +
                                    (tiny ? "" : with_shared ? " + shared ops (old)" : " (old)");
           const double moved = bytes + (with_shared ? 3.0 * shared_inter * hidden * 2 : 0.0);
           const double gbs = moved / (t.median_us * 1e3);

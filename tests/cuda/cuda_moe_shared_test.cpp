@@ -51,7 +51,6 @@ struct PathRun {
   int tiny;  // moe_tiny_pairs (0: off)
   MoePath path;
   int early = 0;  // set_moe_tiny_early: the tiny kernels' shared-expert (1) and routed down (2) rows asked for before the PDL wait
-  int stage = 0;  // set_moe_tiny_stage: the tiny down kernel with h staged in shared memory (the same bits as without)
 };
 
 // The shared experts' weights: gate_up [2 S, hidden] (gate rows, then up), down [hidden, S],
@@ -172,7 +171,6 @@ void check_moe(int64_t n_tok, int32_t top_k, int32_t n_routed, int32_t first, in
   ops::ref::moe_experts(r);
   const MoeMma mma_was = moe_mma();
   const MoeStream stream_was = moe_stream();
-  std::vector<uint8_t> tiny_bits[3];  // the unstaged tiny path's output, by early level
   for (const PathRun& run : runs) {
     const std::string what = name + " " + moe_path_name(run.path);
     out.to_device();  // the starting values again
@@ -180,7 +178,6 @@ void check_moe(int64_t n_tok, int32_t top_k, int32_t n_routed, int32_t first, in
     set_moe_mma(run.mma);
     set_moe_tiny_pairs(run.tiny);
     set_moe_tiny_early(run.early);
-    set_moe_tiny_stage(run.stage);
     EXPECT_EQ(moe_experts_path(p), run.path) << what << ": ran " << moe_path_name(moe_experts_path(p));
     // The tiny path fuses dense bf16 shared experts only; the others run as the backend's ops.
     EXPECT_EQ(moe_experts_fuses_shared(p),
@@ -190,19 +187,8 @@ void check_moe(int64_t n_tok, int32_t top_k, int32_t n_routed, int32_t first, in
     set_moe_mma(mma_was);
     set_moe_tiny_pairs(-1);
     set_moe_tiny_early(-1);
-    set_moe_tiny_stage(-1);
     ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
     expect_close(out, want, tol_for(DType::kBF16), what);
-    if (run.path == MoePath::kTiny) {
-      std::vector<uint8_t> bits;
-      out.from_device(&bits, what);
-      if (run.stage == 0) {
-        tiny_bits[run.early] = bits;
-      } else {
-        ASSERT_FALSE(tiny_bits[run.early].empty()) << what << ": the unstaged run comes first in the list";
-        EXPECT_TRUE(bits == tiny_bits[run.early]) << what << " staged: other bits than the unstaged down kernel";
-      }
-    }
     std::vector<uint8_t> scratch_host;
     scratch.from_device(&scratch_host, what + " scratch");  // its guard bytes
   }
@@ -215,8 +201,6 @@ const Shape kShapes[] = {{256, 192, 128, 256}, {200, 136, 72, 200}, {37, 21, 19,
 const PathRun kTiny{MoeStream::kDecode, MoeMma::kOff, 64, MoePath::kTiny};
 const PathRun kTinyEarly{MoeStream::kDecode, MoeMma::kOff, 64, MoePath::kTiny, 1};
 const PathRun kTinyEarlyRouted{MoeStream::kDecode, MoeMma::kOff, 64, MoePath::kTiny, 2};
-const PathRun kTinyStaged{MoeStream::kDecode, MoeMma::kOff, 64, MoePath::kTiny, 0, 1};
-const PathRun kTinyEarlyStaged{MoeStream::kDecode, MoeMma::kOff, 64, MoePath::kTiny, 1, 1};
 const PathRun kGemv{MoeStream::kDecode, MoeMma::kOff, 0, MoePath::kGemv};
 const PathRun kStreamAll{MoeStream::kAll, MoeMma::kOff, 0, MoePath::kStream};
 
@@ -231,8 +215,8 @@ TEST(CudaMoe, SharedExpertsDecodePaths) {
           // Every path once per shape and mode; the tiny path at every size.
           const bool all = (top_k + n_tok) % 3 == 0;
           check_moe(n_tok, top_k, 10, 0, 10, s, mode,
-                    all ? std::vector<PathRun>{kTiny, kTinyEarly, kTinyEarlyRouted, kTinyStaged, kTinyEarlyStaged, kGemv, kStreamAll}
-                        : std::vector<PathRun>{kTiny, kTinyEarly, kTinyEarlyRouted, kTinyStaged, kTinyEarlyStaged});
+                    all ? std::vector<PathRun>{kTiny, kTinyEarly, kTinyEarlyRouted, kGemv, kStreamAll}
+                        : std::vector<PathRun>{kTiny, kTinyEarly, kTinyEarlyRouted});
         }
 }
 
@@ -242,7 +226,7 @@ TEST(CudaMoe, SharedExpertsDecodePaths) {
 TEST(CudaMoe, SharedExpertsMisalignedAndQuantized) {
   for (Shared mode : {Shared::kMisaligned, Shared::kInt8})
     for (int64_t n_tok : {1, 2})
-      check_moe(n_tok, 6, 10, 0, 10, kShapes[1], mode, {kTiny, kTinyEarly, kTinyEarlyRouted, kTinyStaged, kGemv, kStreamAll});
+      check_moe(n_tok, 6, 10, 0, 10, kShapes[1], mode, {kTiny, kTinyEarly, kTinyEarlyRouted, kGemv, kStreamAll});
 }
 
 // The default bound: batch 1 and 2 at top-6 and top-8 take the tiny path without any switch,
@@ -272,7 +256,7 @@ TEST(CudaMoe, SharedExpertsGroupedPaths) {
 TEST(CudaMoe, SharedExpertsSubset) {
   for (const Shape& s : kShapes)
     for (int64_t n_tok = 1; n_tok <= 3; ++n_tok)
-      check_moe(n_tok, 6, 10, 3, 4, s, Shared::kViews, {kTiny, kTinyEarly, kTinyEarlyRouted, kTinyStaged, kGemv, kStreamAll});
+      check_moe(n_tok, 6, 10, 3, 4, s, Shared::kViews, {kTiny, kTinyEarly, kTinyEarlyRouted, kGemv, kStreamAll});
 }
 
 }  // namespace

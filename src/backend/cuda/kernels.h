@@ -114,12 +114,6 @@ void set_moe_tiny_pairs(int pairs);
 bool moe_tiny_early();
 bool moe_tiny_early_routed();
 void set_moe_tiny_early(int level);
-// The tiny path's down kernel with the token's h rows staged once a block in shared memory and 16
-// chunks of down rows in flight a lane instead of 8 (moe_tiny.cu; the same sums in the same
-// order): off unless FRUGAL_MOE_TINY_STAGE=1 (read once) or set_moe_tiny_stage(1); a negative
-// value goes back to the variable. Shapes it does not fit run the unstaged kernel.
-bool moe_tiny_stage();
-void set_moe_tiny_stage(int on);
 enum class MoePath { kTiny, kGemv, kStream, kMma, kWmma16, kWmma64 };
 // Whether launch_moe_experts computes p's shared experts too (the tiny path, dense bf16 ones).
 bool moe_experts_fuses_shared(const ops::MoeExpertsParams& p);

@@ -603,16 +603,6 @@ bool moe_tiny_early_routed() { return moe_tiny_early_level() > 1; }
 
 void set_moe_tiny_early(int level) { g_moe_tiny_early = level; }
 
-int g_moe_tiny_stage = -1;  // set_moe_tiny_stage; -1: FRUGAL_MOE_TINY_STAGE
-bool moe_tiny_stage() {
-  static const bool env = [] {
-    const char* e = std::getenv("FRUGAL_MOE_TINY_STAGE");
-    return e != nullptr && std::strcmp(e, "1") == 0;
-  }();
-  return g_moe_tiny_stage >= 0 ? g_moe_tiny_stage == 1 : env;
-}
-void set_moe_tiny_stage(int on) { g_moe_tiny_stage = on < 0 ? -1 : on != 0; }
-
 // Up to moe_tiny_pairs() (token, expert) pairs, the tiny path (every pair counts, a rank's or
 // not: its kernels' grids cover them all); above, by rows per expert on average, over the
 // n_routed experts the router chooses from (a rank's own experts see pairs / n_routed rows each

@@ -21,13 +21,10 @@
 // before the PDL wait (cp.async.bulk.prefetch.L2, sm_90): the rows that depend on no earlier
 // kernel start streaming while the route (for 1.) or gate_up (for 2.) still runs. With
 // FRUGAL_MOE_TINY_EARLY=2 (moe_tiny_early_routed) 2. asks for its routed pairs' down rows too.
-// With moe_tiny_stage() (FRUGAL_MOE_TINY_STAGE=1, opt-in) 2. stages the token's h rows in shared
-// memory once a block and keeps kDownStagedU chunks of down rows in flight a lane (the same bits).
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/mma.cuh"
 #include "backend/cuda/moe_layout.cuh"
 
 namespace frugal::cuda::moe {
@@ -118,63 +115,6 @@ __global__ void __launch_bounds__(kTinyWarps * 32) moe_tiny_gate_up_kernel(ops::
   if (lane == 0) *dst = __float2bfloat16(silu_mul_f(g, u));
 }
 
-constexpr int kDownStagedU = 16;  // 16-byte chunks of down rows in flight a lane (kStaged)
-
-// The staged down walk of one warp (moe_tiny_down_kernel<.., true>): the block's h segments into
-// shared memory (every warp's segments are the same: one token), each lane's first batch of down
-// chunks issued before the copy is waited for, then the walk over the concatenation with h read
-// from shared memory. The lane's chunks are lane, lane + 32, ... of the concatenation, summed in
-// that order (acc = fmaf(weight, dot, acc), a chunk past the end adding fmaf(0, 0, acc)), as the
-// register walk does.
-__device__ __forceinline__ float down_staged(const ops::MoeExpertsParams& p, const bf16* const* sw, const bf16* const* sh,
-                                             const float* sk, int n_routed, int n_seg, int lane) {
-  extern __shared__ __align__(16) unsigned char h_smem[];
-  auto* hs = reinterpret_cast<uint4*>(h_smem);
-  const int routed_len = static_cast<int>(p.inter / 8), shared_len = static_cast<int>(p.shared_inter / 8);
-  const int routed_chunks = n_routed * routed_len, total = routed_chunks + (n_seg > n_routed ? shared_len : 0);
-  // Chunk c of the concatenation: segment and offset.
-  auto seg_of = [&](int c, int& s, int& off) {
-    if (c < routed_chunks) s = c / routed_len, off = c - s * routed_len;
-    else s = n_routed, off = c - routed_chunks;
-  };
-  uint4 wv[kDownStagedU];
-  // The lane's batch of down chunks from c0: c0, c0 + 32, ... (zeros past the end).
-  auto load_batch = [&](int c0) {
-#pragma unroll
-    for (int q = 0; q < kDownStagedU; ++q) {
-      const int c = c0 + 32 * q;
-      int s = 0, off = 0;
-      if (c < total) seg_of(c, s, off);
-      wv[q] = c < total ? load_stream16(sw[s] + off * 8) : make_uint4(0, 0, 0, 0);
-    }
-  };
-  load_batch(lane);
-  // The block's copy of the segments (the warps' lists are equal: one token).
-  for (int c = threadIdx.x; c < total; c += kTinyWarps * 32) {
-    int s, off;
-    seg_of(c, s, off);
-    cp_async16(hs + c, sh[s] + off * 8, true);
-  }
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-  float acc = 0.f;
-  for (int c0 = lane; c0 < total; c0 += 32 * kDownStagedU) {
-#pragma unroll
-    for (int q = 0; q < kDownStagedU; ++q) {
-      const int c = c0 + 32 * q;
-      int s = 0, off = 0;
-      if (c < total) seg_of(c, s, off);
-      const float wk = c < total ? sk[s] : 0.f;
-      const float d = c < total ? dot_bf16x8(wv[q], hs[c]) : 0.f;
-      acc = fmaf(wk, d, acc);
-    }
-    if (c0 + 32 * kDownStagedU >= total) break;
-    load_batch(c0 + 32 * kDownStagedU);
-  }
-  return acc;
-}
-
 // grid: ceil(n_tokens * hidden / kTinyWarps) blocks; `shared`: the shared experts are fused.
 // Segment s of a warp's row: the s-th local pair of the token (k order; inter values) or, last,
 // the shared experts (shared_inter values), each a (down row, h row, weight) in shared memory.
@@ -184,15 +124,7 @@ __device__ __forceinline__ float down_staged(const ops::MoeExpertsParams& p, con
 // topk_idx ran before gate_up, and this grid starts only once every gate_up block has passed its
 // own wait (the trigger follows it in pdl_wait), so the route has completed and its writes are
 // visible; the next writer of topk_idx (the next layer's route) runs after this grid.
-// kStaged (moe_tiny_stage(), where staged_smem fits the shape): the block's warps share
-// one token (hidden % kTinyWarps == 0), whose h segments (its local pairs' h rows in k order, then
-// the shared h row: the concatenation the lanes walk) the block copies into shared memory once
-// after the wait, while each lane's first kDownStagedU chunks of its down rows are already in
-// flight; the lanes then keep kDownStagedU chunks of down rows in flight (no h registers). The
-// chunks, their order and every sum are those of the unstaged kernel: the same bits (but for the
-// sign of a lane's sum that is exactly zero, which the two walks' padding, fmaf(0, 0, acc), may
-// turn from -0 to +0 a different number of times: -0 + 0 = +0).
-template <bool kEarly, bool kStaged>
+template <bool kEarly>
 __global__ void __launch_bounds__(kTinyWarps * 32) moe_tiny_down_kernel(ops::MoeExpertsParams p, Layout l, bool shared,
                                                                         bool routed) {
   constexpr int kSegs = ops::kMoeMaxTopK + 1;
@@ -237,9 +169,7 @@ __global__ void __launch_bounds__(kTinyWarps * 32) moe_tiny_down_kernel(ops::Moe
   vec = __all_sync(0xffffffffu, vec);  // h rows are 16-byte aligned with their lengths (scratch regions: 256)
   __syncwarp();
   float acc = 0.f;
-  if (kStaged && vec) {  // vec is the same in every warp of the block here (one token, the host's checks)
-    acc = down_staged(p, seg_w[warp], seg_h[warp], seg_k[warp], n_routed, n_seg, lane);
-  } else if (vec) {
+  if (vec) {
     // The lane's next chunk is `off` chunks into segment s; segments hold len(s) chunks.
     const int routed_len = static_cast<int>(p.inter / 8), shared_len = static_cast<int>(p.shared_inter / 8);
     auto len = [&](int s) { return s < n_routed ? routed_len : shared_len; };
@@ -288,15 +218,6 @@ bool moe_tiny_fuses_shared(const ops::MoeExpertsParams& p) {
   return true;
 }
 
-// The staged down kernel's shared memory (the token's h segments at most: top_k pairs and the
-// shared row), or 0 where it does not apply: one token a block (hidden % kTinyWarps == 0), rows
-// of whole 16-byte chunks, within the default 48 KB.
-size_t staged_smem(const ops::MoeExpertsParams& q) {
-  const int64_t bytes = (int64_t{q.top_k} * q.inter + q.shared_inter) * 2;
-  const bool ok = q.hidden % kTinyWarps == 0 && q.inter % 8 == 0 && q.shared_inter % 8 == 0 && bytes <= 48 * 1024;
-  return ok ? static_cast<size_t>(bytes) : 0;
-}
-
 cudaError_t launch_tiny(const ops::MoeExpertsParams& p, const Layout& l, cudaStream_t stream) {
   ops::MoeExpertsParams q = p;
   if (!moe_tiny_fuses_shared(p)) q.shared_inter = 0;  // the backend adds them after (its own ops)
@@ -304,21 +225,15 @@ cudaError_t launch_tiny(const ops::MoeExpertsParams& p, const Layout& l, cudaStr
   const unsigned gate_up_blocks = static_cast<unsigned>(ceil_div(gate_up_warps, kTinyWarps));
   const unsigned down_blocks = static_cast<unsigned>(ceil_div(q.n_tokens * q.hidden, kTinyWarps));
   const bool shared = q.has_shared();
-  const size_t smem = moe_tiny_stage() ? staged_smem(q) : 0;
   if (moe_tiny_early()) {
     const cudaError_t err = launch_kernel(moe_tiny_gate_up_kernel<true>, gate_up_blocks, kTinyWarps * 32, 0, stream, q, l);
     if (err != cudaSuccess) return err;
-    if (smem > 0)
-      return launch_kernel(moe_tiny_down_kernel<true, true>, down_blocks, kTinyWarps * 32, smem, stream, q, l, shared,
-                           moe_tiny_early_routed());
-    return launch_kernel(moe_tiny_down_kernel<true, false>, down_blocks, kTinyWarps * 32, 0, stream, q, l, shared,
+    return launch_kernel(moe_tiny_down_kernel<true>, down_blocks, kTinyWarps * 32, 0, stream, q, l, shared,
                          moe_tiny_early_routed());
   }
   const cudaError_t err = launch_kernel(moe_tiny_gate_up_kernel<false>, gate_up_blocks, kTinyWarps * 32, 0, stream, q, l);
   if (err != cudaSuccess) return err;
-  if (smem > 0)
-    return launch_kernel(moe_tiny_down_kernel<false, true>, down_blocks, kTinyWarps * 32, smem, stream, q, l, shared, false);
-  return launch_kernel(moe_tiny_down_kernel<false, false>, down_blocks, kTinyWarps * 32, 0, stream, q, l, shared, false);
+  return launch_kernel(moe_tiny_down_kernel<false>, down_blocks, kTinyWarps * 32, 0, stream, q, l, shared, false);
 }
 
 }  // namespace frugal::cuda::moe
