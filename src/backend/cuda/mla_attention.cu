@@ -29,10 +29,9 @@
 // sequence as first written, and 6.0% slower with the rows and split loads in flight
 // (docs/perf/2026-12-07-session58.md says where its time goes). FRUGAL_MLA_ATTN_EARLY=0 issues
 // the weight copies after the PDL wait instead (measured 2.8% slower again). In the model the
-// steps after the wait take ~39 us against ~25 in isolation, where the weights and the cache sit
-// in L2; two opt-in hints aim at that gap: FRUGAL_MLA_ATTN_KV_PREFETCH=1 asks L2 for each block's
-// step-3 cache rows with its weights, and FRUGAL_MLA_ATTN_EVICT_LAST=1 makes those L2 requests
-// evict_last, so the previous kernel's stream does not evict them first. While on, a lone
+// steps after the wait take ~39 us against ~25 in isolation (stamps, session 59: step 3 13 us
+// against 6); asking L2 for step 3's cache rows with the weights, or for everything at the
+// evict_last priority, measured slower (docs/perf/2026-12-07-session59.md). While on, a lone
 // decode token rounds differently from the same token in a larger step (not batch invariant).
 // A diagnostic instance (launch_mla_attention's stamps; FRUGAL_MLA_ATTN_STAMPS in the backend)
 // has thread 0 of each block stamp %globaltimer at its start, the PDL wait's end, each barrier's
@@ -72,8 +71,6 @@ struct MlaAttnArgs {
   int32_t nope;         // q's non-rotated width (rope.q - q row)
   int64_t region_a;     // bytes of shared memory the q / kv_a rows and then every step's scratch take
   int32_t early;        // 1: the weight copies before the PDL wait (FRUGAL_MLA_ATTN_EARLY, default 1)
-  int32_t kv_prefetch;  // 1: the block's attention rows into L2 with the weights (FRUGAL_MLA_ATTN_KV_PREFETCH)
-  int32_t evict_last;   // 1: those L2 requests at the evict_last priority (FRUGAL_MLA_ATTN_EVICT_LAST)
   float* partials;      // [H][splits][rank] f32, then [H][splits] (m, l)
   unsigned long long* sync;
   unsigned long long* stamps;  // nullptr, or [stamp_slots][grid][kMlaAttnStamps] (kernels.h)
@@ -145,16 +142,6 @@ __device__ __forceinline__ void warp_dot_rows(const __nv_bfloat16* w0, int64_t r
   for (int i = 0; i < kR; ++i) out[i] = warp_sum(out[i]);
 }
 
-// Asks L2 for the 128-byte lines holding [ptr, ptr + bytes), at the evict_last priority where
-// `last` (so a bandwidth-bound kernel streaming beside this one evicts them after its own lines).
-__device__ __forceinline__ void prefetch_lines(const void* ptr, uint32_t bytes, bool last) {
-  const uintptr_t b = reinterpret_cast<uintptr_t>(ptr);
-  for (uintptr_t line = b & ~uintptr_t{127}; line < b + bytes; line += 128) {
-    if (last) asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(line));
-    else asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
-  }
-}
-
 __device__ __forceinline__ __nv_bfloat16* bf(void* p) { return static_cast<__nv_bfloat16*>(p); }
 __device__ __forceinline__ const __nv_bfloat16* bf(const void* p) { return static_cast<const __nv_bfloat16*>(p); }
 
@@ -210,26 +197,11 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
     if (tid < 32) {
       const int64_t r0 = b < G - 1 ? b * a.abs_rows : int64_t{H} * lat, r1 = min(int64_t{H} * lat, r0 + a.abs_rows);
       for (int64_t r = r0 + lane; r < r1; r += 32)
-        prefetch_lines(bf(ab.w) + (r / lat) * ab.stride_w + (r % lat) * ab.k, static_cast<uint32_t>(ab.k * 2), a.evict_last);
+        prefetch_l2_lines(bf(ab.w) + (r / lat) * ab.stride_w + (r % lat) * ab.k, static_cast<uint32_t>(ab.k * 2));
     } else if (tid < 64) {
       const int64_t r0 = b * a.uv_rows, r1 = min(int64_t{H} * vdim, r0 + a.uv_rows);
       for (int64_t r = r0 + lane; r < r1; r += 32)
-        prefetch_lines(bf(uv.w) + (r / vdim) * uv.stride_w + (r % vdim) * uv.k, static_cast<uint32_t>(uv.k * 2), a.evict_last);
-    } else if (tid < 96 && a.kv_prefetch) {
-      // The cache rows of this block's step-3 units. A hint only, so it may come before the wait:
-      // the rows before this step's were written by kernels that have completed (only the one
-      // just before this kernel may still run, and it writes no cache or table), and the row
-      // step 2 writes is kept coherent by L2. ctx_len and the table are only bounded here.
-      const int ctx = min(at.ctx_len[0], at.max_ctx_len), chunk = (ctx + S - 1) / S, bs = at.cache.block_size;
-      for (int64_t u = b; u < int64_t{H} * S; u += G) {
-        const int lo = static_cast<int>(u % S) * chunk, hi = min(ctx, lo + chunk);
-        for (int pos = lo + lane; pos < hi; pos += 32) {
-          const int32_t blk = pos / bs < at.max_blocks_per_seq ? at.block_tables[pos / bs] : -1;
-          if (blk >= 0 && blk < at.cache.n_blocks)
-            prefetch_lines(bf(at.cache.k_cache) + (int64_t{blk} * bs + pos % bs) * lat, static_cast<uint32_t>(lat * 2),
-                           a.evict_last);
-        }
-      }
+        prefetch_l2_lines(bf(uv.w) + (r / vdim) * uv.stride_w + (r % vdim) * uv.k, static_cast<uint32_t>(uv.k * 2));
     }
   }
   const uint4 kvn_w = b == G - 1 ? mla_prologue_weight(p.prologue.norm) : make_uint4(0, 0, 0, 0);
@@ -464,20 +436,6 @@ bool mla_attention_early() {
   return early;
 }
 
-// FRUGAL_MLA_ATTN_KV_PREFETCH / FRUGAL_MLA_ATTN_EVICT_LAST: "1" on, anything else off (read once).
-bool mla_attention_env_on(const char* name) {
-  const char* e = std::getenv(name);
-  return e != nullptr && std::strcmp(e, "1") == 0;
-}
-bool mla_attention_kv_prefetch() {
-  static const bool on = mla_attention_env_on("FRUGAL_MLA_ATTN_KV_PREFETCH");
-  return on;
-}
-bool mla_attention_evict_last() {
-  static const bool on = mla_attention_env_on("FRUGAL_MLA_ATTN_EVICT_LAST");
-  return on;
-}
-
 }  // namespace
 
 bool mla_attention_enabled() {
@@ -581,8 +539,7 @@ cudaError_t launch_mla_attention(const ops::MlaAttentionParams& p, const MlaAtte
   if (plan.smem > g_mla_attention_smem) return cudaErrorInvalidValue;  // prepare_mla_attention raised less
   const MlaAttnArgs a{.p = p, .splits = plan.splits, .q_rows = plan.q_rows, .o_rows = plan.o_rows,
                       .abs_rows = plan.abs_rows, .uv_rows = plan.uv_rows, .nope = plan.nope, .region_a = plan.region_a,
-                      .early = mla_attention_early() ? 1 : 0, .kv_prefetch = mla_attention_kv_prefetch() ? 1 : 0,
-                      .evict_last = mla_attention_evict_last() ? 1 : 0, .partials = static_cast<float*>(partials), .sync = sync,
+                      .early = mla_attention_early() ? 1 : 0, .partials = static_cast<float*>(partials), .sync = sync,
                       .stamps = stamps, .stamp_slots = stamp_slots};
   return launch_kernel(stamps != nullptr ? mla_attention_kernel<true> : mla_attention_kernel<false>,
                        dim3(static_cast<unsigned>(plan.grid)), kThreads, plan.smem, stream, a);
