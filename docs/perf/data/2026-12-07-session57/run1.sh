@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 57, run 1 (never started: every start this session was refused until run 2, which took
+# Session 57, run 1 (run as session 59's run 2: docs/perf/data/2026-12-07-session59/run2/; never started then: every start this session was refused until run 2, which took
 # the one machine that came; STOP=560 with a whole budget). Session 56's run3.sh with bf16 at
 # 16 / 64 sequences after the int4 baseline (18.3 needs both on the card that ran; an H200 has not
 # run the final kernel). Run 2 of session 57 ran the landed tree's op tests and the 16 / 64 points

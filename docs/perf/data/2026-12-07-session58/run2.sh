@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 58, run 2 (built here, not run: the session's device time went to run 1). Issue 19.3:
+# Session 58, run 2 (built then, run as session 59's run 1: docs/perf/data/2026-12-07-session59/run1/). Issue 19.3:
 # where the persistent MLA kernel's ~33 us a layer go, in the model, and the sequence's trace on
 # the same tree and card (run 1 compared the kernel's layer split against session 50's trace).
 # 1. CudaFused.MlaAttention* (now also: the stamped instance's bits, the stamps' order and the

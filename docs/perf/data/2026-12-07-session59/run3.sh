@@ -8,6 +8,8 @@
 # 1. CudaFused.MlaAttention* under each (the results may not change: they are hints).
 # 2. V2-Lite batch 1 (128 in / 256 out): the sequence, the kernel, and the three, twice each.
 # 3. The stamps with both on (the step medians, against run 2's of session 58).
+# Both measured slower and were removed after the run (they landed in 89ef273): to run it again, first
+#   git apply docs/perf/data/2026-12-07-session59/mla_l2_hints.diff
 # Run as: run(command: "STOP=500 bash docs/perf/data/2026-12-07-session59/run3.sh", carry: [".devcarry"])
 source docs/perf/data/2026-12-05-session40/lib.sh
 S=$OUT/s3.txt
