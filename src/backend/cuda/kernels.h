@@ -170,18 +170,11 @@ void set_mla_merge_mode(MlaMerge m);
 struct MlaAttentionPlan {
   bool applies = false;
   int grid = 0, splits = 0, q_rows = 0, o_rows = 0, abs_rows = 0, uv_rows = 0, nope = 0;
-  int64_t region_a = 0, kv_off = 0;
-  int kv_early = 0;  // step 3's rows of a block's first unit copied in step 1 (up to this many; 0: none)
+  int64_t region_a = 0;
   size_t smem = 0, scratch_bytes = 0;
 };
 bool mla_attention_enabled();
 void set_mla_attention_enabled(bool on);
-// Step 3's cache rows of each block's first (head, split) unit, all but the row step 2 writes,
-// copied into shared memory in step 1 (as many whole tiles as fit; the rest as before), so they
-// land under barrier 1 and step 2. Off unless FRUGAL_MLA_ATTN_KV_EARLY=1 or set (1 on, 0 off,
-// -1 the environment's); read by plan_mla_attention. The same bits either way.
-bool mla_attention_kv_early();
-void set_mla_attention_kv_early(int on);
 // Raises the kernel's shared-memory limit to max_smem, once before any graph capture (the backend's
 // creation); plans need at most that.
 cudaError_t prepare_mla_attention(size_t max_smem);

@@ -31,12 +31,9 @@
 // the weight copies after the PDL wait instead (measured 2.8% slower again). In the model the
 // steps after the wait take ~39 us against ~25 in isolation (stamps, session 59: step 3 13 us
 // against 6); asking L2 for step 3's cache rows with the weights, or for everything at the
-// evict_last priority, measured slower (docs/perf/2026-12-07-session59.md). Two changes aimed at
-// what the stamps showed: FRUGAL_MLA_ATTN_EARLY=2 copies only the q / kv_a rows before the wait
-// (the o rows and L2 requests after it, so less shares DRAM with the MoE down kernel before), and
-// FRUGAL_MLA_ATTN_KV_EARLY=1 (set_mla_attention_kv_early) copies each block's first unit's cache
-// rows into region A at the end of step 1, leaving step 3 the new row's copy. While on, a lone
-// decode token rounds differently from the same token in a larger step (not batch invariant).
+// evict_last priority, measured slower; copying only the q / kv_a rows before the wait, or step
+// 3's cache rows in step 1, measured no faster (docs/perf/2026-12-07-session59.md). While on, a
+// lone decode token rounds differently from the same token in a larger step (not batch invariant).
 // A diagnostic instance (launch_mla_attention's stamps; FRUGAL_MLA_ATTN_STAMPS in the backend)
 // has thread 0 of each block stamp %globaltimer at its start, the PDL wait's end, each barrier's
 // arrival and leaving and its end, to split the time after the wait between the steps.
@@ -74,9 +71,7 @@ struct MlaAttnArgs {
   int32_t uv_rows;      // W_UV rows (of H x vdim) a block
   int32_t nope;         // q's non-rotated width (rope.q - q row)
   int64_t region_a;     // bytes of shared memory the q / kv_a rows and then every step's scratch take
-  int64_t kv_off;       // region A's offset of step 3's cache rows
-  int32_t kv_early;     // > 0: up to this many of the block's first unit's rows copied in step 1 (FRUGAL_MLA_ATTN_KV_EARLY)
-  int32_t early;        // weights before the PDL wait: 1 all, 2 the q / kv_a rows only, 0 none (FRUGAL_MLA_ATTN_EARLY)
+  int32_t early;        // 1: the weight copies before the PDL wait (FRUGAL_MLA_ATTN_EARLY, default 1)
   float* partials;      // [H][splits][rank] f32, then [H][splits] (m, l)
   unsigned long long* sync;
   unsigned long long* stamps;  // nullptr, or [stamp_slots][grid][kMlaAttnStamps] (kernels.h)
@@ -188,20 +183,13 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
 
   // Weights first: they depend on no kernel (a.early; else after the PDL wait, so the copy does
   // not share DRAM with a bandwidth-bound kernel before this one).
-  // With a.early == 2 only the q / kv_a rows (step 1's) share DRAM with the kernel before; the
-  // o rows and the L2 requests, needed from step 2 on, stream under steps 1-4 instead.
-  const auto wait_here = [&](int mode) {
-    if (a.early != mode) return;
-    pdl_wait();
-    if (stb != nullptr && threadIdx.x == 0) st[1] = global_ns();
-  };
-  wait_here(0);
+  if (!a.early) pdl_wait();
+  if (stb != nullptr && !a.early && threadIdx.x == 0) st[1] = global_ns();
   {
     const auto* src = static_cast<const char*>(qm.w.data) + q0 * hidden * 2;
     const int64_t bytes = (q1 > q0 ? q1 - q0 : 0) * hidden * 2;
     for (int64_t i = tid * 16; i < bytes; i += kThreads * 16) cp_async16(smem + i, src + i, true);
     cp_async_commit();
-    wait_here(2);
     const auto* osrc = static_cast<const char*>(om.w.data) + o0 * ko * 2;
     const int64_t obytes = (o1 > o0 ? o1 - o0 : 0) * ko * 2;
     for (int64_t i = tid * 16; i < obytes; i += kThreads * 16) cp_async16(reinterpret_cast<char*>(wo_s) + i, osrc + i, true);
@@ -218,7 +206,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
     }
   }
   const uint4 kvn_w = b == G - 1 ? mla_prologue_weight(p.prologue.norm) : make_uint4(0, 0, 0, 0);
-  wait_here(1);
+  if (a.early) pdl_wait();
+  if (stb != nullptr && a.early && threadIdx.x == 0) st[1] = global_ns();
 
   // ---- 1. xn = rms_norm(residual); the block's q / kv_a rows ----
   {
@@ -247,22 +236,6 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
   for (int64_t r = q0 + warp; r < q1; r += kWarps) {
     const float d = warp_dot<false>(wq_s + (r - q0) * hidden, xn_s, hidden);
     if (lane == 0) bf(qm.y)[r] = __float2bfloat16(d);
-  }
-  // a.kv_early: the cache rows of the block's first attention unit that earlier steps wrote go
-  // into region A now (free once every warp is done with the q / kv_a rows), so they land under
-  // barrier 1 and step 2; only the row step 2 writes (ctx - 1) is left for step 3.
-  if (a.kv_early > 0 && b < int64_t{H} * S) {
-    __syncthreads();
-    const int ctx = at.ctx_len[0], chunk = (ctx + S - 1) / S, bs = at.cache.block_size, pieces = lat / 8;
-    const int lo = static_cast<int>(b % S) * chunk, hi = min(ctx, lo + chunk);
-    const int have = min(min(hi, ctx - 1), lo + a.kv_early);  // step 3's have_end
-    auto* kve = reinterpret_cast<__nv_bfloat16*>(smem + a.kv_off);
-    for (int i = tid; i < (have - lo) * pieces; i += kThreads) {
-      const int key = i / pieces, c = i % pieces, pos = lo + key;
-      const int64_t slot = int64_t{at.block_tables[pos / bs]} * bs + pos % bs;
-      cp_async16(kve + key * lat + c * 8, bf(at.cache.k_cache) + slot * lat + c * 8, true);
-    }
-    cp_async_commit();
   }
   grid_barrier(a.sync, stb ? stb + 2 : nullptr);
 
@@ -307,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
   {
     auto* qs = reinterpret_cast<__nv_bfloat16*>(smem);                      // [lat]
     float* ps = reinterpret_cast<float*>(smem + 2 * kMaxLat);               // [kTileKeys]
-    auto* kv0 = reinterpret_cast<__nv_bfloat16*>(smem + a.kv_off);        // [kTileKeys][lat], or a.kv_early keys
+    auto* kv = reinterpret_cast<__nv_bfloat16*>(smem + 2 * kMaxLat + 4 * kTileKeys);  // [kTileKeys][lat]
     const int ctx = at.ctx_len[0];
     const int chunk = (ctx + S - 1) / S;
     const int32_t* table = at.block_tables;
@@ -317,20 +290,14 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
     for (int64_t u = b; u < int64_t{H} * S; u += G) {
       const int h = static_cast<int>(u / S), s = static_cast<int>(u % S);
       const int lo = s * chunk, hi = min(ctx, lo + chunk);
-      // Keys [lo, early_end) sit at their own place in kv0, those below have_end already there
-      // (copied in step 1); the other tiles reuse kv0's first tile.
-      const bool early = u == b && a.kv_early > 0;
-      const int early_end = early ? min(hi, lo + a.kv_early) : lo, have_end = early ? min(early_end, ctx - 1) : lo;
       __syncthreads();  // the last unit's rows are consumed
       copy_in(qs, bf(at.q) + int64_t{h} * lat, lat);
       float m_run = -INFINITY, l_run = 0.f, acc[2] = {0.f, 0.f};  // dims tid, tid + kThreads of [0, rank)
       for (int k0 = lo; k0 < hi; k0 += kTileKeys) {
         __syncthreads();  // kv and ps of the last tile are consumed
-        __nv_bfloat16* const kv = k0 < early_end ? kv0 + int64_t{k0 - lo} * lat : kv0;
         const int pieces = lat / 8;
         for (int i = tid; i < kTileKeys * pieces; i += kThreads) {
           const int key = i / pieces, c = i % pieces, pos = k0 + key;
-          if (pos < have_end) continue;  // copied in step 1
           const bool ok = pos < hi;
           const int64_t slot = ok ? int64_t{table[pos / bs]} * bs + pos % bs : 0;
           cp_async16(kv + key * lat + c * 8, cache + slot * lat + c * 8, ok);
@@ -461,30 +428,16 @@ const uint8_t* bytes_at(const void* p, int64_t elems) { return static_cast<const
 int g_mla_attention_mode = -1;
 size_t g_mla_attention_smem = 0;  // the kernel's dynamic shared-memory limit (prepare_mla_attention)
 
-// The weight copies before the PDL wait: FRUGAL_MLA_ATTN_EARLY=1 (the default) all of them, =2
-// the q / kv_a rows only, =0 none (read once).
-int mla_attention_early() {
-  static const int early = [] {
+// The weight copies before the PDL wait unless FRUGAL_MLA_ATTN_EARLY=0 (read once).
+bool mla_attention_early() {
+  static const bool early = [] {
     const char* e = std::getenv("FRUGAL_MLA_ATTN_EARLY");
-    if (e != nullptr && std::strcmp(e, "0") == 0) return 0;
-    if (e != nullptr && std::strcmp(e, "2") == 0) return 2;
-    return 1;
+    return !(e != nullptr && std::strcmp(e, "0") == 0);
   }();
   return early;
 }
 
-int g_mla_attention_kv_early = -1;  // set_mla_attention_kv_early's choice; -1: FRUGAL_MLA_ATTN_KV_EARLY's
-
 }  // namespace
-
-bool mla_attention_kv_early() {
-  static const bool env = [] {
-    const char* e = std::getenv("FRUGAL_MLA_ATTN_KV_EARLY");
-    return e != nullptr && std::strcmp(e, "1") == 0;
-  }();
-  return g_mla_attention_kv_early >= 0 ? g_mla_attention_kv_early == 1 : env;
-}
-void set_mla_attention_kv_early(int on) { g_mla_attention_kv_early = on; }
 
 bool mla_attention_enabled() {
   if (g_mla_attention_mode < 0) {
@@ -550,12 +503,6 @@ MlaAttentionPlan plan_mla_attention(const ops::MlaAttentionParams& p, int n_sms,
                       aligned16(n.weight) && aligned16(om.x) && at.max_ctx_len > 0;
   if (!flow || !shapes) return plan;
   const int64_t G = n_sms;
-  // Splits: the heads times the splits fill the grid once, a split at least one tile.
-  int64_t splits = G / H;
-  const int64_t tiles = ceil_div(at.max_ctx_len, kTileKeys);
-  if (splits > tiles) splits = tiles;
-  if (splits > kMaxSplits) splits = kMaxSplits;
-  if (splits < 1) splits = 1;
   const int64_t q_rows = ceil_div(qm.n, G), o_rows = ceil_div(om.n, G);
   const int64_t abs_rows = ceil_div(H * lat, G - 1), uv_rows = ceil_div(H * vdim, G);  // the last block: the prologue
   // Region A: the q / kv_a rows, then the scratch of steps 2-5 (its largest).
@@ -564,23 +511,14 @@ MlaAttentionPlan plan_mla_attention(const ops::MlaAttentionParams& p, int n_sms,
                 step4 = 2 * kMaxLat + 4 * (kMaxSplits + 1), step5 = 2 * om.k;
   for (int64_t s : {step2, step3, step4, step5}) region_a = s > region_a ? s : region_a;
   region_a = (region_a + 15) / 16 * 16;
-  const int64_t fixed = o_rows * om.k * 2 + hidden * 2;  // the o rows and xn, after region A
-  const int64_t limit = static_cast<int64_t>(std::min(max_smem, g_mla_attention_smem));
-  // Step 3's rows after step 2's scratch where the first unit's rows are copied in step 1: as
-  // many whole tiles of the longest split as region A holds (grown up to the SM's limit).
-  int64_t kv_off = 2 * kMaxLat + 4 * kTileKeys, kv_early = 0;
-  if (mla_attention_kv_early()) {
-    const int64_t off = (std::max(step2, kv_off) + 15) / 16 * 16, row = 2 * lat;
-    const int64_t want = ceil_div(ceil_div(at.max_ctx_len, splits), kTileKeys) * kTileKeys;
-    const int64_t fit = (limit - fixed - off) / row / kTileKeys * kTileKeys;
-    if (std::min(want, fit) >= kTileKeys) {
-      kv_off = off;
-      kv_early = std::min(want, fit);
-      region_a = std::max(region_a, off + kv_early * row);
-    }
-  }
-  const int64_t smem = region_a + fixed;
-  if (smem > limit) return plan;
+  const int64_t smem = region_a + o_rows * om.k * 2 + hidden * 2;
+  if (static_cast<size_t>(smem) > max_smem || static_cast<size_t>(smem) > g_mla_attention_smem) return plan;
+  // Splits: the heads times the splits fill the grid once, a split at least one tile.
+  int64_t splits = G / H;
+  const int64_t tiles = ceil_div(at.max_ctx_len, kTileKeys);
+  if (splits > tiles) splits = tiles;
+  if (splits > kMaxSplits) splits = kMaxSplits;
+  if (splits < 1) splits = 1;
   plan.applies = true;
   plan.grid = static_cast<int>(G);
   plan.smem = static_cast<size_t>(smem);
@@ -591,8 +529,6 @@ MlaAttentionPlan plan_mla_attention(const ops::MlaAttentionParams& p, int n_sms,
   plan.uv_rows = static_cast<int>(uv_rows);
   plan.nope = static_cast<int>(nope);
   plan.region_a = region_a;
-  plan.kv_off = kv_off;
-  plan.kv_early = static_cast<int>(kv_early);
   plan.scratch_bytes = sizeof(float) * static_cast<size_t>(H * splits * (rank + 2));
   return plan;
 }
@@ -604,8 +540,7 @@ cudaError_t launch_mla_attention(const ops::MlaAttentionParams& p, const MlaAtte
   if (plan.smem > g_mla_attention_smem) return cudaErrorInvalidValue;  // prepare_mla_attention raised less
   const MlaAttnArgs a{.p = p, .splits = plan.splits, .q_rows = plan.q_rows, .o_rows = plan.o_rows,
                       .abs_rows = plan.abs_rows, .uv_rows = plan.uv_rows, .nope = plan.nope, .region_a = plan.region_a,
-                      .kv_off = plan.kv_off, .kv_early = plan.kv_early,
-                      .early = mla_attention_early(), .partials = static_cast<float*>(partials), .sync = sync,
+                      .early = mla_attention_early() ? 1 : 0, .partials = static_cast<float*>(partials), .sync = sync,
                       .stamps = stamps, .stamp_slots = stamp_slots};
   return launch_kernel(stamps != nullptr ? mla_attention_kernel<true> : mla_attention_kernel<false>,
                        dim3(static_cast<unsigned>(plan.grid)), kThreads, plan.smem, stream, a);

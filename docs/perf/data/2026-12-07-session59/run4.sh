@@ -9,6 +9,8 @@
 #    from a graph, at contexts 1 to 4100), with its stamp lines.
 # 2. V2-Lite batch 1 (128 in / 256 out): the sequence, the kernel, and the three, twice each.
 # 3. The stamps with both on.
+# Neither was faster, so both were removed after the run (they landed in fbf0dee): to run it again,
+# first  git apply docs/perf/data/2026-12-07-session59/mla_early2_kv_early.diff
 # Run as: run(command: "STOP=440 bash docs/perf/data/2026-12-07-session59/run4.sh", carry: [".devcarry"])
 source docs/perf/data/2026-12-05-session40/lib.sh
 S=$OUT/s4.txt
