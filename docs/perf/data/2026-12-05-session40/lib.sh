@@ -15,3 +15,12 @@ trace() { # name cfg env args...: one timed + one traced repetition; the table's
   for f in $L/trace_$name/*.trace.json; do [ -f "$f" ] && gzip -c "$f" >$OUT/traces/${name}_$(basename $f).gz; done
   for f in $L/trace_$name/*.svg; do [ -f "$f" ] && cp "$f" $OUT/traces/${name}_$(basename $f); done
 }
+# V2-Lite batch 1 (128 in / 256 out) under env (session 59 on): the decode line, the engine line and
+# any mla_attention stamps (the backend prints them at exit) into the summary.
+v2l_b1() { # name env
+  local l=$(left); [ $l -gt 30 ] || { echo "$1: no time" >>$S; return; }
+  env $2 timeout 75 build-gpu/src/cli/frugal bench offline --device cuda --gpu h200 --ceiling-gbps 4259 --ceiling-tflops 790 \
+    --dummy-weights /tmp/v2l/config.json --prefill-lens 0 --decode-prompt-len 128 --decode-tokens 256 --reps 2 --warmup 1 \
+    --batches 1 --json $L/$1.json >$L/$1.txt 2>&1
+  echo "== $1 rc $? ($((SECONDS-START)) s)" >>$S; grep -E "^decode|mla_attention stamps|^  " $L/$1.txt | grep -v "^  kernel" | tail -9 >>$S
+}

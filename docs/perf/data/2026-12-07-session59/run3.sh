@@ -20,21 +20,14 @@ for envs in "FRUGAL_MLA_ATTN_KV_PREFETCH=1" "FRUGAL_MLA_ATTN_KV_PREFETCH=1 FRUGA
    echo "fused_mla [$envs]: rc $? ($((SECONDS-START)) s)" >>$S)
   grep -E "^\[  (PASSED|FAILED) |Failure$" -A1 $L/fused.log | head -12 >>$S
 done
-V="--prefill-lens 0 --decode-prompt-len 128 --decode-tokens 256 --reps 2 --warmup 1"
-ab() { # name env
-  local l=$(left); [ $l -gt 30 ] || { echo "$1: no time" >>$S; return; }
-  env $2 timeout 75 build-gpu/src/cli/frugal bench offline --device cuda --gpu h200 --ceiling-gbps 4259 --ceiling-tflops 790 \
-    --dummy-weights /tmp/v2l/config.json $V --batches 1 --json $L/$1.json >$L/$1.txt 2>&1
-  echo "== $1 rc $? ($((SECONDS-START)) s)" >>$S; grep -E "^decode|mla_attention stamps|^  " $L/$1.txt | grep -v "^  kernel" | tail -9 >>$S
-}
 K=FRUGAL_FUSE_MLA_ATTN=1
 for i in 1 2; do
-  ab seq_$i FRUGAL_FUSE_MLA_ATTN=0
-  ab kernel_$i $K
-  ab kv_$i "$K FRUGAL_MLA_ATTN_KV_PREFETCH=1"
-  ab last_$i "$K FRUGAL_MLA_ATTN_EVICT_LAST=1"
-  ab kv_last_$i "$K FRUGAL_MLA_ATTN_KV_PREFETCH=1 FRUGAL_MLA_ATTN_EVICT_LAST=1"
+  v2l_b1 seq_$i FRUGAL_FUSE_MLA_ATTN=0
+  v2l_b1 kernel_$i $K
+  v2l_b1 kv_$i "$K FRUGAL_MLA_ATTN_KV_PREFETCH=1"
+  v2l_b1 last_$i "$K FRUGAL_MLA_ATTN_EVICT_LAST=1"
+  v2l_b1 kv_last_$i "$K FRUGAL_MLA_ATTN_KV_PREFETCH=1 FRUGAL_MLA_ATTN_EVICT_LAST=1"
 done
-ab stamps_kv_last "$K FRUGAL_MLA_ATTN_KV_PREFETCH=1 FRUGAL_MLA_ATTN_EVICT_LAST=1 FRUGAL_MLA_ATTN_STAMPS=4096"
-ab stamps_kv "$K FRUGAL_MLA_ATTN_KV_PREFETCH=1 FRUGAL_MLA_ATTN_STAMPS=4096"
+v2l_b1 stamps_kv_last "$K FRUGAL_MLA_ATTN_KV_PREFETCH=1 FRUGAL_MLA_ATTN_EVICT_LAST=1 FRUGAL_MLA_ATTN_STAMPS=4096"
+v2l_b1 stamps_kv "$K FRUGAL_MLA_ATTN_KV_PREFETCH=1 FRUGAL_MLA_ATTN_STAMPS=4096"
 finish 3

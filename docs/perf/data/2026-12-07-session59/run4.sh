@@ -19,20 +19,13 @@ export TARGETS="frugal cuda_ops_test"; build; unset TARGETS
 (timeout 90 build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaFused.MlaAttention*' >$L/fused.log 2>&1
  echo "fused_mla: rc $? ($((SECONDS-START)) s)" >>$S)
 grep -E "^\[  (PASSED|FAILED) |Failure$|after the wait|copied in step 1" -A1 $L/fused.log | head -40 >>$S
-V="--prefill-lens 0 --decode-prompt-len 128 --decode-tokens 256 --reps 2 --warmup 1"
-ab() { # name env
-  local l=$(left); [ $l -gt 30 ] || { echo "$1: no time" >>$S; return; }
-  env $2 timeout 75 build-gpu/src/cli/frugal bench offline --device cuda --gpu h200 --ceiling-gbps 4259 --ceiling-tflops 790 \
-    --dummy-weights /tmp/v2l/config.json $V --batches 1 --json $L/$1.json >$L/$1.txt 2>&1
-  echo "== $1 rc $? ($((SECONDS-START)) s)" >>$S; grep -E "^decode|mla_attention stamps|^  " $L/$1.txt | grep -v "^  kernel" | tail -9 >>$S
-}
 K=FRUGAL_FUSE_MLA_ATTN=1
 for i in 1 2; do
-  ab seq_$i FRUGAL_FUSE_MLA_ATTN=0
-  ab kernel_$i $K
-  ab early2_$i "$K FRUGAL_MLA_ATTN_EARLY=2"
-  ab kv_early_$i "$K FRUGAL_MLA_ATTN_KV_EARLY=1"
-  ab both_$i "$K FRUGAL_MLA_ATTN_EARLY=2 FRUGAL_MLA_ATTN_KV_EARLY=1"
+  v2l_b1 seq_$i FRUGAL_FUSE_MLA_ATTN=0
+  v2l_b1 kernel_$i $K
+  v2l_b1 early2_$i "$K FRUGAL_MLA_ATTN_EARLY=2"
+  v2l_b1 kv_early_$i "$K FRUGAL_MLA_ATTN_KV_EARLY=1"
+  v2l_b1 both_$i "$K FRUGAL_MLA_ATTN_EARLY=2 FRUGAL_MLA_ATTN_KV_EARLY=1"
 done
-ab stamps_both "$K FRUGAL_MLA_ATTN_EARLY=2 FRUGAL_MLA_ATTN_KV_EARLY=1 FRUGAL_MLA_ATTN_STAMPS=4096"
+v2l_b1 stamps_both "$K FRUGAL_MLA_ATTN_EARLY=2 FRUGAL_MLA_ATTN_KV_EARLY=1 FRUGAL_MLA_ATTN_STAMPS=4096"
 finish 4

@@ -16,11 +16,10 @@ nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader >
 export TARGETS="frugal"; build; unset TARGETS
 V="--prefill-lens 0 --decode-prompt-len 128 --decode-tokens 256 --reps 2 --warmup 1"
 for i in 1 2; do
-  e2e v2l_seq_$i /tmp/v2l FRUGAL_FUSE_MLA_ATTN=0 $V --batches 1
-  e2e v2l_kernel_$i /tmp/v2l FRUGAL_FUSE_MLA_ATTN=1 $V --batches 1
+  v2l_b1 v2l_seq_$i FRUGAL_FUSE_MLA_ATTN=0
+  v2l_b1 v2l_kernel_$i FRUGAL_FUSE_MLA_ATTN=1
 done
-e2e v2l_stamps /tmp/v2l "FRUGAL_FUSE_MLA_ATTN=1 FRUGAL_MLA_ATTN_STAMPS=4096" $V --batches 1
-grep -A7 "mla_attention stamps" $L/v2l_stamps.txt >>$S 2>/dev/null
+v2l_b1 v2l_stamps "FRUGAL_FUSE_MLA_ATTN=1 FRUGAL_MLA_ATTN_STAMPS=4096"
 B="--prefill-lens 0 --decode-prompt-len 512 --decode-tokens 64 --reps 2 --warmup 1"
 for n in 16 64; do
   e2e q7b_int4_b$n /tmp/q7b "" $B --batches $n --precision int4
