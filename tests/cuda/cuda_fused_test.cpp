@@ -343,8 +343,9 @@ TEST(CudaFused, MlaAttentionPersistentKernelWithinRoundingOfSequence) {
     EXPECT_TRUE(fused == graph) << what << ": the graph replays gave other bits";
 
     // A CacheHint (here: the o and q / kv_a weights, then a range past the cap) on the sequence:
-    // one prefetch grid a call, eager and captured, and the sequence's bits. The cap takes a
-    // prefix of the ranges; with no cap (the default) the hint is ignored.
+    // one prefetch grid a call, eager and captured, and the sequence's bits; on the persistent
+    // kernel (which asks for it itself): no grid and the kernel's bits. The cap takes a prefix
+    // of the ranges; with no cap (the default) the hint is ignored.
     {
       ASSERT_EQ(backend()->l2_hint_cap(), 0) << what << ": FRUGAL_L2_HINT_MB is set";
       p.hint = ops::CacheHint{.ptr = {wo.dev, wq.dev, wabs.dev}, .bytes = {hidden * v_w * 2, q_ld * hidden * 2, 1 << 20}};
@@ -357,11 +358,15 @@ TEST(CudaFused, MlaAttentionPersistentKernelWithinRoundingOfSequence) {
       EXPECT_EQ(backend()->l2_prefetch_calls(), calls0) << what << ": a hint without a cap launched";
       backend()->set_l2_hint_cap(int64_t{64} << 20);
       const auto hinted = run(false, 0), hinted_graph = run(false, 2);
+      EXPECT_EQ(backend()->l2_prefetch_calls(), calls0 + 2) << what << ": one prefetch grid a call (eager, captured)";
+      const auto hinted_kernel = run(true, 0), hinted_kernel_graph = run(true, 2);
+      EXPECT_EQ(backend()->l2_prefetch_calls(), calls0 + 2) << what << ": the persistent kernel launched a prefetch grid";
+      set_mla_attention_enabled(was);
       backend()->set_l2_hint_cap(0);
       p.hint = {};
-      EXPECT_EQ(backend()->l2_prefetch_calls(), calls0 + 2) << what << ": one prefetch grid a call (eager, captured)";
       EXPECT_TRUE(ignored == seq && hinted == seq) << what << ": the hinted sequence gave other bits";
       EXPECT_TRUE(hinted_graph == seq) << what << ": the hinted sequence's graph replays gave other bits";
+      EXPECT_TRUE(hinted_kernel == fused && hinted_kernel_graph == fused) << what << ": the hinted kernel gave other bits";
     }
 
     // The diagnostic stamps (kernels.h, launch_mla_attention): the stamped instance gives the same

@@ -682,13 +682,15 @@ Status CudaBackend::attention_batched_matmul(const ops::AttentionBatchedMatmulPa
 
 // MLA's attention part of a layer: one persistent kernel for a single decode token where
 // plan_mla_attention applies (mla_attention.cu), else the sequence of this backend's ops.
-// As the sequence, p.hint (up to l2_hint_cap_ bytes, sm_90) is asked of L2 after the q / kv_a
-// projection, the part's first bandwidth-bound kernel, so that it streams under the
-// latency-bound rest (l2_prefetch.cu). The persistent kernel takes no hint.
-Status CudaBackend::mla_attention(const ops::MlaAttentionParams& p) {
+// p.hint, up to l2_hint_cap_ bytes (sm_90), is asked of L2 so that it streams under the
+// latency-bound part: by the persistent kernel after its first barrier, or as the sequence by a
+// grid after the q / kv_a projection, the part's first bandwidth-bound kernel (l2_prefetch.cu).
+Status CudaBackend::mla_attention(const ops::MlaAttentionParams& in) {
+  const ops::CacheHint hint = cap_cache_hint(in.hint, cc_major_ >= 9 ? l2_hint_cap_ : 0);
+  ops::MlaAttentionParams p = in;
+  p.hint = hint;
   const MlaAttentionPlan plan = plan_mla_attention(p, n_sms_, max_smem_optin_);
   if (!plan.applies) {
-    const ops::CacheHint hint = cap_cache_hint(p.hint, cc_major_ >= 9 ? l2_hint_cap_ : 0);
     if (cache_hint_bytes(hint) == 0) return ops::Backend::mla_attention(p);
     FRUGAL_RETURN_IF_ERROR(rms_norm_matmul(p.qkv));
     FRUGAL_RETURN_IF_ERROR(check_launch(launch_l2_prefetch(hint, n_sms_, stream_), "l2_prefetch"));

@@ -8,35 +8,23 @@
 // One warp a block. The grid lets the next kernel launch at once (launch_dependents before the
 // wait), then waits for the kernel before it to complete, so the prefetch does not share DRAM
 // with it, and only then asks for its slice: cp.async.bulk.prefetch.L2 (sm_90; no registers, no
-// data back to the SM) in pieces of at most kPiece bytes. The next kernel's PDL wait covers this
-// grid, so the order of the step's kernels is unchanged; the cost to the chain is this grid's
-// completion after the one before.
+// data back to the SM) in pieces of at most 64 KB (l2_prefetch.cuh). The next kernel's PDL wait
+// covers this grid, so the order of the step's kernels is unchanged; the cost to the chain is
+// this grid's completion after the one before.
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/l2_prefetch.cuh"
 
 namespace frugal::cuda {
 namespace {
-
-constexpr int64_t kPiece = 64 << 10;
 
 __global__ void __launch_bounds__(32) l2_prefetch_kernel(ops::CacheHint h) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  const int64_t G = gridDim.x, b = blockIdx.x, lane = threadIdx.x;
-  for (int r = 0; r < ops::CacheHint::kRanges; ++r) {
-    // [begin, end): the range's whole 16-byte units (the bulk prefetch's alignment).
-    const uintptr_t p = reinterpret_cast<uintptr_t>(h.ptr[r]);
-    const uintptr_t begin = (p + 15) & ~uintptr_t{15}, end = (p + static_cast<uintptr_t>(h.bytes[r])) & ~uintptr_t{15};
-    if (h.ptr[r] == nullptr || h.bytes[r] <= 0 || end <= begin) continue;
-    const int64_t total = static_cast<int64_t>(end - begin);
-    const int64_t per = (total / 16 + G - 1) / G * 16;  // the block's slice, whole 16-byte units
-    const int64_t s0 = b * per, s1 = min(total, s0 + per);
-    for (int64_t off = s0 + lane * kPiece; off < s1; off += 32 * kPiece)
-      prefetch_l2(reinterpret_cast<const void*>(begin + off), static_cast<uint32_t>(min(kPiece, s1 - off)));
-  }
+  prefetch_hint_slice(h, blockIdx.x, gridDim.x, static_cast<int>(threadIdx.x));
 #endif
 }
 

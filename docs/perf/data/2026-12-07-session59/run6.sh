@@ -8,12 +8,15 @@
 # if they stay in L2 (50 MB) until gate_up reads them, the attention part gains ~1 us (one more
 # grid in its chain): +6-8% (H100 ~372 -> ~395-400 tok/s). With 36 MB (down too) more, if L2
 # holds it beside the o projection's and the routed experts' streams.
+# The persistent MLA kernel (opt-in) asks for the hint itself after its first barrier, with no
+# extra grid: if the hint pays, it may pay more there.
 # 1. CudaFused.MlaAttention* (now also: a hint, eager and captured, gives the sequence's bits and
-#    one prefetch grid a call; the cap takes a prefix); CudaMoe.*.
-# 2. V2-Lite batch 1 (128 in / 256 out): no hint, 12, 24 and 36 MB, twice each.
+#    one prefetch grid a call, and the kernel's bits and no grid; the cap takes a prefix); CudaMoe.*.
+# 2. V2-Lite batch 1 (128 in / 256 out): no hint, 12, 24 and 36 MB, twice each; the persistent
+#    kernel without a hint and with 24 MB, twice each.
 # 3. Kernel traces without a hint and with 24 MB, split by layer_split.py (the MoE part is what
 #    should move).
-# Run as: run(command: "STOP=520 bash docs/perf/data/2026-12-07-session59/run6.sh", carry: [".devcarry"])
+# Run as: run(command: "STOP=560 bash docs/perf/data/2026-12-07-session59/run6.sh", carry: [".devcarry"])
 source docs/perf/data/2026-12-05-session40/lib.sh
 S=$OUT/s6.txt
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader >>$S
@@ -23,6 +26,7 @@ export TARGETS="frugal cuda_ops_test"; build; unset TARGETS
 grep -E "^\[  (PASSED|FAILED) |Failure$" -A1 $L/tests.log | head -20 >>$S
 for i in 1 2; do
   for mb in 0 12 24 36; do v2l_b1 hint${mb}_$i FRUGAL_L2_HINT_MB=$mb; done
+  for mb in 0 24; do v2l_b1 kernel_hint${mb}_$i "FRUGAL_FUSE_MLA_ATTN=1 FRUGAL_L2_HINT_MB=$mb"; done
 done
 V="--prefill-lens 0 --decode-prompt-len 128 --decode-tokens 256 --reps 2 --warmup 1"
 [ $(left) -gt 45 ] && trace hint0_tr /tmp/v2l "FRUGAL_L2_HINT_MB=0" $V --batches 1
