@@ -359,12 +359,16 @@ TEST(CudaFused, MlaAttentionPersistentKernelWithinRoundingOfSequence) {
       backend()->set_l2_hint_cap(int64_t{64} << 20);
       const auto hinted = run(false, 0), hinted_graph = run(false, 2);
       EXPECT_EQ(backend()->l2_prefetch_calls(), calls0 + 2) << what << ": one prefetch grid a call (eager, captured)";
+      backend()->set_l2_hint_spread(true);
+      const auto spread = run(false, 0);
+      backend()->set_l2_hint_spread(false);
+      EXPECT_EQ(backend()->l2_prefetch_calls(), calls0 + 5) << what << ": spread: one prefetch grid a range";
       const auto hinted_kernel = run(true, 0), hinted_kernel_graph = run(true, 2);
-      EXPECT_EQ(backend()->l2_prefetch_calls(), calls0 + 2) << what << ": the persistent kernel launched a prefetch grid";
+      EXPECT_EQ(backend()->l2_prefetch_calls(), calls0 + 5) << what << ": the persistent kernel launched a prefetch grid";
       set_mla_attention_enabled(was);
       backend()->set_l2_hint_cap(0);
       p.hint = {};
-      EXPECT_TRUE(ignored == seq && hinted == seq) << what << ": the hinted sequence gave other bits";
+      EXPECT_TRUE(ignored == seq && hinted == seq && spread == seq) << what << ": the hinted sequence gave other bits";
       EXPECT_TRUE(hinted_graph == seq) << what << ": the hinted sequence's graph replays gave other bits";
       EXPECT_TRUE(hinted_kernel == fused && hinted_kernel_graph == fused) << what << ": the hinted kernel gave other bits";
     }

@@ -74,6 +74,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   // Off unless FRUGAL_L2_HINT_MB=<MB> (not yet measured): the cap on the bytes of a CacheHint asked of L2.
   if (const char* e = std::getenv("FRUGAL_L2_HINT_MB"); e != nullptr && std::atoi(e) > 0)
     b->l2_hint_cap_ = int64_t{std::atoi(e)} << 20;
+  if (const char* e = std::getenv("FRUGAL_L2_HINT_SPREAD"); e != nullptr && std::strcmp(e, "1") == 0) b->l2_hint_spread_ = true;
   const char* quant_tiles_env = std::getenv("FRUGAL_QUANT_TILES");
   b->quant_tiles_ = !(quant_tiles_env && std::strcmp(quant_tiles_env, "0") == 0);
   const char* fuse_silu_quant_env = std::getenv("FRUGAL_FUSE_SILU_QUANT");
@@ -692,12 +693,28 @@ Status CudaBackend::mla_attention(const ops::MlaAttentionParams& in) {
   const MlaAttentionPlan plan = plan_mla_attention(p, n_sms_, max_smem_optin_);
   if (!plan.applies) {
     if (cache_hint_bytes(hint) == 0) return ops::Backend::mla_attention(p);
+    auto prefetch = [&](const ops::CacheHint& h) -> Status {
+      if (cache_hint_bytes(h) == 0) return Status::ok();
+      FRUGAL_RETURN_IF_ERROR(check_launch(launch_l2_prefetch(h, n_sms_, stream_), "l2_prefetch"));
+      ++l2_prefetch_calls_;
+      return Status::ok();
+    };
+    // The whole hint after the q / kv_a projection, or (l2_hint_spread_) range r after step r + 1
+    // of the part, so that no one burst of requests queues ahead of the steps' own loads.
+    auto range = [&](int r) {
+      ops::CacheHint h;
+      if (!l2_hint_spread_ && r == 0) return hint;
+      if (l2_hint_spread_) h.ptr[0] = hint.ptr[r], h.bytes[0] = hint.bytes[r];
+      return h;
+    };
     FRUGAL_RETURN_IF_ERROR(rms_norm_matmul(p.qkv));
-    FRUGAL_RETURN_IF_ERROR(check_launch(launch_l2_prefetch(hint, n_sms_, stream_), "l2_prefetch"));
-    ++l2_prefetch_calls_;
+    FRUGAL_RETURN_IF_ERROR(prefetch(range(0)));
     FRUGAL_RETURN_IF_ERROR(mla_kv_prologue(p.prologue));
+    FRUGAL_RETURN_IF_ERROR(prefetch(range(1)));
     FRUGAL_RETURN_IF_ERROR(batched_matmul(p.absorb));
+    FRUGAL_RETURN_IF_ERROR(prefetch(range(2)));
     FRUGAL_RETURN_IF_ERROR(attention_batched_matmul(p.attn));
+    FRUGAL_RETURN_IF_ERROR(prefetch(range(3)));
     return matmul(p.o);
   }
   FRUGAL_RETURN_IF_ERROR(check_rope(p.prologue.rope));

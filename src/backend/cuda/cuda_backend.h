@@ -133,7 +133,10 @@ class CudaBackend final : public ops::Backend {
   // The cap on the bytes of an op's CacheHint (ops/params.h; today mla_attention's, as the
   // sequence) asked of L2 (kernels.h, launch_l2_prefetch; sm_90); 0, the default unless
   // FRUGAL_L2_HINT_MB=<MB>, ignores hints. l2_prefetch_calls: the prefetch grids launched.
+  // Spread (FRUGAL_L2_HINT_SPREAD=1): as the sequence, one grid a range, after each of the
+  // part's first steps, instead of one grid for all after the first.
   void set_l2_hint_cap(int64_t bytes) { l2_hint_cap_ = bytes > 0 ? bytes : 0; }
+  void set_l2_hint_spread(bool on) { l2_hint_spread_ = on; }
   int64_t l2_hint_cap() const { return l2_hint_cap_; }
   int64_t l2_prefetch_calls() const { return l2_prefetch_calls_; }
   // The persistent MLA kernel's step stamps (a diagnostic; kernels.h, launch_mla_attention):
@@ -229,6 +232,7 @@ class CudaBackend final : public ops::Backend {
   int64_t fused_mla_uv_calls_ = 0;
   int64_t fused_mla_attention_calls_ = 0;
   int64_t l2_hint_cap_ = 0;  // set_l2_hint_cap
+  bool l2_hint_spread_ = false;  // set_l2_hint_spread
   int64_t l2_prefetch_calls_ = 0;
   size_t max_smem_optin_ = 0;  // a block's dynamic shared memory limit
   unsigned long long* grid_sync_ = nullptr;  // the persistent MLA kernel's barrier counter (never reset)

@@ -9,11 +9,13 @@
 # grid in its chain): +6-8% (H100 ~372 -> ~395-400 tok/s). With 36 MB (down too) more, if L2
 # holds it beside the o projection's and the routed experts' streams.
 # The persistent MLA kernel (opt-in) asks for the hint itself after its first barrier, with no
-# extra grid: if the hint pays, it may pay more there.
+# extra grid: if the hint pays, it may pay more there. FRUGAL_L2_HINT_SPREAD=1 asks for one range
+# after each of the sequence's first steps instead of all at once (a 24-36 MB burst could queue
+# ahead of the chain's own loads; three grids cost three hops).
 # 1. CudaFused.MlaAttention* (now also: a hint, eager and captured, gives the sequence's bits and
 #    one prefetch grid a call, and the kernel's bits and no grid; the cap takes a prefix); CudaMoe.*.
 # 2. V2-Lite batch 1 (128 in / 256 out): no hint, 12, 24 and 36 MB, twice each; the persistent
-#    kernel without a hint and with 24 MB, twice each.
+#    kernel without a hint and with 24 MB, and 36 MB spread, twice each.
 # 3. Kernel traces without a hint and with 24 MB, split by layer_split.py (the MoE part is what
 #    should move).
 # Run as: run(command: "STOP=560 bash docs/perf/data/2026-12-07-session59/run6.sh", carry: [".devcarry"])
@@ -27,6 +29,7 @@ grep -E "^\[  (PASSED|FAILED) |Failure$" -A1 $L/tests.log | head -20 >>$S
 for i in 1 2; do
   for mb in 0 12 24 36; do v2l_b1 hint${mb}_$i FRUGAL_L2_HINT_MB=$mb; done
   for mb in 0 24; do v2l_b1 kernel_hint${mb}_$i "FRUGAL_FUSE_MLA_ATTN=1 FRUGAL_L2_HINT_MB=$mb"; done
+  v2l_b1 spread36_$i "FRUGAL_L2_HINT_MB=36 FRUGAL_L2_HINT_SPREAD=1"
 done
 V="--prefill-lens 0 --decode-prompt-len 128 --decode-tokens 256 --reps 2 --warmup 1"
 [ $(left) -gt 45 ] && trace hint0_tr /tmp/v2l "FRUGAL_L2_HINT_MB=0" $V --batches 1
