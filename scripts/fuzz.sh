@@ -63,6 +63,9 @@ for t in "${targets[@]}"; do
       printf '\x1f{"prompt":[[9707,11,1879],[151643]],"max_tokens":3,"stop":"!"}' >"$corpus/seed_completion_ids"
       # Two stop strings completed by the same token: the earlier-starting one must win.
       printf '\x01{"prompt":"hello","stop":["o","llo"],"max_tokens":2}' >"$corpus/seed_two_stops"
+      # A short stop complete while a longer one that starts earlier is still a prefix: the longer
+      # one must win (this crashed the stop check, 2026-12-07).
+      printf '\x01{"prompt":"hellconto","stop":["o","hellconto","stollo"],"max_tokens":2}' >"$corpus/seed_long_stop_pending"
       # A stream that ends inside a character (byte token 163), and U+FFFD as the stop.
       printf '\x01{"prompt":[[9,163]],"stop":["\\ufffd"],"max_tokens":2}' >"$corpus/seed_fffd" ;;
   esac

@@ -32,6 +32,19 @@ size_t StopMatcher::find_stop() const {
   return best;
 }
 
+size_t StopMatcher::partial_start() const {
+  size_t hold = 0;  // the longest unreleased suffix that is a proper prefix of a stop string
+  for (const auto& s : stops_) {
+    for (size_t n = std::min(s.size() - 1, text_.size() - sent_); n > hold; --n) {
+      if (text_.compare(text_.size() - n, n, s, 0, n) == 0) {
+        hold = n;
+        break;
+      }
+    }
+  }
+  return text_.size() - hold;
+}
+
 TextDelta StopMatcher::cut(size_t at) {
   stopped_ = true;
   text_.resize(at);
@@ -50,18 +63,12 @@ TextDelta StopMatcher::push(const std::vector<runtime::GeneratedToken>& tokens) 
     text_ += detok_->push(t.token);
     pending_.push_back({t, start, text_.size()});
     ++n_tokens_;
-    if (size_t at = find_stop(); at != std::string::npos) return cut(at);
+    // A stop found at `at` ends the stream unless a longer one that starts earlier may still
+    // complete (stops "o" and "cone" over "co", then "ne": "cone" wins at 0, not "o" at 1);
+    // until the next tokens decide it, the text from that earlier start is held back.
+    if (size_t at = find_stop(); at != std::string::npos && at <= partial_start()) return cut(at);
   }
-  size_t hold = 0;
-  for (const auto& s : stops_) {
-    for (size_t n = std::min(s.size() - 1, text_.size() - sent_); n > hold; --n) {
-      if (text_.compare(text_.size() - n, n, s, 0, n) == 0) {
-        hold = n;
-        break;
-      }
-    }
-  }
-  return release(text_.size() - hold);
+  return release(std::min(partial_start(), find_stop()));
 }
 
 TextDelta StopMatcher::finish() {

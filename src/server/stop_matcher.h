@@ -42,6 +42,9 @@ class StopMatcher {
   TextDelta release(size_t upto);
   // Where the earliest stop string starts in the unreleased text, or npos.
   size_t find_stop() const;
+  // Where the earliest unreleased suffix that is a proper prefix of a stop string starts (a stop
+  // that may still complete), or text_.size().
+  size_t partial_start() const;
   // Ends the stream at `at`, where a stop string starts: releases the text before it.
   TextDelta cut(size_t at);
 

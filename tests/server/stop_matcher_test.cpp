@@ -67,6 +67,26 @@ TEST(StopMatcher, EarliestOfSeveralStops) {
   EXPECT_EQ(r.text, "one ");
 }
 
+// A short stop completes while a longer one that starts earlier is still a prefix: the stream
+// ends where the earliest stop starts, so the short one must wait for the long one to decide
+// (fuzz_openai_request found "hellconto" with stops "o", "hellconto": "hellc" was sent).
+TEST(StopMatcher, EarlierStartingLongerStopWinsOverAShortOneFoundFirst) {
+  MatchRun r = run("hellconto and more", {"o", "hellconto", "stollo"});
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "");
+  r = run("xhellcontx and more", {"o", "hellconto"});  // the long one fails: the short one stands
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "xhellc");
+  r = run("xhellcon", {"o", "hellconto"});  // the stream ends while the long one is undecided
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.text, "xhellc");
+  ByteCodec codec;  // every token at once: the same end
+  StopMatcher m(codec.stream_decoder(), {"o", "hellconto"});
+  TextDelta d = m.push(toks("ahellconto!"));
+  EXPECT_TRUE(d.stopped);
+  EXPECT_EQ(d.text, "a");
+}
+
 TEST(StopMatcher, StopAtTheStartGivesEmptyText) {
   MatchRun r = run("STOP here", {"STOP"});
   EXPECT_TRUE(r.stopped);
