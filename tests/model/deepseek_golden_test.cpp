@@ -245,3 +245,58 @@ TEST(DeepseekBf16, RouteFlipsOnlyAtNearTies) {
 
 }  // namespace
 }  // namespace frugal::model
+
+namespace frugal::model {
+namespace {
+
+// The cache hint mla_attention carries (ops::CacheHint, model/deepseek.cpp): each MoE layer's
+// shared experts' gate, up and down weights, in the order the MoE reads them, and nothing for a
+// dense layer. The V2 fixture: layer 0 dense, layers 1 and 2 MoE with one shared expert of 64
+// channels over a hidden size of 128, run through the CPU backend with its weights in an arena
+// (so q and kv_a are one matmul and the attention part is the fused op).
+class HintRecordingBackend final : public ops::ForwardingBackend {
+ public:
+  HintRecordingBackend() : ForwardingBackend(make_cpu_backend()) {}
+  bool weights_in_host_memory() const override { return false; }
+  bool supports_sample() const override { return false; }
+  Status mla_attention(const ops::MlaAttentionParams& p) override {
+    hints.push_back(p.hint);
+    return ForwardingBackend::mla_attention(p);
+  }
+  std::vector<ops::CacheHint> hints;
+};
+
+TEST(DeepseekCacheHint, MlaAttentionCarriesEachMoeLayersSharedExperts) {
+  const std::string dir = (std::filesystem::path(frugal::testing::source_root()) / "tests/data/golden/deepseek_v2").string();
+  HintRecordingBackend be;
+  auto m = Model::load(dir, &be, {.max_logit_rows = 1});
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  const auto& c = (*m)->config();
+  ASSERT_EQ(c.num_hidden_layers, 3);
+  auto kv = KvStorage::create(&be, c, {.n_blocks = 1, .block_size = 16});
+  ASSERT_TRUE(kv.is_ok()) << kv.status().to_string();
+  const std::vector<int32_t> ids = {1, 2, 3, 4}, pos = {0, 1, 2, 3}, table = {0}, q_start = {0, 4}, ctx = {4}, last = {3};
+  std::vector<float> logits(static_cast<size_t>(c.vocab_size));
+  ASSERT_TRUE((*m)->forward({.tokens = ids, .positions = pos, .q_start = q_start, .ctx_len = ctx, .block_tables = table,
+                             .max_blocks_per_seq = 1, .slot_mapping = pos, .logits_rows = last}, **kv, logits.data()).is_ok());
+  ASSERT_EQ(be.hints.size(), 3u) << "one fused attention part a layer";
+  for (int r = 0; r < ops::CacheHint::kRanges; ++r) {
+    EXPECT_EQ(be.hints[0].ptr[r], nullptr) << "the dense layer's range " << r;
+    EXPECT_EQ(be.hints[0].bytes[r], 0) << "the dense layer's range " << r;
+  }
+  const int64_t elems = int64_t{64} * 128;  // each of gate, up ([64, 128]) and down ([128, 64])
+  for (size_t l = 1; l < 3; ++l) {
+    const ops::CacheHint& h = be.hints[l];
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_NE(h.ptr[r], nullptr) << "layer " << l << " range " << r;
+      EXPECT_TRUE(h.bytes[r] == 2 * elems || h.bytes[r] == 4 * elems) << "layer " << l << " range " << r << ": " << h.bytes[r];
+    }
+    EXPECT_TRUE(h.ptr[0] != h.ptr[1] && h.ptr[1] != h.ptr[2] && h.ptr[0] != h.ptr[2]) << "layer " << l;
+    EXPECT_EQ(h.ptr[3], nullptr) << "layer " << l;
+    EXPECT_EQ(h.bytes[3], 0) << "layer " << l;
+  }
+  EXPECT_NE(be.hints[1].ptr[0], be.hints[2].ptr[0]) << "each layer's own shared expert";
+}
+
+}  // namespace
+}  // namespace frugal::model
