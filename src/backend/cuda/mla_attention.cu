@@ -111,14 +111,13 @@ __device__ __forceinline__ void grid_barrier(unsigned long long* ctr, unsigned l
   __syncthreads();
 }
 
-// One warp: w (k bf16, 16-byte aligned, any memory) against x (k bf16 in shared memory), the
-// sum in every lane. k % 8 == 0.
-template <bool kGlobal>
+// One warp: w against x (k bf16 each, 16-byte aligned, both in shared memory), the sum in every
+// lane. k % 8 == 0. (Rows in global memory go through warp_dot_rows.)
 __device__ __forceinline__ float warp_dot(const __nv_bfloat16* w, const __nv_bfloat16* x, int64_t k) {
   const int lane = threadIdx.x & 31;
   float d = 0.f;
   for (int64_t j = lane * 8; j < k; j += 256) {
-    const uint4 wv = kGlobal ? load_stream16(w + j) : *reinterpret_cast<const uint4*>(w + j);
+    const uint4 wv = *reinterpret_cast<const uint4*>(w + j);
     d += dot_bf16x8(wv, *reinterpret_cast<const uint4*>(x + j));
   }
   return warp_sum(d);
@@ -236,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
   cp_async_wait<1>();  // this thread's q / kv_a copies
   __syncthreads();     // everyone's, and xn
   for (int64_t r = q0 + warp; r < q1; r += kWarps) {
-    const float d = warp_dot<false>(wq_s + (r - q0) * hidden, xn_s, hidden);
+    const float d = warp_dot(wq_s + (r - q0) * hidden, xn_s, hidden);
     if (lane == 0) bf(qm.y)[r] = __float2bfloat16(d);
   }
   grid_barrier(a.sync, stb ? stb + 2 : nullptr);
@@ -403,7 +402,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
     cp_async_wait<0>();
     __syncthreads();
     for (int64_t r = o0 + warp; r < o1; r += kWarps) {
-      float d = warp_dot<false>(wo_s + (r - o0) * ko, xs, ko);
+      float d = warp_dot(wo_s + (r - o0) * ko, xs, ko);
       if (lane == 0) {
         auto* y = bf(om.y) + r;
         if (om.accumulate) d += __bfloat162float(*y);
