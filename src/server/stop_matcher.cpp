@@ -58,6 +58,7 @@ TextDelta StopMatcher::cut(size_t at) {
 
 TextDelta StopMatcher::push(const std::vector<runtime::GeneratedToken>& tokens) {
   if (stopped_) return {};
+  size_t at = std::string::npos;  // where the earliest stop starts, after the last token
   for (const auto& t : tokens) {
     size_t start = text_.size();
     text_ += detok_->push(t.token);
@@ -66,9 +67,10 @@ TextDelta StopMatcher::push(const std::vector<runtime::GeneratedToken>& tokens) 
     // A stop found at `at` ends the stream unless a longer one that starts earlier may still
     // complete (stops "o" and "cone" over "co", then "ne": "cone" wins at 0, not "o" at 1);
     // until the next tokens decide it, the text from that earlier start is held back.
-    if (size_t at = find_stop(); at != std::string::npos && at <= partial_start()) return cut(at);
+    at = find_stop();
+    if (at != std::string::npos && at <= partial_start()) return cut(at);
   }
-  return release(std::min(partial_start(), find_stop()));
+  return release(std::min(partial_start(), at));
 }
 
 TextDelta StopMatcher::finish() {
