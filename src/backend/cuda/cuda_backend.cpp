@@ -693,28 +693,26 @@ Status CudaBackend::mla_attention(const ops::MlaAttentionParams& in) {
   const MlaAttentionPlan plan = plan_mla_attention(p, n_sms_, max_smem_optin_);
   if (!plan.applies) {
     if (cache_hint_bytes(hint) == 0) return ops::Backend::mla_attention(p);
-    auto prefetch = [&](const ops::CacheHint& h) -> Status {
+    // After step k of the part (0: the q / kv_a projection): the whole hint after step 0, or
+    // (l2_hint_spread_) range k after step k, so that no one burst of requests queues ahead of
+    // the steps' own loads. An empty range launches nothing.
+    auto prefetch_after = [&](int k) -> Status {
+      ops::CacheHint h;
+      if (!l2_hint_spread_ && k == 0) h = hint;
+      if (l2_hint_spread_) h.ptr[0] = hint.ptr[k], h.bytes[0] = hint.bytes[k];
       if (cache_hint_bytes(h) == 0) return Status::ok();
       FRUGAL_RETURN_IF_ERROR(check_launch(launch_l2_prefetch(h, n_sms_, stream_), "l2_prefetch"));
       ++l2_prefetch_calls_;
       return Status::ok();
     };
-    // The whole hint after the q / kv_a projection, or (l2_hint_spread_) range r after step r + 1
-    // of the part, so that no one burst of requests queues ahead of the steps' own loads.
-    auto range = [&](int r) {
-      ops::CacheHint h;
-      if (!l2_hint_spread_ && r == 0) return hint;
-      if (l2_hint_spread_) h.ptr[0] = hint.ptr[r], h.bytes[0] = hint.bytes[r];
-      return h;
-    };
     FRUGAL_RETURN_IF_ERROR(rms_norm_matmul(p.qkv));
-    FRUGAL_RETURN_IF_ERROR(prefetch(range(0)));
+    FRUGAL_RETURN_IF_ERROR(prefetch_after(0));
     FRUGAL_RETURN_IF_ERROR(mla_kv_prologue(p.prologue));
-    FRUGAL_RETURN_IF_ERROR(prefetch(range(1)));
+    FRUGAL_RETURN_IF_ERROR(prefetch_after(1));
     FRUGAL_RETURN_IF_ERROR(batched_matmul(p.absorb));
-    FRUGAL_RETURN_IF_ERROR(prefetch(range(2)));
+    FRUGAL_RETURN_IF_ERROR(prefetch_after(2));
     FRUGAL_RETURN_IF_ERROR(attention_batched_matmul(p.attn));
-    FRUGAL_RETURN_IF_ERROR(prefetch(range(3)));
+    FRUGAL_RETURN_IF_ERROR(prefetch_after(3));
     return matmul(p.o);
   }
   FRUGAL_RETURN_IF_ERROR(check_rope(p.prologue.rope));
