@@ -276,8 +276,7 @@ class DeepseekFamily final : public ForwardFamily {
       const bool norm_in_mla = !comm_ && l.attn.q_kva.has_value();
       if (!norm_in_mla) FRUGAL_RETURN_IF_ERROR(be->rms_norm(attn_norm));
       FRUGAL_RETURN_IF_ERROR(begin_partial(be, act, n));
-      FRUGAL_RETURN_IF_ERROR(mla(be, act, l.attn, step.in, kv.layer(static_cast<int32_t>(i)), n,
-                                 norm_in_mla ? &attn_norm : nullptr, shared_expert_hint(l)));
+      FRUGAL_RETURN_IF_ERROR(mla(be, act, l.attn, step.in, kv.layer(static_cast<int32_t>(i)), n, norm_in_mla ? &attn_norm : nullptr));
       FRUGAL_RETURN_IF_ERROR(end_partial(act, n));
       if (step.taps->enabled()) FRUGAL_RETURN_IF_ERROR(step.tap(blk + ".attn_out", ws_.resid, n, hidden));
       // x += mlp(rms_norm(x)) or moe(rms_norm(x)). A MoE block's norm runs with its router, one
@@ -362,26 +361,10 @@ class DeepseekFamily final : public ForwardFamily {
     return buf;
   }
 
-  // The weights the layer's MoE reads whatever the routing: its shared experts' gate, up and
-  // down (their codes), in the order it reads them; none for a dense layer.
-  static ops::CacheHint shared_expert_hint(const DeepseekLayer& l) {
-    ops::CacheHint h;
-    if (!l.moe || !l.moe->shared) return h;
-    const layers::MlpWeights& s = *l.moe->shared;
-    int r = 0;
-    for (const Linear* lin : {&s.gate, &s.up, &s.down}) {
-      h.ptr[r] = lin->weight.data;
-      h.bytes[r++] = lin->out * ops::weight_row_bytes(lin->weight.format, lin->in);
-    }
-    return h;
-  }
-
   // residual += o_proj(MLA(xn)), absorbed (see the top of the file). With `norm` (whose y is xn;
-  // a.q_kva set) xn = rms_norm(residual) runs here, fused with the q / kv_a projection. `hint`
-  // goes with the fused op (ops::CacheHint: bytes the layer reads after this part).
+  // a.q_kva set) xn = rms_norm(residual) runs here, fused with the q / kv_a projection.
   Status mla(ops::Backend* be, DType act, const MlaWeights& a, const layers::StepInputs& in,
-             const ops::KvCacheLayer& cache, int64_t n, const ops::RmsNormParams* norm,
-             const ops::CacheHint& hint) const {
+             const ops::KvCacheLayer& cache, int64_t n, const ops::RmsNormParams* norm) const {
     const int64_t hidden = config_.hidden_size, lat = rank_ + rope_, cat_ld = H_ * lat;
     // q (or q_a) into qbuf and [c | k_pe] = kv_a(x): fused, both in qbuf's rows [q | c | k_pe].
     const int64_t qout = a.q ? H_ * qk_ : a.q_a->out;
@@ -448,8 +431,7 @@ class DeepseekFamily final : public ForwardFamily {
                .stride_y = vdim_, .batch = H_, .m = n, .n = vdim_, .k = rank_}};
     const ops::MatmulParams o = layers::linear_params(a.o, act, ws_.attn, H_ * vdim_, ws_.resid, hidden, n, true);
     if (fused)
-      return be->mla_attention(
-          ops::MlaAttentionParams{.qkv = *fused, .prologue = prologue, .absorb = absorb, .attn = attn, .o = o, .hint = hint});
+      return be->mla_attention(ops::MlaAttentionParams{.qkv = *fused, .prologue = prologue, .absorb = absorb, .attn = attn, .o = o});
     FRUGAL_RETURN_IF_ERROR(be->mla_kv_prologue(prologue));
     FRUGAL_RETURN_IF_ERROR(be->batched_matmul(absorb));
     FRUGAL_RETURN_IF_ERROR(be->attention_batched_matmul(attn));

@@ -357,17 +357,6 @@ struct AttentionBatchedMatmulParams {
   BatchedMatmulParams mm;
 };
 
-// Device memory a later op of the step will read and the op carrying the hint does not touch
-// (weights: the same layer's shared experts, read after the attention part). A hint only: a
-// backend may ask its cache for these bytes while it runs the op, or ignore them; no result
-// depends on it. Ranges with 0 bytes are unused; the first ones matter most (a backend may take
-// a prefix of them).
-struct CacheHint {
-  static constexpr int kRanges = 4;
-  const void* ptr[kRanges] = {};
-  int64_t bytes[kRanges] = {};
-};
-
 // MLA's attention part of a DeepSeek layer with absorbed weights (fused op, ops/op_list.h), the
 // model's sequence (model/deepseek.cpp, q_lora_rank 0): rms_norm_matmul(qkv) (xn = rms_norm of
 // the residual stream, then the fused q / kv_a projection into rows [q | c | k_pe]),
@@ -378,14 +367,12 @@ struct CacheHint {
 // between (qkv.norm.y, qkv.mm.y's rows, absorb.y, attn.attn.out, attn.mm.y) is scratch, its
 // contents afterwards unspecified. A backend may then run the whole part in fewer kernels
 // (CUDA: one persistent kernel for a single decode token). Any other Params run as the sequence.
-// `hint`: bytes the step reads after this part (CacheHint; the model: the layer's shared experts).
 struct MlaAttentionParams {
   RmsNormMatmulParams qkv;
   MlaKvPrologueParams prologue;
   BatchedMatmulParams absorb;
   AttentionBatchedMatmulParams attn;
   MatmulParams o;
-  CacheHint hint = {};
 };
 
 // A DeepSeekMoE layer's experts over tokens grouped by expert (each token runs only its top_k

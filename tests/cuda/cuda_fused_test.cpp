@@ -270,7 +270,7 @@ TEST(CudaFused, MlaAttentionPersistentKernelWithinRoundingOfSequence) {
     const ops::RmsNormParams norm{.x = resid.dev, .residual = nullptr, .y = xn.dev, .weight = wn.dev,
                                   .act_dtype = DType::kBF16, .weight_dtype = DType::kBF16, .rows = 1, .dim = hidden,
                                   .ld_x = hidden, .ld_res = hidden, .ld_y = hidden, .eps = 1e-6f};
-    ops::MlaAttentionParams p{
+    const ops::MlaAttentionParams p{
         .qkv = {.norm = norm,
                 .mm = {.x = xn.dev, .x_dtype = DType::kBF16, .ld_x = hidden, .w = ops::dense_weight(wq.dev, DType::kBF16),
                        .bias = nullptr, .bias_dtype = DType::kBF16, .y = qbuf.dev, .y_dtype = DType::kBF16, .ld_y = q_ld,
@@ -341,37 +341,6 @@ TEST(CudaFused, MlaAttentionPersistentKernelWithinRoundingOfSequence) {
     EXPECT_EQ(moved, 0) << what << ": cache values outside the token's row changed";
     EXPECT_TRUE(fused == again) << what << ": a second launch gave other bits";
     EXPECT_TRUE(fused == graph) << what << ": the graph replays gave other bits";
-
-    // A CacheHint (here: the o and q / kv_a weights, then a range past the cap) on the sequence:
-    // one prefetch grid a call, eager and captured, and the sequence's bits; on the persistent
-    // kernel (which asks for it itself): no grid and the kernel's bits. The cap takes a prefix
-    // of the ranges; with no cap (the default) the hint is ignored.
-    {
-      ASSERT_EQ(backend()->l2_hint_cap(), 0) << what << ": FRUGAL_L2_HINT_MB is set";
-      p.hint = ops::CacheHint{.ptr = {wo.dev, wq.dev, wabs.dev}, .bytes = {hidden * v_w * 2, q_ld * hidden * 2, 1 << 20}};
-      const ops::CacheHint capped = cap_cache_hint(p.hint, hidden * v_w * 2 + 1000);
-      EXPECT_EQ(cache_hint_bytes(capped), hidden * v_w * 2 + 1000) << what;
-      EXPECT_EQ(capped.bytes[1], 1000) << what;
-      EXPECT_EQ(capped.bytes[2], 0) << what;
-      const int64_t calls0 = backend()->l2_prefetch_calls();
-      const auto ignored = run(false, 0);
-      EXPECT_EQ(backend()->l2_prefetch_calls(), calls0) << what << ": a hint without a cap launched";
-      backend()->set_l2_hint_cap(int64_t{64} << 20);
-      const auto hinted = run(false, 0), hinted_graph = run(false, 2);
-      EXPECT_EQ(backend()->l2_prefetch_calls(), calls0 + 2) << what << ": one prefetch grid a call (eager, captured)";
-      backend()->set_l2_hint_spread(true);
-      const auto spread = run(false, 0);
-      backend()->set_l2_hint_spread(false);
-      EXPECT_EQ(backend()->l2_prefetch_calls(), calls0 + 5) << what << ": spread: one prefetch grid a range";
-      const auto hinted_kernel = run(true, 0), hinted_kernel_graph = run(true, 2);
-      EXPECT_EQ(backend()->l2_prefetch_calls(), calls0 + 5) << what << ": the persistent kernel launched a prefetch grid";
-      set_mla_attention_enabled(was);
-      backend()->set_l2_hint_cap(0);
-      p.hint = {};
-      EXPECT_TRUE(ignored == seq && hinted == seq && spread == seq) << what << ": the hinted sequence gave other bits";
-      EXPECT_TRUE(hinted_graph == seq) << what << ": the hinted sequence's graph replays gave other bits";
-      EXPECT_TRUE(hinted_kernel == fused && hinted_kernel_graph == fused) << what << ": the hinted kernel gave other bits";
-    }
 
     // The diagnostic stamps (kernels.h, launch_mla_attention): the stamped instance gives the same
     // bits; one eager launch and two graph replays leave three launches, each block's stamps in

@@ -71,10 +71,6 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   b->fuse_norm_ = fuse_norm_env && std::strcmp(fuse_norm_env, "1") == 0;
   const char* fuse_route_env = std::getenv("FRUGAL_FUSE_ROUTE");
   b->set_route_mode(fuse_route_env != nullptr ? std::atoi(fuse_route_env) : 0);
-  // Off unless FRUGAL_L2_HINT_MB=<MB> (not yet measured): the cap on the bytes of a CacheHint asked of L2.
-  if (const char* e = std::getenv("FRUGAL_L2_HINT_MB"); e != nullptr && std::atoi(e) > 0)
-    b->l2_hint_cap_ = int64_t{std::atoi(e)} << 20;
-  if (const char* e = std::getenv("FRUGAL_L2_HINT_SPREAD"); e != nullptr && std::strcmp(e, "1") == 0) b->l2_hint_spread_ = true;
   const char* quant_tiles_env = std::getenv("FRUGAL_QUANT_TILES");
   b->quant_tiles_ = !(quant_tiles_env && std::strcmp(quant_tiles_env, "0") == 0);
   const char* fuse_silu_quant_env = std::getenv("FRUGAL_FUSE_SILU_QUANT");
@@ -683,38 +679,9 @@ Status CudaBackend::attention_batched_matmul(const ops::AttentionBatchedMatmulPa
 
 // MLA's attention part of a layer: one persistent kernel for a single decode token where
 // plan_mla_attention applies (mla_attention.cu), else the sequence of this backend's ops.
-// p.hint, up to l2_hint_cap_ bytes (sm_90), is asked of L2 so that it streams under the
-// latency-bound part: by the persistent kernel after its first barrier, or as the sequence by a
-// grid after the q / kv_a projection, the part's first bandwidth-bound kernel (l2_prefetch.cu).
-Status CudaBackend::mla_attention(const ops::MlaAttentionParams& in) {
-  const ops::CacheHint hint = cap_cache_hint(in.hint, cc_major_ >= 9 ? l2_hint_cap_ : 0);
-  ops::MlaAttentionParams p = in;
-  p.hint = hint;
+Status CudaBackend::mla_attention(const ops::MlaAttentionParams& p) {
   const MlaAttentionPlan plan = plan_mla_attention(p, n_sms_, max_smem_optin_);
-  if (!plan.applies) {
-    if (cache_hint_bytes(hint) == 0) return ops::Backend::mla_attention(p);
-    // After step k of the part (0: the q / kv_a projection): the whole hint after step 0, or
-    // (l2_hint_spread_) range k after step k, so that no one burst of requests queues ahead of
-    // the steps' own loads. An empty range launches nothing.
-    auto prefetch_after = [&](int k) -> Status {
-      ops::CacheHint h;
-      if (!l2_hint_spread_ && k == 0) h = hint;
-      if (l2_hint_spread_) h.ptr[0] = hint.ptr[k], h.bytes[0] = hint.bytes[k];
-      if (cache_hint_bytes(h) == 0) return Status::ok();
-      FRUGAL_RETURN_IF_ERROR(check_launch(launch_l2_prefetch(h, n_sms_, stream_), "l2_prefetch"));
-      ++l2_prefetch_calls_;
-      return Status::ok();
-    };
-    FRUGAL_RETURN_IF_ERROR(rms_norm_matmul(p.qkv));
-    FRUGAL_RETURN_IF_ERROR(prefetch_after(0));
-    FRUGAL_RETURN_IF_ERROR(mla_kv_prologue(p.prologue));
-    FRUGAL_RETURN_IF_ERROR(prefetch_after(1));
-    FRUGAL_RETURN_IF_ERROR(batched_matmul(p.absorb));
-    FRUGAL_RETURN_IF_ERROR(prefetch_after(2));
-    FRUGAL_RETURN_IF_ERROR(attention_batched_matmul(p.attn));
-    FRUGAL_RETURN_IF_ERROR(prefetch_after(3));
-    return matmul(p.o);
-  }
+  if (!plan.applies) return ops::Backend::mla_attention(p);
   FRUGAL_RETURN_IF_ERROR(check_rope(p.prologue.rope));
   FRUGAL_RETURN_IF_ERROR(check_kv_write(p.prologue.kv));
   FRUGAL_ASSIGN_OR_RETURN(void* partials, scratch(plan.scratch_bytes));

@@ -130,15 +130,6 @@ class CudaBackend final : public ops::Backend {
   // mla_attention as one persistent kernel (kernels.h, plan_mla_attention; off unless
   // FRUGAL_FUSE_MLA_ATTN=1 or set_mla_attention_enabled(true), process-wide).
   int64_t fused_mla_attention_calls() const { return fused_mla_attention_calls_; }
-  // The cap on the bytes of an op's CacheHint (ops/params.h; today mla_attention's, as the
-  // sequence) asked of L2 (kernels.h, launch_l2_prefetch; sm_90); 0, the default unless
-  // FRUGAL_L2_HINT_MB=<MB>, ignores hints. l2_prefetch_calls: the prefetch grids launched.
-  // Spread (FRUGAL_L2_HINT_SPREAD=1): as the sequence, one grid a range, after each of the
-  // part's first steps, instead of one grid for all after the first.
-  void set_l2_hint_cap(int64_t bytes) { l2_hint_cap_ = bytes > 0 ? bytes : 0; }
-  void set_l2_hint_spread(bool on) { l2_hint_spread_ = on; }
-  int64_t l2_hint_cap() const { return l2_hint_cap_; }
-  int64_t l2_prefetch_calls() const { return l2_prefetch_calls_; }
   // The persistent MLA kernel's step stamps (a diagnostic; kernels.h, launch_mla_attention):
   // launches after this call (and graphs captured after it) write their %globaltimer stamps into
   // a ring of `slots` launches; 0 turns them off. FRUGAL_MLA_ATTN_STAMPS=<slots> turns them on at
@@ -231,9 +222,6 @@ class CudaBackend final : public ops::Backend {
   bool fuse_mla_uv_ = true;
   int64_t fused_mla_uv_calls_ = 0;
   int64_t fused_mla_attention_calls_ = 0;
-  int64_t l2_hint_cap_ = 0;  // set_l2_hint_cap
-  bool l2_hint_spread_ = false;  // set_l2_hint_spread
-  int64_t l2_prefetch_calls_ = 0;
   size_t max_smem_optin_ = 0;  // a block's dynamic shared memory limit
   unsigned long long* grid_sync_ = nullptr;  // the persistent MLA kernel's barrier counter (never reset)
   unsigned long long* mla_stamps_ = nullptr;  // set_mla_attention_stamps' ring, or nullptr

@@ -175,14 +175,6 @@ struct MlaAttentionPlan {
 };
 bool mla_attention_enabled();
 void set_mla_attention_enabled(bool on);
-
-// ops::CacheHint's ranges asked of L2 (sm_90: cp.async.bulk.prefetch.L2) by a grid of `grid`
-// one-warp blocks that let the next kernel launch at once and ask only after the kernel before
-// has completed (l2_prefetch.cu). Nothing to ask: no launch. cap_cache_hint: the first `cap`
-// bytes of the ranges in order; cache_hint_bytes: the bytes they hold.
-cudaError_t launch_l2_prefetch(const ops::CacheHint& h, int grid, cudaStream_t stream);
-ops::CacheHint cap_cache_hint(const ops::CacheHint& h, int64_t cap);
-int64_t cache_hint_bytes(const ops::CacheHint& h);
 // Raises the kernel's shared-memory limit to max_smem, once before any graph capture (the backend's
 // creation); plans need at most that.
 cudaError_t prepare_mla_attention(size_t max_smem);

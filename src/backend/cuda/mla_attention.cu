@@ -36,8 +36,7 @@
 // lone decode token rounds differently from the same token in a larger step (not batch invariant).
 // A diagnostic instance (launch_mla_attention's stamps; FRUGAL_MLA_ATTN_STAMPS in the backend)
 // has thread 0 of each block stamp %globaltimer at its start, the PDL wait's end, each barrier's
-// arrival and leaving and its end, to split the time after the wait between the steps. The op's
-// cache hint (the layer's shared experts), as the backend caps it, is asked of L2 after barrier 1.
+// arrival and leaving and its end, to split the time after the wait between the steps.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -48,7 +47,6 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/l2_prefetch.cuh"
 #include "backend/cuda/mla_prologue.cuh"
 #include "backend/cuda/mma.cuh"
 
@@ -239,9 +237,6 @@ __global__ void __launch_bounds__(kThreads, 1) mla_attention_kernel(MlaAttnArgs 
     if (lane == 0) bf(qm.y)[r] = __float2bfloat16(d);
   }
   grid_barrier(a.sync, stb ? stb + 2 : nullptr);
-  // p.hint (the backend's capped copy; ops::CacheHint: bytes a later op reads): the block's slice
-  // asked of L2 by warp 0 now, so it streams under steps 2-5, which leave DRAM mostly idle.
-  if (warp == 0) prefetch_hint_slice(p.hint, b, G, lane);
 
   // ---- 2. the latent prologue (last block); [q_abs | q_pe] rows ----
   {
