@@ -1,6 +1,9 @@
 #include "core/tensor.h"
 
 #include <cstdlib>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 #include <new>
 
 #include "core/status.h"
@@ -42,9 +45,17 @@ std::string Shape::to_string() const {
 }
 
 HostBuffer::HostBuffer(size_t nbytes) : size_(nbytes) {
-  size_t rounded = (nbytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  // Large buffers (dummy weights: 15 GB for a 7B in bf16) start on a 2 MB boundary and ask for
+  // transparent huge pages before their first touch: with Linux's usual THP setting ("madvise")
+  // each 4 KB page is otherwise its own fault and its own TLB entry.
+  constexpr size_t kHuge = size_t{2} << 20, kHugeFrom = size_t{64} << 20;
+  const size_t align = nbytes >= kHugeFrom ? kHuge : 64;
+  const size_t rounded = nbytes == 0 ? align : (nbytes + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, rounded);
   if (!p) throw std::bad_alloc();
+#ifdef __linux__
+  if (align == kHuge) ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint: failure leaves 4 KB pages
+#endif
   ptr_.reset(p);
 }
 

@@ -1,12 +1,15 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
+#include <cstring>
 #include <cmath>
 #include <thread>
 #include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "core/tensor.h"
 #include "core/thread_pool.h"
 
 namespace frugal {
@@ -64,6 +67,23 @@ TEST(DType, F8E4M3) {
   EXPECT_EQ(f8e4m3_to_f32(0x38), 1.0f);
   EXPECT_EQ(f32_to_f8e4m3(1.0f), 0x38);
   EXPECT_EQ(f32_to_f8e4m3(1000.0f), 0x7e);
+}
+
+// HostBuffer: 64-byte aligned; from 64 MB on, 2 MB aligned (the transparent huge page size it
+// asks Linux for), and every byte writable up to the size asked.
+TEST(HostBuffer, AlignmentBySize) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{100}, size_t{(64u << 20) - 1}, size_t{64u << 20}, size_t{(64u << 20) + 7}}) {
+    HostBuffer b(n);
+    ASSERT_NE(b.data(), nullptr) << n;
+    EXPECT_EQ(b.size(), n);
+    const auto addr = reinterpret_cast<uintptr_t>(b.data());
+    EXPECT_EQ(addr % 64, 0u) << n;
+    if (n >= (size_t{64} << 20)) EXPECT_EQ(addr % (size_t{2} << 20), 0u) << n;
+    if (n > 0) {
+      std::memset(b.data(), 0xab, n);
+      EXPECT_EQ(b.as<uint8_t>()[n - 1], 0xab);
+    }
+  }
 }
 
 TEST(ThreadPool, ParallelForCoversRangeOnce) {
