@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <cstdint>
 #include <cstdlib>
 #ifdef __linux__
 #include <sys/mman.h>
@@ -50,6 +51,7 @@ HostBuffer::HostBuffer(size_t nbytes) : size_(nbytes) {
   // each 4 KB page is otherwise its own fault and its own TLB entry.
   constexpr size_t kHuge = size_t{2} << 20, kHugeFrom = size_t{64} << 20;
   const size_t align = nbytes >= kHugeFrom ? kHuge : 64;
+  if (nbytes > SIZE_MAX - align) throw std::bad_alloc();  // the rounding below would wrap
   const size_t rounded = nbytes == 0 ? align : (nbytes + align - 1) / align * align;
   void* p = std::aligned_alloc(align, rounded);
   if (!p) throw std::bad_alloc();

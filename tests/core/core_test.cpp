@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <cmath>
 #include <thread>
 #include <vector>
@@ -78,12 +79,16 @@ TEST(HostBuffer, AlignmentBySize) {
     EXPECT_EQ(b.size(), n);
     const auto addr = reinterpret_cast<uintptr_t>(b.data());
     EXPECT_EQ(addr % 64, 0u) << n;
-    if (n >= (size_t{64} << 20)) EXPECT_EQ(addr % (size_t{2} << 20), 0u) << n;
+    if (n >= (size_t{64} << 20)) {
+      EXPECT_EQ(addr % (size_t{2} << 20), 0u) << n;
+    }
     if (n > 0) {
       std::memset(b.data(), 0xab, n);
       EXPECT_EQ(b.as<uint8_t>()[n - 1], 0xab);
     }
   }
+  // A size whose rounding would wrap is refused, not turned into a tiny buffer.
+  EXPECT_THROW(HostBuffer(SIZE_MAX - 5), std::bad_alloc);
 }
 
 TEST(ThreadPool, ParallelForCoversRangeOnce) {
