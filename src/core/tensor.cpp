@@ -2,10 +2,11 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <new>
+
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
-#include <new>
 
 #include "core/status.h"
 
