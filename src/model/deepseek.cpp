@@ -431,7 +431,9 @@ class DeepseekFamily final : public ForwardFamily {
                .stride_y = vdim_, .batch = H_, .m = n, .n = vdim_, .k = rank_}};
     const ops::MatmulParams o = layers::linear_params(a.o, act, ws_.attn, H_ * vdim_, ws_.resid, hidden, n, true);
     if (fused)
-      return be->mla_attention(ops::MlaAttentionParams{.qkv = *fused, .prologue = prologue, .absorb = absorb, .attn = attn, .o = o});
+      return be->mla_attention(ops::MlaAttentionParams{
+          .qkv = *fused, .prologue = prologue, .absorb = absorb, .attn = attn, .o = o,
+          .absorb_rope_identity = true});  // absorbed_q_weight's [[W_UK^T, 0], [0, I]]
     FRUGAL_RETURN_IF_ERROR(be->mla_kv_prologue(prologue));
     FRUGAL_RETURN_IF_ERROR(be->batched_matmul(absorb));
     FRUGAL_RETURN_IF_ERROR(be->attention_batched_matmul(attn));

@@ -367,12 +367,19 @@ struct AttentionBatchedMatmulParams {
 // between (qkv.norm.y, qkv.mm.y's rows, absorb.y, attn.attn.out, attn.mm.y) is scratch, its
 // contents afterwards unspecified. A backend may then run the whole part in fewer kernels
 // (CUDA: one persistent kernel for a single decode token). Any other Params run as the sequence.
+// absorb_rope_identity is a promise about absorb.w, not a change of the results: in every W_abs[h]
+// ([n, k], k = nope + r with r = prologue.rope.rotary_dim, n = rank + r) the last r rows are
+// [0 | I] (they copy the rotated q_pe) and the first rank rows are zero over the last r columns
+// (the model's absorbed weight always is). A backend may then take those r values of every
+// [q_abs | q_pe] row from the prologue's rotation and multiply only the first rows over the nope
+// columns, with no dependency between the two (CUDA: one launch); false: no promise.
 struct MlaAttentionParams {
   RmsNormMatmulParams qkv;
   MlaKvPrologueParams prologue;
   BatchedMatmulParams absorb;
   AttentionBatchedMatmulParams attn;
   MatmulParams o;
+  bool absorb_rope_identity = false;
 };
 
 // A DeepSeekMoE layer's experts over tokens grouped by expert (each token runs only its top_k

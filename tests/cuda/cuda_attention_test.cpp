@@ -46,7 +46,9 @@ struct AttnCase {
 // configured (mla), and mla_splits > 0: launch_mla_decode directly with that many splits instead
 // of the backend's choice, its splits merged by the last blocks (mla_combine 1: the fused
 // combine at any size, MlaMerge::kFused, which must leave its counters zero and give the same
-// bits from a graph replayed twice), by the combine kernel (0) or as configured (-1); the FlashAttention-3-style prefill kernel's mode (fa3: 0 off, 1 on, 2
+// bits from a graph replayed twice), by the combine kernel (0) or as configured (-1); mla_early: the
+// tensor-core MLA kernel copies its older cache rows before its PDL wait (1), after it (0) or as
+// configured (-1); the FlashAttention-3-style prefill kernel's mode (fa3: 0 off, 1 on, 2
 // ping-pong, -1 as configured; it too runs only where the wgmma variant can), and expect_fa3:
 // the case must be one it takes.
 struct Variant {
@@ -59,6 +61,7 @@ struct Variant {
   int mla = -1;
   int mla_splits = 0;
   int mla_combine = -1;
+  int mla_early = -1;  // the tensor-core MLA kernel's older rows before the PDL wait (1) or after (0)
   int fa3 = -1;
   bool expect_fa3 = false;
 };
@@ -173,7 +176,8 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
                                       << (v.wg == 1 ? ", wgmma prefill" : v.wg == 0 ? ", mma.sync prefill" : "")
                                       << (v.mla == 1 ? ", tensor-core MLA" : v.mla == 0 ? ", CUDA-core MLA" : "")
                                       << (v.mla_splits > 0 ? ", MLA splits " + std::to_string(v.mla_splits) : "")
-                                      << (v.mla_combine == 1 ? ", fused MLA merge" : v.mla_combine == 0 ? ", MLA combine kernel" : ""));
+                                      << (v.mla_combine == 1 ? ", fused MLA merge" : v.mla_combine == 0 ? ", MLA combine kernel" : "")
+                                      << (v.mla_early == 1 ? ", MLA rows early" : v.mla_early == 0 ? ", MLA rows after the wait" : ""));
     out.fill_nan();
     out.to_device();
     p.n_decode_seqs = p.decode_max_ctx_len = 0;
@@ -189,6 +193,8 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
     if (v.wg >= 0) set_prefill_wgmma_enabled(v.wg == 1);
     const bool mla_was = mla_mma_enabled();
     if (v.mla >= 0) set_mla_mma_enabled(v.mla == 1);
+    const bool mla_early_was = mla_decode_early();
+    if (v.mla_early >= 0) set_mla_decode_early(v.mla_early == 1);
     const int fa3_was = prefill_fa3_mode();
     if (v.fa3 >= 0) set_prefill_fa3_mode(v.fa3);
     if (v.expect_fa3) {
@@ -210,6 +216,7 @@ void check_attention(const AttnCase& c, const std::vector<Variant>& variants = {
       st = backend()->attention(p);
     }
     set_mla_merge_mode(mla_merge_was);
+    set_mla_decode_early(mla_early_was);
     set_mla_mma_enabled(mla_was);
     set_prefill_fa3_mode(fa3_was);
     set_decode_mma_enabled(mma_was);
@@ -673,12 +680,15 @@ TEST(CudaAttention, DecodeTuningDispatch) {
 // tokens, one for a batch) and forced 1, 3 and 64 splits (most of them empty for the short
 // contexts), prefill chunks after decodes (each token causal over its own prefix), 16 heads
 // (V2-Lite), 17 and 3 (a partial group of 16). Forced splits run merged by the combine kernel,
-// then by the last blocks (the same bits).
+// then by the last blocks (the same bits); the tensor-core kernel also with its older rows copied
+// after the PDL wait instead of before it (the same bits; 4097 keys go on through the ring).
 std::vector<Variant> mla_kernels(std::initializer_list<int> split_counts) {
-  std::vector<Variant> v = {Variant{.mla = 1}, Variant{.mla = 0}};
+  std::vector<Variant> v = {Variant{.mla = 1, .mla_early = 1}, Variant{.same_as_prev = true, .mla = 1, .mla_early = 0},
+                            Variant{.mla = 0}};
   for (int s : split_counts)
     for (int mla : {1, 0}) {
-      v.push_back(Variant{.mla = mla, .mla_splits = s, .mla_combine = 0});
+      v.push_back(Variant{.mla = mla, .mla_splits = s, .mla_combine = 0, .mla_early = mla == 1 ? 1 : -1});
+      if (mla == 1) v.push_back(Variant{.same_as_prev = true, .mla = 1, .mla_splits = s, .mla_combine = 0, .mla_early = 0});
       v.push_back(Variant{.same_as_prev = true, .mla = mla, .mla_splits = s, .mla_combine = 1});
     }
   return v;

@@ -85,11 +85,14 @@ TEST(CudaBatchedMatmul, MlaProjectionsAreOneCublasLtCallEach) {
 
 // At decode sizes (m <= 16) both projections run the batched GEMV: its default variant (2-4 rows
 // a warp for W_abs's 16 x 576 rows, two chunks in flight for W_UV's k of 512, mla.cu) against the
-// oracle and, bit for bit, against the one-row-a-warp variant (FRUGAL_BATCHED_GEMV=orig); m of 1
+// oracle and, bit for bit, against the one-row-a-warp variant (FRUGAL_BATCHED_GEMV=orig); the
+// default variant with its first weights loaded before the PDL wait (mode 1, the default) and
+// after it (mode 2, FRUGAL_BATCHED_GEMV_EARLY=0); m of 1
 // (V2-Lite's batch-1 decode), 4 and 5 (either side of the 4-accumulator kernel) and 16.
 TEST(CudaBatchedMatmul, MlaProjectionsBatchedGemvVariantsAgree) {
   std::mt19937 rng(21);
   const int mode_was = batched_gemv_mode();
+  const bool early_was = batched_gemv_early();
   for (int64_t m : {1, 4, 5, 16}) {
     Mla l(m);
     l.w_abs.fill_uniform(rng, -0.1f, 0.1f);
@@ -97,10 +100,11 @@ TEST(CudaBatchedMatmul, MlaProjectionsBatchedGemvVariantsAgree) {
     l.w_abs.to_device();
     l.kv_b.to_device();
     l.refill(rng);
-    std::vector<uint8_t> qcat[2], attn[2];
-    for (int mode : {0, 1}) {
+    std::vector<uint8_t> qcat[3], attn[3];
+    for (int mode : {0, 1, 2}) {  // 2: mode 1 with the weights loaded after the PDL wait
       const std::string what = "m=" + std::to_string(m) + " batched GEMV mode " + std::to_string(mode);
-      set_batched_gemv_mode(mode);
+      set_batched_gemv_mode(mode == 0 ? 0 : 1);
+      set_batched_gemv_early(mode != 2);
       const int64_t before = backend()->lt_batched_calls();
       ASSERT_TRUE(backend()->batched_matmul(l.absorb(false)).is_ok()) << what;
       ASSERT_TRUE(backend()->batched_matmul(l.w_uv(false)).is_ok()) << what;
@@ -113,10 +117,13 @@ TEST(CudaBatchedMatmul, MlaProjectionsBatchedGemvVariantsAgree) {
       l.qcat.to_device();
       l.attn.to_device();
     }
-    EXPECT_TRUE(qcat[0] == qcat[1]) << "m=" << m << ": the GEMV variants differ on the q absorption";
-    EXPECT_TRUE(attn[0] == attn[1]) << "m=" << m << ": the GEMV variants differ on W_UV";
+    for (int mode : {1, 2}) {
+      EXPECT_TRUE(qcat[0] == qcat[mode]) << "m=" << m << ": GEMV variant " << mode << " differs on the q absorption";
+      EXPECT_TRUE(attn[0] == attn[mode]) << "m=" << m << ": GEMV variant " << mode << " differs on W_UV";
+    }
   }
   set_batched_gemv_mode(mode_was);
+  set_batched_gemv_early(early_was);
 }
 
 // Captured after an eager step (as ModelRunner does), replayed with new inputs in the same buffers.

@@ -151,7 +151,7 @@ TEST(CudaFused, MlaKvPrologueEqualsNormRopeKvWrite) {
 // head inside kv_b's [nope 128 | v 128] x 512 blocks): the decode kernel's splits merged straight
 // into the per-head matmul against attention then batched_matmul, bit for bit (ocat is the fused
 // op's scratch: not compared), for one long decode, several decodes, 16 of them and a mixed step,
-// and a partial group of 17 heads.
+// and a partial group of 17 heads; with the weights' first loads before the PDL wait and after it.
 TEST(CudaFused, AttentionBatchedMatmulEqualsAttentionThenMatmul) {
   const int D = 576, rank = 512, vdim = 128, nope = 128, bs = 16;
   struct Case {
@@ -214,10 +214,15 @@ TEST(CudaFused, AttentionBatchedMatmulEqualsAttentionThenMatmul) {
                .stride_y = vdim, .batch = H, .m = n_tok, .n = vdim, .k = rank}};
     const int splits = mla_decode_splits(f.attn, backend()->n_sms());
     EXPECT_TRUE(mla_combine_uv_fusable(f.attn, f.mm, splits)) << what << " splits=" << splits;
-    expect_fused_equals_sequence(
-        {&q, &cache, &kvb, &y}, [&] { return backend()->attention_batched_matmul(f); },
-        [](bool on) { backend()->set_fuse_mla_uv(on); }, [] { return backend()->fused_mla_uv_calls(); }, what,
-        backend()->fuse_mla_uv());
+    const bool early_was = batched_gemv_early();
+    for (bool early : {true, false}) {  // W_UV's first weights before the PDL wait, or after it
+      set_batched_gemv_early(early);
+      expect_fused_equals_sequence(
+          {&q, &cache, &kvb, &y}, [&] { return backend()->attention_batched_matmul(f); },
+          [](bool on) { backend()->set_fuse_mla_uv(on); }, [] { return backend()->fused_mla_uv_calls(); },
+          what + (early ? " early weights" : " weights after the wait"), backend()->fuse_mla_uv());
+    }
+    set_batched_gemv_early(early_was);
   }
 }
 
@@ -226,7 +231,9 @@ TEST(CudaFused, AttentionBatchedMatmulEqualsAttentionThenMatmul) {
 // against the op's sequence of kernels (FRUGAL_FUSE_MLA_ATTN=0's path): within bf16 rounding,
 // not bit for bit (its sums run in another order). The residual stream is small (0.1) against
 // the projection's output, so the comparison sees the attention part; the cache rows of this
-// token must be within rounding too and every other row untouched. Contexts from one key (the
+// token must be within rounding too and every other row untouched. W_abs has the model's
+// structure, so the sequence with its prologue and absorbed projection in one launch
+// (absorb_rope_identity) must give the sequence's bits. Contexts from one key (the
 // token's own) to several tiles a split; the kernel run twice eagerly and replayed twice from a
 // graph must give the same bits each time (its barrier counter goes on counting).
 TEST(CudaFused, MlaAttentionPersistentKernelWithinRoundingOfSequence) {
@@ -250,6 +257,11 @@ TEST(CudaFused, MlaAttentionPersistentKernelWithinRoundingOfSequence) {
     const float sq = 1.7f / std::sqrt(static_cast<float>(hidden)), sa = 1.7f / std::sqrt(static_cast<float>(qk));
     wq.fill_uniform(rng, -sq, sq);
     wabs.fill_uniform(rng, -sa, sa);
+    // The model's absorbed weight (model/deepseek.cpp): zeros over the rope columns, [0 | I] rows.
+    for (int h = 0; h < H; ++h)
+      for (int r = 0; r < lat; ++r)
+        for (int j = 0; j < qk; ++j)
+          if (r >= rank || j >= nope) wabs.set((int64_t{h} * lat + r) * qk + j, r >= rank && j == nope + (r - rank) ? 1.f : 0.f);
     kvb.fill_uniform(rng, -0.07f, 0.07f);
     wo.fill_uniform(rng, -0.04f, 0.04f);
     cache.fill_uniform(rng, -1, 1);
@@ -305,7 +317,7 @@ TEST(CudaFused, MlaAttentionPersistentKernelWithinRoundingOfSequence) {
     const MlaAttentionPlan plan = plan_mla_attention(p, backend()->n_sms(), 200 << 10);
     EXPECT_TRUE(plan.applies) << what;
     // Each run from the same inputs; returns (residual stream, cache).
-    auto run = [&](bool fused, int graph_replays) {
+    auto run_with = [&](const ops::MlaAttentionParams& pp, bool fused, int graph_replays) {
       resid.to_device();
       cache.to_device();
       set_mla_attention_enabled(fused);
@@ -313,14 +325,14 @@ TEST(CudaFused, MlaAttentionPersistentKernelWithinRoundingOfSequence) {
       if (graph_replays > 0) {
         static uint64_t key = 0x3A7A0000;
         ++key;
-        EXPECT_TRUE(backend()->capture_graph(key, [&] { return backend()->mla_attention(p); }).is_ok()) << what;
+        EXPECT_TRUE(backend()->capture_graph(key, [&] { return backend()->mla_attention(pp); }).is_ok()) << what;
         for (int r = 0; r < graph_replays; ++r) {
           resid.to_device();
           cache.to_device();
           EXPECT_TRUE(backend()->replay_graph(key).is_ok()) << what;
         }
       } else {
-        EXPECT_TRUE(backend()->mla_attention(p).is_ok()) << what;
+        EXPECT_TRUE(backend()->mla_attention(pp).is_ok()) << what;
       }
       EXPECT_TRUE(backend()->synchronize().is_ok()) << what;
       EXPECT_EQ(backend()->fused_mla_attention_calls() > before, fused) << what;
@@ -329,7 +341,17 @@ TEST(CudaFused, MlaAttentionPersistentKernelWithinRoundingOfSequence) {
       cache.from_device(&out.second, what);
       return out;
     };
+    auto run = [&](bool fused, int graph_replays) { return run_with(p, fused, graph_replays); };
     const auto seq = run(false, 0), fused = run(true, 0), again = run(true, 0), graph = run(true, 2);
+    // The sequence with the prologue and the absorbed projection in one launch (the Params'
+    // promise, which this W_abs keeps): the sequence's bits, eager and from a graph.
+    ops::MlaAttentionParams promised = p;
+    promised.absorb_rope_identity = true;
+    const int64_t pro_abs_before = backend()->fused_mla_prologue_absorb_calls();
+    const auto combined = run_with(promised, false, 0), combined_graph = run_with(promised, false, 2);
+    EXPECT_EQ(backend()->fused_mla_prologue_absorb_calls(), pro_abs_before + 2) << what << ": not the one launch";
+    EXPECT_TRUE(combined == seq) << what << ": the prologue + absorb launch gave other bits than the sequence";
+    EXPECT_TRUE(combined_graph == seq) << what << ": its graph replays gave other bits than the sequence";
     set_mla_attention_enabled(was);
     expect_close_host(DType::kBF16, fused.first, seq.first, hidden, 2e-2f, what + " (residual stream)");
     std::vector<bool> row(static_cast<size_t>(n_slots * lat), false);

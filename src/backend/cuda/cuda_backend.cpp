@@ -61,6 +61,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device) {
   b->fuse_mla_prologue_ = !(fuse_mla_env && std::strcmp(fuse_mla_env, "0") == 0);
   const char* fuse_mla_uv_env = std::getenv("FRUGAL_FUSE_MLA_UV");
   b->fuse_mla_uv_ = !(fuse_mla_uv_env && std::strcmp(fuse_mla_uv_env, "0") == 0);
+  const char* fuse_pro_abs_env = std::getenv("FRUGAL_FUSE_MLA_PRO_ABS");
+  b->fuse_mla_pro_abs_ = !(fuse_pro_abs_env && std::strcmp(fuse_pro_abs_env, "0") == 0);
   const char* fuse_split_env = std::getenv("FRUGAL_FUSE_SPLIT");
   b->fuse_split_ = !(fuse_split_env && std::strcmp(fuse_split_env, "0") == 0);
   // Off unless FRUGAL_FUSE_SILU=1: measured no faster at batch 1 on the H200 (2026-12-03, 7B:
@@ -678,10 +680,20 @@ Status CudaBackend::attention_batched_matmul(const ops::AttentionBatchedMatmulPa
 }
 
 // MLA's attention part of a layer: one persistent kernel for a single decode token where
-// plan_mla_attention applies (mla_attention.cu), else the sequence of this backend's ops.
+// plan_mla_attention applies (mla_attention.cu), else the sequence of this backend's ops, its
+// prologue and absorbed q projection in one launch where mla_prologue_absorb_fusable.
 Status CudaBackend::mla_attention(const ops::MlaAttentionParams& p) {
   const MlaAttentionPlan plan = plan_mla_attention(p, n_sms_, max_smem_optin_);
-  if (!plan.applies) return ops::Backend::mla_attention(p);
+  if (!plan.applies) {
+    if (!fuse_mla_pro_abs_ || !fuse_mla_prologue_ || !mla_prologue_absorb_fusable(p)) return ops::Backend::mla_attention(p);
+    FRUGAL_RETURN_IF_ERROR(rms_norm_matmul(p.qkv));
+    FRUGAL_RETURN_IF_ERROR(check_rope(p.prologue.rope));
+    FRUGAL_RETURN_IF_ERROR(check_kv_write(p.prologue.kv));
+    FRUGAL_RETURN_IF_ERROR(check_launch(launch_mla_prologue_absorb(p, stream_), "mla_prologue_absorb"));
+    ++fused_mla_pro_abs_calls_;
+    FRUGAL_RETURN_IF_ERROR(attention_batched_matmul(p.attn));
+    return matmul(p.o);
+  }
   FRUGAL_RETURN_IF_ERROR(check_rope(p.prologue.rope));
   FRUGAL_RETURN_IF_ERROR(check_kv_write(p.prologue.kv));
   FRUGAL_ASSIGN_OR_RETURN(void* partials, scratch(plan.scratch_bytes));

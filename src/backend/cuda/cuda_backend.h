@@ -127,6 +127,10 @@ class CudaBackend final : public ops::Backend {
   void set_fuse_mla_uv(bool on) { fuse_mla_uv_ = on; }
   bool fuse_mla_uv() const { return fuse_mla_uv_; }
   int64_t fused_mla_uv_calls() const { return fused_mla_uv_calls_; }
+  // mla_attention's prologue and absorbed q projection as one launch where the Params promise
+  // absorb_rope_identity (mla_prologue_absorb_fusable; on unless FRUGAL_FUSE_MLA_PRO_ABS=0).
+  void set_fuse_mla_prologue_absorb(bool on) { fuse_mla_pro_abs_ = on; }
+  int64_t fused_mla_prologue_absorb_calls() const { return fused_mla_pro_abs_calls_; }
   // mla_attention as one persistent kernel (kernels.h, plan_mla_attention; off unless
   // FRUGAL_FUSE_MLA_ATTN=1 or set_mla_attention_enabled(true), process-wide).
   int64_t fused_mla_attention_calls() const { return fused_mla_attention_calls_; }
@@ -221,6 +225,8 @@ class CudaBackend final : public ops::Backend {
   int64_t fused_mla_prologue_calls_ = 0;
   bool fuse_mla_uv_ = true;
   int64_t fused_mla_uv_calls_ = 0;
+  bool fuse_mla_pro_abs_ = true;
+  int64_t fused_mla_pro_abs_calls_ = 0;
   int64_t fused_mla_attention_calls_ = 0;
   size_t max_smem_optin_ = 0;  // a block's dynamic shared memory limit
   unsigned long long* grid_sync_ = nullptr;  // the persistent MLA kernel's barrier counter (never reset)

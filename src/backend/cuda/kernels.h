@@ -135,6 +135,14 @@ cudaError_t launch_batched_gemv(const ops::BatchedMatmulParams& p, cudaStream_t 
 // warp, one chunk at a time. The same bits either way.
 int batched_gemv_mode();
 void set_batched_gemv_mode(int mode);
+// Whether the batched GEMV (and the fused merge + W_UV, and the prologue + absorb launch) loads
+// its first round of weight chunks before the PDL wait: on unless FRUGAL_BATCHED_GEMV_EARLY=0 or
+// set_batched_gemv_early(false) (measured neither faster nor slower; A/B runs, tests; the same
+// bits either way).
+// launch_batched_gemv's contract: p.w is weights, which no kernel writes; x and y are touched
+// only after the wait.
+bool batched_gemv_early();
+void set_batched_gemv_early(bool on);
 bool mla_decode_supported(const ops::AttentionParams& p);
 int mla_decode_splits(const ops::AttentionParams& p, int n_sms);
 size_t mla_decode_scratch_bytes(const ops::AttentionParams& p, int splits);
@@ -157,6 +165,14 @@ bool mla_decode_fuses_combine(const ops::AttentionParams& p, int splits, const u
 // without writing p.out. Where mla_combine_uv_fusable(p, mm, splits): mm reads p.out's rows as
 // the model lays them (x = out, a head a batch entry, k <= head_dim) at the GEMV's m, splits > 1.
 bool mla_combine_uv_fusable(const ops::AttentionParams& p, const ops::BatchedMatmulParams& mm, int splits);
+// mla_attention's mla_kv_prologue(prologue) and batched_matmul(absorb) in one launch, where the
+// Params promise absorb_rope_identity (ops/params.h) at the batched GEMV's m <= 4 on the fused
+// prologue's layout (mla_kv_prologue_fusable): blocks of the prologue (one a token) copy each q
+// head's rotated q_pe into absorb.y's last rotary_dim values, beside blocks of the GEMV over the
+// first rows and the nope columns, which read only q's nope part; no block waits for another.
+// The sequence's values (the GEMV's arithmetic, its zero columns left out).
+bool mla_prologue_absorb_fusable(const ops::MlaAttentionParams& p);
+cudaError_t launch_mla_prologue_absorb(const ops::MlaAttentionParams& p, cudaStream_t stream);
 cudaError_t launch_mla_decode_uv(const ops::AttentionParams& p, int splits, void* partials, const ops::BatchedMatmulParams& mm,
                                  cudaStream_t stream);
 MlaMerge mla_merge_mode();
@@ -208,6 +224,11 @@ MlaAttnStampSummary summarize_mla_attention_stamps(const unsigned long long* sta
 // FRUGAL_MLA_SPLITS=n forces mla_decode_splits to n (1..64) for tuning runs.
 bool mla_mma_enabled();
 void set_mla_mma_enabled(bool on);
+// Whether the tensor-core MLA kernel copies its split's first tiles of older cache rows (those no
+// kernel of this step writes) before the PDL wait: on unless FRUGAL_MLA_EARLY=0 or
+// set_mla_decode_early(false) (A/B runs, tests; the same bits either way).
+bool mla_decode_early();
+void set_mla_decode_early(bool on);
 bool mla_decode_mma_applies(const ops::AttentionParams& p);
 cudaError_t prepare_mla_decode();
 // y[i, :] += bias (used after a GEMM that could not fuse the bias).

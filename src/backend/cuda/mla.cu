@@ -12,6 +12,7 @@
 //    on the tensor cores (mla_decode_mma_kernel below; FRUGAL_MLA_MMA=0 keeps the CUDA-core
 //    kernel, which took 160 us a layer of a 256-sequence V2-Lite decode step on the H200, ~10x
 //    its bandwidth bound).
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -19,6 +20,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/decode_combine.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mla_prologue.cuh"
 #include "backend/cuda/mma.cuh"
 
 namespace frugal::cuda {
@@ -29,37 +31,62 @@ constexpr int kWarps = 8;
 // The batched GEMV's bf16 arithmetic, shared with the fused W_UV below so both give the same
 // bits: acc[r][i] += kRows rows of w (k long, bf16) against the inputs x_at(i, j) (16-byte loads
 // of bf16) for i < m, each lane its 8-wide chunks in order of k, pair by pair, kU chunks of a row
-// in flight.
+// in flight. rows_load_round loads one round of a lane's chunks (from j0 = lane * 8 + 256 kU i);
+// rows_dot_bf16_from takes the first round already loaded into wv (a kernel may load it before
+// its PDL wait: the rows are weights, which no kernel writes), rows_dot_bf16 loads it itself.
+template <int kRows, int kU>
+__device__ __forceinline__ void rows_load_round(const __nv_bfloat16* const (&w)[kRows], int64_t k, int64_t j0,
+                                                uint4 (&wv)[kU][kRows]) {
+#pragma unroll
+  for (int u = 0; u < kU; ++u)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) wv[u][r] = j0 + 256 * u < k ? load_stream16(w[r] + j0 + 256 * u) : make_uint4(0, 0, 0, 0);
+}
+
+// One round (chunks j0 + 256 u) of loaded rows against the inputs.
+template <int kRows, int kU, int kMaxM, typename XAt>
+__device__ __forceinline__ void rows_dot_round(const uint4 (&wv)[kU][kRows], int64_t k, int64_t m, int64_t j0, XAt x_at,
+                                               float (&acc)[kRows][kMaxM]) {
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    const int64_t j = j0 + 256 * u;
+    if (j >= k) break;
+#pragma unroll
+    for (int i = 0; i < kMaxM; ++i) {
+      if (i >= m) break;
+      const uint4 xv = x_at(i, j);
+      const auto* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv[u][r]);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float2 wf = __bfloat1622float2(w2[q]), f = __bfloat1622float2(x2[q]);
+          acc[r][i] += wf.x * f.x + wf.y * f.y;
+        }
+      }
+    }
+  }
+}
+
+template <int kRows, int kU, int kMaxM, typename XAt>
+__device__ __forceinline__ void rows_dot_bf16_from(const __nv_bfloat16* const (&w)[kRows], int64_t k, int64_t m, XAt x_at,
+                                                   uint4 (&wv)[kU][kRows], float (&acc)[kRows][kMaxM]) {
+  const int lane = threadIdx.x % 32;
+  for (int64_t j0 = lane * 8; j0 < k; j0 += 32 * 8 * kU) {
+    if (j0 != lane * 8) rows_load_round<kRows, kU>(w, k, j0, wv);
+    rows_dot_round<kRows, kU>(wv, k, m, j0, x_at, acc);
+  }
+}
+
 template <int kRows, int kU, int kMaxM, typename XAt>
 __device__ __forceinline__ void rows_dot_bf16(const __nv_bfloat16* const (&w)[kRows], int64_t k, int64_t m, XAt x_at,
                                               float (&acc)[kRows][kMaxM]) {
   const int lane = threadIdx.x % 32;
   for (int64_t j0 = lane * 8; j0 < k; j0 += 32 * 8 * kU) {
     uint4 wv[kU][kRows];
-#pragma unroll
-    for (int u = 0; u < kU; ++u)
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) wv[u][r] = j0 + 256 * u < k ? load_stream16(w[r] + j0 + 256 * u) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t j = j0 + 256 * u;
-      if (j >= k) break;
-#pragma unroll
-      for (int i = 0; i < kMaxM; ++i) {
-        if (i >= m) break;
-        const uint4 xv = x_at(i, j);
-        const auto* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const auto* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv[u][r]);
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const float2 wf = __bfloat1622float2(w2[q]), f = __bfloat1622float2(x2[q]);
-            acc[r][i] += wf.x * f.x + wf.y * f.y;
-          }
-        }
-      }
-    }
+    rows_load_round<kRows, kU>(w, k, j0, wv);
+    rows_dot_round<kRows, kU>(wv, k, m, j0, x_at, acc);
   }
 }
 
@@ -77,14 +104,21 @@ __host__ __device__ __forceinline__ bool batched_gemv_vec(const ops::BatchedMatm
 // 512) had one 512-byte load a warp in flight (2048 warps, ~8 KB an SM against the ~30 KB an SM
 // that keeps HBM busy), and the W_abs one (16 x 576 rows of 192) 9,216 one-row warps, more than
 // one wave of blocks. kRows and kU change how many bytes fly at once, not the order of any sum:
-// every variant gives the same bits.
-template <int kMaxM, int kRows, int kU>
-__global__ void __launch_bounds__(kWarps * 32) batched_gemv_kernel(ops::BatchedMatmulParams p) {
-  pdl_wait();
+// every variant gives the same bits. kEarly: the bf16 path loads its first round of weight chunks
+// before the PDL wait (launch_batched_gemv's contract: w is weights, which no kernel writes), so
+// one HBM round trip of the chain runs under the previous kernel.
+// The 4-row kernel is held to three blocks an SM with its early loads too (98 registers were two:
+// W_abs's 288 blocks at V2-Lite would run in two waves).
+template <int kMaxM, int kRows, int kU, bool kEarly>
+__global__ void __launch_bounds__(kWarps * 32, kRows == 4 ? 3 : 1) batched_gemv_kernel(ops::BatchedMatmulParams p) {
+  if constexpr (!kEarly) pdl_wait();
   const int64_t b = blockIdx.y;
   const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32) * kRows;
   const int lane = threadIdx.x % 32;
-  if (o0 >= p.n) return;
+  if (o0 >= p.n) {
+    if constexpr (kEarly) pdl_wait();  // still lets the dependents launch
+    return;
+  }
   const uint8_t* wbase = static_cast<const uint8_t*>(p.w);
   const int64_t x_off = b * p.stride_x;
   float acc[kRows][kMaxM];
@@ -98,9 +132,17 @@ __global__ void __launch_bounds__(kWarps * 32) batched_gemv_kernel(ops::BatchedM
     for (int r = 0; r < kRows; ++r)  // rows past n read row n - 1 (never stored)
       w[r] = reinterpret_cast<const __nv_bfloat16*>(wbase) + b * p.stride_w + min(o0 + r, p.n - 1) * p.k;
     const auto* x = static_cast<const __nv_bfloat16*>(p.x) + x_off;
-    rows_dot_bf16<kRows, kU>(w, p.k, p.m, [&](int i, int64_t j) { return *reinterpret_cast<const uint4*>(x + i * p.ld_x + j); },
-                             acc);
+    const auto x_at = [&](int i, int64_t j) { return *reinterpret_cast<const uint4*>(x + i * p.ld_x + j); };
+    if constexpr (kEarly) {
+      uint4 wv[kU][kRows];
+      rows_load_round<kRows, kU>(w, p.k, lane * 8, wv);
+      pdl_wait();
+      rows_dot_bf16_from<kRows, kU>(w, p.k, p.m, x_at, wv, acc);
+    } else {
+      rows_dot_bf16<kRows, kU>(w, p.k, p.m, x_at, acc);
+    }
   } else {
+    if constexpr (kEarly) pdl_wait();
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       if (o0 + r >= p.n) break;
@@ -145,6 +187,25 @@ int batched_gemv_mode() {
 
 void set_batched_gemv_mode(int mode) { g_batched_gemv_mode = mode; }
 
+namespace {
+// -1: unset (read FRUGAL_BATCHED_GEMV_EARLY on first use), 0 off, 1 on.
+int g_batched_gemv_early = -1;
+}  // namespace
+
+bool batched_gemv_early() {
+  // On unless FRUGAL_BATCHED_GEMV_EARLY=0, though measured no faster end to end (H100, V2-Lite
+  // batch 1: 392.8 tok/s median of five runs with the early loads, 393.2 of five without, with
+  // the prologue + absorb launch and the MLA kernel's early rows on; 375.6-375.9 against
+  // 375.8-377.7 with neither; docs/perf/2026-12-07-session61.md): the tested default.
+  if (g_batched_gemv_early < 0) {
+    const char* e = std::getenv("FRUGAL_BATCHED_GEMV_EARLY");
+    g_batched_gemv_early = (e != nullptr && e[0] == '0') ? 0 : 1;
+  }
+  return g_batched_gemv_early == 1;
+}
+
+void set_batched_gemv_early(bool on) { g_batched_gemv_early = on ? 1 : 0; }
+
 // kRows rows a warp at m <= 4, at most 2 above (kMaxM = 16 accumulators a row: 4 rows were 128
 // registers, 2 blocks an SM).
 template <int kRows, int kU>
@@ -152,8 +213,13 @@ cudaError_t launch_batched_gemv_as(const ops::BatchedMatmulParams& p, cudaStream
   constexpr int kRowsLarge = kRows < 2 ? kRows : 2;
   const int rows = p.m <= 4 ? kRows : kRowsLarge;
   const dim3 grid(static_cast<unsigned>(ceil_div(p.n, kWarps * rows)), static_cast<unsigned>(p.batch));
-  if (p.m <= 4) return launch_kernel(batched_gemv_kernel<4, kRows, kU>, grid, kWarps * 32, 0, stream, p);
-  return launch_kernel(batched_gemv_kernel<kBatchedGemvMaxM, kRowsLarge, kU>, grid, kWarps * 32, 0, stream, p);
+  const bool early = batched_gemv_early();
+  if (p.m <= 4) {
+    return early ? launch_kernel(batched_gemv_kernel<4, kRows, kU, true>, grid, kWarps * 32, 0, stream, p)
+                 : launch_kernel(batched_gemv_kernel<4, kRows, kU, false>, grid, kWarps * 32, 0, stream, p);
+  }
+  return early ? launch_kernel(batched_gemv_kernel<kBatchedGemvMaxM, kRowsLarge, kU, true>, grid, kWarps * 32, 0, stream, p)
+               : launch_kernel(batched_gemv_kernel<kBatchedGemvMaxM, kRowsLarge, kU, false>, grid, kWarps * 32, 0, stream, p);
 }
 
 cudaError_t launch_batched_gemv(const ops::BatchedMatmulParams& p, cudaStream_t stream) {
@@ -459,14 +525,27 @@ __global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(ops::Atten
 // lane its 8-wide chunks in order of k, rows_dot_bf16, then the xor tree): the sequence's bits, with
 // one launch and no round trip of the merged rows through global memory. The merge is repeated by
 // the head's mm.n / (kUvWarps kUvRows) blocks (8 at V2-Lite: 4 splits x 2 KB of f32 each).
-constexpr int kUvWarps = 8, kUvRows = 2;
+// kEarly (batched_gemv_early): each warp loads its rows' first round before the PDL wait (W_UV
+// is weights, which no kernel writes), so their HBM round trip runs under the decode kernel.
+constexpr int kUvWarps = 8, kUvRows = 2, kUvU = 2;
+template <bool kEarly>
 __global__ void __launch_bounds__(kUvWarps * 32) mla_combine_uv_kernel(ops::AttentionParams p, int splits, float* partials,
                                                                         ops::BatchedMatmulParams mm) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int t = blockIdx.z, h = blockIdx.y;
+  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kUvWarps + warp) * kUvRows;
+  const __nv_bfloat16* w[kUvRows];
+#pragma unroll
+  for (int r = 0; r < kUvRows; ++r)  // rows past n read row n - 1 (never stored)
+    w[r] = static_cast<const __nv_bfloat16*>(mm.w) + h * mm.stride_w + min(o0 + r, mm.n - 1) * mm.k;
+  uint4 wv[kUvU][kUvRows];
+  if constexpr (kEarly) {
+    if (o0 < mm.n) rows_load_round<kUvRows, kUvU>(w, mm.k, lane * 8, wv);
+  }
   pdl_wait();
   __shared__ float wt[kMaxSplits];
   __shared__ float inv_s;
   __shared__ __align__(16) __nv_bfloat16 xrow[kMaxD];
-  const int t = blockIdx.z, h = blockIdx.y;
   const int64_t u0 = (int64_t{t} * p.n_head + h) * splits;
   if (threadIdx.x < 32) {
     const float iv = split_weights(part_ml(partials, p, splits, u0), splits, wt);
@@ -493,15 +572,11 @@ __global__ void __launch_bounds__(kUvWarps * 32) mla_combine_uv_kernel(ops::Atte
     xrow[4 * c + 3] = __float2bfloat16(a.w * iv);
   }
   __syncthreads();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kUvWarps + warp) * kUvRows;
   if (o0 >= mm.n) return;  // no barrier follows
-  const __nv_bfloat16* w[kUvRows];
-#pragma unroll
-  for (int r = 0; r < kUvRows; ++r)  // rows past n read row n - 1 (never stored)
-    w[r] = static_cast<const __nv_bfloat16*>(mm.w) + h * mm.stride_w + min(o0 + r, mm.n - 1) * mm.k;
+  if constexpr (!kEarly) rows_load_round<kUvRows, kUvU>(w, mm.k, lane * 8, wv);
   float acc[kUvRows][1] = {};
-  rows_dot_bf16<kUvRows, 2>(w, mm.k, 1, [&](int, int64_t j) { return *reinterpret_cast<const uint4*>(xrow + j); }, acc);
+  rows_dot_bf16_from<kUvRows, kUvU>(w, mm.k, 1, [&](int, int64_t j) { return *reinterpret_cast<const uint4*>(xrow + j); }, wv,
+                                    acc);
 #pragma unroll
   for (int r = 0; r < kUvRows; ++r) {
     if (o0 + r >= mm.n) break;
@@ -509,6 +584,67 @@ __global__ void __launch_bounds__(kUvWarps * 32) mla_combine_uv_kernel(ops::Atte
 #pragma unroll
     for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
     if (lane == 0) store_f(mm.y_dtype, mm.y, h * mm.stride_y + int64_t{t} * mm.ld_y + o0 + r, v);
+  }
+}
+
+// ---- MLA's prologue and the absorbed q projection in one launch (absorb_rope_identity) ----
+// Blocks [0, n_tokens): mla_kv_prologue_kernel's body for token blockIdx.x (mla_prologue.cuh),
+// each q head's rotated q_pe also stored as the last rotary_dim values of its [q_abs | q_pe] row
+// (what the identity rows of W_abs would compute: 1 x a bf16 value, the same value). Then blocks
+// of the batched GEMV's W_abs variant (4 rows a warp, one chunk a lane in flight, m <= 4) over
+// the first `latent` rows and the first `nope` columns of each W_abs[h] (rows mm.k apart): those
+// read q's nope part, which the prologue does not touch, and each lane's chunks are the
+// sequence's less the zero columns (whose products, +-0, change no nonzero sum). So no block
+// waits for another, and the chain has one launch where it had two. kEarly: the GEMV blocks load
+// their weight rows before the PDL wait (batched_gemv_early). Two blocks an SM (three spilled):
+// V2-Lite's 16 x 16 GEMV blocks and a prologue block a token still fit one wave of 132 SMs.
+constexpr int kPaRows = 4, kPaMaxM = 4;
+template <bool kEarly>
+__global__ void __launch_bounds__(kWarps * 32, 2) mla_prologue_absorb_kernel(ops::MlaKvPrologueParams pro,
+                                                                              ops::BatchedMatmulParams mm, int latent, int nope) {
+  const int64_t n_tok = pro.norm.rows;
+  if (blockIdx.x < n_tok) {
+    extern __shared__ float sc[];  // [half] cos, [half] sin
+    __shared__ float red[32];
+    const int64_t tok = blockIdx.x;
+    mla_prologue_table(pro.rope, tok, sc);
+    const uint4 wraw = mla_prologue_weight(pro.norm);
+    pdl_wait();
+    __syncthreads();  // the table
+    mla_prologue_token(pro, tok, pro.rope.n_head, wraw, sc, red,
+                       MlaQCopy{static_cast<__nv_bfloat16*>(mm.y) + latent, mm.ld_y, mm.stride_y});
+    return;
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t gb = blockIdx.x - n_tok, per = ceil_div(int64_t{latent}, int64_t{kWarps} * kPaRows);
+  const int64_t b = gb / per, o0 = ((gb - b * per) * kWarps + warp) * kPaRows;
+  if (o0 >= latent) {
+    pdl_wait();  // still lets the dependents launch
+    return;
+  }
+  const __nv_bfloat16* w[kPaRows];
+#pragma unroll
+  for (int r = 0; r < kPaRows; ++r)  // rows past `latent` read row latent - 1 (never stored)
+    w[r] = static_cast<const __nv_bfloat16*>(mm.w) + b * mm.stride_w + min(o0 + r, int64_t{latent} - 1) * mm.k;
+  uint4 wv[1][kPaRows];
+  if constexpr (kEarly) rows_load_round<kPaRows, 1>(w, nope, lane * 8, wv);
+  pdl_wait();
+  if constexpr (!kEarly) rows_load_round<kPaRows, 1>(w, nope, lane * 8, wv);
+  const auto* x = static_cast<const __nv_bfloat16*>(mm.x) + b * mm.stride_x;
+  float acc[kPaRows][kPaMaxM] = {};
+  rows_dot_bf16_from<kPaRows, 1>(w, nope, mm.m, [&](int i, int64_t j) { return *reinterpret_cast<const uint4*>(x + i * mm.ld_x + j); },
+                                 wv, acc);
+#pragma unroll
+  for (int r = 0; r < kPaRows; ++r) {
+    if (o0 + r >= latent) break;
+#pragma unroll
+    for (int i = 0; i < kPaMaxM; ++i) {
+      if (i >= mm.m) break;
+      float v = acc[r][i];
+#pragma unroll
+      for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+      if (lane == 0) store_f(mm.y_dtype, mm.y, b * mm.stride_y + i * mm.ld_y + o0 + r, v);
+    }
   }
 }
 
@@ -543,9 +679,17 @@ constexpr int kMmaSmem = kMmaStages * kMmaStageBytes + kMmaWarps * kMmaSTiles * 
 static_assert(kMmaD % (16 * kMmaWarps) == 0 && kMmaKeys == 8 * kMmaWarps && 8 * kMmaPieces % 32 == 0,
               "each warp: 16-dim k steps of its own, 8 keys of a tile to gather in whole 32-lane copies");
 
+// kEarly: the split's first kMmaStages tiles are copied before the PDL wait, all but the rows
+// this step writes. Those rows (positions from the sequence's first new token, ctx_len less its
+// tokens in this step: the latent prologue writes them two kernels earlier) and the query come
+// after the wait. The step's inputs (q_start, ctx_len, block tables) are uploaded before the
+// step's first kernel, and an older row was written by an earlier step, so neither depends on a
+// kernel still running. At batch 1 the rule gives two tiles a split, so the whole split's DRAM
+// round trip leaves the chain; a longer split goes on through the ring after the wait.
+template <bool kEarly>
 __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::AttentionParams p, int splits, float* partials,
                                                                          uint32_t* counters) {
-  pdl_wait();
+  if constexpr (!kEarly) pdl_wait();
   extern __shared__ __align__(16) unsigned char smem[];
   float4* sred = reinterpret_cast<float4*>(smem + kMmaStages * kMmaStageBytes);  // [warp][S tile][lane]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
@@ -555,6 +699,7 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
   const int lo = kr.lo, hi = kr.hi, nh = min(kHB, p.n_head - h0);
   const int64_t unit0 = (int64_t{t} * p.n_head + h0) * splits + split;  // partials of head h0 + row: + row * splits
   if (lo >= hi) {  // an empty split (block-uniform): weight 0 in the merge, its o rows are never read
+    if constexpr (kEarly) pdl_wait();
     if (threadIdx.x < nh) {
       float* ml = part_ml(partials, p, splits, unit0 + int64_t{threadIdx.x} * splits);
       ml[0] = -INFINITY;
@@ -566,10 +711,12 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
   const int bs = p.cache.block_size;
   const int32_t* table = p.block_tables + int64_t{kr.seq} * p.max_blocks_per_seq;
   const char* cache = static_cast<const char*>(p.cache.k_cache);
+  // The first position this step writes for the sequence (kEarly's split of the rows).
+  const int old_end = kEarly ? p.ctx_len[kr.seq] - (p.q_start[kr.seq + 1] - p.q_start[kr.seq]) : 0;
 
   // A fragments of this warp's dims (rows past the heads are zeros).
   uint32_t qf[kMmaKSteps][4];
-  {
+  auto load_q = [&] {
     const auto* q = static_cast<const __nv_bfloat16*>(p.q) + int64_t{t} * p.ld_q + int64_t{h0} * kMmaD;
 #pragma unroll
     for (int ks = 0; ks < kMmaKSteps; ++ks) {
@@ -582,22 +729,28 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
         qf[ks][2 + r] = ok ? *reinterpret_cast<const uint32_t*>(q + row * kMmaD + d + 8) : 0u;
       }
     }
-  }
+  };
 
   // Warp w gathers keys [8w, 8w + 8) of a tile; lane l looks up key l % 8's slot (-1: past the split).
   auto slot_at = [&](int tile) {
     const int pos = lo + tile * kMmaKeys + warp * 8 + mr;
     return pos < hi ? table[pos / bs] * bs + pos % bs : -1;
   };
-  auto issue = [&](int st, int my_slot) {
+  // The warp's rows of `tile` into stage st (no commit): part 0 every row, 1 the rows before
+  // old_end, 2 the rows from it. Each row (or its zero fill, past the split) is copied by one part.
+  auto copy_rows = [&](int st, int tile, int my_slot, int part) {
     unsigned char* dst = smem + st * kMmaStageBytes + warp * 8 * kMmaRowBytes;
 #pragma unroll
     for (int c = 0; c < 8 * kMmaPieces / 32; ++c) {  // whole rows per copy instruction, coalesced
       const int idx = c * 32 + lane, key = idx / kMmaPieces, piece = idx % kMmaPieces;
       const int slot = __shfl_sync(0xffffffffu, my_slot, key);
+      if (part != 0 && (lo + tile * kMmaKeys + warp * 8 + key < old_end) != (part == 1)) continue;
       const bool ok = slot >= 0;
       cp_async16(dst + key * kMmaRowBytes + piece * 16, cache + (ok ? int64_t{slot} * (kMmaD * 2) : 0) + piece * 16, ok);
     }
+  };
+  auto issue = [&](int st, int my_slot) {
+    copy_rows(st, 0, my_slot, 0);
     cp_async_commit();
   };
 
@@ -607,11 +760,49 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.f, 0.f};  // rows g, g + 8 (l: this lane's columns)
   const float score_scale = p.scale * 1.4426950408889634f;           // log2 units
   const int n_it = (hi - lo + kMmaKeys - 1) / kMmaKeys;
-  int slot_next = cp_ring_start<kMmaStages>(n_it, issue, slot_at);
+  int slot_next = 0;
+  if constexpr (kEarly) {
+    // Tiles 0 .. kMmaStages - 1: the older rows now, the step's own after the wait; then every
+    // copy so far lands before the loop, which refills one stage a tile after that.
+    int sl[kMmaStages];
+#pragma unroll
+    for (int st = 0; st < kMmaStages; ++st) {
+      sl[st] = st < n_it ? slot_at(st) : -1;
+      if (st < n_it) copy_rows(st, st, sl[st], 1);
+    }
+    cp_async_commit();
+    pdl_wait();
+#pragma unroll
+    for (int st = 0; st < kMmaStages; ++st)
+      if (st < n_it && lo + (st + 1) * kMmaKeys > old_end) copy_rows(st, st, sl[st], 2);
+    cp_async_commit();
+    load_q();
+    if (kMmaStages < n_it) slot_next = slot_at(kMmaStages);
+    cp_async_wait<0>();
+  } else {
+    load_q();
+    slot_next = cp_ring_start<kMmaStages>(n_it, issue, slot_at);
+  }
   for (int it = 0; it < n_it; ++it) {
-    cp_async_wait<kMmaStages - 2>();  // this thread's copies of tile it have landed
-    __syncthreads();  // everyone's have; tile it - 1's stage and S partials are consumed
-    cp_ring_advance<kMmaStages>(it, n_it, slot_next, issue, slot_at);
+    if constexpr (kEarly) {
+      // Tile it >= kMmaStages was issued at the top of iteration it - kMmaStages + 1, with one
+      // group committed at the top of every iteration since.
+      if (it >= kMmaStages) cp_async_wait<kMmaStages - 2>();
+      __syncthreads();  // everyone's copies have landed; tile it - 1's stage and S partials are consumed
+      if (it >= 1) {
+        const int next = it - 1 + kMmaStages;
+        if (next < n_it) {
+          issue((it - 1) % kMmaStages, slot_next);
+          if (next + 1 < n_it) slot_next = slot_at(next + 1);
+        } else {
+          cp_async_commit();  // an empty group keeps the count uniform
+        }
+      }
+    } else {
+      cp_async_wait<kMmaStages - 2>();  // this thread's copies of tile it have landed
+      __syncthreads();  // everyone's have; tile it - 1's stage and S partials are consumed
+      cp_ring_advance<kMmaStages>(it, n_it, slot_next, issue, slot_at);
+    }
     const unsigned char* stage = smem + (it % kMmaStages) * kMmaStageBytes;
 
     // This warp's part of S = Q K^T; ldmatrix x4: keys (16 np + 8 (mat / 2) + mr), dims + 8 (mat % 2).
@@ -737,7 +928,13 @@ int g_mla_mma_mode = -1;
 // -1: unset (read FRUGAL_MLA_FUSED_COMBINE on first use), else MlaMerge.
 int g_mla_fused_mode = -1;
 
-int mla_mma_blocks_per_sm() { return cached_blocks_per_sm<mla_decode_mma_kernel>(kMmaThreads, kMmaSmem, 1); }
+// -1: unset (read FRUGAL_MLA_EARLY on first use), 0 off, 1 on.
+int g_mla_early_mode = -1;
+
+int mla_mma_blocks_per_sm() {
+  return std::min(cached_blocks_per_sm<mla_decode_mma_kernel<false>>(kMmaThreads, kMmaSmem, 1),
+                  cached_blocks_per_sm<mla_decode_mma_kernel<true>>(kMmaThreads, kMmaSmem, 1));
+}
 
 }  // namespace
 
@@ -758,6 +955,16 @@ bool mla_mma_enabled() {
 }
 
 void set_mla_mma_enabled(bool on) { g_mla_mma_mode = on ? 1 : 0; }
+
+bool mla_decode_early() {
+  if (g_mla_early_mode < 0) {
+    const char* e = std::getenv("FRUGAL_MLA_EARLY");
+    g_mla_early_mode = (e != nullptr && e[0] == '0') ? 0 : 1;
+  }
+  return g_mla_early_mode == 1;
+}
+
+void set_mla_decode_early(bool on) { g_mla_early_mode = on ? 1 : 0; }
 
 MlaMerge mla_merge_mode() {
   if (g_mla_fused_mode < 0) {
@@ -794,7 +1001,7 @@ bool mla_decode_mma_applies(const ops::AttentionParams& p) {
 }
 
 cudaError_t prepare_mla_decode() {
-  (void)mla_mma_blocks_per_sm();  // the shared-memory limit and occupancy, before any graph capture
+  (void)mla_mma_blocks_per_sm();  // the shared-memory limits and occupancy, before any graph capture
   return cudaGetLastError();
 }
 
@@ -838,8 +1045,12 @@ cudaError_t launch_mla_decode_kernel(const ops::AttentionParams& p, int splits, 
                                      cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.n_tokens), static_cast<unsigned>((p.n_head + kHB - 1) / kHB), static_cast<unsigned>(splits));
   if (mla_decode_mma_applies(p)) {
-    if (const cudaError_t err = raise_dynamic_smem_once<mla_decode_mma_kernel>(kMmaSmem); err != cudaSuccess) return err;
-    return launch_kernel(mla_decode_mma_kernel, grid, kMmaThreads, kMmaSmem, stream, p, splits, part, fused);
+    if (mla_decode_early()) {
+      if (const cudaError_t err = raise_dynamic_smem_once<mla_decode_mma_kernel<true>>(kMmaSmem); err != cudaSuccess) return err;
+      return launch_kernel(mla_decode_mma_kernel<true>, grid, kMmaThreads, kMmaSmem, stream, p, splits, part, fused);
+    }
+    if (const cudaError_t err = raise_dynamic_smem_once<mla_decode_mma_kernel<false>>(kMmaSmem); err != cudaSuccess) return err;
+    return launch_kernel(mla_decode_mma_kernel<false>, grid, kMmaThreads, kMmaSmem, stream, p, splits, part, fused);
   }
   return launch_kernel(mla_decode_kernel, grid, kHB * kKC, 0, stream, p, splits, part, fused);
 }
@@ -855,13 +1066,41 @@ bool mla_combine_uv_fusable(const ops::AttentionParams& p, const ops::BatchedMat
          batched_gemv_vec(mm) && (mm.y_dtype == DType::kBF16 || mm.y_dtype == DType::kF32 || mm.y_dtype == DType::kF16);
 }
 
+bool mla_prologue_absorb_fusable(const ops::MlaAttentionParams& f) {
+  const ops::BatchedMatmulParams& mm = f.absorb;
+  const ops::RopeParams& r = f.prologue.rope;
+  if (!f.absorb_rope_identity || !mla_kv_prologue_fusable(f.prologue) || !batched_gemv_vec(mm)) return false;
+  const int64_t R = r.rotary_dim, nope = mm.k - R, latent = mm.n - R;
+  const auto addr = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
+  // The rows of x (q heads, then the rest of each token's row) and of y must not meet.
+  const uintptr_t x0 = addr(mm.x), x1 = x0 + 2 * static_cast<uintptr_t>((mm.m - 1) * mm.ld_x + mm.batch * mm.stride_x);
+  const uintptr_t y0 = addr(mm.y), y1 = y0 + 2 * static_cast<uintptr_t>((mm.m - 1) * mm.ld_y + mm.batch * mm.stride_y);
+  return mm.m >= 1 && mm.m <= kPaMaxM && mm.m == r.n_tokens && mm.m == f.prologue.norm.rows && mm.batch == r.n_head &&
+         mm.batch > 0 && mm.y_dtype == DType::kBF16 && nope > 0 && nope % 8 == 0 && latent > 0 && latent % 2 == 0 &&
+         mm.k == r.head_dim && mm.stride_x == r.head_dim && r.ld_q == mm.ld_x &&
+         addr(r.q) == x0 + 2 * static_cast<uintptr_t>(nope) && mm.stride_y >= mm.n && mm.ld_y >= mm.batch * mm.stride_y &&
+         mm.ld_y % 2 == 0 && mm.stride_y % 2 == 0 && addr(mm.y) % 4 == 0 && mm.ld_x >= mm.batch * mm.stride_x &&
+         (y1 <= x0 || x1 <= y0) && latent <= 0x7fffffff;
+}
+
+cudaError_t launch_mla_prologue_absorb(const ops::MlaAttentionParams& f, cudaStream_t stream) {
+  const ops::BatchedMatmulParams& mm = f.absorb;
+  const int R = f.prologue.rope.rotary_dim, latent = static_cast<int>(mm.n - R), nope = static_cast<int>(mm.k - R);
+  const int64_t blocks = f.prologue.norm.rows + mm.batch * ceil_div(int64_t{latent}, int64_t{kWarps} * kPaRows);
+  const size_t smem = static_cast<size_t>(R) * sizeof(float);
+  return batched_gemv_early()
+             ? launch_kernel(mla_prologue_absorb_kernel<true>, static_cast<unsigned>(blocks), kWarps * 32, smem, stream, f.prologue, mm, latent, nope)
+             : launch_kernel(mla_prologue_absorb_kernel<false>, static_cast<unsigned>(blocks), kWarps * 32, smem, stream, f.prologue, mm, latent, nope);
+}
+
 cudaError_t launch_mla_decode_uv(const ops::AttentionParams& p, int splits, void* partials, const ops::BatchedMatmulParams& mm,
                                  cudaStream_t stream) {
   auto* part = static_cast<float*>(partials);
   if (const cudaError_t err = launch_mla_decode_kernel(p, splits, part, nullptr, stream); err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(ceil_div(mm.n, int64_t{kUvWarps} * kUvRows)), static_cast<unsigned>(mm.batch),
                   static_cast<unsigned>(p.n_tokens));
-  return launch_kernel(mla_combine_uv_kernel, grid, kUvWarps * 32, 0, stream, p, splits, part, mm);
+  return batched_gemv_early() ? launch_kernel(mla_combine_uv_kernel<true>, grid, kUvWarps * 32, 0, stream, p, splits, part, mm)
+                              : launch_kernel(mla_combine_uv_kernel<false>, grid, kUvWarps * 32, 0, stream, p, splits, part, mm);
 }
 
 cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, uint32_t* counters,

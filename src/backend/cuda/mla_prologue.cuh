@@ -88,11 +88,19 @@ __device__ __forceinline__ void mla_write_pair(const ops::KvCacheLayer& c, int64
   if (c.v_cache != c.k_cache) store_cache2(c.cache_dtype, c.v_cache, i, v, c.v_scale);
 }
 
+// Where a q head's rotated values go besides its own place (q_out nullptr: nowhere): head h's
+// value e of token tok to q_out[tok * ld + h * stride + e] (MLA's [q_abs | q_pe] rows, whose q_pe
+// part the absorbed weight's identity rows would copy; mla.cu's prologue + absorb launch).
+struct MlaQCopy {
+  __nv_bfloat16* q_out = nullptr;
+  int64_t ld = 0, stride = 0;
+};
+
 // Token tok's prologue by every thread of the block (blockDim.x >= norm.dim / 8; sc from
 // mla_prologue_table, after a barrier; red: 32 floats of shared memory). q heads [0, n_q_heads)
-// are rotated in place.
+// are rotated in place (and copied to qc.q_out).
 __device__ __forceinline__ void mla_prologue_token(const ops::MlaKvPrologueParams& p, int64_t tok, int n_q_heads,
-                                                   uint4 wraw, const float* sc, float* red) {
+                                                   uint4 wraw, const float* sc, float* red, MlaQCopy qc = {}) {
   const ops::RmsNormParams& n = p.norm;
   const ops::RopeParams& r = p.rope;
   const ops::KvCacheLayer& c = p.kv.cache;
@@ -118,7 +126,9 @@ __device__ __forceinline__ void mla_prologue_token(const ops::MlaKvPrologueParam
       });
     } else {
       mla_rope_item(static_cast<__nv_bfloat16*>(r.q) + tok * r.ld_q + static_cast<int64_t>(h) * r.head_dim, j, half,
-                    r.interleaved, sc, [](int, float2) {});
+                    r.interleaved, sc, [&](int e, float2 y) {
+                      if (qc.q_out != nullptr) mla_store2(qc.q_out + tok * qc.ld + h * qc.stride + e, y);
+                    });
     }
   }
   ss = block_sum(ss, red);
