@@ -606,13 +606,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) mla_prologue_absorb_kernel(ops
   if (blockIdx.x < n_tok) {
     extern __shared__ float sc[];  // [half] cos, [half] sin
     __shared__ float red[32];
-    const int64_t tok = blockIdx.x;
-    mla_prologue_table(pro.rope, tok, sc);
-    const uint4 wraw = mla_prologue_weight(pro.norm);
-    pdl_wait();
-    __syncthreads();  // the table
-    mla_prologue_token(pro, tok, pro.rope.n_head, wraw, sc, red,
-                       MlaQCopy{static_cast<__nv_bfloat16*>(mm.y) + latent, mm.ld_y, mm.stride_y});
+    mla_prologue_block(pro, blockIdx.x, sc, red, MlaQCopy{static_cast<__nv_bfloat16*>(mm.y) + latent, mm.ld_y, mm.stride_y});
     return;
   }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

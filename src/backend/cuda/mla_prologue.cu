@@ -21,12 +21,7 @@ constexpr int kThreads = 256;
 __global__ void __launch_bounds__(kThreads) mla_kv_prologue_kernel(ops::MlaKvPrologueParams p) {
   extern __shared__ float sc[];  // [half] cos, [half] sin
   __shared__ float red[32];
-  const int64_t tok = blockIdx.x;
-  mla_prologue_table(p.rope, tok, sc);
-  const uint4 wraw = mla_prologue_weight(p.norm);
-  pdl_wait();
-  __syncthreads();  // the table
-  mla_prologue_token(p, tok, p.rope.n_head, wraw, sc, red);
+  mla_prologue_block(p, blockIdx.x, sc, red);
 }
 
 bool aligned(const void* ptr, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(ptr) & (bytes - 1)) == 0; }

@@ -145,4 +145,17 @@ __device__ __forceinline__ void mla_prologue_token(const ops::MlaKvPrologueParam
   }
 }
 
+// Token tok's whole prologue by the block, its PDL wait included: the table and the norm weight
+// before the wait, then mla_prologue_token over every q head (sc: rotary_dim floats of shared
+// memory; red: 32). mla_kv_prologue_kernel's body, and the prologue blocks of mla.cu's prologue +
+// absorb launch (with qc).
+__device__ __forceinline__ void mla_prologue_block(const ops::MlaKvPrologueParams& p, int64_t tok, float* sc, float* red,
+                                                   MlaQCopy qc = {}) {
+  mla_prologue_table(p.rope, tok, sc);
+  const uint4 wraw = mla_prologue_weight(p.norm);
+  pdl_wait();
+  __syncthreads();  // the table
+  mla_prologue_token(p, tok, p.rope.n_head, wraw, sc, red, qc);
+}
+
 }  // namespace frugal::cuda
