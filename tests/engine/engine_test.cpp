@@ -131,25 +131,32 @@ std::vector<std::vector<int32_t>> run_all(Engine& e, const std::vector<std::vect
                                           const std::vector<int32_t>& max_tokens,
                                           const std::function<SamplingParams(size_t)>& sampling = {}) {
   Collected c;
-  std::vector<uint64_t> ids;
+  // One submit_batch: the engine takes every prompt in one step, so how the prompts share the
+  // steps (and the step counts compared below) does not depend on how fast this thread submits
+  // against the engine thread (one submit at a time raced the first steps under load).
+  std::vector<Engine::Submission> batch;
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerateRequest r;
     r.prompt = prompts[i];
     if (sampling) r.sampling = sampling(i);
     else r.sampling.temperature = 0;
     r.sampling.max_tokens = max_tokens[i];
-    auto id = e.submit(r, [&c](const RequestOutput& o) {
-      std::lock_guard<std::mutex> lk(c.mu);
-      for (const auto& t : o.tokens) c.tokens[o.request_id].push_back(t.token);
-      if (o.finish != FinishReason::kNone) {
-        c.finish[o.request_id] = o.finish;
-        ++c.done;
-        c.cv.notify_all();
-      }
-    });
-    EXPECT_TRUE(id.is_ok()) << id.status().to_string();
-    ids.push_back(*id);
+    batch.push_back({std::move(r), [&c](const RequestOutput& o) {
+                       std::lock_guard<std::mutex> lk(c.mu);
+                       for (const auto& t : o.tokens) c.tokens[o.request_id].push_back(t.token);
+                       if (o.finish != FinishReason::kNone) {
+                         c.finish[o.request_id] = o.finish;
+                         ++c.done;
+                         c.cv.notify_all();
+                       }
+                     }});
   }
+  auto submitted = e.submit_batch(std::move(batch));
+  if (!submitted.is_ok()) {
+    ADD_FAILURE() << submitted.status().to_string();
+    return std::vector<std::vector<int32_t>>(prompts.size());
+  }
+  const std::vector<uint64_t> ids = *submitted;
   std::unique_lock<std::mutex> lk(c.mu);
   EXPECT_TRUE(c.cv.wait_for(lk, std::chrono::seconds(120), [&] { return c.done == static_cast<int>(prompts.size()); }));
   std::vector<std::vector<int32_t>> out;
