@@ -675,8 +675,8 @@ static_assert(kMmaD % (16 * kMmaWarps) == 0 && kMmaKeys == 8 * kMmaWarps && 8 * 
 
 // kEarly: the split's first kMmaStages tiles are copied before the PDL wait, all but the rows
 // this step writes. Those rows (positions from the sequence's first new token, ctx_len less its
-// tokens in this step: the latent prologue writes them two kernels earlier) and the query come
-// after the wait. The step's inputs (q_start, ctx_len, block tables) are uploaded before the
+// tokens in this step: the latent prologue, an earlier launch of this step, writes them) and the
+// query come after the wait. The step's inputs (q_start, ctx_len, block tables) are uploaded before the
 // step's first kernel, and an older row was written by an earlier step, so neither depends on a
 // kernel still running. At batch 1 the rule gives two tiles a split, so the whole split's DRAM
 // round trip leaves the chain; a longer split goes on through the ring after the wait.
