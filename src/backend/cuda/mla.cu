@@ -97,6 +97,48 @@ __host__ __device__ __forceinline__ bool batched_gemv_vec(const ops::BatchedMatm
          reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
 }
 
+// The bf16 GEMV of one warp: rows o0 .. o0 + kRows of batch entry b of p.w (rows p.k apart; rows
+// past n_rows read row n_rows - 1, never stored) over their first k_dot columns, against x[b]'s
+// rows i < p.m, into acc. kEarly: the first round of weight chunks is loaded before pdl_wait()
+// (the caller has not waited yet); else the caller has waited.
+template <int kRows, int kU, int kMaxM, bool kEarly>
+__device__ __forceinline__ void batched_rows_bf16(const ops::BatchedMatmulParams& p, int64_t b, int64_t o0, int64_t n_rows,
+                                                  int64_t k_dot, float (&acc)[kRows][kMaxM]) {
+  const __nv_bfloat16* w[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+    w[r] = static_cast<const __nv_bfloat16*>(p.w) + b * p.stride_w + min(o0 + r, n_rows - 1) * p.k;
+  const auto* x = static_cast<const __nv_bfloat16*>(p.x) + b * p.stride_x;
+  const auto x_at = [&](int i, int64_t j) { return *reinterpret_cast<const uint4*>(x + i * p.ld_x + j); };
+  if constexpr (kEarly) {
+    uint4 wv[kU][kRows];
+    rows_load_round<kRows, kU>(w, k_dot, (threadIdx.x % 32) * 8, wv);
+    pdl_wait();
+    rows_dot_bf16_from<kRows, kU>(w, k_dot, p.m, x_at, wv, acc);
+  } else {
+    rows_dot_bf16<kRows, kU>(w, k_dot, p.m, x_at, acc);
+  }
+}
+
+// acc's rows o0 + r < n_rows of tokens i < p.m, each warp-summed, into y[y_base + i * ld_y + o0 + r].
+template <int kRows, int kMaxM>
+__device__ __forceinline__ void batched_rows_store(const ops::BatchedMatmulParams& p, int64_t y_base, int64_t o0, int64_t n_rows,
+                                                   const float (&acc)[kRows][kMaxM]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (o0 + r >= n_rows) break;
+#pragma unroll
+    for (int i = 0; i < kMaxM; ++i) {
+      if (i >= p.m) break;
+      float v = acc[r][i];
+#pragma unroll
+      for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+      if (lane == 0) store_f(p.y_dtype, p.y, y_base + i * p.ld_y + o0 + r, v);
+    }
+  }
+}
+
 // One warp per kRows consecutive outputs o of batch entry b: w[b][o, :] against x[b][i, :] for
 // every i < m (m <= kMaxM), f32 accumulation in a fixed order (each lane its 8-wide chunks in
 // order of k, then a butterfly). The bf16 path issues kU chunks of each of its rows (16-byte
@@ -127,20 +169,7 @@ __global__ void __launch_bounds__(kWarps * 32, kRows == 4 ? 3 : 1) batched_gemv_
 #pragma unroll
     for (int i = 0; i < kMaxM; ++i) acc[r][i] = 0.f;
   if (batched_gemv_vec(p)) {
-    const __nv_bfloat16* w[kRows];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)  // rows past n read row n - 1 (never stored)
-      w[r] = reinterpret_cast<const __nv_bfloat16*>(wbase) + b * p.stride_w + min(o0 + r, p.n - 1) * p.k;
-    const auto* x = static_cast<const __nv_bfloat16*>(p.x) + x_off;
-    const auto x_at = [&](int i, int64_t j) { return *reinterpret_cast<const uint4*>(x + i * p.ld_x + j); };
-    if constexpr (kEarly) {
-      uint4 wv[kU][kRows];
-      rows_load_round<kRows, kU>(w, p.k, lane * 8, wv);
-      pdl_wait();
-      rows_dot_bf16_from<kRows, kU>(w, p.k, p.m, x_at, wv, acc);
-    } else {
-      rows_dot_bf16<kRows, kU>(w, p.k, p.m, x_at, acc);
-    }
+    batched_rows_bf16<kRows, kU, kMaxM, kEarly>(p, b, o0, p.n, p.k, acc);
   } else {
     if constexpr (kEarly) pdl_wait();
 #pragma unroll
@@ -157,18 +186,7 @@ __global__ void __launch_bounds__(kWarps * 32, kRows == 4 ? 3 : 1) batched_gemv_
       }
     }
   }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    if (o0 + r >= p.n) break;
-#pragma unroll
-    for (int i = 0; i < kMaxM; ++i) {
-      if (i >= p.m) break;
-      float v = acc[r][i];
-#pragma unroll
-      for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-      if (lane == 0) store_f(p.y_dtype, p.y, b * p.stride_y + i * p.ld_y + o0 + r, v);
-    }
-  }
+  batched_rows_store<kRows, kMaxM>(p, b * p.stride_y, o0, p.n, acc);
 }
 
 // -1: unset (read FRUGAL_BATCHED_GEMV on first use), 0: one row a warp and one chunk in flight
@@ -577,14 +595,7 @@ __global__ void __launch_bounds__(kUvWarps * 32) mla_combine_uv_kernel(ops::Atte
   float acc[kUvRows][1] = {};
   rows_dot_bf16_from<kUvRows, kUvU>(w, mm.k, 1, [&](int, int64_t j) { return *reinterpret_cast<const uint4*>(xrow + j); }, wv,
                                     acc);
-#pragma unroll
-  for (int r = 0; r < kUvRows; ++r) {
-    if (o0 + r >= mm.n) break;
-    float v = acc[r][0];
-#pragma unroll
-    for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-    if (lane == 0) store_f(mm.y_dtype, mm.y, h * mm.stride_y + int64_t{t} * mm.ld_y + o0 + r, v);
-  }
+  batched_rows_store<kUvRows, 1>(mm, h * mm.stride_y + int64_t{t} * mm.ld_y, o0, mm.n, acc);  // token t's row only
 }
 
 // ---- MLA's prologue and the absorbed q projection in one launch (absorb_rope_identity) ----
@@ -609,37 +620,16 @@ __global__ void __launch_bounds__(kWarps * 32, 2) mla_prologue_absorb_kernel(ops
     mla_prologue_block(pro, blockIdx.x, sc, red, MlaQCopy{static_cast<__nv_bfloat16*>(mm.y) + latent, mm.ld_y, mm.stride_y});
     return;
   }
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t gb = blockIdx.x - n_tok, per = ceil_div(int64_t{latent}, int64_t{kWarps} * kPaRows);
-  const int64_t b = gb / per, o0 = ((gb - b * per) * kWarps + warp) * kPaRows;
+  const int64_t b = gb / per, o0 = ((gb - b * per) * kWarps + static_cast<int>(threadIdx.x >> 5)) * kPaRows;
   if (o0 >= latent) {
     pdl_wait();  // still lets the dependents launch
     return;
   }
-  const __nv_bfloat16* w[kPaRows];
-#pragma unroll
-  for (int r = 0; r < kPaRows; ++r)  // rows past `latent` read row latent - 1 (never stored)
-    w[r] = static_cast<const __nv_bfloat16*>(mm.w) + b * mm.stride_w + min(o0 + r, int64_t{latent} - 1) * mm.k;
-  uint4 wv[1][kPaRows];
-  if constexpr (kEarly) rows_load_round<kPaRows, 1>(w, nope, lane * 8, wv);
-  pdl_wait();
-  if constexpr (!kEarly) rows_load_round<kPaRows, 1>(w, nope, lane * 8, wv);
-  const auto* x = static_cast<const __nv_bfloat16*>(mm.x) + b * mm.stride_x;
+  if constexpr (!kEarly) pdl_wait();
   float acc[kPaRows][kPaMaxM] = {};
-  rows_dot_bf16_from<kPaRows, 1>(w, nope, mm.m, [&](int i, int64_t j) { return *reinterpret_cast<const uint4*>(x + i * mm.ld_x + j); },
-                                 wv, acc);
-#pragma unroll
-  for (int r = 0; r < kPaRows; ++r) {
-    if (o0 + r >= latent) break;
-#pragma unroll
-    for (int i = 0; i < kPaMaxM; ++i) {
-      if (i >= mm.m) break;
-      float v = acc[r][i];
-#pragma unroll
-      for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-      if (lane == 0) store_f(mm.y_dtype, mm.y, b * mm.stride_y + i * mm.ld_y + o0 + r, v);
-    }
-  }
+  batched_rows_bf16<kPaRows, 1, kPaMaxM, kEarly>(mm, b, o0, latent, nope, acc);
+  batched_rows_store<kPaRows, kPaMaxM>(mm, b * mm.stride_y, o0, latent, acc);
 }
 
 // ---- MLA decode attention on the tensor cores (mma.sync m16n8k16, bf16 in, f32 accumulators) ----
