@@ -669,7 +669,7 @@ DecodeTuning tuning_from_env() {
   return t;
 }
 
-// Read from the environment on first use; process-wide like g_mma_mode (attention_decode_mma.cu).
+// Read from the environment on first use; process-wide like g_mma (attention_decode_mma.cu).
 bool g_tuning_set = false;
 DecodeTuning g_tuning;
 

@@ -565,21 +565,13 @@ struct Launch {
 
 bool aligned(const void* ptr, uintptr_t n) { return (reinterpret_cast<uintptr_t>(ptr) & (n - 1)) == 0; }
 
-// -1: unset (read FRUGAL_DECODE_MMA on first use), 0 off, 1 on. Process-wide; tests flip it
-// between launches on one thread (set_decode_mma_enabled), nothing else writes it.
-int g_mma_mode = -1;
+DefaultOnSwitch g_mma("FRUGAL_DECODE_MMA");  // set_decode_mma_enabled
 
 }  // namespace
 
-bool decode_mma_enabled() {
-  if (g_mma_mode < 0) {
-    const char* e = std::getenv("FRUGAL_DECODE_MMA");
-    g_mma_mode = (e != nullptr && e[0] == '0') ? 0 : 1;
-  }
-  return g_mma_mode == 1;
-}
+bool decode_mma_enabled() { return g_mma.on(); }
 
-void set_decode_mma_enabled(bool on) { g_mma_mode = on ? 1 : 0; }
+void set_decode_mma_enabled(bool on) { g_mma.set(on); }
 
 cudaError_t prepare_attention_decode_mma() {
   int sum = 0;

@@ -587,9 +587,7 @@ constexpr int64_t kSplitAbove = 2048, kMinSplitKeys = 256, kSplitMaxBlocksPerSm 
 constexpr int64_t kMaxPartialBytes = int64_t{256} << 20;
 
 namespace {
-// -1: unset (read FRUGAL_PREFILL_SPLIT on first use), 0 off, 1 on. Process-wide; tests flip it
-// between launches on one thread (set_prefill_split_enabled), nothing else writes it.
-int g_split_mode = -1;
+DefaultOnSwitch g_split("FRUGAL_PREFILL_SPLIT");  // set_prefill_split_enabled
 }  // namespace
 
 // The wgmma variant needs an sm_90a cubin in this build and a compute capability 9.0 device
@@ -597,7 +595,7 @@ int g_split_mode = -1;
 // keep the mma.sync kernel. Same threading rule as the split mode.
 namespace {
 bool g_wgmma_device = false;
-int g_wgmma_mode = -1;
+DefaultOnSwitch g_wgmma("FRUGAL_PREFILL_WGMMA");
 }  // namespace
 
 void set_prefill_wgmma_device(int cc_major, int cc_minor) {
@@ -609,15 +607,9 @@ void set_prefill_wgmma_device(int cc_major, int cc_minor) {
 #endif
 }
 
-bool prefill_wgmma_enabled() {
-  if (g_wgmma_mode < 0) {
-    const char* e = std::getenv("FRUGAL_PREFILL_WGMMA");
-    g_wgmma_mode = (e != nullptr && e[0] == '0') ? 0 : 1;
-  }
-  return g_wgmma_device && g_wgmma_mode == 1;
-}
+bool prefill_wgmma_enabled() { return g_wgmma_device && g_wgmma.on(); }
 
-void set_prefill_wgmma_enabled(bool on) { g_wgmma_mode = on ? 1 : 0; }
+void set_prefill_wgmma_enabled(bool on) { g_wgmma.set(on); }
 
 // The FlashAttention-3-style kernel (attention_prefill_fa3.cu): on by default (H200, 2026-12-03:
 // 484 against 303 TFLOP/s on an 8k chunk at a 32k context; ping-pong 480). Same device
@@ -641,15 +633,9 @@ bool attention_prefill_fa3_applies(const ops::AttentionParams& p, int n_splits) 
          p.cache.head_dim == 128 && p.sliding_window <= 0 && attention_prefill_supported(p);
 }
 
-bool prefill_split_enabled() {
-  if (g_split_mode < 0) {
-    const char* e = std::getenv("FRUGAL_PREFILL_SPLIT");
-    g_split_mode = (e != nullptr && e[0] == '0') ? 0 : 1;
-  }
-  return g_split_mode == 1;
-}
+bool prefill_split_enabled() { return g_split.on(); }
 
-void set_prefill_split_enabled(bool on) { g_split_mode = on ? 1 : 0; }
+void set_prefill_split_enabled(bool on) { g_split.set(on); }
 
 int attention_prefill_splits(const ops::AttentionParams& p, int n_sms) {
   if (p.max_ctx_len <= kSplitAbove || !prefill_split_enabled()) return 1;

@@ -7,11 +7,32 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <utility>
 
 #include "core/dtype.h"
 
 namespace frugal::cuda {
+
+// A process-wide switch of a kernel variant, on unless its environment variable starts with '0'
+// (read at first use); set() wins. Tests and benchmarks flip it between launches on one thread,
+// nothing else writes it.
+class DefaultOnSwitch {
+ public:
+  explicit constexpr DefaultOnSwitch(const char* env) : env_(env) {}
+  bool on() {
+    if (mode_ < 0) {
+      const char* e = std::getenv(env_);
+      mode_ = (e != nullptr && e[0] == '0') ? 0 : 1;
+    }
+    return mode_ == 1;
+  }
+  void set(bool on) { mode_ = on ? 1 : 0; }
+
+ private:
+  const char* env_;
+  int mode_ = -1;  // -1: not read yet
+};
 
 // Programmatic dependent launch (sm_90+): each kernel is launched allowed to start while the
 // previous one drains; its blocks wait in pdl_wait() until that grid has completed and its

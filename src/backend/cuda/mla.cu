@@ -206,23 +206,15 @@ int batched_gemv_mode() {
 void set_batched_gemv_mode(int mode) { g_batched_gemv_mode = mode; }
 
 namespace {
-// -1: unset (read FRUGAL_BATCHED_GEMV_EARLY on first use), 0 off, 1 on.
-int g_batched_gemv_early = -1;
+// On though measured no faster end to end (H100, V2-Lite batch 1: 392.8 tok/s median of five runs
+// with the early loads, 393.2 of five without, with the prologue + absorb launch and the MLA
+// kernel's early rows on; 375.6-375.9 against 375.8-377.7 with neither;
+// docs/perf/2026-12-07-session61.md): the tested default.
+DefaultOnSwitch g_batched_gemv_early("FRUGAL_BATCHED_GEMV_EARLY");
 }  // namespace
 
-bool batched_gemv_early() {
-  // On unless FRUGAL_BATCHED_GEMV_EARLY=0, though measured no faster end to end (H100, V2-Lite
-  // batch 1: 392.8 tok/s median of five runs with the early loads, 393.2 of five without, with
-  // the prologue + absorb launch and the MLA kernel's early rows on; 375.6-375.9 against
-  // 375.8-377.7 with neither; docs/perf/2026-12-07-session61.md): the tested default.
-  if (g_batched_gemv_early < 0) {
-    const char* e = std::getenv("FRUGAL_BATCHED_GEMV_EARLY");
-    g_batched_gemv_early = (e != nullptr && e[0] == '0') ? 0 : 1;
-  }
-  return g_batched_gemv_early == 1;
-}
-
-void set_batched_gemv_early(bool on) { g_batched_gemv_early = on ? 1 : 0; }
+bool batched_gemv_early() { return g_batched_gemv_early.on(); }
+void set_batched_gemv_early(bool on) { g_batched_gemv_early.set(on); }
 
 // kRows rows a warp at m <= 4, at most 2 above (kMaxM = 16 accumulators a row: 4 rows were 128
 // registers, 2 blocks an SM).
@@ -907,13 +899,11 @@ __global__ void __launch_bounds__(kMmaThreads, 2) mla_decode_mma_kernel(ops::Att
   if (splits > 1) finish_split<kMmaThreads>(p, splits, partials, counters, t, h0, nh, reinterpret_cast<float*>(smem));
 }
 
-// -1: unset (read FRUGAL_MLA_MMA on first use), 0 off, 1 on (as g_mma_mode of attention_decode_mma.cu).
-int g_mla_mma_mode = -1;
+DefaultOnSwitch g_mla_mma("FRUGAL_MLA_MMA");
 // -1: unset (read FRUGAL_MLA_FUSED_COMBINE on first use), else MlaMerge.
 int g_mla_fused_mode = -1;
 
-// -1: unset (read FRUGAL_MLA_EARLY on first use), 0 off, 1 on.
-int g_mla_early_mode = -1;
+DefaultOnSwitch g_mla_early("FRUGAL_MLA_EARLY");
 
 int mla_mma_blocks_per_sm() {
   return std::min(cached_blocks_per_sm<mla_decode_mma_kernel<false>>(kMmaThreads, kMmaSmem, 1),
@@ -930,25 +920,11 @@ bool mla_decode_supported(const ops::AttentionParams& p) {
          p.max_ctx_len > 0 && c.block_size > 0;
 }
 
-bool mla_mma_enabled() {
-  if (g_mla_mma_mode < 0) {
-    const char* e = std::getenv("FRUGAL_MLA_MMA");
-    g_mla_mma_mode = (e != nullptr && e[0] == '0') ? 0 : 1;
-  }
-  return g_mla_mma_mode == 1;
-}
+bool mla_mma_enabled() { return g_mla_mma.on(); }
+void set_mla_mma_enabled(bool on) { g_mla_mma.set(on); }
 
-void set_mla_mma_enabled(bool on) { g_mla_mma_mode = on ? 1 : 0; }
-
-bool mla_decode_early() {
-  if (g_mla_early_mode < 0) {
-    const char* e = std::getenv("FRUGAL_MLA_EARLY");
-    g_mla_early_mode = (e != nullptr && e[0] == '0') ? 0 : 1;
-  }
-  return g_mla_early_mode == 1;
-}
-
-void set_mla_decode_early(bool on) { g_mla_early_mode = on ? 1 : 0; }
+bool mla_decode_early() { return g_mla_early.on(); }
+void set_mla_decode_early(bool on) { g_mla_early.set(on); }
 
 MlaMerge mla_merge_mode() {
   if (g_mla_fused_mode < 0) {
