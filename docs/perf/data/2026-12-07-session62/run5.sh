@@ -22,10 +22,10 @@
 # 1. Tests: the warpgroup bits test and CudaMoe.* (16 down chunks against 8, bit for bit, and the
 #    oracle) first; after round 1, CudaQuantGemm.* (the oracle with 4 quads) and CudaInt4Tiles8.*
 #    if the time allows.
-# 2. V2-Lite batch 1 with 8 and 16 down chunks, twice each.
+# 2. V2-Lite batch 1 with 8 and 16 down chunks, twice each; the fused routers 1 and 3 once each.
 # 3. 7B int4 at 64 sequences: base / evict_first / 4 quads / both, then bf16, a second round,
 #    then 48 sequences base / both, then a trace with both.
-# Run as: run(command: "STOP=400 bash docs/perf/data/2026-12-07-session62/run5.sh", carry: [".devcarry"])
+# Run as: run(command: "STOP=440 bash docs/perf/data/2026-12-07-session62/run5.sh", carry: [".devcarry"])
 source docs/perf/data/2026-12-05-session40/lib.sh
 S=$OUT/s5.txt
 # The switches are not in the tree (no device ran them in session 62): run5.diff adds them.
@@ -43,6 +43,11 @@ ab() { # round
   e2e int4_b64_both_$1 /tmp/q7b "FRUGAL_QSLAB_WG_U=4 FRUGAL_QSLAB_EVICT_FIRST=1" $B --batches 64 --precision int4
 }
 for i in 1 2; do v2l_b1 v2l_down8_$i FRUGAL_MOE_TINY_DOWN_U=8; v2l_b1 v2l_down16_$i FRUGAL_MOE_TINY_DOWN_U=16; done
+# The fused routers in the tree (opt-in; measured slower on H100s in sessions 38 and 43), never
+# run on an H200: the cluster kernel with the norm inside (1) and the grid kernel whose last
+# block routes (3). The route adds 4.6 us a layer on the H200 (run 4).
+v2l_b1 v2l_route1 FRUGAL_FUSE_ROUTE=1
+v2l_b1 v2l_route3 FRUGAL_FUSE_ROUTE=3
 ab 1
 e2e bf16_b64 /tmp/q7b "" $B --batches 64
 [ $(left) -gt 100 ] && (timeout $(( $(left) - 60 )) build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaQuantGemm.*:CudaInt4Tiles8.*' >$L/tests2.log 2>&1
