@@ -3,7 +3,7 @@
 each kernel's end relative to the layer's first kernel boundary, and how far it moves past the
 one before ("adds"), as medians over the traced layers.
   chain.py --moe TRACE   V2-Lite batch 1: layers from one MoE down kernel to the next (those with
-                         one moe_route_kernel between);
+                         one tiny MoE gate_up kernel between: whatever kernels route);
   chain.py TRACE         a dense model: layers from one decode attention kernel to the next.
 Session 62 made the H200 tables of docs/perf/2026-12-07-session62.md with it (run4/traces/)."""
 import gzip, json, statistics, sys
@@ -22,7 +22,7 @@ for path in args:
     layers = 0
     for a, b in zip(idx, idx[1:]):
         seg = ev[a + 1:b + 1]
-        if moe and sum(e["name"] == "moe_route_kernel" for e in seg) != 1:
+        if moe and sum(e["name"].startswith("moe::moe_tiny_gate_up") for e in seg) != 1:
             continue  # a step boundary, or not a MoE layer
         if not moe and len(seg) > 14:
             continue  # a step boundary

@@ -48,6 +48,12 @@ for i in 1 2; do v2l_b1 v2l_down8_$i FRUGAL_MOE_TINY_DOWN_U=8; v2l_b1 v2l_down16
 # block routes (3). The route adds 4.6 us a layer on the H200 (run 4).
 v2l_b1 v2l_route1 FRUGAL_FUSE_ROUTE=1
 v2l_b1 v2l_route3 FRUGAL_FUSE_ROUTE=3
+V="--prefill-lens 0 --decode-prompt-len 128 --decode-tokens 256 --reps 2 --warmup 1"
+if [ $(left) -gt 200 ]; then  # why the grid router loses (no trace was taken in session 43)
+  trace v2l_route3_tr /tmp/v2l "FRUGAL_FUSE_ROUTE=3" $V --batches 1
+  t=$L/trace_v2l_route3_tr/decode_b1.trace.json
+  [ -f $t ] && python3 docs/perf/data/2026-12-07-session62/chain.py --moe $t | head -14 >>$S 2>&1
+fi
 ab 1
 e2e bf16_b64 /tmp/q7b "" $B --batches 64
 [ $(left) -gt 100 ] && (timeout $(( $(left) - 60 )) build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaQuantGemm.*:CudaInt4Tiles8.*' >$L/tests2.log 2>&1
