@@ -287,9 +287,16 @@ class DeepseekFamily final : public ForwardFamily {
         FRUGAL_RETURN_IF_ERROR(begin_partial(be, act, n));
         FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, *l.dense, n, ws_.xn, ws_.resid, ws_.gate, ws_.up));
       } else {
-        FRUGAL_RETURN_IF_ERROR(router(be, act, *l.moe, n, mlp_norm));
-        FRUGAL_RETURN_IF_ERROR(begin_partial(be, act, n));
-        FRUGAL_RETURN_IF_ERROR(moe(be, act, *l.moe, n));
+        if (l.moe->grouped && !comm_) {
+          // The router and the grouped experts as one fused op (a backend may route inside its
+          // expert kernels); with tensor parallelism the stream is zeroed between the two.
+          FRUGAL_RETURN_IF_ERROR(be->moe_block(ops::MoeBlockParams{.router = router_params(act, *l.moe, n, mlp_norm),
+                                                                   .experts = experts_params(act, *l.moe, n)}));
+        } else {
+          FRUGAL_RETURN_IF_ERROR(be->moe_router(router_params(act, *l.moe, n, mlp_norm)));
+          FRUGAL_RETURN_IF_ERROR(begin_partial(be, act, n));
+          FRUGAL_RETURN_IF_ERROR(moe(be, act, *l.moe, n));
+        }
         // The router's f32 logits and weights per expert (0 where not chosen), any act dtype.
         if (step.taps->enabled()) {
           FRUGAL_RETURN_IF_ERROR(step.tap_f32(blk + ".router_logits", ws_.rlogits, n, config_.moe.n_routed_experts));
@@ -442,13 +449,13 @@ class DeepseekFamily final : public ForwardFamily {
 
   // xn = rms_norm(residual), the router's f32 logits over it, then the routing: one fused op
   // (a backend may run the three in one kernel).
-  Status router(ops::Backend* be, DType act, const MoeWeights& w, int64_t n, const ops::RmsNormParams& norm) const {
+  ops::MoeRouterParams router_params(DType act, const MoeWeights& w, int64_t n, const ops::RmsNormParams& norm) const {
     const MoeConfig& m = config_.moe;
     const int64_t hidden = config_.hidden_size, E = m.n_routed_experts;
     const ops::MoeTopk method = m.topk_method == "noaux_tc"               ? ops::MoeTopk::kNoauxTc
                                 : m.topk_method == "group_limited_greedy" ? ops::MoeTopk::kGroupLimitedGreedy
                                                                           : ops::MoeTopk::kGreedy;
-    return be->moe_router(ops::MoeRouterParams{
+    return ops::MoeRouterParams{
         .norm = norm,
         .mm = {.x = ws_.xn, .x_dtype = act, .ld_x = hidden, .w = w.router.weight, .bias = nullptr,
                .bias_dtype = DType::kF32, .y = ws_.rlogits, .y_dtype = DType::kF32, .ld_y = E, .m = n, .n = E, .k = hidden,
@@ -460,28 +467,32 @@ class DeepseekFamily final : public ForwardFamily {
                   .scoring = m.scoring_func == "sigmoid" ? ops::MoeScoring::kSigmoid : ops::MoeScoring::kSoftmax,
                   .method = method, .norm_topk_prob = norm_topk_prob(),
                   .routed_scaling_factor = static_cast<float>(m.routed_scaling_factor), .topk_idx = ws_.ridx,
-                  .topk_weight = ws_.rw, .dense_weight = ws_.rdense}});
+                  .topk_weight = ws_.rw, .dense_weight = ws_.rdense}};
   }
 
-  // residual += sum_e weight[t, e] expert_e(xn) + shared(xn), over router()'s choices.
-  Status moe(ops::Backend* be, DType act, const MoeWeights& w, int64_t n) const {
+  // The grouped experts over router_params()'s choices (w.grouped): residual += sum_e weight[t, e]
+  // expert_e(xn) + shared(xn).
+  ops::MoeExpertsParams experts_params(DType act, const MoeWeights& w, int64_t n) const {
     const MoeConfig& m = config_.moe;
-    const int64_t hidden = config_.hidden_size, E = m.n_routed_experts;
-    if (w.grouped) {
-      const auto* views = w.views.as<ops::WeightView>();
-      FRUGAL_RETURN_IF_ERROR(be->moe_experts(ops::MoeExpertsParams{
-          .x = ws_.xn, .act_dtype = act, .ld_x = hidden, .out = ws_.resid, .ld_out = hidden, .n_tokens = n,
-          .hidden = hidden, .inter = m.moe_intermediate_size, .n_experts = static_cast<int32_t>(experts_.count),
-          .top_k = static_cast<int32_t>(m.num_experts_per_tok), .topk_idx = ws_.ridx, .topk_weight = ws_.rw,
-          .gate = views, .up = views + experts_.count, .down = views + 2 * experts_.count, .format = w.format,
-          .scratch = ws_.moe_scratch, .scratch_bytes = moe_scratch_bytes_,
-          .first_expert = static_cast<int32_t>(experts_.begin), .n_routed = static_cast<int32_t>(E),
-          .shared_inter = w.shared ? w.shared->gate.out : 0, .shared_gate = w.shared ? w.shared->gate.weight : ops::WeightView{},
-          .shared_up = w.shared ? w.shared->up.weight : ops::WeightView{},
-          .shared_down = w.shared ? w.shared->down.weight : ops::WeightView{},
-          .shared_gate_up = w.shared && w.shared->gate_up ? w.shared->gate_up->weight : ops::WeightView{}}));
-      return Status::ok();
-    }
+    const int64_t hidden = config_.hidden_size;
+    const auto* views = w.views.as<ops::WeightView>();
+    return ops::MoeExpertsParams{
+        .x = ws_.xn, .act_dtype = act, .ld_x = hidden, .out = ws_.resid, .ld_out = hidden, .n_tokens = n,
+        .hidden = hidden, .inter = m.moe_intermediate_size, .n_experts = static_cast<int32_t>(experts_.count),
+        .top_k = static_cast<int32_t>(m.num_experts_per_tok), .topk_idx = ws_.ridx, .topk_weight = ws_.rw,
+        .gate = views, .up = views + experts_.count, .down = views + 2 * experts_.count, .format = w.format,
+        .scratch = ws_.moe_scratch, .scratch_bytes = moe_scratch_bytes_,
+        .first_expert = static_cast<int32_t>(experts_.begin), .n_routed = static_cast<int32_t>(m.n_routed_experts),
+        .shared_inter = w.shared ? w.shared->gate.out : 0, .shared_gate = w.shared ? w.shared->gate.weight : ops::WeightView{},
+        .shared_up = w.shared ? w.shared->up.weight : ops::WeightView{},
+        .shared_down = w.shared ? w.shared->down.weight : ops::WeightView{},
+        .shared_gate_up = w.shared && w.shared->gate_up ? w.shared->gate_up->weight : ops::WeightView{}};
+  }
+
+  // residual += sum_e weight[t, e] expert_e(xn) + shared(xn), over the router's choices.
+  Status moe(ops::Backend* be, DType act, const MoeWeights& w, int64_t n) const {
+    const int64_t E = config_.moe.n_routed_experts;
+    if (w.grouped) return be->moe_experts(experts_params(act, w, n));
     for (int64_t e = experts_.begin; e < experts_.begin + experts_.count; ++e)
       FRUGAL_RETURN_IF_ERROR(expert(be, act, w.experts[static_cast<size_t>(e - experts_.begin)], n, ws_.rdense + e, E));
     if (w.shared) FRUGAL_RETURN_IF_ERROR(layers::gated_mlp(be, act, *w.shared, n, ws_.xn, ws_.resid, ws_.gate, ws_.up));

@@ -68,6 +68,11 @@ Status Backend::moe_router(const MoeRouterParams& p) {
   return moe_route(p.route);
 }
 
+Status Backend::moe_block(const MoeBlockParams& p) {
+  FRUGAL_RETURN_IF_ERROR(moe_router(p.router));
+  return moe_experts(p.experts);
+}
+
 Status Backend::rms_norm_matmul(const RmsNormMatmulParams& p) {
   FRUGAL_RETURN_IF_ERROR(rms_norm(p.norm));
   return matmul(p.mm);

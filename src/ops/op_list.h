@@ -39,6 +39,7 @@
   X(SiluMulMatmul, silu_mul_matmul)     \
   X(MlaKvPrologue, mla_kv_prologue)     \
   X(MoeRouter, moe_router)              \
+  X(MoeBlock, moe_block)                \
   X(RmsNormMatmul, rms_norm_matmul)     \
   X(MatmulRmsNorm, matmul_rms_norm)     \
   X(AttentionBatchedMatmul, attention_batched_matmul) \

@@ -437,6 +437,19 @@ struct MoeExpertsParams {
   bool has_shared() const { return shared_inter > 0; }
 };
 
+// moe_router(router) then moe_experts(experts) (fused op, ops/op_list.h): a DeepSeekMoE block's
+// routing and its experts. In the model experts.x is router.norm.y (ld_x router.norm.ld_y),
+// experts.topk_idx / topk_weight are router.route.topk_idx / topk_weight, and experts.n_tokens ==
+// router.route.n_tokens == router.mm.m; a backend may then route inside its expert kernels (CUDA:
+// every block of the tiny path's gate_up kernel picks its tokens' experts from the logits itself,
+// where a separate kernel did). Every output of the two ops is written either way (norm.y, the
+// logits, topk_idx, topk_weight, dense_weight, experts.out), with the two ops' values. Any other
+// Params run as the sequence.
+struct MoeBlockParams {
+  MoeRouterParams router;
+  MoeExpertsParams experts;
+};
+
 // Scratch moe_experts needs for n_tokens (every backend's layout fits in this): the token
 // permutation and tile schedule (int32), h [n_tokens * top_k, inter], then one region (from
 // moe_experts_shared_scratch_offset, 256-byte aligned) for the per-pair down outputs

@@ -233,6 +233,11 @@ void moe_router(const MoeRouterParams& p) {
   moe_route(p.route);
 }
 
+void moe_block(const MoeBlockParams& p) {
+  moe_router(p.router);
+  moe_experts(p.experts);
+}
+
 void rms_norm_matmul(const RmsNormMatmulParams& p) {
   rms_norm(p.norm);
   matmul(p.mm);

@@ -484,6 +484,139 @@ void OpCases::moe_router() {
   run_case(cases[3], 2, DType::kBF16, true);
 }
 
+// A DeepSeekMoE block (moe_block): the router over the block's input norm, then the grouped
+// experts over its choices, in the model's data flow (experts.x is norm.y, topk_idx / topk_weight
+// the route's outputs). The router's logits are exact as in moe_router's cases (x rows a_t v with
+// v in {+-1}, weight rows s_e c v with distinct 8-bit s_e), so every backend routes alike; the
+// experts' weights are random. Softmax greedy and sigmoid noaux_tc with groups, with and without
+// shared experts, 1, 2 and 7 tokens. Every output of both ops must match ref::moe_router then
+// ref::moe_experts: norm.y, the logits, topk_idx, topk_weight, dense_weight and the stream.
+void OpCases::moe_block() {
+  struct Case { ops::MoeScoring scoring; ops::MoeTopk method; int32_t E, K, n_group, topk_group; bool bias; int64_t hidden, inter, S; };
+  const Case cases[] = {{ops::MoeScoring::kSoftmax, ops::MoeTopk::kGreedy, 8, 3, 1, 1, false, 64, 72, 48},
+                        {ops::MoeScoring::kSigmoid, ops::MoeTopk::kNoauxTc, 16, 4, 4, 2, true, 136, 40, 0},
+                        {ops::MoeScoring::kSoftmax, ops::MoeTopk::kGreedy, 64, 6, 1, 1, false, 256, 64, 128}};
+  for (const Case& c : cases)
+    for (int64_t n : {1, 2, 7}) {
+      const int64_t E = c.E, K = c.K, H = c.hidden;
+      const std::string what = "moe_block experts=" + std::to_string(E) + " top_k=" + std::to_string(K) +
+                               " hidden=" + std::to_string(H) + " inter=" + std::to_string(c.inter) +
+                               " shared=" + std::to_string(c.S) + " n=" + std::to_string(n);
+      std::vector<float> v(static_cast<size_t>(H));
+      for (float& f : v) f = (rng_() & 1) ? 1.0f : -1.0f;
+      std::vector<int32_t> perm(static_cast<size_t>(E));
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng_);
+      const float c_scale = std::exp2(-std::round(std::log2(static_cast<float>(H) / 4.0f)));
+      HostMat x(act(), n, H, H), xn0(act(), n, H, H), nw(act(), 1, H, H), rw(act(), E, H, H);
+      HostMat logits0(DType::kF32, n, E, E), out0(act(), n, H, H);
+      xn0.fill_random(rng_, 1.0f);
+      logits0.fill_random(rng_, 1.0f);
+      for (int64_t j = 0; j < H; ++j) nw.set(0, j, 2.0f);
+      std::uniform_real_distribution<float> a_dist(0.5f, 1.5f);
+      for (int64_t t = 0; t < n; ++t) {
+        const float a = (t % 2 ? -1.0f : 1.0f) * a_dist(rng_);
+        for (int64_t j = 0; j < H; ++j) x.set(t, j, a * v[static_cast<size_t>(j)]);
+      }
+      for (int64_t e = 0; e < E; ++e) {
+        const float s = static_cast<float>(perm[static_cast<size_t>(e)] - E / 2) / 256.0f;
+        for (int64_t j = 0; j < H; ++j) rw.set(e, j, s * c_scale * v[static_cast<size_t>(j)]);
+      }
+      // The residual stream the experts add into is the norm's input x, as in the model.
+      out0 = x;
+      std::vector<float> bias(static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) bias[static_cast<size_t>(e)] = 0.001f * static_cast<float>(e % 5);
+      std::vector<HostMat> w;  // gate[E], up[E], down[E]
+      for (int m = 0; m < 3; ++m)
+        for (int64_t e = 0; e < E; ++e) {
+          w.emplace_back(DType::kBF16, m < 2 ? c.inter : H, m < 2 ? H : c.inter, m < 2 ? H : c.inter);
+          w.back().fill_random(rng_, 0.3f);
+        }
+      HostMat sgu(DType::kBF16, 2 * std::max<int64_t>(c.S, 1), H, H), sdown(DType::kBF16, H, std::max<int64_t>(c.S, 1),
+                                                                                 std::max<int64_t>(c.S, 1));
+      sgu.fill_random(rng_, 0.3f);
+      sdown.fill_random(rng_, 0.3f);
+      std::vector<std::unique_ptr<GuardedBuffer>> dw;
+      std::vector<ops::WeightView> dviews, hviews;
+      for (auto& m : w) {
+        dw.push_back(upload(m));
+        dviews.push_back(ops::dense_weight(dw.back()->ptr(), DType::kBF16));
+        hviews.push_back(ops::dense_weight(m.data(), DType::kBF16));
+      }
+      std::vector<int32_t> idx0(static_cast<size_t>(n * K), -1);
+      std::vector<float> w0(static_cast<size_t>(n * K), -1.0f), dense0(static_cast<size_t>(n * E), -1.0f);
+      const int64_t scratch_bytes = ops::moe_experts_scratch_bytes(n, static_cast<int32_t>(K), static_cast<int32_t>(E), H,
+                                                                   c.inter, c.S);
+      auto dres = upload(out0), dxn = upload(xn0), dnw = upload(nw), drw = upload(rw), dlog = upload(logits0),
+           db = upload(bias), di = upload(idx0), dwt = upload(w0), dd = upload(dense0), dv = upload(dviews),
+           ds = upload(std::vector<uint8_t>(static_cast<size_t>(scratch_bytes), 0)), dsgu = upload(sgu), dsdown = upload(sdown);
+      // The Params over device buffers or the host copies.
+      struct Bufs {
+        void *res, *xn, *logits, *dense;
+        const void *nw, *rw, *bias, *sgu, *sdown;
+        int32_t* idx;
+        float* wt;
+        const ops::WeightView* views;
+      };
+      auto params = [&](const Bufs& u) {
+        ops::MoeBlockParams p{
+            .router = {.norm = {.x = u.res, .residual = nullptr, .y = u.xn, .weight = u.nw, .act_dtype = act(),
+                                .weight_dtype = act(), .rows = n, .dim = H, .ld_x = H, .ld_res = H, .ld_y = H, .eps = 1e-6f},
+                       .mm = {.x = u.xn, .x_dtype = act(), .ld_x = H, .w = ops::dense_weight(u.rw, act()), .bias = nullptr,
+                              .bias_dtype = DType::kF32, .y = u.logits, .y_dtype = DType::kF32, .ld_y = E, .m = n, .n = E,
+                              .k = H, .accumulate = false},
+                       .route = {.logits = static_cast<const float*>(u.logits), .ld_logits = E,
+                                 .bias = c.bias ? u.bias : nullptr, .bias_dtype = DType::kF32, .n_tokens = n,
+                                 .n_experts = c.E, .top_k = c.K, .n_group = c.n_group, .topk_group = c.topk_group,
+                                 .scoring = c.scoring, .method = c.method, .norm_topk_prob = true,
+                                 .routed_scaling_factor = 1.5f, .topk_idx = u.idx, .topk_weight = u.wt,
+                                 .dense_weight = static_cast<float*>(u.dense)}},
+            .experts = {.x = u.xn, .act_dtype = act(), .ld_x = H, .out = u.res, .ld_out = H, .n_tokens = n, .hidden = H,
+                        .inter = c.inter, .n_experts = c.E, .top_k = c.K, .topk_idx = u.idx, .topk_weight = u.wt,
+                        .gate = u.views, .up = u.views + E, .down = u.views + 2 * E, .format = hviews[0].format,
+                        .scratch = nullptr, .scratch_bytes = scratch_bytes}};
+        if (c.S > 0) {
+          ops::MoeExpertsParams& q = p.experts;
+          q.shared_inter = c.S;
+          q.shared_gate = ops::dense_weight(u.sgu, DType::kBF16);
+          q.shared_up = ops::dense_weight(static_cast<const uint8_t*>(u.sgu) + dtype_bytes(DType::kBF16, c.S * H), DType::kBF16);
+          q.shared_down = ops::dense_weight(u.sdown, DType::kBF16);
+          q.shared_gate_up = q.shared_gate;
+        }
+        return p;
+      };
+      ops::MoeBlockParams p = params(Bufs{dres->ptr(), dxn->ptr(), dlog->ptr(), dd->ptr(), dnw->ptr(), drw->ptr(), db->ptr(),
+                                          dsgu->ptr(), dsdown->ptr(), static_cast<int32_t*>(di->ptr()),
+                                          static_cast<float*>(dwt->ptr()), static_cast<const ops::WeightView*>(dv->ptr())});
+      p.experts.scratch = ds->ptr();
+      if (!ran(backend()->moe_block(p), ops::OpKind::kMoeBlock, "", what)) continue;
+      HostMat got_res = download(*dres, out0), got_xn = download(*dxn, xn0), got_log = download(*dlog, logits0);
+      std::vector<int32_t> got_idx(idx0.size());
+      std::vector<float> got_w(w0.size()), got_d(dense0.size());
+      auto bytes_of = [](const GuardedBuffer& b, void* dst, size_t nb) { const auto bytes = b.download(); std::memcpy(dst, bytes.data(), nb); };
+      bytes_of(*di, got_idx.data(), got_idx.size() * sizeof(int32_t));
+      bytes_of(*dwt, got_w.data(), got_w.size() * sizeof(float));
+      bytes_of(*dd, got_d.data(), got_d.size() * sizeof(float));
+      HostMat want_res = out0, want_xn = xn0, want_log = logits0;
+      std::vector<int32_t> want_idx = idx0;
+      std::vector<float> want_w = w0, want_d = dense0;
+      ops::MoeBlockParams r = params(Bufs{want_res.data(), want_xn.data(), want_log.data(), want_d.data(), nw.data(),
+                                          rw.data(), bias.data(), sgu.data(), sdown.data(), want_idx.data(), want_w.data(),
+                                          hviews.data()});
+      ops::ref::moe_block(r);
+      EXPECT_TRUE(compare_mats(got_xn, want_xn, xn0, act_tol(), what + " (norm.y)"));
+      EXPECT_TRUE(compare_mats(got_log, want_log, logits0, act_tol(), what + " (logits)"));
+      EXPECT_EQ(got_idx, want_idx) << what;
+      for (size_t i = 0; i < got_w.size(); ++i) EXPECT_NEAR(got_w[i], want_w[i], 1e-4 * 1.5) << what << " weight " << i;
+      for (size_t i = 0; i < got_d.size(); ++i) EXPECT_NEAR(got_d[i], want_d[i], 1e-4 * 1.5) << what << " dense " << i;
+      EXPECT_TRUE(compare_mats(got_res, want_res, out0, act_tol(), what + " (residual stream)"));
+      for (auto* b : {dres.get(), dxn.get(), dnw.get(), drw.get(), dlog.get(), db.get(), di.get(), dwt.get(), dd.get(),
+                      dv.get(), ds.get(), dsgu.get(), dsdown.get()})
+        EXPECT_TRUE(b->check_guards(what));
+      for (auto& b : dw) EXPECT_TRUE(b->check_guards(what));
+    }
+}
+
 
 // A block's input norm and its first projection: mm.x is norm.y (what a backend may fuse: the
 // norm in the matmul's GEMV or in its FP8 activation quantization), 1..33 rows with row gaps, dims

@@ -177,13 +177,14 @@ TEST(OpList, EveryOpHasAUniqueName) {
   }
   // 12 required ops (moe_route, scale_rows, moe_experts, batched_matmul for DeepSeek), sample, and
   // the fused rope_kv_write, matmul_rope_kv_write, matmul_silu_mul, silu_mul_matmul, mla_kv_prologue,
-  // moe_router, rms_norm_matmul, matmul_rms_norm, attention_batched_matmul and mla_attention
-  EXPECT_EQ(names.size(), 23u);
+  // moe_router, moe_block, rms_norm_matmul, matmul_rms_norm, attention_batched_matmul and mla_attention
+  EXPECT_EQ(names.size(), 24u);
   EXPECT_TRUE(op_is_required(OpKind::kMatmul));
   EXPECT_FALSE(op_is_required(OpKind::kSample));
   EXPECT_TRUE(op_is_required(OpKind::kRopeKvWrite));  // every backend has it (the default runs the sequence)
   EXPECT_TRUE(op_is_required(OpKind::kMlaKvPrologue));
   EXPECT_TRUE(op_is_required(OpKind::kMoeRouter));
+  EXPECT_TRUE(op_is_required(OpKind::kMoeBlock));
   EXPECT_TRUE(op_is_required(OpKind::kRmsNormMatmul));
   EXPECT_TRUE(op_is_required(OpKind::kMatmulRmsNorm));
   EXPECT_TRUE(op_is_required(OpKind::kMatmulRopeKvWrite));
