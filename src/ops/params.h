@@ -440,11 +440,11 @@ struct MoeExpertsParams {
 // moe_router(router) then moe_experts(experts) (fused op, ops/op_list.h): a DeepSeekMoE block's
 // routing and its experts. In the model experts.x is router.norm.y (ld_x router.norm.ld_y),
 // experts.topk_idx / topk_weight are router.route.topk_idx / topk_weight, and experts.n_tokens ==
-// router.route.n_tokens == router.mm.m; a backend may then route inside its expert kernels (CUDA:
-// every block of the tiny path's gate_up kernel picks its tokens' experts from the logits itself,
-// where a separate kernel did). Every output of the two ops is written either way (norm.y, the
-// logits, topk_idx, topk_weight, dense_weight, experts.out), with the two ops' values. Any other
-// Params run as the sequence.
+// router.route.n_tokens == router.mm.m; a backend may then route inside its expert kernels
+// instead of in a kernel of its own (every backend runs the sequence today; CUDA's routing inside
+// its tiny MoE path's gate_up blocks is built for measurement: docs/perf/2026-12-07-session62.md).
+// Every output of the two ops is written either way (norm.y, the logits, topk_idx, topk_weight,
+// dense_weight, experts.out), with the two ops' values. Any other Params run as the sequence.
 struct MoeBlockParams {
   MoeRouterParams router;
   MoeExpertsParams experts;
