@@ -412,6 +412,45 @@ void OpCases::scale_rows() {
 // three expert-parallel ranks' subset calls. Each with no shared experts, with shared experts
 // of shared_inter S (odd, a multiple of 8, and one past the routed inter) as three views, and
 // as gate_up in one view too (gate and up rows back to back).
+ExpertWeights OpCases::expert_weights(int64_t E, int64_t hidden, int64_t inter, int64_t S) {
+  ExpertWeights x;
+  x.E = E, x.hidden = hidden, x.inter = inter, x.S = S;
+  for (int m = 0; m < 3; ++m)
+    for (int64_t e = 0; e < E; ++e) {
+      x.w.emplace_back(DType::kBF16, m < 2 ? inter : hidden, m < 2 ? hidden : inter, m < 2 ? hidden : inter);
+      x.w.back().fill_random(rng_, 0.3f);
+    }
+  for (auto& m : x.w) {
+    x.dw.push_back(upload(m));
+    x.dviews.push_back(ops::dense_weight(x.dw.back()->ptr(), DType::kBF16));
+    x.hviews.push_back(ops::dense_weight(m.data(), DType::kBF16));
+  }
+  const int64_t s = std::max<int64_t>(S, 1);
+  x.sgu = HostMat(DType::kBF16, 2 * s, hidden, hidden);
+  x.sdown = HostMat(DType::kBF16, hidden, s, s);
+  x.sgu.fill_random(rng_, 0.3f);
+  x.sdown.fill_random(rng_, 0.3f);
+  x.dsgu = upload(x.sgu);
+  x.dsdown = upload(x.sdown);
+  return x;
+}
+
+void ExpertWeights::set_shared(ops::MoeExpertsParams& q, bool device, bool gate_up) const {
+  if (S == 0) return;
+  const void* gu = device ? dsgu->ptr() : sgu.data();
+  q.shared_inter = S;
+  q.shared_gate = ops::dense_weight(gu, DType::kBF16);
+  q.shared_up = ops::dense_weight(static_cast<const uint8_t*>(gu) + dtype_bytes(DType::kBF16, S * hidden), DType::kBF16);
+  q.shared_down = ops::dense_weight(device ? dsdown->ptr() : sdown.data(), DType::kBF16);
+  if (gate_up) q.shared_gate_up = q.shared_gate;
+}
+
+bool ExpertWeights::check_guards(const std::string& what) const {
+  bool ok = dsgu->check_guards(what) && dsdown->check_guards(what);
+  for (const auto& b : dw) ok = b->check_guards(what) && ok;
+  return ok;
+}
+
 void OpCases::moe_experts() {
   struct Case { int64_t hidden, inter; int32_t E, K; int64_t S; };
   for (const Case c : {Case{37, 21, 5, 2, 19}, Case{64, 72, 8, 3, 48}, Case{64, 96, 8, 3, 136}})
@@ -428,12 +467,8 @@ void OpCases::moe_experts() {
       HostMat x(act(), n, c.hidden, ld_x), out0(act(), n, c.hidden, c.hidden + 3);
       x.fill_random(rng_, 1.0f);
       out0.fill_random(rng_, 1.0f);
-      std::vector<HostMat> w;  // gate[E], up[E], down[E]
-      for (int m = 0; m < 3; ++m)
-        for (int32_t e = 0; e < c.E; ++e) {
-          w.emplace_back(DType::kBF16, m < 2 ? c.inter : c.hidden, m < 2 ? c.hidden : c.inter, m < 2 ? c.hidden : c.inter);
-          w.back().fill_random(rng_, 0.3f);
-        }
+      const ExpertWeights ew = expert_weights(c.E, c.hidden, c.inter, S);
+      const std::vector<ops::WeightView>& hviews = ew.hviews;
       std::vector<int32_t> idx(static_cast<size_t>(n * c.K)), perm(static_cast<size_t>(c.E));
       std::vector<float> wt(static_cast<size_t>(n * c.K));
       for (int64_t t = 0; t < n; ++t) {
@@ -444,30 +479,11 @@ void OpCases::moe_experts() {
           wt[static_cast<size_t>(t * c.K + k)] = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng_);
         }
       }
-      std::vector<std::unique_ptr<GuardedBuffer>> dw;
-      std::vector<ops::WeightView> dviews, hviews;
-      for (auto& m : w) {
-        dw.push_back(upload(m));
-        dviews.push_back(ops::dense_weight(dw.back()->ptr(), DType::kBF16));
-        hviews.push_back(ops::dense_weight(m.data(), DType::kBF16));
-      }
-      // The shared experts: gate_up [2 S, hidden] (gate rows, then up rows), down [hidden, S].
-      HostMat sgu(DType::kBF16, 2 * std::max<int64_t>(S, 1), c.hidden, c.hidden), sdown(DType::kBF16, c.hidden, std::max<int64_t>(S, 1), std::max<int64_t>(S, 1));
-      sgu.fill_random(rng_, 0.3f);
-      sdown.fill_random(rng_, 0.3f);
-      auto dsgu = upload(sgu), dsdown = upload(sdown);
-      // Views of the shared experts at gate_up / down (device or host copies).
-      auto set_shared = [&](ops::MoeExpertsParams& q, const void* gu, const void* down) {
-        if (!shared) return;
-        q.shared_inter = S;
-        q.shared_gate = ops::dense_weight(gu, DType::kBF16);
-        q.shared_up = ops::dense_weight(static_cast<const uint8_t*>(gu) + dtype_bytes(DType::kBF16, S * c.hidden), DType::kBF16);
-        q.shared_down = ops::dense_weight(down, DType::kBF16);
-        if (shared == 2) q.shared_gate_up = q.shared_gate;
-      };
+      // The shared experts (ew.S: none when `shared` is 0) as three views, or with the gate_up view too.
+      auto set_shared = [&](ops::MoeExpertsParams& q, bool device) { ew.set_shared(q, device, shared == 2); };
       const int64_t scratch_bytes = ops::moe_experts_scratch_bytes(n, c.K, c.E, c.hidden, c.inter, S);
       std::vector<uint8_t> scratch0(static_cast<size_t>(scratch_bytes), 0);
-      auto dx = upload(x), dout = upload(out0), di = upload(idx), dwt = upload(wt), dv = upload(dviews), ds = upload(scratch0);
+      auto dx = upload(x), dout = upload(out0), di = upload(idx), dwt = upload(wt), dv = upload(ew.dviews), ds = upload(scratch0);
       const auto* views = static_cast<const ops::WeightView*>(dv->ptr());
       ops::MoeExpertsParams p{.x = dx->ptr(), .act_dtype = act(), .ld_x = x.ld, .out = dout->ptr(), .ld_out = out0.ld,
                               .n_tokens = n, .hidden = c.hidden, .inter = c.inter, .n_experts = c.E, .top_k = c.K,
@@ -475,12 +491,12 @@ void OpCases::moe_experts() {
                               .topk_weight = static_cast<const float*>(dwt->ptr()), .gate = views, .up = views + c.E,
                               .down = views + 2 * c.E, .format = hviews[0].format, .scratch = ds->ptr(),
                               .scratch_bytes = scratch_bytes};
-      set_shared(p, dsgu->ptr(), dsdown->ptr());
+      set_shared(p, true);
       if (!ran(backend()->moe_experts(p), ops::OpKind::kMoeExperts, "", what)) continue;
       HostMat got = download(*dout, out0), want = out0;
       p.x = x.data(), p.out = want.data(), p.topk_idx = idx.data(), p.topk_weight = wt.data();
       p.gate = hviews.data(), p.up = hviews.data() + c.E, p.down = hviews.data() + 2 * c.E;
-      set_shared(p, sgu.data(), sdown.data());
+      set_shared(p, false);
       ops::ref::moe_experts(p);
       EXPECT_TRUE(compare_mats(got, want, out0, act_tol(), what));
       // Expert parallelism: three ranks' calls into one output, experts [0, a), [a, b) (a subset
@@ -510,13 +526,13 @@ void OpCases::moe_experts() {
                                   .up = views + c.E + first, .down = views + 2 * c.E + first, .format = hviews[0].format,
                                   .scratch = ds2->ptr(), .scratch_bytes = sub_bytes, .first_expert = first,
                                   .n_routed = c.E};
-          if (first == 0) set_shared(q, dsgu->ptr(), dsdown->ptr());
+          if (first == 0) set_shared(q, true);
           ok = ran(backend()->moe_experts(q), ops::OpKind::kMoeExperts, "expert subset", sub);
           if (!ok) break;
           ++calls;  // each call rounds out once more, on the backend and in the oracle
           q.x = x.data(), q.out = want2.data(), q.topk_idx = idx.data(), q.topk_weight = wt.data();
           q.gate = hviews.data() + first, q.up = hviews.data() + c.E + first, q.down = hviews.data() + 2 * c.E + first;
-          if (first == 0) set_shared(q, sgu.data(), sdown.data());
+          if (first == 0) set_shared(q, false);
           ops::ref::moe_experts(q);
           EXPECT_TRUE(compare_mats(download(*dout2, out0), want2, out0, calls * act_tol(), sub));
           EXPECT_TRUE(ds2->check_guards(sub));
@@ -526,9 +542,8 @@ void OpCases::moe_experts() {
           EXPECT_TRUE(dout2->check_guards(what));
         }
       }
-      for (auto* b : {dx.get(), dout.get(), di.get(), dwt.get(), dv.get(), ds.get(), dsgu.get(), dsdown.get()})
-        EXPECT_TRUE(b->check_guards(what));
-      for (auto& b : dw) EXPECT_TRUE(b->check_guards(what));
+      for (auto* b : {dx.get(), dout.get(), di.get(), dwt.get(), dv.get(), ds.get()}) EXPECT_TRUE(b->check_guards(what));
+      EXPECT_TRUE(ew.check_guards(what));
     }
   // A subset's reference: the oracle skips other ranks' experts the same way (hand case: two
   // tokens, three experts of one row each, the rank holding expert 1 only).

@@ -99,6 +99,22 @@ class SupportTable {
   std::vector<Refusal> refusals_;
 };
 
+// A MoE layer's expert weights for the harness's moe_experts and moe_block cases: E experts' gate
+// and up [inter, hidden] and down [hidden, inter], then the shared experts' gate_up [2 S, hidden]
+// (gate rows, then up rows) and down [hidden, S] (one channel's worth when S is 0), all bf16
+// random at scale 0.3, each with a guarded device copy, and views of both copies.
+struct ExpertWeights {
+  int64_t E = 0, hidden = 0, inter = 0, S = 0;
+  std::vector<HostMat> w;  // gate[E], up[E], down[E]
+  std::vector<std::unique_ptr<GuardedBuffer>> dw;
+  std::vector<ops::WeightView> dviews, hviews;  // of w's device / host copies, in w's order
+  HostMat sgu, sdown;
+  std::unique_ptr<GuardedBuffer> dsgu, dsdown;
+  // q's shared experts (none when S is 0) on the device or the host copies; gate_up: also as one view.
+  void set_shared(ops::MoeExpertsParams& q, bool device, bool gate_up) const;
+  bool check_guards(const std::string& what) const;
+};
+
 // The table of a backend registered under `name` in backends.cpp ("ref", "cpu", "cuda");
 // nullptr when it has none (the harness then fails: every backend must declare its support).
 const SupportTable* support_table_for(const std::string& name);
@@ -121,6 +137,8 @@ class OpCases {
   void matmul_quant();
   // batched_matmul's cases in MLA's strided layouts, every float dtype (batched_matmul() calls it).
   void batched_matmul_strided();
+  // Random expert weights (ExpertWeights), uploaded.
+  ExpertWeights expert_weights(int64_t E, int64_t hidden, int64_t inter, int64_t S);
 
   ops::Backend* backend() const { return backend_; }
   DType act() const { return backend_->activation_dtype(); }

@@ -15,6 +15,30 @@
 namespace frugal::testing {
 namespace {
 
+// Router inputs whose logits are exact in any float dtype (the moe_router and moe_block cases):
+// the rows of x are a_t v, with v in {+-1}^k, |a_t| in [0.5, 1.5] and alternating signs; the rows
+// of w are s_e c v, with s_e = (perm(e) - E / 2) / 256 (distinct, 8 bits) and c the power of two
+// nearest 4 / k. After an RMSNorm of weight 2 each token's logits are +-2 k c s_e (within about
+// [-5, 5]) up to one factor a token, so every backend and the reference route alike.
+void fill_exact_router(std::mt19937& rng, HostMat& x, HostMat& w) {
+  const int64_t k = x.cols, E = w.rows;
+  std::vector<float> v(static_cast<size_t>(k));
+  for (float& f : v) f = (rng() & 1) ? 1.0f : -1.0f;
+  std::vector<int32_t> perm(static_cast<size_t>(E));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  const float c_scale = std::exp2(-std::round(std::log2(static_cast<float>(k) / 4.0f)));
+  std::uniform_real_distribution<float> a_dist(0.5f, 1.5f);
+  for (int64_t t = 0; t < x.rows; ++t) {
+    const float a = (t % 2 ? -1.0f : 1.0f) * a_dist(rng);
+    for (int64_t j = 0; j < k; ++j) x.set(t, j, a * v[static_cast<size_t>(j)]);
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    const float s = static_cast<float>(perm[static_cast<size_t>(e)] - E / 2) / 256.0f;  // 8 bits: exact
+    for (int64_t j = 0; j < k; ++j) w.set(e, j, s * c_scale * v[static_cast<size_t>(j)]);
+  }
+}
+
 std::string tag(DType t) { return dtype_name(t); }
 
 std::vector<float> rope_inv_freq(int32_t rotary_dim) {
@@ -413,26 +437,11 @@ void OpCases::moe_router() {
     const std::string what = "moe_router experts=" + std::to_string(E) + " top_k=" + std::to_string(K) +
                              " groups=" + std::to_string(c.n_group) + " k=" + std::to_string(k) + " m=" + std::to_string(m) +
                              " w=" + tag(wt) + (separate ? " separate" : "");
-    std::vector<float> v(static_cast<size_t>(k));
-    for (float& f : v) f = (rng_() & 1) ? 1.0f : -1.0f;
-    std::vector<int32_t> perm(static_cast<size_t>(E));
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng_);
-    // c: the power of two nearest 4 / k, so s_e c is exact in bf16 and the logits lie within about [-5, 5].
-    const float c_scale = std::exp2(-std::round(std::log2(static_cast<float>(k) / 4.0f)));
     HostMat x(act(), m, k, k + x_gap), xn0(act(), m, k, k + 2 * x_gap), nw(act(), 1, k, k), w(wt, E, k, k);
     HostMat y0(DType::kF32, m, E, E + l_gap), other(DType::kF32, m, E, E + l_gap);
+    fill_exact_router(rng_, x, w);
     xn0.fill_random(rng_, 1.0f);
     for (int64_t j = 0; j < k; ++j) nw.set(0, j, 2.0f);
-    std::uniform_real_distribution<float> a_dist(0.5f, 1.5f);
-    for (int64_t t = 0; t < m; ++t) {
-      const float a = (t % 2 ? -1.0f : 1.0f) * a_dist(rng_);
-      for (int64_t j = 0; j < k; ++j) x.set(t, j, a * v[static_cast<size_t>(j)]);
-    }
-    for (int64_t e = 0; e < E; ++e) {
-      const float s = static_cast<float>(perm[static_cast<size_t>(e)] - E / 2) / 256.0f;  // 8 bits: exact
-      for (int64_t j = 0; j < k; ++j) w.set(e, j, s * c_scale * v[static_cast<size_t>(j)]);
-    }
     y0.fill_random(rng_, 1.0f);
     for (int64_t t = 0; t < m; ++t)  // the separate logits: another ladder per token
       for (int64_t e = 0; e < E; ++e) other.set(t, e, -4.0f + 8.0f * static_cast<float>((e * 7 + t) % E) / static_cast<float>(E));
@@ -502,61 +511,32 @@ void OpCases::moe_block() {
       const std::string what = "moe_block experts=" + std::to_string(E) + " top_k=" + std::to_string(K) +
                                " hidden=" + std::to_string(H) + " inter=" + std::to_string(c.inter) +
                                " shared=" + std::to_string(c.S) + " n=" + std::to_string(n);
-      std::vector<float> v(static_cast<size_t>(H));
-      for (float& f : v) f = (rng_() & 1) ? 1.0f : -1.0f;
-      std::vector<int32_t> perm(static_cast<size_t>(E));
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), rng_);
-      const float c_scale = std::exp2(-std::round(std::log2(static_cast<float>(H) / 4.0f)));
       HostMat x(act(), n, H, H), xn0(act(), n, H, H), nw(act(), 1, H, H), rw(act(), E, H, H);
       HostMat logits0(DType::kF32, n, E, E), out0(act(), n, H, H);
+      fill_exact_router(rng_, x, rw);
       xn0.fill_random(rng_, 1.0f);
       logits0.fill_random(rng_, 1.0f);
       for (int64_t j = 0; j < H; ++j) nw.set(0, j, 2.0f);
-      std::uniform_real_distribution<float> a_dist(0.5f, 1.5f);
-      for (int64_t t = 0; t < n; ++t) {
-        const float a = (t % 2 ? -1.0f : 1.0f) * a_dist(rng_);
-        for (int64_t j = 0; j < H; ++j) x.set(t, j, a * v[static_cast<size_t>(j)]);
-      }
-      for (int64_t e = 0; e < E; ++e) {
-        const float s = static_cast<float>(perm[static_cast<size_t>(e)] - E / 2) / 256.0f;
-        for (int64_t j = 0; j < H; ++j) rw.set(e, j, s * c_scale * v[static_cast<size_t>(j)]);
-      }
       // The residual stream the experts add into is the norm's input x, as in the model.
       out0 = x;
       std::vector<float> bias(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) bias[static_cast<size_t>(e)] = 0.001f * static_cast<float>(e % 5);
-      std::vector<HostMat> w;  // gate[E], up[E], down[E]
-      for (int m = 0; m < 3; ++m)
-        for (int64_t e = 0; e < E; ++e) {
-          w.emplace_back(DType::kBF16, m < 2 ? c.inter : H, m < 2 ? H : c.inter, m < 2 ? H : c.inter);
-          w.back().fill_random(rng_, 0.3f);
-        }
-      HostMat sgu(DType::kBF16, 2 * std::max<int64_t>(c.S, 1), H, H), sdown(DType::kBF16, H, std::max<int64_t>(c.S, 1),
-                                                                                 std::max<int64_t>(c.S, 1));
-      sgu.fill_random(rng_, 0.3f);
-      sdown.fill_random(rng_, 0.3f);
-      std::vector<std::unique_ptr<GuardedBuffer>> dw;
-      std::vector<ops::WeightView> dviews, hviews;
-      for (auto& m : w) {
-        dw.push_back(upload(m));
-        dviews.push_back(ops::dense_weight(dw.back()->ptr(), DType::kBF16));
-        hviews.push_back(ops::dense_weight(m.data(), DType::kBF16));
-      }
+      const ExpertWeights ew = expert_weights(E, H, c.inter, c.S);
       std::vector<int32_t> idx0(static_cast<size_t>(n * K), -1);
       std::vector<float> w0(static_cast<size_t>(n * K), -1.0f), dense0(static_cast<size_t>(n * E), -1.0f);
       const int64_t scratch_bytes = ops::moe_experts_scratch_bytes(n, static_cast<int32_t>(K), static_cast<int32_t>(E), H,
                                                                    c.inter, c.S);
       auto dres = upload(out0), dxn = upload(xn0), dnw = upload(nw), drw = upload(rw), dlog = upload(logits0),
-           db = upload(bias), di = upload(idx0), dwt = upload(w0), dd = upload(dense0), dv = upload(dviews),
-           ds = upload(std::vector<uint8_t>(static_cast<size_t>(scratch_bytes), 0)), dsgu = upload(sgu), dsdown = upload(sdown);
+           db = upload(bias), di = upload(idx0), dwt = upload(w0), dd = upload(dense0), dv = upload(ew.dviews),
+           ds = upload(std::vector<uint8_t>(static_cast<size_t>(scratch_bytes), 0));
       // The Params over device buffers or the host copies.
       struct Bufs {
         void *res, *xn, *logits, *dense;
-        const void *nw, *rw, *bias, *sgu, *sdown;
+        const void *nw, *rw, *bias;
         int32_t* idx;
         float* wt;
         const ops::WeightView* views;
+        bool device;  // the shared experts' copy
       };
       auto params = [&](const Bufs& u) {
         ops::MoeBlockParams p{
@@ -573,21 +553,14 @@ void OpCases::moe_block() {
                                  .dense_weight = static_cast<float*>(u.dense)}},
             .experts = {.x = u.xn, .act_dtype = act(), .ld_x = H, .out = u.res, .ld_out = H, .n_tokens = n, .hidden = H,
                         .inter = c.inter, .n_experts = c.E, .top_k = c.K, .topk_idx = u.idx, .topk_weight = u.wt,
-                        .gate = u.views, .up = u.views + E, .down = u.views + 2 * E, .format = hviews[0].format,
+                        .gate = u.views, .up = u.views + E, .down = u.views + 2 * E, .format = ew.hviews[0].format,
                         .scratch = nullptr, .scratch_bytes = scratch_bytes}};
-        if (c.S > 0) {
-          ops::MoeExpertsParams& q = p.experts;
-          q.shared_inter = c.S;
-          q.shared_gate = ops::dense_weight(u.sgu, DType::kBF16);
-          q.shared_up = ops::dense_weight(static_cast<const uint8_t*>(u.sgu) + dtype_bytes(DType::kBF16, c.S * H), DType::kBF16);
-          q.shared_down = ops::dense_weight(u.sdown, DType::kBF16);
-          q.shared_gate_up = q.shared_gate;
-        }
+        ew.set_shared(p.experts, u.device, true);
         return p;
       };
       ops::MoeBlockParams p = params(Bufs{dres->ptr(), dxn->ptr(), dlog->ptr(), dd->ptr(), dnw->ptr(), drw->ptr(), db->ptr(),
-                                          dsgu->ptr(), dsdown->ptr(), static_cast<int32_t*>(di->ptr()),
-                                          static_cast<float*>(dwt->ptr()), static_cast<const ops::WeightView*>(dv->ptr())});
+                                          static_cast<int32_t*>(di->ptr()), static_cast<float*>(dwt->ptr()),
+                                          static_cast<const ops::WeightView*>(dv->ptr()), true});
       p.experts.scratch = ds->ptr();
       if (!ran(backend()->moe_block(p), ops::OpKind::kMoeBlock, "", what)) continue;
       HostMat got_res = download(*dres, out0), got_xn = download(*dxn, xn0), got_log = download(*dlog, logits0);
@@ -601,8 +574,7 @@ void OpCases::moe_block() {
       std::vector<int32_t> want_idx = idx0;
       std::vector<float> want_w = w0, want_d = dense0;
       ops::MoeBlockParams r = params(Bufs{want_res.data(), want_xn.data(), want_log.data(), want_d.data(), nw.data(),
-                                          rw.data(), bias.data(), sgu.data(), sdown.data(), want_idx.data(), want_w.data(),
-                                          hviews.data()});
+                                          rw.data(), bias.data(), want_idx.data(), want_w.data(), ew.hviews.data(), false});
       ops::ref::moe_block(r);
       EXPECT_TRUE(compare_mats(got_xn, want_xn, xn0, act_tol(), what + " (norm.y)"));
       EXPECT_TRUE(compare_mats(got_log, want_log, logits0, act_tol(), what + " (logits)"));
@@ -611,9 +583,9 @@ void OpCases::moe_block() {
       for (size_t i = 0; i < got_d.size(); ++i) EXPECT_NEAR(got_d[i], want_d[i], 1e-4 * 1.5) << what << " dense " << i;
       EXPECT_TRUE(compare_mats(got_res, want_res, out0, act_tol(), what + " (residual stream)"));
       for (auto* b : {dres.get(), dxn.get(), dnw.get(), drw.get(), dlog.get(), db.get(), di.get(), dwt.get(), dd.get(),
-                      dv.get(), ds.get(), dsgu.get(), dsdown.get()})
+                      dv.get(), ds.get()})
         EXPECT_TRUE(b->check_guards(what));
-      for (auto& b : dw) EXPECT_TRUE(b->check_guards(what));
+      EXPECT_TRUE(ew.check_guards(what));
     }
 }
 
