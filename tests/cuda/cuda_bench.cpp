@@ -47,6 +47,9 @@ struct Shape {
 constexpr Shape kShapes[] = {{"qkv 4608x3584", 4608, 3584},     {"o 3584x3584", 3584, 3584},
                              {"gate_up 37888x3584", 37888, 3584}, {"down 3584x18944", 3584, 18944},
                              {"lm_head 152064x3584", 152064, 3584}};
+// DeepSeek-V2-Lite's attention projections at decode (MLA, q_lora_rank 0): q | kv_a and o (the
+// GEMV benchmark only).
+constexpr Shape kV2LiteShapes[] = {{"v2-lite q|kv_a 3648x2048", 3648, 2048}, {"v2-lite o 2048x2048", 2048, 2048}};
 
 // The dense GEMV's A/B (launch_gemv directly: the backend may take cuBLASLt at m >= 2): today's
 // default against the unsplit kernel without early weight loads ("old", FRUGAL_GEMV_SPLITK=0
@@ -123,49 +126,55 @@ void bench_mla_gemv(CudaBackend* b, double ceiling, Table* table) {
   set_batched_gemv_mode(mode_was);
 }
 
+// The dense GEMV on one shape at m = 1, 2, 4, 8 (m = 1 only when quick): the backend's matmul,
+// its A/B variants at m = 1 and 4, the silu epilogue on gate_up, and cuBLASLt at m = 1; weights
+// rotate through 512 MB of copies (HBM, not L2). GB/s of everything read and written.
+void bench_gemv_shape(CudaBackend* b, LtGemm* lt, double ceiling, Table* table, bool quick, const Shape& s) {
+  const int64_t w_elems = s.n * s.k;
+  const int copies = static_cast<int>(std::max<int64_t>(1, (int64_t{512} << 20) / (w_elems * 2)));
+  std::vector<void*> ws;
+  for (int c = 0; c < copies; ++c) ws.push_back(random_buffer(b, DType::kBF16, w_elems, 100 + c));
+  void* x = random_buffer(b, DType::kBF16, 8 * s.k, 7);
+  void* y = b->alloc(static_cast<size_t>(8 * s.n * 2)).value();
+  for (int64_t m : {1, 2, 4, 8}) {
+    if (quick && m != 1) continue;
+    ops::MatmulParams p{x, DType::kBF16, s.k, ops::dense_weight(ws[0], DType::kBF16), nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
+    Timing t = time_op(b->stream(), 30, 10, [&](int i) {
+      p.w.data = ws[static_cast<size_t>(i % copies)];
+      (void)b->matmul(p);
+    });
+    const double bytes = 2.0 * (w_elems + m * s.k + m * s.n);
+    const double gbs = bytes / (t.median_us * 1e3);
+    table->add({std::string("gemv m=") + std::to_string(m) + " " + s.name, t, gbs, "GB/s", 100 * gbs / ceiling});
+    if (m == 1 || m == 4) bench_gemv_ab(b, s, p, ws, bytes, ceiling, table);
+    if (s.n == 37888) {  // SwiGLU's gate_up with the silu epilogue (matmul_silu_mul): against the row above
+      const SiluMulOut silu{.out = y, .ld_out = s.n / 2};
+      Timing ts = time_op(b->stream(), 30, 10, [&](int i) {
+        p.w.data = ws[static_cast<size_t>(i % copies)];
+        (void)launch_gemv(p, b->stream(), &silu);
+      });
+      const double gs = (bytes - m * s.n) / (ts.median_us * 1e3);  // half the outputs
+      table->add({std::string("gemv m=") + std::to_string(m) + " " + s.name + " +silu epilogue", ts, gs, "GB/s",
+                  100 * gs / ceiling});
+    }
+    if (m == 1) {  // the same product through cuBLASLt, for comparison
+      Timing tl = time_op(b->stream(), 30, 10, [&](int i) {
+        p.w.data = ws[static_cast<size_t>(i % copies)];
+        (void)lt->run(p, b->stream());
+      });
+      const double gl = bytes / (tl.median_us * 1e3);
+      table->add({std::string("cublasLt m=1 ") + s.name, tl, gl, "GB/s", 100 * gl / ceiling});
+    }
+  }
+  for (void* w : ws) b->free(w);
+  b->free(x);
+  b->free(y);
+}
+
 void bench_gemv(CudaBackend* b, LtGemm* lt, double ceiling, Table* table, bool quick) {
   bench_mla_gemv(b, ceiling, table);
-  for (const Shape& s : kShapes) {
-    const int64_t w_elems = s.n * s.k;
-    const int copies = static_cast<int>(std::max<int64_t>(1, (int64_t{512} << 20) / (w_elems * 2)));
-    std::vector<void*> ws;
-    for (int c = 0; c < copies; ++c) ws.push_back(random_buffer(b, DType::kBF16, w_elems, 100 + c));
-    void* x = random_buffer(b, DType::kBF16, 8 * s.k, 7);
-    void* y = b->alloc(static_cast<size_t>(8 * s.n * 2)).value();
-    for (int64_t m : {1, 2, 4, 8}) {
-      if (quick && m != 1) continue;
-      ops::MatmulParams p{x, DType::kBF16, s.k, ops::dense_weight(ws[0], DType::kBF16), nullptr, DType::kBF16, y, DType::kBF16, s.n, m, s.n, s.k, false};
-      Timing t = time_op(b->stream(), 30, 10, [&](int i) {
-        p.w.data = ws[static_cast<size_t>(i % copies)];
-        (void)b->matmul(p);
-      });
-      const double bytes = 2.0 * (w_elems + m * s.k + m * s.n);
-      const double gbs = bytes / (t.median_us * 1e3);
-      table->add({std::string("gemv m=") + std::to_string(m) + " " + s.name, t, gbs, "GB/s", 100 * gbs / ceiling});
-      if (m == 1 || m == 4) bench_gemv_ab(b, s, p, ws, bytes, ceiling, table);
-      if (s.n == 37888) {  // SwiGLU's gate_up with the silu epilogue (matmul_silu_mul): against the row above
-        const SiluMulOut silu{.out = y, .ld_out = s.n / 2};
-        Timing ts = time_op(b->stream(), 30, 10, [&](int i) {
-          p.w.data = ws[static_cast<size_t>(i % copies)];
-          (void)launch_gemv(p, b->stream(), &silu);
-        });
-        const double gs = (bytes - m * s.n) / (ts.median_us * 1e3);  // half the outputs
-        table->add({std::string("gemv m=") + std::to_string(m) + " " + s.name + " +silu epilogue", ts, gs, "GB/s",
-                    100 * gs / ceiling});
-      }
-      if (m == 1) {  // the same product through cuBLASLt, for comparison
-        Timing tl = time_op(b->stream(), 30, 10, [&](int i) {
-          p.w.data = ws[static_cast<size_t>(i % copies)];
-          (void)lt->run(p, b->stream());
-        });
-        const double gl = bytes / (tl.median_us * 1e3);
-        table->add({std::string("cublasLt m=1 ") + s.name, tl, gl, "GB/s", 100 * gl / ceiling});
-      }
-    }
-    for (void* w : ws) b->free(w);
-    b->free(x);
-    b->free(y);
-  }
+  for (const Shape& s : kShapes) bench_gemv_shape(b, lt, ceiling, table, quick, s);
+  for (const Shape& s : kV2LiteShapes) bench_gemv_shape(b, lt, ceiling, table, quick, s);
 }
 
 void bench_gemm(CudaBackend* b, Table* table) {

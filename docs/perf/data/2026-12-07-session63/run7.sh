@@ -22,7 +22,7 @@ source docs/perf/data/2026-12-05-session40/lib.sh
 S=$OUT/s7.txt
 { git apply docs/perf/data/2026-12-07-session63/run7.diff 2>/dev/null || patch -p1 <docs/perf/data/2026-12-07-session63/run7.diff; } || { echo "run7.diff does not apply" >>$S; finish 7; exit 1; }
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader >>$S
-export TARGETS="frugal cuda_ops_test cuda_harness_test"; build; unset TARGETS
+export TARGETS="frugal cuda_ops_test cuda_harness_test cuda_kernel_bench"; build; unset TARGETS
 (timeout 60 build-gpu/tests/cuda/cuda_harness_test --gtest_filter='*MoeBlock*:*MoeRouter*:*MoeExperts*' >$L/harness.log 2>&1
  echo "harness: rc $? ($((SECONDS-START)) s)" >>$S)
 grep -E "^\[  (PASSED|FAILED) |Failure$|^\[  FAILED" -A1 $L/harness.log | head -10 >>$S
