@@ -94,7 +94,9 @@ void check_distribution(float temp, int top_k, float top_p) {
     double f = static_cast<double>(count[static_cast<size_t>(i)]) / rows, pr = prob[static_cast<size_t>(i)];
     // 5 standard deviations of a binomial frequency, so the check is not flaky.
     double sd = std::sqrt(std::max(pr * (1 - pr), 1e-9) / rows);
-    if (pr == 0) EXPECT_EQ(count[static_cast<size_t>(i)], 0) << "id " << i << " is filtered out";
+    if (pr == 0) {
+      EXPECT_EQ(count[static_cast<size_t>(i)], 0) << "id " << i << " is filtered out";
+    }
     else EXPECT_NEAR(f, pr, 5 * sd + 1e-3) << "id " << i << " T=" << temp << " k=" << top_k << " p=" << top_p;
   }
 }
@@ -129,7 +131,9 @@ TEST(CudaSampling, MatchesReferenceSampler) {
                                      .out_ids = want.data()});
   int same = 0;
   for (int r = 0; r < rows; ++r) {
-    if (s.temperature[static_cast<size_t>(r)] == 0.f) EXPECT_EQ(ids[static_cast<size_t>(r)], want[static_cast<size_t>(r)]) << "greedy row " << r;
+    if (s.temperature[static_cast<size_t>(r)] == 0.f) {
+      EXPECT_EQ(ids[static_cast<size_t>(r)], want[static_cast<size_t>(r)]) << "greedy row " << r;
+    }
     same += ids[static_cast<size_t>(r)] == want[static_cast<size_t>(r)];
   }
   EXPECT_GE(same, rows - 2) << "sampled ids should match the reference sampler";

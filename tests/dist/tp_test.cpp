@@ -191,7 +191,9 @@ TEST(TensorParallel, GoldenGreedyEqualsOneRank) {
     auto tp_arena = model::Model::load(dir, arena.get(), {.max_logit_rows = static_cast<int32_t>(prompt.size()), .comm = g_comm});
     ASSERT_TRUE(tp_arena.is_ok()) << tp_arena.status().to_string();
     const bool deepseek = std::filesystem::path(dir).filename().string().starts_with("deepseek");
-    if (!deepseek) EXPECT_GT((*tp_arena)->fused_matmuls(), 0);
+    if (!deepseek) {
+      EXPECT_GT((*tp_arena)->fused_matmuls(), 0);
+    }
     const RunResult c = run_model(**tp_arena, arena.get(), prompt, want.size());
     EXPECT_EQ(c.greedy, a.greedy) << "sharded greedy tokens (device-style placement) differ from one rank's";
     EXPECT_EQ(a.greedy, want) << "one rank disagrees with transformers (golden_test should fail too)";

@@ -93,7 +93,9 @@ TEST_P(QuantFixture, LogitsEqualTransformersOnTheDequantizedWeights) {
       EXPECT_EQ(r.format.rfind("dense", 0), std::string::npos) << r.role << " is " << r.format;
       (r.role == "attention" ? saw_attention : saw_mlp) = true;
     }
-    if (r.role == "embedding" || r.role == "norm") EXPECT_EQ(r.format.rfind("dense", 0), 0u) << r.role;
+    if (r.role == "embedding" || r.role == "norm") {
+      EXPECT_EQ(r.format.rfind("dense", 0), 0u) << r.role;
+    }
   }
   EXPECT_TRUE(saw_attention && saw_mlp);
   EXPECT_EQ(saw_lm_head, !c.tie_word_embeddings);

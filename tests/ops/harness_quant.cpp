@@ -174,7 +174,9 @@ void OpCases::matmul_quant() {
           }
         }
         for (auto* b : {dx.get(), db.get(), dy.get(), dq.get(), ds.get(), dz.get(), dp.get()})
-          if (b) EXPECT_TRUE(b->check_guards(what));
+          if (b) {
+            EXPECT_TRUE(b->check_guards(what));
+          }
       }
 }
 

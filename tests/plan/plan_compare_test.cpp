@@ -110,7 +110,9 @@ TEST(PlanCompareTest, Llm67bListsOnlyWhatFits) {
     for (const CompareRow& row : c.rows) {
       if (row.gpu != g) continue;
       EXPECT_FALSE(row.n_gpus == 1) << g;
-      if (row.n_gpus == 2) EXPECT_EQ(row.precision, "int4 g128") << g;
+      if (row.n_gpus == 2) {
+        EXPECT_EQ(row.precision, "int4 g128") << g;
+      }
     }
   }
   EXPECT_NE(find(c, "rtx-4090", 2, "int4 g128"), nullptr);

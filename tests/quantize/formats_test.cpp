@@ -42,7 +42,9 @@ TEST(QuantizeFormats, Fp8EncoderMatchesNearestValueSearch) {
     const float a = f8e4m3_to_f32(static_cast<uint8_t>(c));
     ASSERT_EQ(fp8_e4m3_encode(a), c);
     const float mid = 0.5f * (a + f8e4m3_to_f32(static_cast<uint8_t>(c + 1)));
-    if (c + 1 < 0x7f) ASSERT_EQ(fp8_e4m3_encode(mid), f32_to_f8e4m3(mid)) << mid;
+    if (c + 1 < 0x7f) {
+      ASSERT_EQ(fp8_e4m3_encode(mid), f32_to_f8e4m3(mid)) << mid;
+    }
   }
   EXPECT_EQ(fp8_e4m3_encode(1000.0f), 0x7e);   // saturates at 448
   EXPECT_EQ(fp8_e4m3_encode(-1000.0f), 0xfe);
