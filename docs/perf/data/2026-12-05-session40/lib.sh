@@ -24,3 +24,10 @@ v2l_b1() { # name env
     --batches 1 --json $L/$1.json >$L/$1.txt 2>&1
   echo "== $1 rc $? ($((SECONDS-START)) s)" >>$S; grep -E "^decode|mla_attention stamps|^  " $L/$1.txt | grep -v "^  kernel" | tail -9 >>$S
 }
+# One gtest binary of build-gpu under a filter and a time limit (session 63 on): its rc and the
+# gtest result / failure lines into the summary, the log as $L/<name>.log.
+gtests() { # name binary filter seconds [lines]
+  timeout $4 build-gpu/tests/$2 --gtest_filter="$3" >$L/$1.log 2>&1
+  echo "$1: rc $? ($((SECONDS-START)) s)" >>$S
+  grep -E "^\[  (PASSED|FAILED) |Failure$" -A1 $L/$1.log | head -${5:-20} >>$S
+}

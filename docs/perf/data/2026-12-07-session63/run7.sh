@@ -23,12 +23,8 @@ S=$OUT/s7.txt
 { git apply docs/perf/data/2026-12-07-session63/run7.diff 2>/dev/null || patch -p1 <docs/perf/data/2026-12-07-session63/run7.diff; } || { echo "run7.diff does not apply" >>$S; finish 7; exit 1; }
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader >>$S
 export TARGETS="frugal cuda_ops_test cuda_harness_test cuda_kernel_bench"; build; unset TARGETS
-(timeout 60 build-gpu/tests/cuda/cuda_harness_test --gtest_filter='*MoeBlock*:*MoeRouter*:*MoeExperts*' >$L/harness.log 2>&1
- echo "harness: rc $? ($((SECONDS-START)) s)" >>$S)
-grep -E "^\[  (PASSED|FAILED) |Failure$|^\[  FAILED" -A1 $L/harness.log | head -10 >>$S
-(timeout 90 build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaQuantGemm.Warpgroup*:CudaMoe.*:CudaFused.MoeBlock*:CudaFused.MoeRouter*' >$L/tests.log 2>&1
- echo "bits tests: rc $? ($((SECONDS-START)) s)" >>$S)
-grep -E "^\[  (PASSED|FAILED) |Failure$|^\[  FAILED" -A1 $L/tests.log | head -20 >>$S
+gtests harness cuda/cuda_harness_test '*MoeBlock*:*MoeRouter*:*MoeExperts*' 60 10
+gtests bits_tests cuda/cuda_ops_test 'CudaQuantGemm.Warpgroup*:CudaMoe.*:CudaFused.MoeBlock*:CudaFused.MoeRouter*' 90
 B="--prefill-lens 0 --decode-prompt-len 512 --decode-tokens 64 --reps 2 --warmup 1"
 ALL="FRUGAL_QSLAB_WG_U=4 FRUGAL_QSLAB_EVICT_FIRST=1 FRUGAL_QSLAB_WG_GSUMS=1"
 ab() { # round
@@ -54,6 +50,5 @@ v2l_b1 v2l_route1 FRUGAL_FUSE_ROUTE=1
 v2l_b1 v2l_route3 FRUGAL_FUSE_ROUTE=3
 e2e int4_b48_base /tmp/q7b "" $B --batches 48 --precision int4
 e2e int4_b48_all /tmp/q7b "$ALL" $B --batches 48 --precision int4
-[ $(left) -gt 100 ] && (timeout $(( $(left) - 40 )) build-gpu/tests/cuda/cuda_ops_test --gtest_filter='CudaQuantGemm.*:CudaInt4Tiles8.*' >$L/tests2.log 2>&1
- echo "ops tests: rc $? ($((SECONDS-START)) s)" >>$S; grep -E "^\[  (PASSED|FAILED) |Failure$" -A1 $L/tests2.log | head -20 >>$S)
+[ $(left) -gt 100 ] && gtests ops_tests cuda/cuda_ops_test 'CudaQuantGemm.*:CudaInt4Tiles8.*' $(( $(left) - 40 ))
 finish 7
