@@ -49,6 +49,21 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+// pdl_wait in two halves, for a kernel whose own loads must not meet the next kernel's early
+// ones: the wait alone, then (once those loads are done) the trigger that lets the next kernel
+// launch. A block that exits without the trigger counts as triggered; the next kernel's
+// pdl_wait still waits for this whole grid, so where the trigger sits changes only timing.
+__device__ __forceinline__ void pdl_wait_only() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 template <typename... Params, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                           Args&&... args) {

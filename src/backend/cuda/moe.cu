@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeR
   // CTA 0's shared memory may be written only once every CTA of the cluster runs (the CUDA
   // guide's rule for distributed shared memory): arrive now, wait before the first remote store.
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-  pdl_wait();
+  pdl_wait_only();  // the trigger only once the logits are made (below)
   if constexpr (kNorm) {
     const ops::RmsNormParams& n = p.norm;
     for (int m = 0; m < M; ++m)
@@ -302,6 +302,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeR
   }
   // Every CTA's logits are in CTA 0 (and CTA 0's warps are done with the normalized rows).
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  pdl_trigger();  // the router rows are read: the MoE kernel's early loads may start now, under the routing
   if (rank != 0) return;
   for (int t = warp; t < M; t += kRouterWarps) {
     route_token(p.route, t, logits_s + t * E, rs.warp[warp], rank_max);
@@ -320,6 +321,12 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeR
 // takes the last one reads the logits back through L2 into shared memory, resets the counter for
 // the next launch, and routes every token with moe_route_kernel's code. No work is repeated: the
 // rows are spread over the grid as the GEMV spreads them, and only the routing waits for all.
+// Both fused routers let the next kernel launch (the PDL trigger) only once their router rows
+// are read, not at their wait as every other kernel does: with the trigger at the wait, the MoE
+// gate_up kernel's thousands of blocks start their early loads (the shared experts' rows) while
+// the router still reads its 256 KB, which then queue behind them (a reading of why both lost,
+// H100 2026-12-07: V2-Lite batch 1 -11.8% / -6.1%; in the three-op sequence the route kernel's
+// wait comes after the router GEMV, so its rows never meet those loads). Not yet measured.
 __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_grid_kernel(ops::MoeRouterParams p, uint32_t* counter,
                                                                           int rank_max) {
   __shared__ float logits_s[kRouterMaxTokens * ops::kMoeMaxExperts];
@@ -333,12 +340,13 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_grid_kernel(ops:
   auto* y = static_cast<float*>(mm.y);
   uint4 pre[kRouterU];
   router_load_first(mm, E, gw, pre);
-  pdl_wait();
+  pdl_wait_only();  // the trigger only once this block's rows are read (below)
   auto x_chunk = [&](int m, int64_t c) { return __ldg(reinterpret_cast<const uint4*>(x + m * mm.ld_x + c * 8)); };
   for (int e = gw; e < E; e += all) {
     if (e != gw) router_load_first(mm, E, e, pre);
     router_row(mm, M, e, pre, x_chunk, [&](int m, float tot) { y[m * mm.ld_y + e] = tot; });
   }
+  pdl_trigger();  // the MoE kernel's early loads may start now, under the last block's routing
   __threadfence();  // this thread's logits, device-wide, before the block's ticket
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.x - 1;
