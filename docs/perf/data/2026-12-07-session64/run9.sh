@@ -10,7 +10,8 @@
 #    about +1-3% over base (one kernel boundary fewer, the route kernel's; the router rows no
 #    longer meet the MoE kernel's early loads), mode 1 unclear (its cluster still needs 8 free
 #    SMs of one GPC under the o GEMV).
-# 3. On an H200: the issue points of 18.2 / 18.3 / 19.3 on this tree.
+# 3. A kernel trace of mode 3 (its layer chain), then, on an H200 and if time is left, the
+#    issue points of 18.2 / 18.3 / 19.3 on this tree.
 # Run as: run(command: "STOP=560 bash docs/perf/data/2026-12-07-session64/run9.sh", carry: [".devcarry"])
 source docs/perf/data/2026-12-05-session40/lib.sh
 S=$OUT/s9.txt
@@ -27,7 +28,11 @@ for r in 1 2; do
   v2l_b1 v2l_route3_$r FRUGAL_FUSE_ROUTE=3
   v2l_b1 v2l_route1_$r FRUGAL_FUSE_ROUTE=1
 done
-if grep -q H200 $S; then
+V="--prefill-lens 0 --decode-prompt-len 128 --decode-tokens 256 --reps 2 --warmup 1"
+[ $(left) -gt 60 ] && { trace v2l_route3_tr /tmp/v2l FRUGAL_FUSE_ROUTE=3 $V --batches 1
+  t=$L/trace_v2l_route3_tr/decode_b1.trace.json
+  [ -f $t ] && python3 docs/perf/data/2026-12-07-session62/chain.py --moe $t | head -16 >>$S 2>&1; }
+if grep -q H200 $S; then  # re-takes the issue points only if time is left
   B="--prefill-lens 0 --decode-prompt-len 512 --decode-tokens 64 --reps 2 --warmup 1"
   B1="--prefill-lens 0 --decode-prompt-len 128 --decode-tokens 256 --reps 2 --warmup 1"
   for prec in int4 int8 fp8-channel; do e2e ${prec}_b1 /tmp/q7b "" $B1 --batches 1 --precision $prec; done
