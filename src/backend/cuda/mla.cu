@@ -538,9 +538,14 @@ __global__ void __launch_bounds__(kCombineThreads) mla_combine_kernel(ops::Atten
 // kEarly (batched_gemv_early): each warp loads its rows' first round before the PDL wait (W_UV
 // is weights, which no kernel writes), so their HBM round trip runs under the decode kernel.
 constexpr int kUvWarps = 8, kUvRows = 2, kUvU = 2;
+// late (FRUGAL_MLA_UV_LATE_TRIGGER=1, an A/B knob, off by default): the next kernel (the o GEMV,
+// whose warps request their whole rows before their own wait) is let launch only once this
+// block has read its split partials, not at this kernel's wait, so those early loads do not
+// meet the partials' reads (the fused routers' reading, docs/perf/2026-12-07-session64.md). Where
+// the trigger sits changes only timing.
 template <bool kEarly>
 __global__ void __launch_bounds__(kUvWarps * 32) mla_combine_uv_kernel(ops::AttentionParams p, int splits, float* partials,
-                                                                        ops::BatchedMatmulParams mm) {
+                                                                        ops::BatchedMatmulParams mm, int late) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int t = blockIdx.z, h = blockIdx.y;
   const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kUvWarps + warp) * kUvRows;
@@ -552,7 +557,8 @@ __global__ void __launch_bounds__(kUvWarps * 32) mla_combine_uv_kernel(ops::Atte
   if constexpr (kEarly) {
     if (o0 < mm.n) rows_load_round<kUvRows, kUvU>(w, mm.k, lane * 8, wv);
   }
-  pdl_wait();
+  pdl_wait_only();
+  if (!late) pdl_trigger();
   __shared__ float wt[kMaxSplits];
   __shared__ float inv_s;
   __shared__ __align__(16) __nv_bfloat16 xrow[kMaxD];
@@ -582,6 +588,7 @@ __global__ void __launch_bounds__(kUvWarps * 32) mla_combine_uv_kernel(ops::Atte
     xrow[4 * c + 3] = __float2bfloat16(a.w * iv);
   }
   __syncthreads();
+  if (late) pdl_trigger();
   if (o0 >= mm.n) return;  // no barrier follows
   if constexpr (!kEarly) rows_load_round<kUvRows, kUvU>(w, mm.k, lane * 8, wv);
   float acc[kUvRows][1] = {};
@@ -1059,8 +1066,12 @@ cudaError_t launch_mla_decode_uv(const ops::AttentionParams& p, int splits, void
   if (const cudaError_t err = launch_mla_decode_kernel(p, splits, part, nullptr, stream); err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(ceil_div(mm.n, int64_t{kUvWarps} * kUvRows)), static_cast<unsigned>(mm.batch),
                   static_cast<unsigned>(p.n_tokens));
-  return batched_gemv_early() ? launch_kernel(mla_combine_uv_kernel<true>, grid, kUvWarps * 32, 0, stream, p, splits, part, mm)
-                              : launch_kernel(mla_combine_uv_kernel<false>, grid, kUvWarps * 32, 0, stream, p, splits, part, mm);
+  static const int late = [] {
+    const char* e = std::getenv("FRUGAL_MLA_UV_LATE_TRIGGER");
+    return e != nullptr && e[0] == '1' ? 1 : 0;
+  }();
+  return batched_gemv_early() ? launch_kernel(mla_combine_uv_kernel<true>, grid, kUvWarps * 32, 0, stream, p, splits, part, mm, late)
+                              : launch_kernel(mla_combine_uv_kernel<false>, grid, kUvWarps * 32, 0, stream, p, splits, part, mm, late);
 }
 
 cudaError_t launch_mla_decode(const ops::AttentionParams& p, int splits, void* partials, uint32_t* counters,

@@ -9,7 +9,9 @@
 #    trigger at the wait they measured -6.1% / -11.8% (H100, session 64). Predicted: mode 3
 #    about +1-3% over base (one kernel boundary fewer, the route kernel's; the router rows no
 #    longer meet the MoE kernel's early loads), mode 1 unclear (its cluster still needs 8 free
-#    SMs of one GPC under the o GEMV).
+#    SMs of one GPC under the o GEMV). And FRUGAL_MLA_UV_LATE_TRIGGER=1: mla_combine_uv lets the
+#    o GEMV launch only once its partials are read (predicted within +-2%: the combine's reads no
+#    longer meet the o GEMV's 8 MB of early row loads, which alone make that GEMV no faster).
 # 3. A kernel trace of mode 3 (its layer chain), then, on an H200 and if time is left, the
 #    issue points of 18.2 / 18.3 / 19.3 on this tree.
 # Run as: run(command: "STOP=560 bash docs/perf/data/2026-12-07-session64/run9.sh", carry: [".devcarry"])
@@ -27,6 +29,7 @@ for r in 1 2; do
   v2l_b1 v2l_base_$r ""
   v2l_b1 v2l_route3_$r FRUGAL_FUSE_ROUTE=3
   v2l_b1 v2l_route1_$r FRUGAL_FUSE_ROUTE=1
+  v2l_b1 v2l_uvlate_$r FRUGAL_MLA_UV_LATE_TRIGGER=1
 done
 V="--prefill-lens 0 --decode-prompt-len 128 --decode-tokens 256 --reps 2 --warmup 1"
 [ $(left) -gt 60 ] && { trace v2l_route3_tr /tmp/v2l FRUGAL_FUSE_ROUTE=3 $V --batches 1
