@@ -29,7 +29,10 @@
 // in quant_gemm_slab_<format>.cu.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "backend/cuda/quant_gemm_slab.cuh"
 
@@ -77,6 +80,31 @@ int smem_cap_kb() {
   return g_slab_smem_kb > 0 ? g_slab_smem_kb : kb;
 }
 
+
+// FRUGAL_QSLAB_SPLITS="NxK:S[,NxK:S...]", an A/B knob: the slab GEMM of an n x k weight plans S
+// k slices (at least the fewest whose x fits) instead of the cost's choice below, so one build can
+// time each split count of one shape in the step (e.g. the 7B gate_up, 37888x3584, at 16 tokens:
+// the cost picks 4 slices, whose f32 partials are 28% of its codes' bytes). 0: none forced.
+int64_t forced_splits(const ops::MatmulParams& p) {
+  struct Entry {
+    int64_t n, k, splits;
+  };
+  static const std::vector<Entry> entries = [] {
+    std::vector<Entry> out;
+    const char* e = std::getenv("FRUGAL_QSLAB_SPLITS");
+    for (const char* c = e; c != nullptr && *c != '\0';) {
+      long long n = 0, k = 0, sp = 0;
+      int used = 0;
+      if (std::sscanf(c, "%lldx%lld:%lld%n", &n, &k, &sp, &used) == 3 && n > 0 && k > 0 && sp > 0) out.push_back({n, k, sp});
+      c = std::strchr(c, ',');
+      if (c != nullptr) ++c;
+    }
+    return out;
+  }();
+  for (const Entry& e : entries)
+    if (e.n == p.n && e.k == p.k) return e.splits;
+  return 0;
+}
 
 // The slices, row bands and groups per block of a launch: k cut into the fewest slices whose x
 // fits the shared memory a block may take at the kernel's register-limited residency (at most
@@ -139,6 +167,7 @@ void plan_slices(const ops::MatmulParams& p, int n_sms, const SlicePlan& in, Sla
     const Plan pl = plan(sp);
     if (pl.cost < best.cost) best = pl;
   }
+  if (const int64_t forced = forced_splits(p); forced > 0) best = plan(std::max(splits_min, forced));
   s->gpb = static_cast<int>(std::min<int64_t>(best.gpb, INT32_MAX / 2));
   s->gx = best.gx;
   s->gy = in.gy;
