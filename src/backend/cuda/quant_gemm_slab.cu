@@ -95,8 +95,13 @@ int64_t forced_splits(const ops::MatmulParams& p) {
     for (const char* c = e; c != nullptr && *c != '\0';) {
       long long n = 0, k = 0, sp = 0;
       int used = 0;
-      if (std::sscanf(c, "%lldx%lld:%lld%n", &n, &k, &sp, &used) == 3 && n > 0 && k > 0 && sp > 0) out.push_back({n, k, sp});
-      c = std::strchr(c, ',');
+      const char* end = std::strchr(c, ',');
+      const int len = static_cast<int>(end ? end - c : std::strlen(c));
+      if (std::sscanf(c, "%lldx%lld:%lld%n", &n, &k, &sp, &used) == 3 && used == len && n > 0 && k > 0 && sp > 0)
+        out.push_back({n, k, sp});
+      else  // an A/B knob read once: say which entry is not one, rather than time the default unawares
+        std::fprintf(stderr, "frugal: FRUGAL_QSLAB_SPLITS: ignoring '%.*s' (want NxK:S, e.g. 37888x3584:2)\n", len, c);
+      c = end;
       if (c != nullptr) ++c;
     }
     return out;
