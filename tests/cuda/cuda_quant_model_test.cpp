@@ -118,6 +118,14 @@ TEST_P(CudaQuantFixture, LogitsWithinBf16OfTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaQuantFixture, ::testing::ValuesIn(fixtures()),
                          [](const auto& info) { return info.param; });
+// A tree without the fixtures (tests/data/quant/PROVENANCE.md) fails here, by name, rather than
+// through gtest's check for a suite with no instances (which is what a device copy that left the
+// directory out met, 2026-12-08).
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaQuantFixture);
+TEST(CudaQuantFixtures, ArePresent) {
+  EXPECT_FALSE(fixtures().empty()) << "no fixture (a directory with reference.safetensors) under "
+                                   << (fs::path(frugal::testing::source_root()) / "tests/data/quant").string();
+}
 
 }  // namespace
 }  // namespace frugal::model
