@@ -13,6 +13,7 @@
 #    sequence +-1% (the route's 4.5 us shrinks, gate_up's early loads overlap less), mode 3 at
 #    or above base (about +2%: one kernel boundary fewer), mode 1 unclear (its cluster).
 # 3. A trace of the best fused mode with the knob (its layer chain).
+# SHORT=1 leaves modes 1 and 2 out (a short device budget).
 # Run as: run(command: "STOP=520 bash docs/perf/data/2026-12-08-session65/run12.sh", carry: [".devcarry"])
 source docs/perf/data/2026-12-05-session40/lib.sh
 S=$OUT/s12.txt
@@ -27,8 +28,8 @@ for r in 1 2; do
   v2l_b1 v2l_base_$r ""
   v2l_b1 v2l_late_$r FRUGAL_ROUTE_LATE_TRIGGER=1
   v2l_b1 v2l_r3late_$r "FRUGAL_ROUTE_LATE_TRIGGER=1 FRUGAL_FUSE_ROUTE=3"
-  v2l_b1 v2l_r1late_$r "FRUGAL_ROUTE_LATE_TRIGGER=1 FRUGAL_FUSE_ROUTE=1"
-  v2l_b1 v2l_r2late_$r "FRUGAL_ROUTE_LATE_TRIGGER=1 FRUGAL_FUSE_ROUTE=2"
+  [ -z "$SHORT" ] && v2l_b1 v2l_r1late_$r "FRUGAL_ROUTE_LATE_TRIGGER=1 FRUGAL_FUSE_ROUTE=1"
+  [ -z "$SHORT" ] && v2l_b1 v2l_r2late_$r "FRUGAL_ROUTE_LATE_TRIGGER=1 FRUGAL_FUSE_ROUTE=2"
 done
 best=$(for v in late r3late r1late r2late; do for r in 1 2; do
   python3 -c "import json,sys; d=json.load(open('$L/v2l_${v}_$r.json')); print(d['decode'][0]['tok_per_s']['median'], '$v')" 2>/dev/null; done; done | sort -g | tail -1 | cut -d' ' -f2)
