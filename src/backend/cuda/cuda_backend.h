@@ -156,8 +156,8 @@ class CudaBackend final : public ops::Backend {
   // then one grid kernel whose last block routes (launch_moe_router_grid). 0 (the default): the
   // three ops. FRUGAL_FUSE_ROUTE=1|2|3; all three measured slower (V2-Lite
   // batch 1, H100 2026-12-05: 3 342.1, 2 322.0 against 365.1 tok/s; docs/perf/2026-12-05-session43.md;
-  // 2026-12-07: 1 345.0, 3 367.4 against 391.2). Their PDL trigger now comes after the router
-  // rows are read (moe.cu), not yet measured.
+  // 2026-12-07: 1 345.0, 3 367.4 against 391.2). With their PDL trigger after the router rows
+  // are read (moe.cu), no better (2026-12-08: 1 346.5, 3 367.9 against 392.5).
   void set_fuse_route(bool on) { route_mode_ = on ? 1 : 0; }
   void set_route_mode(int mode) { route_mode_ = mode >= 0 && mode <= 3 ? mode : 0; }
   bool fuse_route() const { return route_mode_ != 0; }

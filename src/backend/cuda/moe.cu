@@ -330,7 +330,8 @@ __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_kernel(ops::MoeR
 // gate_up kernel's thousands of blocks start their early loads (the shared experts' rows) while
 // the router still reads its 256 KB, which then queue behind them (a reading of why both lost,
 // H100 2026-12-07: V2-Lite batch 1 -11.8% / -6.1%; in the three-op sequence the route kernel's
-// wait comes after the router GEMV, so its rows never meet those loads). Not yet measured.
+// wait comes after the router GEMV, so its rows never meet those loads). Measured no better
+// (H100 2026-12-08: -11.7% / -6.2%; mode 3's trace: the grid kernel adds 13.8 us).
 __global__ void __launch_bounds__(kRouterWarps * 32) moe_router_grid_kernel(ops::MoeRouterParams p, uint32_t* counter,
                                                                           int rank_max, int late) {
   __shared__ float logits_s[kRouterMaxTokens * ops::kMoeMaxExperts];
