@@ -170,8 +170,8 @@ struct RouteScratch {
   WarpRouteScratch warp[kRouteWarps];
 };
 
-// One warp per token. late (route_late_trigger): the next kernel is let launch only once the
-// routing is written, not at this kernel's wait.
+// One warp per token. late (route_late(), FRUGAL_ROUTE_LATE_TRIGGER): the next kernel is let
+// launch only once the routing is written, not at this kernel's wait.
 __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_kernel(ops::MoeRouteParams p, int rank_max, int late) {
   pdl_wait_only();
   if (!late) pdl_trigger();
