@@ -42,16 +42,9 @@ class DefaultOnSwitch {
 bool pdl_enabled();
 void set_pdl_enabled(bool on);
 
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-// pdl_wait in two halves, for a kernel whose own loads must not meet the next kernel's early
-// ones: the wait alone, then (once those loads are done) the trigger that lets the next kernel
-// launch. A block that exits without the trigger counts as triggered; the next kernel's
+// pdl_wait's two halves, apart for a kernel whose own loads must not meet the next kernel's
+// early ones: the wait alone, then (once those loads are done) the trigger that lets the next
+// kernel launch. A block that exits without the trigger counts as triggered; the next kernel's
 // pdl_wait still waits for this whole grid, so where the trigger sits changes only timing.
 __device__ __forceinline__ void pdl_wait_only() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -62,6 +55,17 @@ __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+__device__ __forceinline__ void pdl_wait() {
+  pdl_wait_only();
+  pdl_trigger();
+}
+
+// An on/off A/B knob from the environment: 1 where the variable's value starts with '1'. Call
+// sites keep it in a function-local static, so it is read once.
+inline int env_flag(const char* name) {
+  const char* e = std::getenv(name);
+  return e != nullptr && e[0] == '1' ? 1 : 0;
 }
 
 template <typename... Params, typename... Args>

@@ -1066,10 +1066,7 @@ cudaError_t launch_mla_decode_uv(const ops::AttentionParams& p, int splits, void
   if (const cudaError_t err = launch_mla_decode_kernel(p, splits, part, nullptr, stream); err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(ceil_div(mm.n, int64_t{kUvWarps} * kUvRows)), static_cast<unsigned>(mm.batch),
                   static_cast<unsigned>(p.n_tokens));
-  static const int late = [] {
-    const char* e = std::getenv("FRUGAL_MLA_UV_LATE_TRIGGER");
-    return e != nullptr && e[0] == '1' ? 1 : 0;
-  }();
+  static const int late = env_flag("FRUGAL_MLA_UV_LATE_TRIGGER");
   return batched_gemv_early() ? launch_kernel(mla_combine_uv_kernel<true>, grid, kUvWarps * 32, 0, stream, p, splits, part, mm, late)
                               : launch_kernel(mla_combine_uv_kernel<false>, grid, kUvWarps * 32, 0, stream, p, splits, part, mm, late);
 }

@@ -387,10 +387,7 @@ int rank_max() { return moe_route_rank() ? kRankMax : 0; }
 // kernel): every global access made after the trigger (x, the logits' round trip, the outputs)
 // waits behind those ~23 MB of early loads. Where the trigger sits changes only timing.
 int route_late() {
-  static const int env = [] {
-    const char* e = std::getenv("FRUGAL_ROUTE_LATE_TRIGGER");
-    return e != nullptr && e[0] == '1' ? 1 : 0;
-  }();
+  static const int env = env_flag("FRUGAL_ROUTE_LATE_TRIGGER");
   return env;
 }
 
